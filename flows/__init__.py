@@ -1,0 +1,1 @@
+"""Orchestration for ptm: Prefect flows and the `ptm` command line."""

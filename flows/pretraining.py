@@ -1,0 +1,38 @@
+"""Run a pre-training experiment from a composed config (used by the CLI and the flows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ptm_core.pretraining import PretrainResult, pretrain
+
+
+def run_pretraining(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
+    """Instantiate the configured encoder, objectives and trainer, and pre-train.
+
+    Args:
+        cfg: a config composed by :func:`flows.config.compose_config`.
+        **trainer_overrides: TrainerConfig fields to change (``output_dir=...``).
+    """
+    data = cfg.data
+    objectives = {name: instantiate(node) for name, node in cfg.objective.objectives.items()}
+    weights = OmegaConf.to_container(cfg.objective.get("weights", {}), resolve=True)
+    trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
+    if isinstance(trainer.adam_betas, list):
+        trainer.adam_betas = tuple(trainer.adam_betas)
+    return pretrain(
+        data.corpus,
+        encoder=instantiate(cfg.model),
+        objectives=objectives,
+        weights=weights,  # type: ignore[arg-type]
+        trainer=trainer,
+        tokenizer=data.tokenizer,
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        max_length=data.max_length,
+        batch_size=data.batch_size,
+        seed=cfg.seed,
+    )

@@ -1,0 +1,353 @@
+"""Encoder checkpoints: ptm's own format and Hugging Face BERT import/export.
+
+ptm format: ``config.json`` (the :class:`EncoderConfig` fields plus ``ptm_format``) and
+``model.safetensors`` with ptm's parameter names. Hugging Face BERT directories are read
+(``model.safetensors``, or ``pytorch_model.bin`` through ``torch.load(weights_only=True)``,
+never a full unpickle) and written with an explicit name map; query/key/value are
+concatenated into ptm's fused projection and split again on export.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from ptm_core.atomic import atomic_directory
+from ptm_core.encoders.config import EncoderConfig
+
+if TYPE_CHECKING:
+    from ptm_core.encoders.transformer import TransformerEncoder
+
+PTM_ENCODER_FORMAT = "ptm-encoder/1"
+
+# Hugging Face BertConfig key -> EncoderConfig field.
+_HF_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_positions",
+    "type_vocab_size": "type_vocab_size",
+    "hidden_dropout_prob": "dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "hidden_act": "activation",
+    "layer_norm_eps": "layer_norm_eps",
+    "pad_token_id": "pad_token_id",
+    "initializer_range": "initializer_range",
+}
+
+# One-to-one tensor names (ptm <- HF), besides the fused query/key/value.
+_HF_EMBEDDING_NAMES = {
+    "embeddings.word.weight": "embeddings.word_embeddings.weight",
+    "embeddings.position.weight": "embeddings.position_embeddings.weight",
+    "embeddings.token_type.weight": "embeddings.token_type_embeddings.weight",
+    "embeddings.norm.weight": "embeddings.LayerNorm.weight",
+    "embeddings.norm.bias": "embeddings.LayerNorm.bias",
+}
+_HF_LAYER_NAMES = {
+    "attention.out_proj": "attention.output.dense",
+    "attention_norm": "attention.output.LayerNorm",
+    "feed_forward.w_in": "intermediate.dense",
+    "feed_forward.w_out": "output.dense",
+    "ffn_norm": "output.LayerNorm",
+}
+_HF_QKV = ("query", "key", "value")
+# Tensors of a BERT checkpoint that belong to heads or are buffers, not to the encoder.
+_HF_NON_ENCODER_PREFIXES = ("pooler.", "cls.", "embeddings.position_ids")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be loaded: the message names the file and what is wrong."""
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{path}: missing; a checkpoint directory needs config.json and model.safetensors "
+            "(ptm) or a Hugging Face BERT config.json with model.safetensors/pytorch_model.bin"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return data
+
+
+def read_weights(directory: Path) -> tuple[dict[str, Tensor], Path]:
+    """Read the weights file of a checkpoint directory without unpickling code.
+
+    Returns:
+        The tensors by name and the file they came from.
+    """
+    safetensors_path = directory / "model.safetensors"
+    bin_path = directory / "pytorch_model.bin"
+    try:
+        if safetensors_path.exists():
+            return load_file(safetensors_path), safetensors_path
+        if bin_path.exists():
+            state = torch.load(bin_path, map_location="cpu", weights_only=True)
+            if not isinstance(state, dict):
+                raise CheckpointError(f"{bin_path}: expected a dict of tensors")
+            return state, bin_path
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        path = safetensors_path if safetensors_path.exists() else bin_path
+        raise CheckpointError(
+            f"{path}: cannot read the weights ({type(exc).__name__}: {exc}); the file is "
+            "damaged or truncated, restore or re-export it"
+        ) from None
+    raise CheckpointError(
+        f"{directory}: no model.safetensors or pytorch_model.bin; copy the weights file next "
+        "to config.json"
+    )
+
+
+def is_hf_bert_config(config: dict[str, Any]) -> bool:
+    """Whether a config.json is a Hugging Face BERT config rather than a ptm one."""
+    return "ptm_format" not in config and (
+        config.get("model_type") == "bert" or "num_hidden_layers" in config
+    )
+
+
+def hf_config_to_encoder_config(config: dict[str, Any], *, source: str) -> EncoderConfig:
+    """Translate a Hugging Face ``BertConfig`` dict into an :class:`EncoderConfig`."""
+    model_type = config.get("model_type", "bert")
+    if model_type != "bert":
+        raise CheckpointError(
+            f"{source}: model_type {model_type!r} is not supported; only 'bert' checkpoints "
+            "can be mapped onto TransformerEncoder"
+        )
+    position_type = config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise CheckpointError(
+            f"{source}: position_embedding_type {position_type!r} is not supported "
+            "(only 'absolute')"
+        )
+    values = {ours: config[theirs] for theirs, ours in _HF_CONFIG_KEYS.items() if theirs in config}
+    values.setdefault("pad_token_id", 0)
+    if values["pad_token_id"] is None:
+        values["pad_token_id"] = 0
+    try:
+        return EncoderConfig(**values)
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+
+
+def hf_bert_to_ptm(
+    state: dict[str, Tensor], num_layers: int
+) -> tuple[dict[str, Tensor], dict[str, Tensor], list[str], list[str]]:
+    """Map a Hugging Face BERT state dict onto ptm encoder names.
+
+    Args:
+        state: tensors by Hugging Face name (``bert.`` prefixes allowed; TF-era
+            ``gamma``/``beta`` LayerNorm names accepted).
+        num_layers: number of encoder layers expected.
+
+    Returns:
+        ``(encoder_state, head_state, missing, unknown)``: ptm-named encoder tensors,
+        the pooler/``cls.`` tensors (HF names, prefix stripped) for heads, the HF names
+        that were expected but absent, and names that mean nothing to a BERT encoder.
+    """
+    source: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        key = name.removeprefix("bert.")
+        if key.endswith("LayerNorm.gamma"):
+            key = key[: -len("gamma")] + "weight"
+        elif key.endswith("LayerNorm.beta"):
+            key = key[: -len("beta")] + "bias"
+        source[key] = tensor
+
+    encoder_state: dict[str, Tensor] = {}
+    missing: list[str] = []
+    used: set[str] = set()
+
+    def take(hf_name: str) -> Tensor | None:
+        if hf_name not in source:
+            missing.append(hf_name)
+            return None
+        used.add(hf_name)
+        return source[hf_name]
+
+    for ours, theirs in _HF_EMBEDDING_NAMES.items():
+        tensor = take(theirs)
+        if tensor is not None:
+            encoder_state[ours] = tensor
+    for i in range(num_layers):
+        hf_prefix = f"encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            parts = [take(f"{hf_prefix}attention.self.{p}.{kind}") for p in _HF_QKV]
+            if all(p is not None for p in parts):
+                encoder_state[f"layers.{i}.attention.qkv_proj.{kind}"] = torch.cat(
+                    [p for p in parts if p is not None], dim=0
+                )
+            for ours, theirs in _HF_LAYER_NAMES.items():
+                tensor = take(f"{hf_prefix}{theirs}.{kind}")
+                if tensor is not None:
+                    encoder_state[f"layers.{i}.{ours}.{kind}"] = tensor
+    head_state = {k: v for k, v in source.items() if k.startswith(("pooler.", "cls."))}
+    unknown = sorted(
+        k for k in source if k not in used and not k.startswith(_HF_NON_ENCODER_PREFIXES)
+    )
+    return encoder_state, head_state, missing, unknown
+
+
+def ptm_to_hf_bert(state: dict[str, Tensor], num_layers: int) -> dict[str, Tensor]:
+    """Inverse of :func:`hf_bert_to_ptm` for the encoder tensors (HF names, no prefix)."""
+    out: dict[str, Tensor] = {}
+    for ours, theirs in _HF_EMBEDDING_NAMES.items():
+        out[theirs] = state[ours]
+    for i in range(num_layers):
+        hf_prefix = f"encoder.layer.{i}."
+        for kind in ("weight", "bias"):
+            fused = state[f"layers.{i}.attention.qkv_proj.{kind}"]
+            for name, part in zip(_HF_QKV, fused.chunk(3, dim=0), strict=True):
+                out[f"{hf_prefix}attention.self.{name}.{kind}"] = part
+            for ours, theirs in _HF_LAYER_NAMES.items():
+                out[f"{hf_prefix}{theirs}.{kind}"] = state[f"layers.{i}.{ours}.{kind}"]
+    return {k: v.detach().contiguous().clone() for k, v in out.items()}
+
+
+def encoder_config_to_hf(config: EncoderConfig) -> dict[str, Any]:
+    """A Hugging Face ``BertConfig`` dict equivalent to ``config`` (post-LN only)."""
+    if config.norm_position != "post":
+        raise CheckpointError(
+            "only post-LN (BERT) encoders can be exported to Hugging Face BERT; this one "
+            "is pre-LN. Save it with format='ptm'"
+        )
+    hf = {theirs: getattr(config, ours) for theirs, ours in _HF_CONFIG_KEYS.items()}
+    hf.update(
+        architectures=["BertModel"],
+        model_type="bert",
+        position_embedding_type="absolute",
+    )
+    return hf
+
+
+def check_state(
+    model: torch.nn.Module,
+    state: dict[str, Tensor],
+    *,
+    source: str,
+    strict: bool = True,
+    unknown: list[str] | None = None,
+    missing_source_names: list[str] | None = None,
+) -> None:
+    """Load ``state`` into ``model``, raising one error that lists every problem.
+
+    Args:
+        model: target module.
+        state: tensors by ``model``'s parameter names.
+        source: file the tensors came from (for the message).
+        strict: whether missing or unknown tensors are errors.
+        unknown: extra source names that mapped to nothing.
+        missing_source_names: source-side names of tensors that were absent.
+    """
+    expected = model.state_dict()
+    problems: list[str] = []
+    mismatched = [
+        f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
+        for k, v in state.items()
+        if k in expected and tuple(v.shape) != tuple(expected[k].shape)
+    ]
+    if mismatched:
+        problems.append("shape mismatches:\n  " + "\n  ".join(mismatched))
+    missing = missing_source_names or sorted(k for k in expected if k not in state)
+    extra = sorted((unknown or []) + [k for k in state if k not in expected])
+    if strict and missing:
+        problems.append("missing tensors:\n  " + "\n  ".join(missing))
+    if strict and extra:
+        problems.append("unknown tensors:\n  " + "\n  ".join(extra))
+    if problems:
+        raise CheckpointError(
+            f"{source}: the checkpoint does not fit the model:\n"
+            + "\n".join(problems)
+            + "\nCheck that config.json matches the weights, or pass strict=False to load "
+            "what fits."
+        )
+    model.load_state_dict({k: v for k, v in state.items() if k in expected}, strict=False)
+
+
+def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> TransformerEncoder:
+    """Load a ptm or Hugging Face BERT directory into a :class:`TransformerEncoder`."""
+    from ptm_core.encoders.transformer import TransformerEncoder
+
+    directory = Path(path)
+    if not directory.is_dir():
+        raise CheckpointError(
+            f"{directory}: not a directory; pass the folder that holds config.json and the "
+            "weights"
+        )
+    config_path = directory / "config.json"
+    raw = _read_json(config_path)
+    weights, weights_path = read_weights(directory)
+    if is_hf_bert_config(raw):
+        config = hf_config_to_encoder_config(raw, source=str(config_path))
+        config = _apply_overrides(config, overrides, source=str(config_path))
+        state, _, missing, unknown = hf_bert_to_ptm(weights, config.num_layers)
+    else:
+        try:
+            config = EncoderConfig.from_dict(raw, source=str(config_path))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(str(exc)) from None
+        config = _apply_overrides(config, overrides, source=str(config_path))
+        state, missing, unknown = weights, [], []
+    encoder = TransformerEncoder(config)
+    check_state(
+        encoder,
+        state,
+        source=str(weights_path),
+        strict=strict,
+        unknown=unknown,
+        missing_source_names=missing or None,
+    )
+    return encoder
+
+
+def _apply_overrides(
+    config: EncoderConfig, overrides: dict[str, Any], *, source: str
+) -> EncoderConfig:
+    if not overrides:
+        return config
+    return EncoderConfig.from_dict({**config.to_dict(), **overrides}, source=source)
+
+
+def save_encoder(
+    encoder: TransformerEncoder,
+    path: str | Path,
+    *,
+    format: str = "ptm",
+    extra_writers: Sequence[Callable[[Path], object]] = (),
+) -> Path:
+    """Write an encoder checkpoint directory atomically.
+
+    Args:
+        encoder: the model.
+        path: target directory.
+        format: ``"ptm"`` or ``"hf"`` (Hugging Face ``BertModel`` layout).
+        extra_writers: callables given the directory being written, to add files in the
+            same atomic step (``tokenizer.save``, a model card).
+    """
+    if format not in ("ptm", "hf"):
+        raise ValueError(f"unknown checkpoint format {format!r}; valid: 'ptm', 'hf'")
+    state = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
+    if format == "hf":
+        config_dict = encoder_config_to_hf(encoder.config)
+        state = ptm_to_hf_bert(state, encoder.config.num_layers)
+    else:
+        config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **encoder.config.to_dict()}
+    with atomic_directory(path) as tmp:
+        (tmp / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for writer in extra_writers:
+            writer(tmp)
+    return Path(path)

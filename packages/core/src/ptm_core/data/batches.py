@@ -1,0 +1,125 @@
+"""Batches for pre-training: seeded shuffling, padding and the objectives' data side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ptm_core.seeding import generator_for
+
+Example = dict[str, Any]
+Batch = dict[str, Tensor]
+BatchTransform = Callable[[Batch, torch.Generator], Batch]
+
+# Per-token keys and the value that pads them; other list keys pad with 0.
+PAD_VALUES = {
+    "token_type_ids": 0,
+    "special_tokens_mask": 1,
+    "attention_mask": 0,
+    "mlm_labels": -100,
+}
+
+
+def pad_examples(examples: Sequence[Example], pad_id: int) -> Batch:
+    """Stack examples into a batch, right-padding every per-token list.
+
+    Keys starting with ``meta_`` are bookkeeping and are dropped. Integer keys become
+    ``(B,)`` tensors, list keys ``(B, L_max)`` tensors, and ``attention_mask`` is added.
+
+    Args:
+        examples: dicts of equal keys.
+        pad_id: id used to pad ``input_ids``.
+    """
+    if not examples:
+        raise ValueError("cannot build a batch from zero examples")
+    length = max(len(e["input_ids"]) for e in examples)
+    batch: Batch = {}
+    for key in examples[0]:
+        if key.startswith("meta_"):
+            continue
+        values = [e[key] for e in examples]
+        if isinstance(values[0], (list, tuple)):
+            pad = pad_id if key == "input_ids" else PAD_VALUES.get(key, 0)
+            batch[key] = torch.tensor([list(v) + [pad] * (length - len(v)) for v in values])
+        else:
+            batch[key] = torch.tensor(values)
+    if "attention_mask" not in batch:
+        batch["attention_mask"] = torch.tensor(
+            [[1] * len(e["input_ids"]) + [0] * (length - len(e["input_ids"])) for e in examples]
+        )
+    return batch
+
+
+class PretrainingBatches:
+    """A deterministic, resumable source of pre-training batches.
+
+    Each epoch visits every example once in an order drawn from ``(seed, epoch)``; batch
+    ``i`` of epoch ``e`` is padded and passed through ``transform`` with a generator
+    seeded by ``(seed, e, i)``. So a batch depends only on its position, which lets the
+    trainer resume mid-epoch by position alone, and dynamic masks differ between epochs.
+    The global RNG is never touched.
+
+    Args:
+        examples: the prepared examples.
+        batch_size: examples per batch.
+        pad_id: padding id.
+        transform: the objectives' dynamic data side.
+        seed: base seed.
+        shuffle: shuffle each epoch.
+        drop_last: drop a final short batch.
+    """
+
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        batch_size: int,
+        *,
+        pad_id: int,
+        transform: BatchTransform | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not examples:
+            raise ValueError("no examples to batch: the corpus produced no training rows")
+        self.examples = list(examples)
+        self.batch_size = batch_size
+        self.pad_id = pad_id
+        self.transform = transform
+        self.seed = seed
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+
+    @property
+    def batches_per_epoch(self) -> int:
+        full, rest = divmod(len(self.examples), self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+    def order(self, epoch: int) -> list[int]:
+        """Example indices in the order epoch ``epoch`` visits them."""
+        if not self.shuffle:
+            return list(range(len(self.examples)))
+        return torch.randperm(len(self.examples), generator=generator_for(self.seed, epoch)).tolist()
+
+    def batch(self, epoch: int, index: int, order: list[int] | None = None) -> Batch:
+        """Build batch ``index`` of ``epoch``."""
+        order = order if order is not None else self.order(epoch)
+        chosen = order[index * self.batch_size : (index + 1) * self.batch_size]
+        batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
+        if self.transform is not None:
+            batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
+        return batch
+
+    def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
+        """Yield the batches of ``epoch`` from position ``start`` on."""
+        order = self.order(epoch)
+        for index in range(start, self.batches_per_epoch):
+            yield self.batch(epoch, index, order)
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch

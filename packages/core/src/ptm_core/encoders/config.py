@@ -1,0 +1,97 @@
+"""The numbers that define a Transformer encoder, serialised as ``config.json``."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ptm_core.modules.feed_forward import ACTIVATIONS
+
+NormPosition = Literal["post", "pre"]
+
+
+@dataclass
+class EncoderConfig:
+    """Hyper-parameters of :class:`~ptm_core.encoders.TransformerEncoder`.
+
+    Field names are the builder's argument names and the keys of ``config.json``.
+
+    Args:
+        vocab_size: number of token ids.
+        hidden_size: model width ``D``.
+        num_layers: number of Transformer layers.
+        num_heads: attention heads per layer.
+        intermediate_size: feed-forward inner width.
+        max_positions: learned absolute positions.
+        type_vocab_size: segment ids (0 = no segment embeddings).
+        dropout: dropout on embeddings and sub-layer outputs.
+        attention_dropout: dropout on attention probabilities.
+        activation: feed-forward activation name.
+        layer_norm_eps: LayerNorm epsilon.
+        norm_position: ``"post"`` (BERT: ``LN(x + f(x))``) or ``"pre"``
+            (``x + f(LN(x))`` with a final LayerNorm).
+        pad_token_id: padding id of the token table.
+        initializer_range: standard deviation of the normal weight initialisation.
+    """
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    max_positions: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation: str = "gelu"
+    layer_norm_eps: float = 1e-12
+    norm_position: NormPosition = "post"
+    pad_token_id: int = 0
+    initializer_range: float = 0.02
+
+    def __post_init__(self) -> None:
+        positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+        for name in (*positive, "max_positions"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"EncoderConfig.{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"EncoderConfig.hidden_size={self.hidden_size} must be divisible by "
+                f"num_heads={self.num_heads}"
+            )
+        if self.norm_position not in ("post", "pre"):
+            raise ValueError(
+                f"EncoderConfig.norm_position must be 'post' or 'pre', got {self.norm_position!r}"
+            )
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"EncoderConfig.activation {self.activation!r} is unknown; valid: "
+                f"{', '.join(sorted(ACTIVATIONS))}"
+            )
+        for name in ("dropout", "attention_dropout"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> EncoderConfig:
+        """Build from a dict, rejecting unknown keys with a message naming them.
+
+        Args:
+            data: the fields; extra bookkeeping keys starting with ``ptm_`` are ignored.
+            source: where the dict came from, for error messages.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in data if k not in names and not k.startswith("ptm_"))
+        if unknown:
+            raise ValueError(
+                f"{source}: unknown encoder config field(s) {unknown}; valid fields: "
+                f"{sorted(names)}"
+            )
+        return cls(**{k: v for k, v in data.items() if k in names})

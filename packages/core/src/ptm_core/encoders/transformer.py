@@ -1,0 +1,249 @@
+"""The Transformer encoder stack every ptm model stands on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core.encoders.config import EncoderConfig
+from ptm_core.modules.attention import MultiHeadSelfAttention
+from ptm_core.modules.attention_masks import to_sdpa_mask
+from ptm_core.modules.embeddings import TextEmbeddings
+from ptm_core.modules.feed_forward import FeedForward
+
+
+@dataclass
+class EncoderOutput:
+    """What :class:`TransformerEncoder` returns.
+
+    Attributes:
+        last_hidden_state: ``(B, L, D)`` output of the last layer (after the final
+            LayerNorm in the pre-LN variant).
+        hidden_states: when requested, ``num_layers + 1`` tensors ``(B, L, D)``: the
+            embedding output, then every layer's output.
+    """
+
+    last_hidden_state: Tensor
+    hidden_states: tuple[Tensor, ...] | None = None
+
+
+class TransformerLayer(nn.Module):
+    """One encoder layer: self-attention and feed-forward, each with a residual.
+
+    ``norm_position="post"`` is BERT's ``LN(x + Dropout(f(x)))``; ``"pre"`` is
+    ``x + Dropout(f(LN(x)))`` (Xiong et al., 2020), which trains stably without warm-up.
+
+    Args:
+        attention: the self-attention module.
+        feed_forward: the position-wise MLP.
+        hidden_size: width ``D`` (for the LayerNorms).
+        dropout: dropout on each sub-layer output.
+        layer_norm_eps: LayerNorm epsilon.
+        norm_position: ``"post"`` or ``"pre"``.
+
+    Shapes:
+        ``(B, L, D) -> (B, L, D)``; mask as :func:`to_sdpa_mask` returns.
+    """
+
+    def __init__(
+        self,
+        attention: nn.Module,
+        feed_forward: nn.Module,
+        hidden_size: int,
+        dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        norm_position: str = "post",
+    ) -> None:
+        super().__init__()
+        self.attention = attention
+        self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.feed_forward = feed_forward
+        self.ffn_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = norm_position == "pre"
+
+    def forward(self, hidden_states: Tensor, mask: Tensor | None = None) -> Tensor:
+        if self.pre_norm:
+            x = hidden_states
+            x = x + self.dropout(self.attention(self.attention_norm(x), mask))
+            return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
+        x = self.attention_norm(hidden_states + self.dropout(self.attention(hidden_states, mask)))
+        return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
+
+
+class TransformerEncoder(nn.Module):
+    """Bidirectional Transformer encoder (BERT, Devlin et al., 2019).
+
+    Embeddings (token + position + segment) followed by ``num_layers`` Transformer layers.
+    Every visibility pattern is a boolean ``attention_mask``: ``[B, L]`` key padding or
+    ``[B, L, L]`` visibility (True = row may attend column). Extension packages compose
+    this encoder (soft positions via ``position_ids``, language or visual embeddings via
+    ``inputs_embeds``/``extra_embeds``) rather than subclassing it.
+
+    Args:
+        config: the numbers that define the model (see :class:`EncoderConfig`).
+
+    Example:
+        >>> from ptm_core.encoders import bert_tiny
+        >>> encoder = bert_tiny()
+        >>> out = encoder(torch.tensor([[2, 10, 11, 3]]))
+        >>> out.last_hidden_state.shape
+        torch.Size([1, 4, 128])
+    """
+
+    def __init__(self, config: EncoderConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.embeddings = TextEmbeddings(
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            max_positions=config.max_positions,
+            type_vocab_size=config.type_vocab_size,
+            dropout=config.dropout,
+            layer_norm_eps=config.layer_norm_eps,
+            pad_token_id=config.pad_token_id,
+        )
+        self.layers = nn.ModuleList(
+            TransformerLayer(
+                attention=MultiHeadSelfAttention(
+                    config.hidden_size, config.num_heads, dropout=config.attention_dropout
+                ),
+                feed_forward=FeedForward(
+                    config.hidden_size, config.intermediate_size, activation=config.activation
+                ),
+                hidden_size=config.hidden_size,
+                dropout=config.dropout,
+                layer_norm_eps=config.layer_norm_eps,
+                norm_position=config.norm_position,
+            )
+            for _ in range(config.num_layers)
+        )
+        self.final_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            if config.norm_position == "pre"
+            else None
+        )
+        self.apply(self._init_weights)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def word_embeddings(self) -> nn.Embedding:
+        """The token table; output heads tie their decoder weight to it."""
+        return self.embeddings.word
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        *,
+        inputs_embeds: Tensor | None = None,
+        extra_embeds: Tensor | None = None,
+        output_hidden_states: bool = False,
+    ) -> EncoderOutput:
+        """Encode a batch.
+
+        Args:
+            input_ids: ``(B, L)`` token ids (or give ``inputs_embeds``).
+            attention_mask: ``(B, L)`` padding (1/True = real token) or ``(B, L, L)`` bool
+                visibility; ``None`` = every token sees every token.
+            position_ids: ``(B, L)`` or ``(1, L)``; default ``0..L-1`` (K-BERT passes soft
+                positions here).
+            token_type_ids: ``(B, L)`` segment ids; default all 0.
+            inputs_embeds: ``(B, L, D)`` token vectors used instead of the token table.
+            extra_embeds: ``(B, L, D)`` added to the embedding sum before the LayerNorm
+                (XLM language embeddings, ...).
+            output_hidden_states: also return the embedding output and every layer output.
+
+        Returns:
+            :class:`EncoderOutput`.
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        hidden = self.embeddings(
+            input_ids,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            extra_embeds=extra_embeds,
+        )  # (B, L, D)
+        mask = to_sdpa_mask(attention_mask, hidden.shape[1])
+        all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
+        for layer in self.layers:
+            hidden = layer(hidden, mask)
+            if all_hidden is not None:
+                all_hidden.append(hidden)
+        if self.final_norm is not None:
+            hidden = self.final_norm(hidden)
+        return EncoderOutput(
+            last_hidden_state=hidden,
+            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+        )
+
+    def save_pretrained(
+        self,
+        path: str | Path,
+        *,
+        format: str = "ptm",
+        extra_writers: Sequence[Callable[[Path], object]] = (),
+    ) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` atomically.
+
+        Args:
+            path: target directory (created; an existing one is replaced as a whole).
+            format: ``"ptm"`` (our names) or ``"hf"`` (a directory that
+                ``transformers.BertModel.from_pretrained`` loads; post-LN only).
+            extra_writers: callables given the directory being written, to add files in the
+                same atomic step (``tokenizer.save``, a model card).
+
+        Returns:
+            The directory written.
+        """
+        from ptm_core.checkpoints import save_encoder
+
+        return save_encoder(self, path, format=format, extra_writers=extra_writers)
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, *, strict: bool = True, **overrides: Any
+    ) -> TransformerEncoder:
+        """Load a ptm directory or a Hugging Face BERT directory.
+
+        Hugging Face directories (``config.json`` with ``model_type`` ``"bert"`` and
+        ``model.safetensors`` or ``pytorch_model.bin``) are mapped name by name; pooler and
+        pre-training head tensors are recognised and left to the heads. Unknown or missing
+        tensors and shape mismatches raise :class:`~ptm_core.checkpoints.CheckpointError`
+        listing them.
+
+        Args:
+            path: the checkpoint directory.
+            strict: raise on missing/unknown tensors (shape mismatches always raise).
+            **overrides: config fields to change, e.g. ``dropout=0.0``.
+        """
+        from ptm_core.checkpoints import load_encoder
+
+        return load_encoder(path, strict=strict, **overrides)

@@ -1,0 +1,6 @@
+"""Output heads: they map encoder states to logits and never compute a loss."""
+
+from ptm_core.heads.mlm import MaskedLMHead
+from ptm_core.heads.sentence_pair import Pooler, SentencePairHead
+
+__all__ = ["MaskedLMHead", "Pooler", "SentencePairHead"]

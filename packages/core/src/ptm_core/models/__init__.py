@@ -1,0 +1,5 @@
+"""Composed models: an encoder plus the heads of its objectives."""
+
+from ptm_core.models.pretraining import PretrainingModel, PretrainingOutput
+
+__all__ = ["PretrainingModel", "PretrainingOutput"]

@@ -1,0 +1,55 @@
+"""Multi-head self-attention on top of ``scaled_dot_product_attention``."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head scaled dot-product self-attention (Vaswani et al., 2017).
+
+    Query, key and value are one fused projection (one GEMM instead of three); the
+    Hugging Face BERT checkpoint mapping concatenates and splits them explicitly. The
+    kernel is :func:`torch.nn.functional.scaled_dot_product_attention`, so the fused
+    flash/memory-efficient paths are used whenever the mask and dropout allow it.
+
+    Args:
+        hidden_size: model width ``D``.
+        num_heads: number of heads ``h``; ``D`` must be divisible by ``h``.
+        dropout: dropout on the attention probabilities (training only).
+        bias: whether the projections have biases.
+
+    Shapes:
+        hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
+        bool (True = may attend, as built by :func:`to_sdpa_mask`); output ``(B, L, D)``.
+    """
+
+    def __init__(
+        self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True
+    ) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(
+                f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
+                "choose num_heads that divides hidden_size"
+            )
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.dropout = dropout
+        self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
+        self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    def forward(self, hidden_states: Tensor, mask: Tensor | None = None) -> Tensor:
+        batch, length, width = hidden_states.shape
+        qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
+        context = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, h, L, d)
+        context = context.transpose(1, 2).reshape(batch, length, width)
+        return self.out_proj(context)

@@ -1,0 +1,102 @@
+"""Attention masks: every visibility pattern in ptm is one boolean tensor.
+
+The encoder accepts two user-facing forms, both with ``True`` = may attend:
+
+* ``[B, L]`` key padding (``1``/``True`` = real token), as in BERT;
+* ``[B, L, L]`` visibility (row ``i`` may attend column ``j``), as K-BERT, UniLM prefix
+  masks, XLNet permutation masks and packed sequences need.
+
+:func:`to_sdpa_mask` turns either into the broadcastable boolean form that
+:func:`torch.nn.functional.scaled_dot_product_attention` takes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def to_sdpa_mask(attention_mask: Tensor | None, seq_len: int) -> Tensor | None:
+    """Normalise a user mask into a boolean SDPA mask.
+
+    Rows that may attend to nothing (padding rows of a visibility matrix, or a sequence
+    that is all padding) are allowed to see themselves only: a fully masked softmax row is
+    NaN, and NaN values leak into every other row through ``0 * NaN`` in the value product.
+    Those rows' outputs carry no information and must be ignored by the caller.
+
+    Args:
+        attention_mask: ``None``, ``[B, L]`` (bool or 0/1 integers) or ``[B, L, L]`` bool.
+        seq_len: ``L``, the sequence length of the queries and keys.
+
+    Returns:
+        ``None`` (attend everywhere), ``[B, 1, 1, L]`` or ``[B, 1, L, L]`` bool.
+
+    Raises:
+        ValueError: the mask has the wrong rank or length.
+    """
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 2:
+        if attention_mask.shape[1] != seq_len:
+            raise ValueError(
+                f"attention_mask has length {attention_mask.shape[1]} but the input has "
+                f"{seq_len} tokens; pass a [B, L] padding mask matching input_ids"
+            )
+        keys = attention_mask.bool()
+        if bool(keys.all()):
+            return None
+        if bool(keys.any(dim=-1).all()):
+            return keys[:, None, None, :]  # (B, 1, 1, L)
+        visibility = keys[:, None, :].expand(-1, seq_len, -1)
+    elif attention_mask.dim() == 3:
+        if attention_mask.shape[1:] != (seq_len, seq_len):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but a visibility "
+                f"matrix for {seq_len} tokens must be [B, {seq_len}, {seq_len}]"
+            )
+        if attention_mask.dtype != torch.bool:
+            raise ValueError(
+                "a [B, L, L] attention_mask must be bool (True = row may attend column); "
+                f"got {attention_mask.dtype}. Convert it with mask.bool()"
+            )
+        visibility = attention_mask
+    else:
+        raise ValueError(
+            f"attention_mask must be [B, L] padding or [B, L, L] visibility, got "
+            f"{attention_mask.dim()} dimensions"
+        )
+    blind_rows = ~visibility.any(dim=-1, keepdim=True)  # (B, L, 1)
+    if bool(blind_rows.any()):
+        eye = torch.eye(seq_len, dtype=torch.bool, device=visibility.device)
+        visibility = visibility | (blind_rows & eye)
+    return visibility[:, None, :, :]  # (B, 1, L, L)
+
+
+def padding_to_visibility(padding_mask: Tensor) -> Tensor:
+    """Expand a ``[B, L]`` padding mask to the ``[B, L, L]`` matrix it means.
+
+    Every row sees every real token; the result is what the encoder applies for the
+    padding mask, so both forms give identical outputs.
+    """
+    keys = padding_mask.bool()
+    return keys[:, None, :].expand(-1, keys.shape[1], -1).clone()
+
+
+def causal_mask(seq_len: int, device: torch.device | None = None) -> Tensor:
+    """``[L, L]`` lower-triangular visibility: token ``i`` sees tokens ``<= i``."""
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).tril()
+
+
+def block_diagonal_mask(segment_ids: Tensor) -> Tensor:
+    """Visibility for packed sequences: a token sees only tokens of its own document.
+
+    Args:
+        segment_ids: ``[B, L]`` integer document index per token; ``-1`` marks padding,
+            which sees nothing and is seen by nothing.
+
+    Returns:
+        ``[B, L, L]`` bool.
+    """
+    same = segment_ids[:, :, None] == segment_ids[:, None, :]
+    real = segment_ids >= 0
+    return same & real[:, :, None] & real[:, None, :]

@@ -1,0 +1,68 @@
+"""What every pre-training objective provides: a data side and a loss side."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core.encoders.transformer import EncoderOutput
+
+Example = dict[str, Any]
+Batch = dict[str, Tensor]
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class ObjectiveOutput:
+    """The loss side's result.
+
+    Attributes:
+        loss: 0-d tensor to minimise (unweighted).
+        metrics: detached scalars to log (accuracy, counts), keyed without prefix.
+    """
+
+    loss: Tensor
+    metrics: dict[str, Tensor] = field(default_factory=dict)
+
+
+class Objective(nn.Module):
+    """Base class of pre-training objectives.
+
+    An objective owns both halves of its job (DESIGN.md):
+
+    * data side, on the CPU and seeded: :meth:`prepare_example` runs once per example at
+      preprocessing (static corruption, BERT), :meth:`collate` runs every time a batch is
+      built (dynamic corruption, RoBERTa), :meth:`build_examples` (optional) turns
+      tokenised documents into examples when the objective decides how segments are
+      paired (NSP, SOP);
+    * loss side: the heads it needs (as sub-modules) and :meth:`forward`, which maps the
+      encoder output and the batch to an :class:`ObjectiveOutput`.
+
+    Attributes:
+        name: short name used as the metrics prefix (``mlm``, ``nsp``).
+        batch_keys: keys this objective adds to a batch; the collator pads them.
+    """
+
+    name: str = "objective"
+
+    def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
+        """Static data side, once per example; default: unchanged."""
+        return example
+
+    def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
+        """Dynamic data side, once per built batch; default: unchanged."""
+        return batch
+
+    def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
+        raise NotImplementedError
+
+
+def accuracy(logits: Tensor, labels: Tensor) -> Tensor:
+    """Fraction of rows whose arg-max equals the label (labels already filtered)."""
+    if labels.numel() == 0:
+        return logits.new_zeros(())
+    return (logits.argmax(dim=-1) == labels).float().mean().detach()

@@ -1,0 +1,216 @@
+"""The pre-training recipe: corpus -> tokenizer -> examples -> model -> trainer -> checkpoint.
+
+Hydra configs and Prefect flows call :func:`pretrain` with built pieces and numbers; no
+configuration framework is imported here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptm_core.data.batches import PretrainingBatches
+from ptm_core.data.corpus import Document, read_text_corpus
+from ptm_core.data.segments import build_single_segment_examples
+from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.models.pretraining import PretrainingModel
+from ptm_core.objectives.base import Objective
+from ptm_core.objectives.mix import ObjectiveMix
+from ptm_core.seeding import derive_seed, generator_for
+from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.training import Trainer, TrainerConfig
+
+logger = logging.getLogger(__name__)
+
+EncoderFactory = Callable[..., TransformerEncoder]
+ObjectiveFactory = Callable[..., Objective]
+
+
+@dataclass
+class PretrainResult:
+    """Where a pre-training run put its outputs.
+
+    Attributes:
+        output_dir: the run directory.
+        encoder_dir: final encoder (``config.json`` + ``model.safetensors`` + tokenizer),
+            loadable with ``TransformerEncoder.from_pretrained``.
+        tokenizer_dir: the tokenizer used (trained or copied).
+        metrics_path: JSON lines of training metrics.
+        last_checkpoint: newest full training checkpoint (for resume).
+        final_metrics: the last logged metrics record.
+        num_examples: training rows built from the corpus.
+    """
+
+    output_dir: Path
+    encoder_dir: Path
+    tokenizer_dir: Path
+    metrics_path: Path
+    last_checkpoint: Path | None
+    final_metrics: dict[str, Any] = field(default_factory=dict)
+    num_examples: int = 0
+
+
+def prepare_tokenizer(
+    documents: Sequence[Document],
+    output_dir: Path,
+    *,
+    tokenizer: str | Path | None = None,
+    vocab_size: int = 8000,
+    lowercase: bool = True,
+) -> WordPieceTokenizer:
+    """Load the given tokenizer, reuse the run's saved one, or train one on the corpus.
+
+    A run that resumes must see the same ids, so a tokenizer trained by an earlier
+    attempt of the same run (``output_dir/tokenizer``) is always reused.
+    """
+    saved = output_dir / "tokenizer"
+    if tokenizer is not None:
+        path = Path(tokenizer)
+        loaded = (
+            WordPieceTokenizer.from_vocab(path, lowercase=lowercase)
+            if path.is_file()
+            else WordPieceTokenizer.from_directory(path)
+        )
+    elif (saved / "vocab.txt").exists():
+        return WordPieceTokenizer.from_directory(saved)
+    else:
+        logger.info("training a WordPiece vocabulary of %d on the corpus", vocab_size)
+        texts = (sentence for doc in documents for sentence in doc.sentences)
+        loaded = WordPieceTokenizer.train(texts, vocab_size=vocab_size, lowercase=lowercase)
+    loaded.save(saved)
+    return loaded
+
+
+def tokenize_documents(
+    documents: Sequence[Document], tokenizer: WordPieceTokenizer
+) -> list[list[list[int]]]:
+    """Word-piece ids of every sentence, grouped by document."""
+    flat = [sentence for doc in documents for sentence in doc.sentences]
+    ids = tokenizer.tokenize_ids_batch(flat)
+    out: list[list[list[int]]] = []
+    start = 0
+    for doc in documents:
+        out.append(ids[start : start + len(doc.sentences)])
+        start += len(doc.sentences)
+    return out
+
+
+def build_examples(
+    mix: ObjectiveMix,
+    documents: Sequence[Sequence[Sequence[int]]],
+    vocab: VocabInfo,
+    max_length: int,
+    seed: int,
+) -> list[dict[str, Any]]:
+    """Examples for a mix: the pairing objective's layout (NSP/SOP) or single segments.
+
+    Then every objective's static data side runs once per example.
+    """
+    builders = [(n, o) for n, o in mix if hasattr(o, "build_examples")]
+    if len(builders) > 1:
+        raise ValueError(
+            f"objectives {[n for n, _ in builders]} each decide how segments are paired; "
+            "use only one of them"
+        )
+    if builders:
+        name, objective = builders[0]
+        examples = objective.build_examples(
+            documents, max_length, random.Random(derive_seed(seed, "examples", name))
+        )
+    else:
+        examples = build_single_segment_examples(documents, vocab, max_length)
+    generator = generator_for(seed, "static")
+    return [mix.prepare_example(example, generator) for example in examples]
+
+
+def pretrain(
+    corpus: str | Path | Sequence[str | Path],
+    *,
+    encoder: EncoderFactory | TransformerEncoder,
+    objectives: Mapping[str, ObjectiveFactory],
+    trainer: TrainerConfig,
+    weights: Mapping[str, float] | None = None,
+    tokenizer: str | Path | None = None,
+    vocab_size: int = 8000,
+    lowercase: bool = True,
+    max_length: int = 128,
+    batch_size: int = 32,
+    seed: int = 0,
+) -> PretrainResult:
+    """Pre-train an encoder on a text corpus with a mix of objectives.
+
+    Args:
+        corpus: text-corpus file(s) or directory (see ``data_specs/text_corpus``).
+        encoder: a built encoder, or a factory called with ``vocab_size=`` of the tokenizer.
+        objectives: name -> factory called with ``encoder=`` and ``vocab=``.
+        trainer: trainer settings (``output_dir`` is the run directory).
+        weights: name -> loss weight (default 1 each).
+        tokenizer: a ``vocab.txt`` or tokenizer directory; ``None`` trains a WordPiece
+            vocabulary of ``vocab_size`` on the corpus.
+        vocab_size: size of a trained vocabulary.
+        lowercase: lower-case text (trained or ``vocab.txt`` tokenizers).
+        max_length: tokens per row, special tokens included.
+        batch_size: rows per micro-batch.
+        seed: seed of example building, masking and shuffling.
+
+    Returns:
+        :class:`PretrainResult`.
+    """
+    output_dir = Path(trainer.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    documents = read_text_corpus(corpus)
+    tok = prepare_tokenizer(
+        documents, output_dir, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
+    )
+    vocab = tok.vocab_info
+    model_encoder = encoder if isinstance(encoder, TransformerEncoder) else encoder(
+        vocab_size=vocab.vocab_size
+    )
+    if max_length > model_encoder.config.max_positions:
+        raise ValueError(
+            f"data max_length={max_length} exceeds the encoder's max_positions="
+            f"{model_encoder.config.max_positions}; lower max_length or raise max_positions"
+        )
+    mix = ObjectiveMix(
+        {name: make(encoder=model_encoder, vocab=vocab) for name, make in objectives.items()},
+        weights,
+    )
+    examples = build_examples(mix, tokenize_documents(documents, tok), vocab, max_length, seed)
+    batches = PretrainingBatches(
+        examples, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
+    )
+    logger.info(
+        "%d documents -> %d examples, %d batches per epoch",
+        len(documents),
+        len(examples),
+        batches.batches_per_epoch,
+    )
+    model = PretrainingModel(model_encoder, mix)
+    result = Trainer(model, batches, trainer).fit()
+    tokenizer_dir = output_dir / "tokenizer"
+    encoder_dir = model_encoder.save_pretrained(
+        output_dir / "final",
+        extra_writers=[tok.save],
+    )
+    final_metrics = result.history[-1] if result.history else _last_record(result.metrics_path)
+    return PretrainResult(
+        output_dir=output_dir,
+        encoder_dir=encoder_dir,
+        tokenizer_dir=tokenizer_dir,
+        metrics_path=result.metrics_path,
+        last_checkpoint=result.last_checkpoint,
+        final_metrics=final_metrics,
+        num_examples=len(examples),
+    )
+
+
+def _last_record(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return json.loads(lines[-1]) if lines else {}

@@ -1,0 +1,63 @@
+"""Every config in configs/ composes and instantiates at tiny size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from flows.config import ConfigError, compose_config, config_dir
+from ptm_core import TransformerEncoder
+from ptm_core.objectives import Objective
+from ptm_core.tokenization import VocabInfo
+from ptm_core.training import TrainerConfig
+
+VOCAB = VocabInfo(vocab_size=120, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
+TINY = ["model.hidden_size=16", "model.num_heads=2", "model.intermediate_size=32"]
+
+
+def _options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
+    cfg = compose_config([*overrides, *TINY, f"trainer.output_dir={tmp_path}"])
+    encoder = instantiate(cfg.model)(vocab_size=VOCAB.vocab_size)
+    assert isinstance(encoder, TransformerEncoder)
+    assert encoder.config.hidden_size == 16
+    for name, node in cfg.objective.objectives.items():
+        objective = instantiate(node)(encoder=encoder, vocab=VOCAB)
+        assert isinstance(objective, Objective), name
+    assert set(cfg.objective.weights) <= set(cfg.objective.objectives)
+    trainer = instantiate(cfg.trainer, _convert_="all")
+    assert isinstance(trainer, TrainerConfig)
+    assert Path(cfg.data.corpus).exists(), cfg.data.corpus
+
+
+@pytest.mark.parametrize("experiment", _options("experiment"))
+def test_every_experiment_composes_and_instantiates(experiment: str, tmp_path: Path) -> None:
+    _instantiate_all([f"experiment={experiment}"], tmp_path)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [f"{group}={option}" for group in ("model", "objective", "data", "trainer")
+     for option in _options(group)],
+)
+def test_every_group_option_composes_and_instantiates(override: str, tmp_path: Path) -> None:
+    _instantiate_all([override], tmp_path)
+
+
+def test_experiment_overrides_reach_the_trainer() -> None:
+    cfg = compose_config(["experiment=bert_tiny", "trainer.max_steps=50"])
+    assert cfg.trainer.max_steps == 50
+    assert cfg.experiment_name == "bert_tiny"
+    assert cfg.trainer.output_dir == "runs/bert_tiny"
+
+
+def test_unknown_option_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"(?s)experiment.*bert_tiny"):
+        compose_config(["experiment=does_not_exist"])
+    with pytest.raises(ConfigError, match="trainer.max_stepz"):
+        compose_config(["trainer.max_stepz=3"])
