@@ -28,7 +28,7 @@ $(CURDIR)/.tools/bin/uv:
 	$(CURDIR)/.tools/bin/python -m pip install --quiet --disable-pip-version-check uv
 
 setup: $(UV)
-	$(UV) sync --frozen
+	$(UV) sync --frozen --compile-bytecode
 
 demo: setup
 	$(RUN) ptm pretrain experiment=bert_tiny trainer.output_dir=runs/demo

@@ -1,7 +1,7 @@
 """The ``ptm`` command line.
 
-    ptm pretrain experiment=bert_tiny trainer.max_steps=50
-    ptm config experiment=bert_tiny          # print the composed config
+ptm pretrain experiment=bert_tiny trainer.max_steps=50
+ptm config experiment=bert_tiny          # print the composed config
 """
 
 from __future__ import annotations
@@ -17,8 +17,12 @@ and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptm", description=__doc__, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="ptm",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     pretrain = commands.add_parser(
         "pretrain", help="pre-train an encoder (experiment=NAME + overrides)", epilog=EPILOG

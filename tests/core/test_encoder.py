@@ -131,7 +131,7 @@ def test_bad_masks_and_inputs_are_clear_errors() -> None:
 def test_config_validation_names_the_field() -> None:
     with pytest.raises(ValueError, match="hidden_size=30 must be divisible by num_heads=4"):
         EncoderConfig(hidden_size=30, num_heads=4)
-    with pytest.raises(ValueError, match="activation 'gelu2' is unknown; valid: .*gelu"):
+    with pytest.raises(ValueError, match=r"activation .gelu2. is unknown; valid: .*gelu"):
         EncoderConfig(activation="gelu2")
     with pytest.raises(ValueError, match="norm_position"):
         EncoderConfig(norm_position="middle")  # type: ignore[arg-type]

@@ -135,7 +135,9 @@ def test_head_is_tied_to_the_token_embeddings() -> None:
 
 def test_bad_settings_are_clear_errors() -> None:
     encoder = bert_encoder(vocab_size=999, hidden_size=16, num_layers=1, num_heads=2)
-    with pytest.raises(ValueError, match="tokenizer has 1000 ids but the encoder's vocab_size is 999"):
+    with pytest.raises(
+        ValueError, match="tokenizer has 1000 ids but the encoder's vocab_size is 999"
+    ):
         MaskedLMObjective(encoder, VOCAB)
     encoder = bert_encoder(vocab_size=1000, hidden_size=16, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match="mask_prob"):

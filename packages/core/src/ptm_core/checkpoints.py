@@ -179,9 +179,9 @@ def hf_bert_to_ptm(
         return source[hf_name]
 
     for ours, theirs in _HF_EMBEDDING_NAMES.items():
-        tensor = take(theirs)
-        if tensor is not None:
-            encoder_state[ours] = tensor
+        found = take(theirs)
+        if found is not None:
+            encoder_state[ours] = found
     for i in range(num_layers):
         hf_prefix = f"encoder.layer.{i}."
         for kind in ("weight", "bias"):
@@ -191,9 +191,9 @@ def hf_bert_to_ptm(
                     [p for p in parts if p is not None], dim=0
                 )
             for ours, theirs in _HF_LAYER_NAMES.items():
-                tensor = take(f"{hf_prefix}{theirs}.{kind}")
-                if tensor is not None:
-                    encoder_state[f"layers.{i}.{ours}.{kind}"] = tensor
+                found = take(f"{hf_prefix}{theirs}.{kind}")
+                if found is not None:
+                    encoder_state[f"layers.{i}.{ours}.{kind}"] = found
     head_state = {k: v for k, v in source.items() if k.startswith(("pooler.", "cls."))}
     unknown = sorted(
         k for k in source if k not in used and not k.startswith(_HF_NON_ENCODER_PREFIXES)
@@ -284,8 +284,7 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     directory = Path(path)
     if not directory.is_dir():
         raise CheckpointError(
-            f"{directory}: not a directory; pass the folder that holds config.json and the "
-            "weights"
+            f"{directory}: not a directory; pass the folder that holds config.json and the weights"
         )
     config_path = directory / "config.json"
     raw = _read_json(config_path)

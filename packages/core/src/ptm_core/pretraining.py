@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document, read_text_corpus
 from ptm_core.data.segments import build_single_segment_examples
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
-from ptm_core.objectives.base import Objective
+from ptm_core.objectives.base import BuildsExamples, Objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
@@ -111,7 +113,7 @@ def build_examples(
 
     Then every objective's static data side runs once per example.
     """
-    builders = [(n, o) for n, o in mix if hasattr(o, "build_examples")]
+    builders = [(n, o) for n, o in mix if isinstance(o, BuildsExamples)]
     if len(builders) > 1:
         raise ValueError(
             f"objectives {[n for n, _ in builders]} each decide how segments are paired; "
@@ -141,6 +143,7 @@ def pretrain(
     max_length: int = 128,
     batch_size: int = 32,
     seed: int = 0,
+    callbacks: Sequence[object] = (),
 ) -> PretrainResult:
     """Pre-train an encoder on a text corpus with a mix of objectives.
 
@@ -157,6 +160,7 @@ def pretrain(
         max_length: tokens per row, special tokens included.
         batch_size: rows per micro-batch.
         seed: seed of example building, masking and shuffling.
+        callbacks: trainer callbacks (``on_log(step, record)``, ``on_save(step, path)``).
 
     Returns:
         :class:`PretrainResult`.
@@ -168,8 +172,10 @@ def pretrain(
         documents, output_dir, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
     )
     vocab = tok.vocab_info
-    model_encoder = encoder if isinstance(encoder, TransformerEncoder) else encoder(
-        vocab_size=vocab.vocab_size
+    # Initial weights depend on the seed only, not on what ran before in this process.
+    torch.manual_seed(derive_seed(seed, "init"))
+    model_encoder = (
+        encoder if isinstance(encoder, TransformerEncoder) else encoder(vocab_size=vocab.vocab_size)
     )
     if max_length > model_encoder.config.max_positions:
         raise ValueError(
@@ -191,7 +197,7 @@ def pretrain(
         batches.batches_per_epoch,
     )
     model = PretrainingModel(model_encoder, mix)
-    result = Trainer(model, batches, trainer).fit()
+    result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
     tokenizer_dir = output_dir / "tokenizer"
     encoder_dir = model_encoder.save_pretrained(
         output_dir / "final",

@@ -104,7 +104,9 @@ class PretrainingBatches:
         """Example indices in the order epoch ``epoch`` visits them."""
         if not self.shuffle:
             return list(range(len(self.examples)))
-        return torch.randperm(len(self.examples), generator=generator_for(self.seed, epoch)).tolist()
+        return torch.randperm(
+            len(self.examples), generator=generator_for(self.seed, epoch)
+        ).tolist()
 
     def batch(self, epoch: int, index: int, order: list[int] | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""

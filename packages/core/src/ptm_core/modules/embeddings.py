@@ -60,7 +60,7 @@ class TextEmbeddings(nn.Module):
             if input_ids is None:
                 raise ValueError("pass input_ids or inputs_embeds")
             inputs_embeds = self.word(input_ids)
-        batch, length = inputs_embeds.shape[:2]
+        length = inputs_embeds.shape[1]
         if position_ids is None:
             if length > self.max_positions:
                 raise ValueError(

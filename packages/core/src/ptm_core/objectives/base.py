@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -59,6 +61,15 @@ class Objective(nn.Module):
 
     def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
         raise NotImplementedError
+
+
+@runtime_checkable
+class BuildsExamples(Protocol):
+    """An objective that decides how documents become examples (NSP, SOP pairing)."""
+
+    def build_examples(
+        self, documents: Sequence[Sequence[Sequence[int]]], max_length: int, rng: random.Random
+    ) -> list[Example]: ...
 
 
 def accuracy(logits: Tensor, labels: Tensor) -> Tensor:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -54,16 +55,17 @@ class ObjectiveMix(nn.Module):
         self.objectives = nn.ModuleDict(dict(objectives))
         self.weights = {name: float(weights.get(name, 1.0)) for name in objectives}
 
-    def __iter__(self):
-        return iter(self.objectives.items())
+    def __iter__(self) -> Iterator[tuple[str, Objective]]:
+        for name, objective in self.objectives.items():
+            yield name, cast(Objective, objective)
 
     def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
-        for objective in self.objectives.values():
+        for _, objective in self:
             example = objective.prepare_example(example, generator)
         return example
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
-        for objective in self.objectives.values():
+        for _, objective in self:
             batch = objective.collate(batch, generator)
         return batch
 
@@ -71,7 +73,7 @@ class ObjectiveMix(nn.Module):
         total: Tensor | None = None
         parts: dict[str, Tensor] = {}
         metrics: dict[str, Tensor] = {}
-        for name, objective in self.objectives.items():
+        for name, objective in self:
             out = objective(encoder_output, batch)
             parts[name] = out.loss
             metrics[f"{name}/loss"] = out.loss.detach()

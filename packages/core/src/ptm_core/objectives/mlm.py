@@ -23,9 +23,7 @@ from ptm_core.tokenization import VocabInfo
 MaskingMode = Literal["dynamic", "static"]
 
 
-def select_positions(
-    candidates: Tensor, rate: float, generator: torch.Generator
-) -> Tensor:
+def select_positions(candidates: Tensor, rate: float, generator: torch.Generator) -> Tensor:
     """Choose ``rate`` of each row's candidate positions uniformly at random.
 
     Each row gets ``floor(rate * n + u)`` positions with ``u ~ U(0, 1)`` (fairseq's

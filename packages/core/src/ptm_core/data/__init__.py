@@ -1,0 +1,32 @@
+"""Data: corpora, datasets, collators and packing."""
+
+from ptm_core.data.batches import PretrainingBatches, pad_examples
+from ptm_core.data.corpus import (
+    CorpusError,
+    Document,
+    corpus_files,
+    corpus_stats,
+    iter_text_corpus,
+    read_text_corpus,
+    split_sentences,
+)
+from ptm_core.data.segments import (
+    build_segment_pair_examples,
+    build_single_segment_examples,
+    truncate_pair,
+)
+
+__all__ = [
+    "CorpusError",
+    "Document",
+    "PretrainingBatches",
+    "build_segment_pair_examples",
+    "build_single_segment_examples",
+    "corpus_files",
+    "corpus_stats",
+    "iter_text_corpus",
+    "pad_examples",
+    "read_text_corpus",
+    "split_sentences",
+    "truncate_pair",
+]

@@ -1,0 +1,130 @@
+"""Trainer settings: one flat dataclass whose field names are the Hydra config keys."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def _fail(field: str, requirement: str, value: object) -> ValueError:
+    return ValueError(f"TrainerConfig.{field} {requirement}, got {value!r}.")
+
+
+@dataclass
+class TrainerConfig:
+    """Settings for :class:`~ptm_core.training.Trainer`.
+
+    Args:
+        output_dir: Directory for ``metrics.jsonl`` and ``checkpoints/``.
+        max_steps: Number of optimizer steps to train for.
+        learning_rate: Peak learning rate of the warm-up/decay schedule.
+        weight_decay: AdamW decoupled weight decay (not applied to 1-d parameters).
+        adam_betas: AdamW ``(beta1, beta2)``.
+        adam_eps: AdamW epsilon.
+        warmup_steps: Linear warm-up length in optimizer steps; wins over ``warmup_ratio``.
+        warmup_ratio: Warm-up length as a fraction of ``max_steps``, used when
+            ``warmup_steps`` is 0.
+        gradient_accumulation_steps: Micro-batches per optimizer step.
+        max_grad_norm: Clip the global gradient norm to this; ``None`` disables clipping
+            (the norm is still logged).
+        precision: ``"auto"`` (bf16 autocast on CUDA, fp32 elsewhere), ``"fp32"`` or
+            ``"bf16"`` (bf16 autocast on any device).
+        device: ``"auto"`` (CUDA if available) or any ``torch.device`` string.
+        seed: Seed for the global torch/Python/NumPy RNGs at the start of a fresh run.
+        log_every: Write a metrics line every this many steps (and at the last step).
+        save_every: Write a checkpoint every this many steps (and at the last step).
+        keep_last: Number of newest checkpoints kept on disk.
+        resume: Resume from the newest complete checkpoint in ``output_dir`` if there is one.
+        progress: Show a tqdm progress bar (only when stderr is a terminal).
+        fused_optimizer: Use fused AdamW; ``None`` means fused on CUDA only.
+        compile: Run the model's forward through ``torch.compile``.
+    """
+
+    output_dir: str
+    max_steps: int = 1000
+    learning_rate: float = 1e-4
+    weight_decay: float = 0.01
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-6
+    warmup_steps: int = 0
+    warmup_ratio: float = 0.0
+    gradient_accumulation_steps: int = 1
+    max_grad_norm: float | None = 1.0
+    precision: str = "auto"
+    device: str = "auto"
+    seed: int = 0
+    log_every: int = 10
+    save_every: int = 500
+    keep_last: int = 2
+    resume: bool = True
+    progress: bool = True
+    fused_optimizer: bool | None = None
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.output_dir, os.PathLike):
+            self.output_dir = os.fspath(self.output_dir)
+        if not isinstance(self.output_dir, str) or not self.output_dir:
+            raise _fail("output_dir", "must be a non-empty path", self.output_dir)
+        for name in ("max_steps", "gradient_accumulation_steps", "log_every", "save_every"):
+            self._check_int(name, minimum=1)
+        self._check_int("keep_last", minimum=1)
+        self._check_int("warmup_steps", minimum=0)
+        self._check_int("seed", minimum=0)
+        if self.warmup_steps > self.max_steps:
+            raise _fail(
+                "warmup_steps", f"must be <= max_steps ({self.max_steps})", self.warmup_steps
+            )
+        if not 0.0 <= self.warmup_ratio <= 1.0:
+            raise _fail("warmup_ratio", "must be in [0, 1]", self.warmup_ratio)
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise _fail("learning_rate", "must be a finite number > 0", self.learning_rate)
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise _fail("weight_decay", "must be a finite number >= 0", self.weight_decay)
+        if not self.adam_eps > 0:
+            raise _fail("adam_eps", "must be > 0", self.adam_eps)
+        betas = tuple(self.adam_betas)  # Hydra hands over lists
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise _fail("adam_betas", "must be two numbers in [0, 1)", self.adam_betas)
+        self.adam_betas = (float(betas[0]), float(betas[1]))
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise _fail("max_grad_norm", "must be > 0 or None (no clipping)", self.max_grad_norm)
+        if self.precision not in PRECISIONS:
+            raise _fail("precision", f"must be one of {', '.join(PRECISIONS)}", self.precision)
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except (RuntimeError, TypeError) as exc:
+                raise _fail(
+                    "device", "must be 'auto' or a torch device like 'cpu'", self.device
+                ) from exc
+        for name in ("resume", "progress", "compile"):
+            if not isinstance(getattr(self, name), bool):
+                raise _fail(name, "must be true or false", getattr(self, name))
+        if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
+            raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)
+
+    def _check_int(self, name: str, *, minimum: int) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise _fail(name, f"must be an integer >= {minimum}", value)
+
+    @property
+    def num_warmup_steps(self) -> int:
+        """Warm-up length in steps: ``warmup_steps`` if set, else ``ceil(ratio * max_steps)``."""
+        if self.warmup_steps > 0:
+            return self.warmup_steps
+        return math.ceil(self.warmup_ratio * self.max_steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the settings as a JSON-ready dict (tuples become lists)."""
+        data = dataclasses.asdict(self)
+        data["adam_betas"] = list(self.adam_betas)
+        return data

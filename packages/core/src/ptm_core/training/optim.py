@@ -1,0 +1,93 @@
+"""AdamW with BERT's decay rules and the linear warm-up / linear decay schedule."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+
+from ptm_core.training.config import TrainerConfig
+
+
+def build_optimizer(model: nn.Module, config: TrainerConfig) -> torch.optim.AdamW:
+    """Build AdamW with weight decay on matrices only.
+
+    Biases, norm weights and any other parameter with ``ndim < 2`` get no weight decay
+    (Devlin et al., 2019). Tied parameters appear once. Fused AdamW is used when
+    ``config.fused_optimizer`` is true, or when it is ``None`` and the model is on CUDA.
+
+    Args:
+        model: The model, already on its training device.
+        config: Supplies ``learning_rate``, ``weight_decay``, ``adam_betas``, ``adam_eps``
+            and ``fused_optimizer``.
+
+    Returns:
+        An AdamW whose first group decays (``ndim >= 2``) and second does not; groups are
+        left out when empty.
+
+    Raises:
+        ValueError: If the model has no trainable parameter.
+    """
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
+    seen: set[int] = set()
+    for param in model.parameters():  # parameters() already skips repeats of tied weights
+        if not param.requires_grad or id(param) in seen:
+            continue
+        seen.add(id(param))
+        (decay if param.ndim >= 2 else no_decay).append(param)
+    if not seen:
+        raise ValueError(
+            f"{type(model).__name__} has no trainable parameters; unfreeze some "
+            "(requires_grad=True) before training."
+        )
+    groups = [
+        {"params": params, "weight_decay": wd}
+        for params, wd in ((decay, config.weight_decay), (no_decay, 0.0))
+        if params
+    ]
+    fused = config.fused_optimizer
+    if fused is None:
+        fused = next(iter(model.parameters())).device.type == "cuda"
+    return torch.optim.AdamW(
+        groups,
+        lr=config.learning_rate,
+        betas=config.adam_betas,
+        eps=config.adam_eps,
+        fused=fused or None,  # None lets torch pick foreach; False would force the slow loop
+    )
+
+
+def linear_warmup_decay(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
+) -> LambdaLR:
+    """Linear warm-up from 0 to the peak rate, then linear decay to 0 (the BERT schedule).
+
+    The multiplier at scheduler step ``s`` is ``s / warmup_steps`` while ``s <
+    warmup_steps``, then ``(total_steps - s) / (total_steps - warmup_steps)``, reaching 0 at
+    ``s = total_steps``. Call ``scheduler.step()`` once per optimizer step.
+
+    Args:
+        optimizer: The optimizer whose groups' ``lr`` is the peak rate.
+        warmup_steps: Warm-up length, ``0 <= warmup_steps <= total_steps``.
+        total_steps: Step at which the rate reaches 0, ``>= 1``.
+
+    Returns:
+        A ``LambdaLR`` over all parameter groups.
+
+    Raises:
+        ValueError: If the step counts are out of range.
+    """
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps}.")
+    if not 0 <= warmup_steps <= total_steps:
+        raise ValueError(
+            f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}."
+        )
+
+    def multiplier(step: int) -> float:
+        if step < warmup_steps:
+            return step / warmup_steps
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return LambdaLR(optimizer, multiplier)

@@ -1,0 +1,306 @@
+"""The pre-training loop: accumulation, clipping, schedule, logging, checkpoints, exact resume."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ptm_core.training.batch_cursor import BatchCursor, count_tokens
+from ptm_core.training.checkpointing import (
+    find_latest_checkpoint,
+    load_training_state,
+    prune_checkpoints,
+    remove_temp_dirs,
+    save_checkpoint,
+)
+from ptm_core.training.config import TrainerConfig
+from ptm_core.training.metrics import MetricsLog, MetricsWindow
+from ptm_core.training.optim import build_optimizer, linear_warmup_decay
+from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
+
+logger = logging.getLogger(__name__)
+
+# Keys the trainer writes itself; a model metric with one of these names is logged as model/<name>.
+_RESERVED_KEYS = {"step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s"}
+# Settings that change nothing about the trajectory, so a resume may change them silently.
+_COSMETIC_KEYS = {"output_dir", "log_every", "save_every", "keep_last", "resume", "progress"}
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` returns.
+
+    Attributes:
+        final_step: The last optimizer step completed (``config.max_steps`` on success).
+        output_dir: The run directory.
+        metrics_path: ``output_dir/metrics.jsonl``.
+        last_checkpoint: The newest checkpoint directory, or ``None``.
+        history: The metrics records logged by this call, in order.
+    """
+
+    final_step: int
+    output_dir: Path
+    metrics_path: Path
+    last_checkpoint: Path | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def resolve_device(name: str) -> torch.device:
+    """Map ``"auto"`` to CUDA when available, else CPU; pass other names to ``torch.device``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class Trainer:
+    """Trains a model on a :class:`BatchSource` with AdamW and the BERT schedule.
+
+    Each optimizer step accumulates ``gradient_accumulation_steps`` micro-batches (each loss
+    divided by that count), clips the gradient norm, steps the optimizer and scheduler.
+    Metrics go to ``output_dir/metrics.jsonl``, checkpoints to ``output_dir/checkpoints``.
+    With ``resume=True`` a run continues from the newest complete checkpoint and produces
+    the same weights, bit for bit, as a run that was never interrupted (on the same device).
+
+    Args:
+        model: A module whose ``forward(batch)`` returns a :class:`ModelOutput`; it is moved
+            to the configured device.
+        data: The batch source; tensors are moved to the device by the trainer.
+        config: Trainer settings.
+        callbacks: Objects with optional ``on_log(step, record)`` / ``on_save(step, path)``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        data: BatchSource,
+        config: TrainerConfig,
+        *,
+        callbacks: Iterable[object] | None = None,
+    ) -> None:
+        self.cursor = BatchCursor(data)  # fails early on an empty source
+        self.config = config
+        self.device = resolve_device(config.device)
+        self.model = model.to(self.device)
+        self.data = data
+        self.callbacks = list(callbacks or [])
+        self.optimizer = build_optimizer(self.model, config)
+        self.scheduler = linear_warmup_decay(
+            self.optimizer, config.num_warmup_steps, config.max_steps
+        )
+        self.output_dir = Path(config.output_dir)
+        self.checkpoints_dir = self.output_dir / "checkpoints"
+        self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl")
+        use_bf16 = config.precision == "bf16" or (
+            config.precision == "auto" and self.device.type == "cuda"
+        )
+        self._autocast_dtype = torch.bfloat16 if use_bf16 else None
+        self._forward = cast(nn.Module, torch.compile(self.model)) if config.compile else self.model
+        self.step = 0
+        self._window = MetricsWindow()
+        self._lr = 0.0  # rate used by the last step, for logging
+        self._fit_called = False
+
+    def fit(self) -> TrainResult:
+        """Train until ``config.max_steps``, resuming first if configured and possible.
+
+        Returns:
+            The final step, paths and the metrics logged during this call.
+
+        Raises:
+            CheckpointError: If the checkpoint to resume from is broken.
+            RuntimeError: If called twice on one trainer.
+        """
+        if self._fit_called:
+            # A second call would start from in-memory optimizer state that no checkpoint holds.
+            raise RuntimeError(
+                "Trainer.fit() was already called on this trainer; build a new Trainer (with "
+                "resume=true it continues from the last checkpoint)."
+            )
+        self._fit_called = True
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        remove_temp_dirs(self.checkpoints_dir)
+        last_checkpoint = self._restore_or_start()
+        self.metrics_log.truncate_after(self.step)
+        history: list[dict[str, Any]] = []
+        bar = tqdm(
+            total=self.config.max_steps,
+            initial=self.step,
+            desc="train",
+            unit="step",
+            disable=None if self.config.progress else True,  # None: only on a terminal
+            dynamic_ncols=True,
+        )
+        tokens, since = 0, time.perf_counter()
+        try:
+            while self.step < self.config.max_steps:
+                tokens += self._train_step()
+                bar.update(1)
+                if self.step % self.config.log_every == 0 or self.step == self.config.max_steps:
+                    record = self._log(tokens / max(time.perf_counter() - since, 1e-9))
+                    history.append(record)
+                    bar.set_postfix(
+                        loss=f"{record['loss']:.4f}",
+                        lr=f"{record['lr']:.2e}",
+                        tok_s=f"{record['tokens_per_s']:.0f}",
+                        refresh=False,
+                    )
+                    tokens, since = 0, time.perf_counter()
+                if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
+                    last_checkpoint = self._save()
+        finally:
+            bar.close()
+            self.cursor.close()
+        return TrainResult(
+            final_step=self.step,
+            output_dir=self.output_dir,
+            metrics_path=self.metrics_log.path,
+            last_checkpoint=last_checkpoint,
+            history=history,
+        )
+
+    def _restore_or_start(self) -> Path | None:
+        checkpoint = find_latest_checkpoint(self.checkpoints_dir) if self.config.resume else None
+        if checkpoint is None:
+            if not self.config.resume:
+                self._archive_previous_run()
+            self._seed(self.config.seed)
+            self.step, self.cursor = 0, BatchCursor(self.data)
+            self._window.reset()
+            return None
+        state = load_training_state(
+            checkpoint,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            device=self.device,
+        )
+        self.step = int(state["step"])
+        self.cursor = BatchCursor(self.data, int(state["epoch"]), int(state["batch_index"]))
+        self._window.load_state_dict(state.get("metrics_window", {}))
+        changed = sorted(
+            key
+            for key, value in self.config.to_dict().items()
+            if key not in _COSMETIC_KEYS and state.get("config", {}).get(key, value) != value
+        )
+        if changed:
+            logger.warning(
+                "Resuming from %s with changed settings %s; the run will not match an "
+                "uninterrupted one.",
+                checkpoint,
+                ", ".join(changed),
+            )
+        logger.info("Resumed from %s (step %d).", checkpoint, self.step)
+        return checkpoint
+
+    def _archive_previous_run(self) -> None:
+        # resume=false must not mix a new run with the old one's checkpoints (pruning and
+        # `latest` would pick the old ones), yet must not destroy them: move them aside.
+        old = [p for p in (self.checkpoints_dir, self.metrics_log.path) if p.exists()]
+        if not old:
+            return
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        archive = self.output_dir / f"previous-run-{stamp}"
+        archive.mkdir()
+        for path in old:
+            os.rename(path, archive / path.name)
+        logger.warning("resume=false: moved the earlier run's files to %s.", archive)
+
+    @staticmethod
+    def _seed(seed: int) -> None:
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(seed)
+
+    def _train_step(self) -> int:
+        self.model.train()
+        accumulation = self.config.gradient_accumulation_steps
+        tokens = 0
+        for _ in range(accumulation):
+            batch = next(self.cursor)
+            tokens += count_tokens(batch)  # on the host copy: no device sync
+            output = self._forward_batch(batch)
+            (output.loss / accumulation).backward()
+            self._window.add("loss", output.loss)
+            for name, value in output.metrics.items():
+                self._window.add(f"model/{name}" if name in _RESERVED_KEYS else name, value)
+        max_norm = self.config.max_grad_norm
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            self.model.parameters(), max_norm if max_norm is not None else float("inf")
+        )
+        self._window.add("grad_norm", grad_norm)
+        self._lr = float(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.step += 1
+        return tokens
+
+    def _forward_batch(self, batch: Batch) -> ModelOutput:
+        on_device = {
+            key: value.to(self.device, non_blocking=True)
+            if isinstance(value, torch.Tensor)
+            else value
+            for key, value in batch.items()
+        }
+        autocast = (
+            torch.autocast(self.device.type, dtype=self._autocast_dtype)
+            if self._autocast_dtype is not None
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            return cast(ModelOutput, self._forward(on_device))
+
+    def _log(self, tokens_per_s: float) -> dict[str, Any]:
+        means = self._window.means()
+        self._window.reset()
+        record: dict[str, Any] = {
+            "step": self.step,
+            "epoch": self.cursor.epoch_progress,
+            "loss": means.pop("loss"),
+            "lr": self._lr,
+            "grad_norm": means.pop("grad_norm"),
+            "tokens_per_s": tokens_per_s,
+        }
+        record.update(means)
+        self.metrics_log.append(record)
+        for callback in self.callbacks:
+            hook = getattr(callback, "on_log", None)
+            if hook is not None:
+                hook(self.step, dict(record))
+        return record
+
+    def _save(self) -> Path:
+        epoch, index = self.cursor.position
+        path = save_checkpoint(
+            self.checkpoints_dir,
+            step=self.step,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state={
+                "epoch": epoch,
+                "batch_index": index,
+                "metrics_window": self._window.state_dict(),
+                "config": self.config.to_dict(),
+            },
+        )
+        prune_checkpoints(self.checkpoints_dir, self.config.keep_last)
+        logger.info("Saved %s.", path)
+        for callback in self.callbacks:
+            hook = getattr(callback, "on_save", None)
+            if hook is not None:
+                hook(self.step, path)
+        return path
