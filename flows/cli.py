@@ -50,15 +50,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(OmegaConf.to_yaml(cfg), end="")
         return 0
 
-    from flows.pretraining import run_pretraining
+    from flows.recipes import run_recipe
 
     try:
-        result = run_pretraining(cfg)
+        result = run_recipe(cfg)
     except (ValueError, FileNotFoundError) as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
     print(f"experiment     {cfg.experiment_name}")
-    print(f"examples       {result.num_examples}")
+    if hasattr(result, "num_examples"):
+        print(f"examples       {result.num_examples}")
     print(f"final encoder  {result.encoder_dir}")
     print(f"checkpoint     {result.last_checkpoint}")
     print(f"metrics        {result.metrics_path}")

@@ -1,4 +1,4 @@
-"""Run a pre-training experiment from a composed config (used by the CLI and the flows)."""
+"""Text pre-training (BERT family) from a composed config: ``recipe: text``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from ptm_core.pretraining import PretrainResult, pretrain
 
 
-def run_pretraining(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
+def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     """Instantiate the configured encoder, objectives and trainer, and pre-train.
 
     Args:
