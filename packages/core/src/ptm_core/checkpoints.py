@@ -289,7 +289,12 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     config_path = directory / "config.json"
     raw = _read_json(config_path)
     weights, weights_path = read_weights(directory)
-    if is_hf_bert_config(raw):
+    family = _hf_family(raw)
+    if family is not None:
+        config = family.config_from_hf(raw, source=str(config_path))
+        config = _apply_overrides(config, overrides, source=str(config_path))
+        state, _, missing, unknown = family.state_from_hf(weights, config)
+    elif is_hf_bert_config(raw):
         config = hf_config_to_encoder_config(raw, source=str(config_path))
         config = _apply_overrides(config, overrides, source=str(config_path))
         state, _, missing, unknown = hf_bert_to_ptm(weights, config.num_layers)
@@ -303,13 +308,57 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     encoder = TransformerEncoder(config)
     check_state(
         encoder,
-        state,
+        fill_shared_tensors(encoder, state),
         source=str(weights_path),
         strict=strict,
         unknown=unknown,
         missing_source_names=missing or None,
     )
     return encoder
+
+
+def _hf_family(raw: dict[str, Any]) -> Any:
+    """The :mod:`ptm_core.checkpoints_hf` module for an ALBERT/ELECTRA config, else None."""
+    if "ptm_format" in raw:
+        return None
+    from ptm_core.checkpoints_hf import FAMILIES
+
+    return FAMILIES.get(str(raw.get("model_type")))
+
+
+def shared_tensor_groups(model: torch.nn.Module) -> list[list[str]]:
+    """Names that refer to one tensor (ALBERT cross-layer sharing), in ``state_dict`` order.
+
+    Only groups of two or more names are returned.
+    """
+    groups: dict[int, list[str]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        groups.setdefault(id(tensor), []).append(name)
+    return [names for names in groups.values() if len(names) > 1]
+
+
+def unique_state(model: torch.nn.Module) -> dict[str, Tensor]:
+    """``model.state_dict()`` with every shared tensor kept once, under its first name.
+
+    safetensors refuses to write one tensor under two names; :func:`fill_shared_tensors`
+    restores the other names on load.
+    """
+    repeats = {name for names in shared_tensor_groups(model) for name in names[1:]}
+    return {k: v.detach().contiguous() for k, v in model.state_dict().items() if k not in repeats}
+
+
+def fill_shared_tensors(model: torch.nn.Module, state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Add the repeated names of shared tensors to ``state`` from the name that is present."""
+    groups = shared_tensor_groups(model)
+    if not groups:
+        return state
+    state = dict(state)
+    for names in groups:
+        present = next((n for n in names if n in state), None)
+        if present is not None:
+            for name in names:
+                state.setdefault(name, state[present])
+    return state
 
 
 def _apply_overrides(
@@ -332,21 +381,50 @@ def save_encoder(
     Args:
         encoder: the model.
         path: target directory.
-        format: ``"ptm"`` or ``"hf"`` (Hugging Face ``BertModel`` layout).
+        format: ``"ptm"``, or a Hugging Face layout: ``"hf-bert"`` (``BertModel``),
+            ``"hf-albert"`` (``AlbertModel``), ``"hf-electra"`` (``ElectraModel``), or
+            ``"hf"`` = the one that fits (ALBERT when layers are shared, ELECTRA when the
+            embeddings are factorised, else BERT).
         extra_writers: callables given the directory being written, to add files in the
             same atomic step (``tokenizer.save``, a model card).
     """
-    if format not in ("ptm", "hf"):
-        raise ValueError(f"unknown checkpoint format {format!r}; valid: 'ptm', 'hf'")
-    state = {k: v.detach().contiguous() for k, v in encoder.state_dict().items()}
+    formats = ("ptm", "hf", "hf-bert", "hf-albert", "hf-electra")
+    if format not in formats:
+        raise ValueError(f"unknown checkpoint format {format!r}; valid: {', '.join(formats)}")
+    config = encoder.config
     if format == "hf":
-        config_dict = encoder_config_to_hf(encoder.config)
-        state = ptm_to_hf_bert(state, encoder.config.num_layers)
+        format = _default_hf_format(config)
+    if format == "ptm":
+        config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()}
+        state = unique_state(encoder)
+    elif format == "hf-bert":
+        if config.factorised or config.share_layers != "none":
+            raise CheckpointError(
+                "a BERT checkpoint has no factorised embeddings or layer sharing; export "
+                "this encoder with format='hf-albert' / 'hf-electra' or 'ptm'"
+            )
+        config_dict = encoder_config_to_hf(config)
+        state = ptm_to_hf_bert(encoder.state_dict(), config.num_layers)
     else:
-        config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **encoder.config.to_dict()}
+        from ptm_core.checkpoints_hf import FAMILIES
+
+        family = FAMILIES[format.removeprefix("hf-")]
+        config_dict = family.config_to_hf(config)
+        state = family.state_to_hf(encoder.state_dict(), config)
     with atomic_directory(path) as tmp:
         (tmp / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         for writer in extra_writers:
             writer(tmp)
     return Path(path)
+
+
+def _default_hf_format(config: EncoderConfig) -> str:
+    if config.share_layers == "all":
+        return "hf-albert"
+    if config.share_layers != "none":
+        raise CheckpointError(
+            f"share_layers={config.share_layers!r} has no Hugging Face equivalent; save this "
+            "encoder with format='ptm'"
+        )
+    return "hf-electra" if config.factorised else "hf-bert"

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ptm_core.modules.attention_masks import block_diagonal_mask
 from ptm_core.seeding import generator_for
 
 Example = dict[str, Any]
@@ -20,6 +21,9 @@ PAD_VALUES = {
     "special_tokens_mask": 1,
     "attention_mask": 0,
     "mlm_labels": -100,
+    "lm_labels": -100,
+    "position_ids": 0,
+    "document_ids": -1,
 }
 
 
@@ -113,6 +117,8 @@ class PretrainingBatches:
         order = order if order is not None else self.order(epoch)
         chosen = order[index * self.batch_size : (index + 1) * self.batch_size]
         batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
+        if "document_ids" in batch:  # packed rows: each example sees only itself
+            batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
         if self.transform is not None:
             batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
         return batch

@@ -9,6 +9,10 @@ from typing import Any, Literal
 from ptm_core.modules.feed_forward import ACTIVATIONS
 
 NormPosition = Literal["post", "pre"]
+# What consecutive layers share (ALBERT, Lan et al., 2020): nothing (BERT), every
+# parameter of a layer, only the attention block, or only the feed-forward block.
+LayerSharing = Literal["none", "all", "attention", "ffn"]
+LAYER_SHARING = ("none", "all", "attention", "ffn")
 
 
 @dataclass
@@ -33,6 +37,12 @@ class EncoderConfig:
             (``x + f(LN(x))`` with a final LayerNorm).
         pad_token_id: padding id of the token table.
         initializer_range: standard deviation of the normal weight initialisation.
+        embedding_size: width ``E`` of the embedding tables when it differs from ``D``
+            (factorised embeddings, ALBERT/ELECTRA: ``V x E`` table, then an ``E -> D``
+            projection); ``None`` = ``D``, no projection (BERT).
+        share_layers: cross-layer parameter sharing (ALBERT): ``"none"`` (BERT),
+            ``"all"`` (one layer applied ``num_layers`` times), ``"attention"`` or ``"ffn"``
+            (only that block is shared, each layer keeps its own other block and norms).
     """
 
     vocab_size: int = 30522
@@ -49,6 +59,8 @@ class EncoderConfig:
     norm_position: NormPosition = "post"
     pad_token_id: int = 0
     initializer_range: float = 0.02
+    embedding_size: int | None = None
+    share_layers: LayerSharing = "none"
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -70,10 +82,32 @@ class EncoderConfig:
                 f"EncoderConfig.activation {self.activation!r} is unknown; valid: "
                 f"{', '.join(sorted(ACTIVATIONS))}"
             )
+        if self.embedding_size is not None and (
+            not isinstance(self.embedding_size, int) or self.embedding_size <= 0
+        ):
+            raise ValueError(
+                "EncoderConfig.embedding_size must be a positive integer or None (= hidden_size), "
+                f"got {self.embedding_size!r}"
+            )
+        if self.share_layers not in LAYER_SHARING:
+            raise ValueError(
+                f"EncoderConfig.share_layers must be one of {', '.join(LAYER_SHARING)}, "
+                f"got {self.share_layers!r}"
+            )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
+
+    @property
+    def factorised(self) -> bool:
+        """Whether the embeddings are narrower/wider than the layers (an ``E -> D`` projection)."""
+        return self.embedding_size is not None and self.embedding_size != self.hidden_size
+
+    @property
+    def embedding_width(self) -> int:
+        """``E``: the width of the embedding tables (``hidden_size`` unless factorised)."""
+        return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict of every field."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ptm_core.encoders.config import EncoderConfig, NormPosition
+from ptm_core.encoders.config import EncoderConfig, LayerSharing, NormPosition
 from ptm_core.encoders.transformer import TransformerEncoder
 
 
@@ -21,11 +21,14 @@ def bert_encoder(
     norm_position: NormPosition = "post",
     pad_token_id: int = 0,
     initializer_range: float = 0.02,
+    embedding_size: int | None = None,
+    share_layers: LayerSharing = "none",
 ) -> TransformerEncoder:
     """Build a BERT-style encoder from numbers (Hydra ``_target_`` for ``model/``).
 
     ``intermediate_size`` defaults to ``4 * hidden_size``. See :class:`EncoderConfig`
-    for the meaning of every argument.
+    for the meaning of every argument; :func:`albert_encoder` and :func:`electra_encoder`
+    are this builder with the ALBERT / ELECTRA switches set.
     """
     return TransformerEncoder(
         EncoderConfig(
@@ -43,7 +46,93 @@ def bert_encoder(
             norm_position=norm_position,
             pad_token_id=pad_token_id,
             initializer_range=initializer_range,
+            embedding_size=embedding_size,
+            share_layers=share_layers,
         )
+    )
+
+
+def albert_encoder(
+    vocab_size: int = 30000,
+    embedding_size: int = 128,
+    hidden_size: int = 768,
+    num_layers: int = 12,
+    num_heads: int = 12,
+    intermediate_size: int | None = None,
+    max_positions: int = 512,
+    share_layers: LayerSharing = "all",
+    dropout: float = 0.0,
+    attention_dropout: float = 0.0,
+    activation: str = "gelu_new",
+    layer_norm_eps: float = 1e-12,
+    pad_token_id: int = 0,
+    initializer_range: float = 0.02,
+) -> TransformerEncoder:
+    """ALBERT (Lan et al., 2020): a post-LN BERT encoder with two parameter reductions.
+
+    1. Factorised embeddings: the ``V x E`` token table (``E = embedding_size`` << ``D``)
+       is projected ``E -> D`` before the first layer, so the table costs ``V E + E D``
+       instead of ``V D``.
+    2. Cross-layer sharing: ``share_layers="all"`` applies one layer ``num_layers`` times
+       (ALBERT's default); ``"attention"`` / ``"ffn"`` share only that block (the paper's
+       ablations). The MLM head then decodes from ``E`` (``MaskedLMHead(embedding_size=E)``).
+
+    ALBERT also drops dropout (0.0) and uses the tanh GELU (``gelu_new``), as released.
+    """
+    return bert_encoder(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        intermediate_size=intermediate_size,
+        max_positions=max_positions,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        activation=activation,
+        layer_norm_eps=layer_norm_eps,
+        pad_token_id=pad_token_id,
+        initializer_range=initializer_range,
+        embedding_size=embedding_size,
+        share_layers=share_layers,
+    )
+
+
+def electra_encoder(
+    vocab_size: int = 30522,
+    embedding_size: int | None = 128,
+    hidden_size: int = 256,
+    num_layers: int = 12,
+    num_heads: int = 4,
+    intermediate_size: int | None = None,
+    max_positions: int = 512,
+    dropout: float = 0.1,
+    attention_dropout: float = 0.1,
+    activation: str = "gelu",
+    layer_norm_eps: float = 1e-12,
+    pad_token_id: int = 0,
+    initializer_range: float = 0.02,
+) -> TransformerEncoder:
+    """ELECTRA discriminator (Clark et al., 2020): a post-LN BERT encoder whose embeddings
+    may be narrower than the layers (``embedding_size`` ``E``, projected ``E -> D``), so a
+    narrower generator can share the very same embedding tables.
+
+    Defaults are ELECTRA-small (``E=128``, ``D=256``, 12 layers, 4 heads). The generator is
+    built from this encoder by :func:`ptm_core.objectives.electra_generator`.
+    """
+    return bert_encoder(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        intermediate_size=intermediate_size,
+        max_positions=max_positions,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        activation=activation,
+        layer_norm_eps=layer_norm_eps,
+        pad_token_id=pad_token_id,
+        initializer_range=initializer_range,
+        embedding_size=embedding_size,
     )
 
 
@@ -65,3 +154,27 @@ def bert_mini() -> TransformerEncoder:
 def bert_tiny() -> TransformerEncoder:
     """A test-size encoder: 2 layers, 128 wide, 2 heads, 512 FFN, 30522 word pieces."""
     return bert_encoder(hidden_size=128, num_layers=2, num_heads=2, max_positions=128)
+
+
+def albert_base() -> TransformerEncoder:
+    """ALBERT-base: E=128, 12 shared layers, 768 wide, 12 heads, 30000 pieces (12M params)."""
+    return albert_encoder()
+
+
+def albert_tiny() -> TransformerEncoder:
+    """A test-size ALBERT: E=32, 4 shared layers, 128 wide, 2 heads."""
+    return albert_encoder(
+        embedding_size=32, hidden_size=128, num_layers=4, num_heads=2, max_positions=128
+    )
+
+
+def electra_small() -> TransformerEncoder:
+    """ELECTRA-small discriminator: E=128, 12 layers, 256 wide, 4 heads, 1024 FFN."""
+    return electra_encoder()
+
+
+def electra_tiny() -> TransformerEncoder:
+    """A test-size ELECTRA discriminator: E=64, 2 layers, 128 wide, 2 heads."""
+    return electra_encoder(
+        embedding_size=64, hidden_size=128, num_layers=2, num_heads=2, max_positions=128
+    )

@@ -25,11 +25,16 @@ class EncoderOutput:
         last_hidden_state: ``(B, L, D)`` output of the last layer (after the final
             LayerNorm in the pre-LN variant).
         hidden_states: when requested, ``num_layers + 1`` tensors ``(B, L, D)``: the
-            embedding output, then every layer's output.
+            embedding output (after the ``E -> D`` projection when factorised), then every
+            layer's output.
+        attention_scores: when requested, ``num_layers`` tensors ``(B, h, L, L)``: each
+            layer's pre-softmax attention scores (masked entries hold the most negative
+            finite value), from the explicit attention path.
     """
 
     last_hidden_state: Tensor
     hidden_states: tuple[Tensor, ...] | None = None
+    attention_scores: tuple[Tensor, ...] | None = None
 
 
 class TransformerLayer(nn.Module):
@@ -67,19 +72,75 @@ class TransformerLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = norm_position == "pre"
 
-    def forward(self, hidden_states: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, hidden_states: Tensor, mask: Tensor | None = None, return_scores: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Apply the layer; with ``return_scores`` also return the attention scores
+        ``(B, h, L, L)`` (explicit attention path instead of SDPA)."""
+        scores: Tensor | None = None
+        x = hidden_states
+        attention_input = self.attention_norm(x) if self.pre_norm else x
+        if return_scores:
+            attended, scores = self.attention(attention_input, mask, return_scores=True)
+        else:
+            attended = self.attention(attention_input, mask)
         if self.pre_norm:
-            x = hidden_states
-            x = x + self.dropout(self.attention(self.attention_norm(x), mask))
-            return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
-        x = self.attention_norm(hidden_states + self.dropout(self.attention(hidden_states, mask)))
-        return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
+            x = x + self.dropout(attended)
+            x = x + self.dropout(self.feed_forward(self.ffn_norm(x)))
+        else:
+            x = self.attention_norm(x + self.dropout(attended))
+            x = self.ffn_norm(x + self.dropout(self.feed_forward(x)))
+        return (x, scores) if scores is not None else x
+
+
+def build_layers(config: EncoderConfig) -> nn.ModuleList:
+    """The ``num_layers`` layers of an encoder, sharing parameters as ``config.share_layers`` says.
+
+    ALBERT (Lan et al., 2020) shares parameters across layers: ``"all"`` puts the *same*
+    layer module in every slot (one set of weights applied ``num_layers`` times);
+    ``"attention"`` / ``"ffn"`` give every layer the same attention / feed-forward module and
+    its own other block and LayerNorms. A shared tensor appears under every layer's name in
+    ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints`).
+    """
+
+    def attention() -> nn.Module:
+        return MultiHeadSelfAttention(
+            config.hidden_size, config.num_heads, dropout=config.attention_dropout
+        )
+
+    def feed_forward() -> nn.Module:
+        return FeedForward(config.hidden_size, config.intermediate_size, config.activation)
+
+    def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
+        return TransformerLayer(
+            attention=attention_module,
+            feed_forward=ffn_module,
+            hidden_size=config.hidden_size,
+            dropout=config.dropout,
+            layer_norm_eps=config.layer_norm_eps,
+            norm_position=config.norm_position,
+        )
+
+    count = config.num_layers
+    if config.share_layers == "all":
+        shared = layer(attention(), feed_forward())
+        return nn.ModuleList([shared] * count)
+    if config.share_layers == "attention":
+        shared_attention = attention()
+        return nn.ModuleList(layer(shared_attention, feed_forward()) for _ in range(count))
+    if config.share_layers == "ffn":
+        shared_ffn = feed_forward()
+        return nn.ModuleList(layer(attention(), shared_ffn) for _ in range(count))
+    return nn.ModuleList(layer(attention(), feed_forward()) for _ in range(count))
 
 
 class TransformerEncoder(nn.Module):
     """Bidirectional Transformer encoder (BERT, Devlin et al., 2019).
 
     Embeddings (token + position + segment) followed by ``num_layers`` Transformer layers.
+    ALBERT (Lan et al., 2020) and ELECTRA (Clark et al., 2020) switches: factorised
+    embeddings (``embedding_size`` ``E`` != ``D``: ``V x E`` tables and an ``E -> D``
+    projection, ``embedding_projection``) and cross-layer sharing (``share_layers``).
     Every visibility pattern is a boolean ``attention_mask``: ``[B, L]`` key padding or
     ``[B, L, L]`` visibility (True = row may attend column). Extension packages compose
     this encoder (soft positions via ``position_ids``, language or visual embeddings via
@@ -101,28 +162,17 @@ class TransformerEncoder(nn.Module):
         self.config = config
         self.embeddings = TextEmbeddings(
             vocab_size=config.vocab_size,
-            hidden_size=config.hidden_size,
+            hidden_size=config.embedding_width,
             max_positions=config.max_positions,
             type_vocab_size=config.type_vocab_size,
             dropout=config.dropout,
             layer_norm_eps=config.layer_norm_eps,
             pad_token_id=config.pad_token_id,
         )
-        self.layers = nn.ModuleList(
-            TransformerLayer(
-                attention=MultiHeadSelfAttention(
-                    config.hidden_size, config.num_heads, dropout=config.attention_dropout
-                ),
-                feed_forward=FeedForward(
-                    config.hidden_size, config.intermediate_size, activation=config.activation
-                ),
-                hidden_size=config.hidden_size,
-                dropout=config.dropout,
-                layer_norm_eps=config.layer_norm_eps,
-                norm_position=config.norm_position,
-            )
-            for _ in range(config.num_layers)
+        self.embedding_projection = (
+            nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
         )
+        self.layers = build_layers(config)
         self.final_norm = (
             nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
             if config.norm_position == "pre"
@@ -164,6 +214,7 @@ class TransformerEncoder(nn.Module):
         inputs_embeds: Tensor | None = None,
         extra_embeds: Tensor | None = None,
         output_hidden_states: bool = False,
+        output_attention_scores: bool = False,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -174,10 +225,13 @@ class TransformerEncoder(nn.Module):
             position_ids: ``(B, L)`` or ``(1, L)``; default ``0..L-1`` (K-BERT passes soft
                 positions here).
             token_type_ids: ``(B, L)`` segment ids; default all 0.
-            inputs_embeds: ``(B, L, D)`` token vectors used instead of the token table.
-            extra_embeds: ``(B, L, D)`` added to the embedding sum before the LayerNorm
+            inputs_embeds: ``(B, L, E)`` token vectors used instead of the token table
+                (``E`` = ``D`` unless the embeddings are factorised).
+            extra_embeds: ``(B, L, E)`` added to the embedding sum before the LayerNorm
                 (XLM language embeddings, ...).
             output_hidden_states: also return the embedding output and every layer output.
+            output_attention_scores: also return every layer's pre-softmax attention scores;
+                this takes the explicit attention path instead of SDPA (slower, more memory).
 
         Returns:
             :class:`EncoderOutput`.
@@ -190,11 +244,18 @@ class TransformerEncoder(nn.Module):
             position_ids=position_ids,
             token_type_ids=token_type_ids,
             extra_embeds=extra_embeds,
-        )  # (B, L, D)
+        )  # (B, L, E)
+        if self.embedding_projection is not None:
+            hidden = self.embedding_projection(hidden)  # (B, L, D)
         mask = to_sdpa_mask(attention_mask, hidden.shape[1])
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
+        all_scores: list[Tensor] | None = [] if output_attention_scores else None
         for layer in self.layers:
-            hidden = layer(hidden, mask)
+            if all_scores is not None:
+                hidden, scores = layer(hidden, mask, return_scores=True)
+                all_scores.append(scores)
+            else:
+                hidden = layer(hidden, mask)
             if all_hidden is not None:
                 all_hidden.append(hidden)
         if self.final_norm is not None:
@@ -202,6 +263,7 @@ class TransformerEncoder(nn.Module):
         return EncoderOutput(
             last_hidden_state=hidden,
             hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+            attention_scores=tuple(all_scores) if all_scores is not None else None,
         )
 
     def save_pretrained(
@@ -215,8 +277,10 @@ class TransformerEncoder(nn.Module):
 
         Args:
             path: target directory (created; an existing one is replaced as a whole).
-            format: ``"ptm"`` (our names) or ``"hf"`` (a directory that
-                ``transformers.BertModel.from_pretrained`` loads; post-LN only).
+            format: ``"ptm"`` (our names), ``"hf"`` (a directory that
+                ``transformers`` loads: ``BertModel``, or ``AlbertModel`` when layers are
+                shared, ``ElectraModel`` when embeddings are factorised; post-LN only), or
+                explicitly ``"hf-bert"`` / ``"hf-albert"`` / ``"hf-electra"``.
             extra_writers: callables given the directory being written, to add files in the
                 same atomic step (``tokenizer.save``, a model card).
 
@@ -231,9 +295,10 @@ class TransformerEncoder(nn.Module):
     def from_pretrained(
         cls, path: str | Path, *, strict: bool = True, **overrides: Any
     ) -> TransformerEncoder:
-        """Load a ptm directory or a Hugging Face BERT directory.
+        """Load a ptm directory or a Hugging Face BERT, ALBERT or ELECTRA directory.
 
-        Hugging Face directories (``config.json`` with ``model_type`` ``"bert"`` and
+        Hugging Face directories (``config.json`` with ``model_type`` ``"bert"``,
+        ``"albert"`` or ``"electra"`` and
         ``model.safetensors`` or ``pytorch_model.bin``) are mapped name by name; pooler and
         pre-training head tensors are recognised and left to the heads. Unknown or missing
         tensors and shape mismatches raise :class:`~ptm_core.checkpoints.CheckpointError`

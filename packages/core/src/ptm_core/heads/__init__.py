@@ -2,5 +2,13 @@
 
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.heads.sentence_pair import Pooler, SentencePairHead
+from ptm_core.heads.span_boundary import SpanBoundaryHead
+from ptm_core.heads.token_discriminator import TokenDiscriminatorHead
 
-__all__ = ["MaskedLMHead", "Pooler", "SentencePairHead"]
+__all__ = [
+    "MaskedLMHead",
+    "Pooler",
+    "SentencePairHead",
+    "SpanBoundaryHead",
+    "TokenDiscriminatorHead",
+]

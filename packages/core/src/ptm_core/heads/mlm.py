@@ -21,7 +21,7 @@ class MaskedLMHead(nn.Module):
         layer_norm_eps: LayerNorm epsilon.
         tie_to: embedding table whose weight ``(V, D)`` the decoder shares.
         embedding_size: width of the decoder input when it differs from ``D``
-            (factorised embeddings); default ``D``.
+            (factorised embeddings); default: the width of ``tie_to``, else ``D``.
 
     Shapes:
         ``(..., D) -> (..., V)``; call it on the gathered masked positions ``(N, D)`` to
@@ -39,7 +39,8 @@ class MaskedLMHead(nn.Module):
         embedding_size: int | None = None,
     ) -> None:
         super().__init__()
-        width = embedding_size or hidden_size
+        # A decoder tied to a factorised table (ALBERT/ELECTRA, ``V x E``) decodes from E.
+        width = embedding_size or (tie_to.embedding_dim if tie_to is not None else hidden_size)
         self.dense = nn.Linear(hidden_size, width)
         self.activation = get_activation(activation)
         self.norm = nn.LayerNorm(width, eps=layer_norm_eps)

@@ -1,5 +1,5 @@
 """Composed models: an encoder plus the heads of its objectives."""
 
-from ptm_core.models.pretraining import PretrainingModel, PretrainingOutput
+from ptm_core.models.pretraining import PretrainingModel, PretrainingOutput, RewritesInputs
 
-__all__ = ["PretrainingModel", "PretrainingOutput"]
+__all__ = ["PretrainingModel", "PretrainingOutput", "RewritesInputs"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -13,6 +13,18 @@ from ptm_core.objectives.mix import ObjectiveMix
 
 # Batch keys the encoder reads; everything else belongs to objectives.
 ENCODER_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids")
+
+
+@runtime_checkable
+class RewritesInputs(Protocol):
+    """An objective whose model-side step changes the encoder's input (ELECTRA).
+
+    :meth:`rewrite_inputs` runs inside the model's forward, before the encoder pass, with
+    gradients on (the ELECTRA generator is trained here); it returns the batch the encoder
+    and every objective then see.
+    """
+
+    def rewrite_inputs(self, batch: Batch) -> Batch: ...
 
 
 @dataclass
@@ -29,6 +41,10 @@ class PretrainingOutput:
 class PretrainingModel(nn.Module):
     """One encoder pass shared by every objective of a :class:`ObjectiveMix`.
 
+    Objectives ask for more than the last layer with class attributes
+    ``needs_hidden_states`` / ``needs_attention_scores`` (distillation); objectives that
+    implement :class:`RewritesInputs` (ELECTRA's generator) run before the encoder.
+
     Args:
         encoder: the network being pre-trained.
         objectives: the objectives and their weights.
@@ -44,10 +60,20 @@ class PretrainingModel(nn.Module):
         self.objectives = objectives
 
     def forward(self, batch: Batch) -> PretrainingOutput:
+        for _, objective in self.objectives:
+            if isinstance(objective, RewritesInputs):
+                batch = objective.rewrite_inputs(batch)
         inputs = {k: batch[k] for k in ENCODER_INPUTS if k in batch}
-        encoded = self.encoder(**inputs)
+        encoded = self.encoder(
+            **inputs,
+            output_hidden_states=self._needs("needs_hidden_states"),
+            output_attention_scores=self._needs("needs_attention_scores"),
+        )
         mix = self.objectives(encoded, batch)
         return PretrainingOutput(loss=mix.loss, metrics=mix.metrics)
+
+    def _needs(self, flag: str) -> bool:
+        return any(getattr(objective, flag, False) for _, objective in self.objectives)
 
     def checkpoint_config(self) -> dict[str, Any]:
         """What a checkpoint's config.json records about this model."""

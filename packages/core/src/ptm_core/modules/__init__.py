@@ -2,22 +2,36 @@
 
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import (
+    UNILM_MASK_KINDS,
+    bidirectional_mask,
     block_diagonal_mask,
     causal_mask,
+    left_to_right_mask,
     padding_to_visibility,
+    right_to_left_mask,
+    seq2seq_mask,
     to_sdpa_mask,
+    unilm_mask,
 )
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import ACTIVATIONS, FeedForward, get_activation
+from ptm_core.modules.scalar_mix import ScalarMix
 
 __all__ = [
     "ACTIVATIONS",
+    "UNILM_MASK_KINDS",
     "FeedForward",
     "MultiHeadSelfAttention",
+    "ScalarMix",
     "TextEmbeddings",
+    "bidirectional_mask",
     "block_diagonal_mask",
     "causal_mask",
     "get_activation",
+    "left_to_right_mask",
     "padding_to_visibility",
+    "right_to_left_mask",
+    "seq2seq_mask",
     "to_sdpa_mask",
+    "unilm_mask",
 ]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -13,6 +16,9 @@ class MultiHeadSelfAttention(nn.Module):
     Hugging Face BERT checkpoint mapping concatenates and splits them explicitly. The
     kernel is :func:`torch.nn.functional.scaled_dot_product_attention`, so the fused
     flash/memory-efficient paths are used whenever the mask and dropout allow it.
+    ``return_scores=True`` takes an explicit path instead (``softmax(QK^T / sqrt(d))V``
+    written out) that also returns the pre-softmax scores, which attention distillation
+    (TinyBERT) and probing need; the two paths agree to float rounding.
 
     Args:
         hidden_size: model width ``D``.
@@ -22,7 +28,9 @@ class MultiHeadSelfAttention(nn.Module):
 
     Shapes:
         hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
-        bool (True = may attend, as built by :func:`to_sdpa_mask`); output ``(B, L, D)``.
+        bool (True = may attend, as built by :func:`to_sdpa_mask`); output ``(B, L, D)``;
+        with ``return_scores`` also the scores ``(B, h, L, L)``, where positions a row may
+        not attend hold the dtype's most negative finite value.
     """
 
     def __init__(
@@ -40,10 +48,19 @@ class MultiHeadSelfAttention(nn.Module):
         self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
 
-    def forward(self, hidden_states: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self, hidden_states: Tensor, mask: Tensor | None = None, return_scores: bool = False
+    ) -> Tensor | tuple[Tensor, Tensor]:
         batch, length, width = hidden_states.shape
         qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
+        if return_scores:
+            scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, h, L, L)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
+            context = (probs @ value).transpose(1, 2).reshape(batch, length, width)
+            return self.out_proj(context), scores
         context = F.scaled_dot_product_attention(
             query,
             key,

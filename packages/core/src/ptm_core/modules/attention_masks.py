@@ -100,3 +100,111 @@ def block_diagonal_mask(segment_ids: Tensor) -> Tensor:
     same = segment_ids[:, :, None] == segment_ids[:, None, :]
     real = segment_ids >= 0
     return same & real[:, :, None] & real[:, None, :]
+
+
+# --------------------------------------------------------------------------- UniLM / GPT
+# Every builder below takes the ``[B, L]`` padding mask and returns ``[B, L, L]`` bool with
+# padding rows and columns hidden (a padding query sees nothing, a padding key is seen by
+# nothing; :func:`to_sdpa_mask` lets blind rows see themselves only).
+
+UNILM_MASK_KINDS: tuple[str, ...] = (
+    "bidirectional",
+    "left_to_right",
+    "right_to_left",
+    "seq2seq",
+)
+
+
+def _real_pairs(padding_mask: Tensor) -> Tensor:
+    keys = padding_mask.bool()  # (B, L)
+    return keys[:, :, None] & keys[:, None, :]  # (B, L, L)
+
+
+def bidirectional_mask(padding_mask: Tensor) -> Tensor:
+    """Cloze (BERT, UniLM bidirectional LM): every real token sees every real token.
+
+    Args:
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+
+    Returns:
+        ``[B, L, L]`` bool; padding rows and columns are all False.
+    """
+    return _real_pairs(padding_mask)
+
+
+def left_to_right_mask(padding_mask: Tensor) -> Tensor:
+    """Unidirectional left-to-right LM (GPT; UniLM): token ``i`` sees real tokens ``j <= i``.
+
+    Args:
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+
+    Returns:
+        ``[B, L, L]`` bool.
+    """
+    seq_len = padding_mask.shape[1]
+    return _real_pairs(padding_mask) & causal_mask(seq_len, padding_mask.device)
+
+
+def right_to_left_mask(padding_mask: Tensor) -> Tensor:
+    """Unidirectional right-to-left LM (UniLM): token ``i`` sees real tokens ``j >= i``.
+
+    Args:
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+
+    Returns:
+        ``[B, L, L]`` bool.
+    """
+    seq_len = padding_mask.shape[1]
+    return _real_pairs(padding_mask) & causal_mask(seq_len, padding_mask.device).T
+
+
+def seq2seq_mask(token_type_ids: Tensor, padding_mask: Tensor) -> Tensor:
+    """Sequence-to-sequence LM (UniLM, Dong et al., 2019; prefix LM).
+
+    The source segment (``token_type_ids == 0``: ``[CLS] S1 [SEP]``) is bidirectional:
+    a source token sees every source token and no target token. A target token
+    (``token_type_ids == 1``: ``S2 [SEP]``) sees the whole source and the target tokens
+    up to and including itself.
+
+    Args:
+        token_type_ids: ``[B, L]`` 0 = source, 1 = target (padding may hold either).
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+
+    Returns:
+        ``[B, L, L]`` bool.
+    """
+    seq_len = token_type_ids.shape[1]
+    is_source = token_type_ids == 0  # (B, L)
+    source_cols = is_source[:, None, :].expand(-1, seq_len, -1)  # every row sees the source
+    target_rows = ~is_source[:, :, None]
+    causal = causal_mask(seq_len, token_type_ids.device)
+    visible = source_cols | (target_rows & causal)
+    return visible & _real_pairs(padding_mask)
+
+
+def unilm_mask(kind: str, padding_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+    """One of UniLM's four self-attention masks by name (see :data:`UNILM_MASK_KINDS`).
+
+    Args:
+        kind: ``"bidirectional"``, ``"left_to_right"``, ``"right_to_left"`` or ``"seq2seq"``.
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+        token_type_ids: ``[B, L]`` segment ids; required for ``"seq2seq"``.
+
+    Returns:
+        ``[B, L, L]`` bool.
+
+    Raises:
+        ValueError: unknown kind (the message lists the valid ones), or ``seq2seq`` without
+            segment ids.
+    """
+    if kind == "bidirectional":
+        return bidirectional_mask(padding_mask)
+    if kind == "left_to_right":
+        return left_to_right_mask(padding_mask)
+    if kind == "right_to_left":
+        return right_to_left_mask(padding_mask)
+    if kind == "seq2seq":
+        if token_type_ids is None:
+            raise ValueError("a seq2seq mask needs token_type_ids (0 = source, 1 = target)")
+        return seq2seq_mask(token_type_ids, padding_mask)
+    raise ValueError(f"unknown mask kind {kind!r}; valid kinds: {', '.join(UNILM_MASK_KINDS)}")

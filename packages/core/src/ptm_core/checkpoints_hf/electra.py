@@ -1,0 +1,149 @@
+"""Hugging Face ELECTRA (``ElectraModel`` / ``ElectraForPreTraining``) <-> ptm.
+
+ELECTRA's discriminator is BERT with factorised embeddings: the layers use BERT's names
+(mapped by :func:`~ptm_core.checkpoints.hf_bert_to_ptm`), ``embeddings_project`` maps onto
+ptm's ``embedding_projection`` (present only when ``embedding_size != hidden_size``), and
+``discriminator_predictions.{dense,dense_prediction}`` onto
+:class:`~ptm_core.heads.TokenDiscriminatorHead`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from ptm_core.checkpoints import (
+    CheckpointError,
+    check_state,
+    hf_bert_to_ptm,
+    ptm_to_hf_bert,
+    read_weights,
+)
+from ptm_core.encoders.config import EncoderConfig
+from ptm_core.heads.token_discriminator import TokenDiscriminatorHead
+
+_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "embedding_size": "embedding_size",
+    "hidden_size": "hidden_size",
+    "num_hidden_layers": "num_layers",
+    "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_size",
+    "max_position_embeddings": "max_positions",
+    "type_vocab_size": "type_vocab_size",
+    "hidden_dropout_prob": "dropout",
+    "attention_probs_dropout_prob": "attention_dropout",
+    "hidden_act": "activation",
+    "layer_norm_eps": "layer_norm_eps",
+    "pad_token_id": "pad_token_id",
+    "initializer_range": "initializer_range",
+}
+_PROJECTION = "embeddings_project"
+_HEAD_PREFIXES = ("discriminator_predictions.", "generator_predictions.", "generator_lm_head.")
+_DISCRIMINATOR_NAMES = {
+    "dense.weight": "discriminator_predictions.dense.weight",
+    "dense.bias": "discriminator_predictions.dense.bias",
+    "prediction.weight": "discriminator_predictions.dense_prediction.weight",
+    "prediction.bias": "discriminator_predictions.dense_prediction.bias",
+}
+
+
+def config_from_hf(config: dict[str, Any], *, source: str) -> EncoderConfig:
+    """An :class:`EncoderConfig` for an ``ElectraConfig`` dict."""
+    position_type = config.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise CheckpointError(
+            f"{source}: position_embedding_type {position_type!r} is not supported "
+            "(only 'absolute')"
+        )
+    values = {ours: config[theirs] for theirs, ours in _CONFIG_KEYS.items() if theirs in config}
+    values["pad_token_id"] = values.get("pad_token_id") or 0
+    values["embedding_size"] = values.get("embedding_size", 128)
+    try:
+        return EncoderConfig(**values)
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+
+
+def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
+    """An ``ElectraConfig`` dict for ``config`` (post-LN, no layer sharing)."""
+    if config.share_layers != "none" or config.norm_position != "post":
+        raise CheckpointError(
+            "only post-LN encoders without layer sharing can be exported as ELECTRA (got "
+            f"share_layers={config.share_layers!r}, norm_position={config.norm_position!r}); "
+            "save it with format='ptm'"
+        )
+    hf = {theirs: getattr(config, ours) for theirs, ours in _CONFIG_KEYS.items()}
+    hf.update(
+        embedding_size=config.embedding_width,
+        architectures=["ElectraModel"],
+        model_type="electra",
+        position_embedding_type="absolute",
+    )
+    return hf
+
+
+def state_from_hf(
+    state: dict[str, Tensor], config: EncoderConfig
+) -> tuple[dict[str, Tensor], dict[str, Tensor], list[str], list[str]]:
+    """Map ELECTRA tensors onto ptm names; same contract as :func:`hf_bert_to_ptm`."""
+    as_bert: dict[str, Tensor] = {}
+    extra: dict[str, Tensor] = {}
+    heads: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        key = name.removeprefix("electra.")
+        if key.startswith(_HEAD_PREFIXES):
+            heads[key] = tensor
+        elif key.startswith(_PROJECTION + "."):
+            extra["embedding_projection" + key[len(_PROJECTION) :]] = tensor
+        else:
+            as_bert[key] = tensor
+    encoder_state, _, missing, unknown = hf_bert_to_ptm(as_bert, config.num_layers)
+    encoder_state.update(extra)
+    if config.factorised:
+        missing += [
+            f"{_PROJECTION}.{k}"
+            for k in ("weight", "bias")
+            if f"{_PROJECTION}.{k}" not in {n.removeprefix("electra.") for n in state}
+        ]
+    else:
+        unknown += [f"{_PROJECTION}.{k.rpartition('.')[2]}" for k in extra]
+        encoder_state = {k: v for k, v in encoder_state.items() if k not in extra}
+    return encoder_state, heads, missing, unknown
+
+
+def state_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """ptm encoder tensors -> ``ElectraModel`` names (no ``electra.`` prefix)."""
+    out = ptm_to_hf_bert(state, config.num_layers)
+    if config.factorised:
+        for kind in ("weight", "bias"):
+            out[f"{_PROJECTION}.{kind}"] = state[f"embedding_projection.{kind}"].detach().clone()
+    return out
+
+
+def discriminator_head_from_hf(
+    heads: dict[str, Tensor], head: TokenDiscriminatorHead, *, source: str = "checkpoint"
+) -> None:
+    """Load ``discriminator_predictions.*`` (prefix-free names) into ``head``."""
+    absent = sorted(t for t in _DISCRIMINATOR_NAMES.values() if t not in heads)
+    if absent:
+        raise CheckpointError(
+            f"{source}: head tensors {absent} are missing; this is not an "
+            "ElectraForPreTraining checkpoint, load the encoder only"
+        )
+    check_state(head, {ours: heads[t] for ours, t in _DISCRIMINATOR_NAMES.items()}, source=source)
+
+
+def discriminator_head_to_hf(head: TokenDiscriminatorHead) -> dict[str, Tensor]:
+    """``head`` -> ``ElectraForPreTraining`` names."""
+    own = head.state_dict()
+    return {t: own[ours].detach().contiguous().clone() for ours, t in _DISCRIMINATOR_NAMES.items()}
+
+
+def load_discriminator_head(path: str | Path, head: TokenDiscriminatorHead) -> None:
+    """Load the discriminator head of an ``ElectraForPreTraining`` directory into ``head``."""
+    weights, weights_path = read_weights(Path(path))
+    heads = {k.removeprefix("electra."): v for k, v in weights.items()}
+    discriminator_head_from_hf(heads, head, source=str(weights_path))

@@ -1,0 +1,123 @@
+"""Sentence-order prediction (ALBERT)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+
+from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
+from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.heads.sentence_pair import SentencePairHead
+from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
+from ptm_core.tokenization import VocabInfo
+
+
+def encode_segment_pair(a: Sequence[int], b: Sequence[int], vocab: VocabInfo) -> Example:
+    """``[CLS] A [SEP] B [SEP]`` with segment ids and the special-token mask."""
+    ids = [vocab.cls_id, *a, vocab.sep_id, *b, vocab.sep_id]
+    types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    special = [0] * len(ids)
+    special[0] = special[len(a) + 1] = special[-1] = 1
+    return {"input_ids": ids, "token_type_ids": types, "special_tokens_mask": special}
+
+
+def split_segment_pair(example: Example) -> tuple[list[int], list[int]]:
+    """Inverse of :func:`encode_segment_pair`: the word pieces of A and of B."""
+    ids, types = example["input_ids"], example["token_type_ids"]
+    a_end = types.index(1) - 1  # position of the first [SEP]
+    return list(ids[1:a_end]), list(ids[a_end + 1 : -1])
+
+
+def build_sentence_order_examples(
+    documents: Sequence[TokenizedDocument],
+    vocab: VocabInfo,
+    max_length: int,
+    rng: random.Random,
+    *,
+    swap_prob: float = 0.5,
+    short_seq_prob: float = 0.1,
+) -> list[Example]:
+    """Segment pairs for SOP (Lan et al., 2020).
+
+    Every pair is two *consecutive* segments of one document, cut as BERT cuts NSP pairs
+    (:func:`build_segment_pair_examples` with no random B). With probability
+    ``swap_prob`` the two are swapped: ``[CLS] B [SEP] A [SEP]``, label 1; otherwise they
+    stay in order, label 0. Topic cues cannot tell the classes apart, only coherence.
+
+    Returns:
+        Examples with ``input_ids``, ``token_type_ids``, ``special_tokens_mask``,
+        ``sentence_order_label`` (1 = swapped).
+    """
+    if not 0.0 <= swap_prob <= 1.0:
+        raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
+    pairs = build_segment_pair_examples(
+        documents, vocab, max_length, rng, random_next_prob=0.0, short_seq_prob=short_seq_prob
+    )
+    examples: list[Example] = []
+    for pair in pairs:
+        a, b = split_segment_pair(pair)
+        swapped = rng.random() < swap_prob
+        example = encode_segment_pair(b, a, vocab) if swapped else encode_segment_pair(a, b, vocab)
+        example["sentence_order_label"] = int(swapped)
+        examples.append(example)
+    return examples
+
+
+class SentenceOrderObjective(Objective):
+    """Sentence-order prediction (Lan et al., 2020, ALBERT).
+
+    Data side (:meth:`build_examples`): positive = two consecutive segments of a document
+    in their order, negative = the same two segments swapped (``swap_prob``, 50%). Loss
+    side: pooled ``[CLS]`` -> :class:`SentencePairHead` -> cross-entropy. Unlike NSP, the
+    negative comes from the same document, so the task is coherence, not topic.
+
+    Args:
+        encoder: the encoder (for its width).
+        vocab: the tokenizer's special ids.
+        swap_prob: probability that a pair is swapped (label 1).
+        short_seq_prob: probability of a shorter target length (as BERT).
+
+    Batch keys: ``sentence_order_label`` ``(B,)`` (0 = in order, 1 = swapped).
+    """
+
+    name = "sop"
+    batch_keys = ("sentence_order_label",)
+
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        vocab: VocabInfo,
+        *,
+        swap_prob: float = 0.5,
+        short_seq_prob: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if not 0.0 <= swap_prob <= 1.0:
+            raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
+        self.vocab = vocab
+        self.swap_prob = swap_prob
+        self.short_seq_prob = short_seq_prob
+        self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+
+    def build_examples(
+        self, documents: Sequence[TokenizedDocument], max_length: int, rng: random.Random
+    ) -> list[Example]:
+        """Ordered/swapped pairs; see :func:`build_sentence_order_examples`."""
+        return build_sentence_order_examples(
+            documents,
+            self.vocab,
+            max_length,
+            rng,
+            swap_prob=self.swap_prob,
+            short_seq_prob=self.short_seq_prob,
+        )
+
+    def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
+        logits = self.head(encoder_output.last_hidden_state)  # (B, 2)
+        labels = batch["sentence_order_label"]
+        return ObjectiveOutput(
+            loss=F.cross_entropy(logits.float(), labels),
+            metrics={"accuracy": accuracy(logits, labels)},
+        )

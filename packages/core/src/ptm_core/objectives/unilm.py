@@ -1,0 +1,130 @@
+"""UniLM: one shared encoder, four self-attention masks, cloze loss (Dong et al., 2019)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
+from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.modules.attention_masks import UNILM_MASK_KINDS, unilm_mask
+from ptm_core.objectives.base import Batch, Example, ObjectiveOutput
+from ptm_core.objectives.causal_lm import padding_of
+from ptm_core.objectives.mlm import MaskedLMObjective, MaskingMode
+from ptm_core.tokenization import VocabInfo
+
+# The paper's schedule: 1/3 bidirectional, 1/3 seq2seq, 1/6 each unidirectional direction.
+PAPER_PROPORTIONS: dict[str, float] = {
+    "bidirectional": 1 / 3,
+    "seq2seq": 1 / 3,
+    "left_to_right": 1 / 6,
+    "right_to_left": 1 / 6,
+}
+
+
+class UniLMObjective(MaskedLMObjective):
+    """Unified LM pre-training (Dong et al., 2019, "UniLM").
+
+    One encoder is trained with the cloze (masked LM) loss under a self-attention mask
+    that is drawn once per batch: bidirectional (BERT), left-to-right, right-to-left
+    (GPT-style unidirectional LMs: a ``[MASK]`` sees only the tokens on one side and
+    itself) or sequence-to-sequence (segment A is the source and sees itself; segment B
+    is the target and sees the source and its own prefix). Masks come from
+    :mod:`ptm_core.modules.attention_masks`; masking (15%, 80/10/10) as
+    :class:`MaskedLMObjective`.
+
+    Examples are segment pairs ``[CLS] A [SEP] B [SEP]`` where B is the true continuation
+    of A (source and target of the seq2seq LM; the other masks read the pair as one text).
+
+    Args:
+        encoder: the encoder (width, tied table).
+        vocab: the tokenizer's special ids and vocabulary size.
+        proportions: mask kind -> probability per batch (normalised; missing kinds are
+            never drawn); default :data:`PAPER_PROPORTIONS`.
+        mask_prob, mask_token_prob, random_token_prob, mode, masked_only: as
+            :class:`MaskedLMObjective`.
+        short_seq_prob: probability of a shorter example (as BERT's pairs).
+
+    Batch keys: writes ``input_ids``, ``mlm_labels``, ``attention_mask`` ``(B, L, L)``
+    and ``unilm_mask_kind`` (0-d index into :data:`UNILM_MASK_KINDS`).
+    Metrics: ``loss_<kind>`` (the batch's kind only) and the MLM metrics.
+    """
+
+    name = "unilm"
+
+    def __init__(
+        self,
+        encoder: TransformerEncoder,
+        vocab: VocabInfo,
+        *,
+        proportions: Mapping[str, float] | None = None,
+        mask_prob: float = 0.15,
+        mask_token_prob: float = 0.8,
+        random_token_prob: float = 0.1,
+        mode: MaskingMode = "dynamic",
+        masked_only: bool = True,
+        short_seq_prob: float = 0.1,
+    ) -> None:
+        super().__init__(
+            encoder,
+            vocab,
+            mask_prob=mask_prob,
+            mask_token_prob=mask_token_prob,
+            random_token_prob=random_token_prob,
+            mode=mode,
+            masked_only=masked_only,
+        )
+        given = dict(PAPER_PROPORTIONS if proportions is None else proportions)
+        unknown = sorted(set(given) - set(UNILM_MASK_KINDS))
+        if unknown:
+            raise ValueError(
+                f"unknown UniLM mask kind(s) {unknown} in proportions; valid kinds: "
+                f"{', '.join(UNILM_MASK_KINDS)}"
+            )
+        if any(p < 0 for p in given.values()) or sum(given.values()) <= 0:
+            raise ValueError(f"proportions must be >= 0 with a positive sum, got {given}")
+        total = sum(given.values())
+        self.proportions = {kind: given.get(kind, 0.0) / total for kind in UNILM_MASK_KINDS}
+        self.short_seq_prob = short_seq_prob
+
+    def build_examples(
+        self,
+        documents: Sequence[TokenizedDocument],
+        max_length: int,
+        rng: random.Random,
+    ) -> list[Example]:
+        """Source/target pairs: consecutive text of one document, never a random B."""
+        examples = build_segment_pair_examples(
+            documents,
+            self.vocab,
+            max_length,
+            rng,
+            random_next_prob=0.0,
+            short_seq_prob=self.short_seq_prob,
+        )
+        for example in examples:
+            example.pop("next_sentence_label", None)
+        return examples
+
+    def draw_kind(self, generator: torch.Generator) -> int:
+        """Index into :data:`UNILM_MASK_KINDS` of this batch's mask."""
+        probs = torch.tensor([self.proportions[k] for k in UNILM_MASK_KINDS])
+        return int(torch.multinomial(probs, 1, generator=generator))
+
+    def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
+        padding = padding_of(batch)
+        batch = super().collate(batch, generator)
+        kind = self.draw_kind(generator)
+        mask = unilm_mask(UNILM_MASK_KINDS[kind], padding, batch.get("token_type_ids"))
+        return {**batch, "attention_mask": mask, "unilm_mask_kind": torch.tensor(kind)}
+
+    def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
+        out = super().forward(encoder_output, batch)
+        kind_index: Tensor | None = batch.get("unilm_mask_kind")
+        if kind_index is not None:
+            kind = UNILM_MASK_KINDS[int(kind_index)]
+            out.metrics[f"loss_{kind}"] = out.loss.detach()
+        return out
