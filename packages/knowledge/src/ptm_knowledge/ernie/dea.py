@@ -1,0 +1,177 @@
+"""ERNIE-THU's denoising entity auto-encoder (dEA) and the model that trains it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ptm_core.encoders.transformer import EncoderOutput
+from ptm_core.modules import get_activation
+from ptm_core.objectives import Objective, ObjectiveMix, ObjectiveOutput
+from ptm_core.objectives.base import Batch, accuracy
+from ptm_core.tokenization import VocabInfo
+from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
+
+NO_ENTITY = -1
+
+
+def corrupt_entities(
+    entity_ids: Tensor,
+    num_entities: int,
+    generator: torch.Generator,
+    *,
+    replace_prob: float = 0.05,
+    drop_prob: float = 0.15,
+) -> tuple[Tensor, Tensor]:
+    """dEA input noise: of the aligned tokens, ``replace_prob`` get a random entity,
+    ``drop_prob`` lose their entity (``-1``) and the rest keep it (5/15/80, ERNIE).
+
+    Args:
+        entity_ids: ``(B, L)`` entity indices, ``-1`` = none.
+        num_entities: size of the entity table (random entities are uniform over it).
+        generator: seeded randomness.
+
+    Returns:
+        ``(corrupted, decision)``: corrupted ``(B, L)`` ids and ``(B, L)`` long decision
+        codes: 0 kept, 1 replaced, 2 dropped, -1 not aligned.
+    """
+    aligned = entity_ids >= 0
+    draw = torch.rand(entity_ids.shape, generator=generator)
+    replaced = aligned & (draw < replace_prob)
+    dropped = aligned & (draw >= replace_prob) & (draw < replace_prob + drop_prob)
+    random_ids = torch.randint(num_entities, entity_ids.shape, generator=generator)
+    corrupted = torch.where(replaced, random_ids, entity_ids).masked_fill(dropped, NO_ENTITY)
+    decision = torch.full_like(entity_ids, -1)
+    decision[aligned] = 0
+    decision[replaced] = 1
+    decision[dropped] = 2
+    return corrupted, decision
+
+
+class EntityPredictionHead(nn.Module):
+    """Token state -> entity space: ``LN(act(W h + b))``, width of the entity table."""
+
+    def __init__(
+        self, hidden_size: int, entity_dim: int, activation: str = "gelu", eps: float = 1e-12
+    ):
+        super().__init__()
+        self.dense = nn.Linear(hidden_size, entity_dim)
+        self.activation = get_activation(activation)
+        self.norm = nn.LayerNorm(entity_dim, eps=eps)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.norm(self.activation(self.dense(hidden)))
+
+
+class DenoisingEntityAutoencoderObjective(Objective):
+    """dEA (Zhang et al., 2019): recover each aligned token's entity from its token state.
+
+    Data side (:meth:`collate`): :func:`corrupt_entities` on ``entity_ids`` (5 % random
+    entity, 15 % dropped, 80 % kept); the original ids become ``dea_labels``. Loss side:
+    for every aligned token, ``p(e | w) = softmax_e(head(w) . E_e)`` over the entities
+    present in the batch (``E`` = the frozen KG table), cross-entropy against the
+    aligned entity. Chance accuracy is ``1 / candidates`` (logged).
+
+    Args:
+        encoder: the :class:`KnowledgeableEncoder` (for widths and the entity table).
+        vocab: unused (objective factory signature).
+        replace_prob, drop_prob: the 5 % / 15 % rates.
+
+    Batch keys: reads and rewrites ``entity_ids`` ``(B, L)``; writes ``dea_labels``.
+    """
+
+    name = "dea"
+    batch_keys = ("dea_labels",)
+
+    def __init__(
+        self,
+        encoder: KnowledgeableEncoder,
+        vocab: VocabInfo | None = None,
+        *,
+        replace_prob: float = 0.05,
+        drop_prob: float = 0.15,
+    ) -> None:
+        super().__init__()
+        if not isinstance(encoder, KnowledgeableEncoder):
+            raise TypeError("the dEA objective needs a KnowledgeableEncoder (ERNIE-THU model)")
+        if replace_prob < 0 or drop_prob < 0 or replace_prob + drop_prob > 1:
+            raise ValueError("replace_prob and drop_prob must be >= 0 and sum to at most 1")
+        self.replace_prob = replace_prob
+        self.drop_prob = drop_prob
+        self.num_entities = encoder.num_entities
+        self._encoder = [encoder]  # a reference, not a sub-module (no duplicate weights)
+        self.head = EntityPredictionHead(
+            encoder.config.hidden_size,
+            encoder.entity_table.shape[1],
+            encoder.config.activation,
+            encoder.config.layer_norm_eps,
+        )
+
+    def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
+        ids = batch["entity_ids"]
+        if "attention_mask" in batch:  # the core collator pads unknown keys with 0
+            ids = ids.masked_fill(~batch["attention_mask"].bool(), NO_ENTITY)
+        corrupted, _ = corrupt_entities(
+            ids,
+            self.num_entities,
+            generator,
+            replace_prob=self.replace_prob,
+            drop_prob=self.drop_prob,
+        )
+        return {**batch, "entity_ids": corrupted, "dea_labels": ids}
+
+    def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
+        labels = batch["dea_labels"]
+        aligned = labels >= 0
+        if not aligned.any():
+            zero = encoder_output.last_hidden_state.sum() * 0.0
+            return ObjectiveOutput(loss=zero, metrics={"accuracy": zero.detach()})
+        candidates, targets = torch.unique(labels[aligned], return_inverse=True)
+        table = self._encoder[0].entity_table[candidates]  # (C, k), frozen
+        predicted = self.head(encoder_output.last_hidden_state[aligned])  # (N, k)
+        logits = predicted.float() @ table.float().T  # (N, C)
+        return ObjectiveOutput(
+            loss=F.cross_entropy(logits, targets),
+            metrics={
+                "accuracy": accuracy(logits, targets),
+                "candidates": torch.tensor(float(len(candidates))),
+                "chance": torch.tensor(1.0 / len(candidates)),
+            },
+        )
+
+
+ERNIE_THU_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids", "entity_ids")
+
+
+class ErnieThuPretrainingModel(nn.Module):
+    """A :class:`KnowledgeableEncoder` and a mix of objectives (MLM + NSP + dEA).
+
+    Like :class:`ptm_core.models.PretrainingModel`, but the encoder also reads
+    ``entity_ids``.
+    """
+
+    def __init__(self, encoder: KnowledgeableEncoder, objectives: ObjectiveMix) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.objectives = objectives
+
+    def forward(self, batch: Batch) -> Any:
+        from ptm_core.models.pretraining import PretrainingOutput
+
+        encoded = self.encoder(**{k: batch[k] for k in ERNIE_THU_INPUTS if k in batch})
+        mix = self.objectives(encoded, batch)
+        return PretrainingOutput(loss=mix.loss, metrics=mix.metrics)
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        return {
+            "encoder": self.encoder.config.to_dict(),
+            "knowledge_layers": len(self.encoder.knowledge_layers),
+            "num_entities": self.encoder.num_entities,
+            "objectives": {
+                name: {"class": type(o).__name__, "weight": self.objectives.weights[name]}
+                for name, o in self.objectives
+            },
+        }

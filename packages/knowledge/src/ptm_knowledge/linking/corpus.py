@@ -1,0 +1,271 @@
+"""The linked corpus (JSONL): documents, sentences and their linked mentions.
+
+Specified in ``data_specs/linked_corpus/README.md``; produced by :func:`link_corpus` and
+read (with validation) by :func:`read_linked_corpus`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ptm_core.atomic import atomic_write_text
+from ptm_core.data import read_text_corpus
+from ptm_knowledge.kg.graph import KGError
+from ptm_knowledge.linking.linker import EntityLinker, Mention
+
+
+class LinkedCorpusError(KGError):
+    """A linked-corpus file is malformed (message ``file:line: problem (field ...); fix``)."""
+
+
+@dataclass(frozen=True)
+class SentenceMention:
+    """A mention inside one sentence: character span ``[start, end)`` and entity id."""
+
+    sentence: int
+    start: int
+    end: int
+    entity_id: str
+    score: float | None = None
+
+
+@dataclass
+class LinkedDocument:
+    """One document of a linked corpus."""
+
+    doc_id: str
+    sentences: list[str]
+    mentions: list[SentenceMention] = field(default_factory=list)
+
+    def sentence_mentions(self, index: int) -> list[tuple[int, int, str]]:
+        """``(start, end, entity_id)`` of the mentions of sentence ``index``."""
+        return [(m.start, m.end, m.entity_id) for m in self.mentions if m.sentence == index]
+
+    def to_json(self) -> dict[str, Any]:
+        mentions = []
+        for m in self.mentions:
+            item: dict[str, Any] = {
+                "sentence": m.sentence,
+                "start": m.start,
+                "end": m.end,
+                "text": self.sentences[m.sentence][m.start : m.end],
+                "entity": m.entity_id,
+            }
+            if m.score is not None:
+                item["score"] = round(m.score, 4)
+            mentions.append(item)
+        return {"id": self.doc_id, "sentences": self.sentences, "mentions": mentions}
+
+
+def link_documents(
+    documents: Iterable[tuple[str, Sequence[str]]], linker: EntityLinker, batch_size: int = 16
+) -> list[LinkedDocument]:
+    """Link ``(doc_id, sentences)`` pairs; the whole document is the linker's context.
+
+    Sentences are joined with newlines so ranking sees neighbouring sentences; no alias
+    spans a newline, so every mention falls inside one sentence.
+    """
+    docs = [(doc_id, list(sentences)) for doc_id, sentences in documents]
+    texts = ["\n".join(sentences) for _, sentences in docs]
+    out: list[LinkedDocument] = []
+    for (doc_id, sentences), mentions in zip(
+        docs, linker.link_batch(texts, batch_size=batch_size), strict=True
+    ):
+        starts, position = [], 0
+        for sentence in sentences:
+            starts.append(position)
+            position += len(sentence) + 1
+        linked: list[SentenceMention] = []
+        for m in mentions:
+            index = max(i for i, s in enumerate(starts) if s <= m.start)
+            linked.append(
+                SentenceMention(
+                    index, m.start - starts[index], m.end - starts[index], m.entity_id, m.score
+                )
+            )
+        out.append(LinkedDocument(doc_id, sentences, linked))
+    return out
+
+
+def link_corpus(
+    corpus: str | Path | Sequence[str | Path],
+    linker: EntityLinker,
+    output: str | Path,
+    *,
+    batch_size: int = 16,
+) -> Path:
+    """Link a text corpus (``data_specs/text_corpus``) and write a linked corpus (JSONL).
+
+    This is the public step the ``link_entities`` flow calls.
+
+    Args:
+        corpus: text-corpus file(s) or directory.
+        linker: an :class:`EntityLinker`.
+        output: the ``.jsonl`` file to write (atomically).
+        batch_size: documents per ``nlp.pipe`` batch.
+
+    Returns:
+        ``output``.
+    """
+    documents = read_text_corpus(corpus)
+    linked = link_documents(((d.doc_id, d.sentences) for d in documents), linker, batch_size)
+    return write_linked_corpus(linked, output)
+
+
+def link_corpus_with_kg(
+    corpus: str | Path | Sequence[str | Path],
+    kg: str | Path,
+    output: str | Path,
+    *,
+    batch_size: int = 16,
+    **linker_options: Any,
+) -> Path:
+    """Load a KG folder (``entities.tsv`` [+ ``triples.tsv``]), build an
+    :class:`EntityLinker` with ``linker_options`` and link ``corpus`` into ``output``."""
+    from ptm_knowledge.kg.graph import load_knowledge_graph
+
+    linker = EntityLinker(load_knowledge_graph(kg), **linker_options)
+    return link_corpus(corpus, linker, output, batch_size=batch_size)
+
+
+def write_linked_corpus(documents: Iterable[LinkedDocument], output: str | Path) -> Path:
+    """Write documents as JSON lines, atomically."""
+    lines = [json.dumps(d.to_json(), ensure_ascii=False) for d in documents]
+    return atomic_write_text(output, "".join(line + "\n" for line in lines))
+
+
+def _fail(path: Path, line: int, field: str, problem: str, fix: str) -> LinkedCorpusError:
+    return LinkedCorpusError(path, line, field, problem, fix)
+
+
+def read_linked_corpus(
+    path: str | Path, entity_ids: Iterable[str] | None = None
+) -> list[LinkedDocument]:
+    """Read and validate a linked corpus.
+
+    Args:
+        path: the ``.jsonl`` file.
+        entity_ids: if given, every mention's entity must be one of them.
+
+    Raises:
+        LinkedCorpusError: bad JSON, missing fields, a span outside its sentence or
+            overlapping another, text that does not match the span, an unknown entity or
+            a duplicate document id; the message names file, line and field.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise LinkedCorpusError(
+            path, None, "path", "file not found", "give an existing .jsonl file"
+        )
+    known = set(entity_ids) if entity_ids is not None else None
+    documents: list[LinkedDocument] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as err:
+            raise _fail(
+                path, number, "json", f"invalid JSON ({err.msg})", "write one object per line"
+            ) from None
+        if not isinstance(record, dict):
+            raise _fail(path, number, "json", "not a JSON object", "write one object per line")
+        doc_id = record.get("id")
+        if not isinstance(doc_id, str) or not doc_id:
+            raise _fail(path, number, "id", "missing or empty document id", 'add "id": "..."')
+        if doc_id in seen:
+            raise _fail(
+                path,
+                number,
+                "id",
+                f"duplicate id {doc_id!r} (first on line {seen[doc_id]})",
+                "use unique ids",
+            )
+        seen[doc_id] = number
+        sentences = record.get("sentences")
+        if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            raise _fail(
+                path, number, "sentences", "must be a list of strings", 'add "sentences": [...]'
+            )
+        mentions: list[SentenceMention] = []
+        for k, item in enumerate(record.get("mentions", [])):
+            where = f"mentions[{k}]"
+            try:
+                index, start, end, entity = (
+                    item["sentence"],
+                    item["start"],
+                    item["end"],
+                    item["entity"],
+                )
+            except (KeyError, TypeError):
+                raise _fail(
+                    path, number, where, "needs sentence, start, end and entity", "add the keys"
+                ) from None
+            if not (isinstance(index, int) and 0 <= index < len(sentences)):
+                raise _fail(
+                    path,
+                    number,
+                    f"{where}.sentence",
+                    f"no sentence {index!r}",
+                    "use a 0-based sentence index",
+                )
+            if not (
+                isinstance(start, int)
+                and isinstance(end, int)
+                and 0 <= start < end <= len(sentences[index])
+            ):
+                raise _fail(
+                    path,
+                    number,
+                    f"{where}.start",
+                    f"span [{start}, {end}) is outside sentence {index}",
+                    "use character offsets inside the sentence",
+                )
+            text = item.get("text")
+            if text is not None and sentences[index][start:end] != text:
+                raise _fail(
+                    path,
+                    number,
+                    f"{where}.text",
+                    f"span reads {sentences[index][start:end]!r}, not {text!r}",
+                    "fix the offsets or the text",
+                )
+            if known is not None and entity not in known:
+                raise _fail(
+                    path,
+                    number,
+                    f"{where}.entity",
+                    f"unknown entity id {entity!r}",
+                    "use an id of the entity table",
+                )
+            mentions.append(SentenceMention(index, start, end, entity, item.get("score")))
+        ordered = sorted(mentions, key=lambda m: (m.sentence, m.start))
+        for a, b in itertools.pairwise(ordered):
+            if a.sentence == b.sentence and b.start < a.end:
+                raise _fail(
+                    path,
+                    number,
+                    "mentions",
+                    f"mentions [{a.start}, {a.end}) and [{b.start}, {b.end}) of sentence {a.sentence} overlap",
+                    "keep non-overlapping mentions",
+                )
+        documents.append(LinkedDocument(doc_id, sentences, mentions))
+    return documents
+
+
+def linked_from_mentions(
+    doc_id: str, sentences: Sequence[str], per_sentence: Sequence[Sequence[Mention]]
+) -> LinkedDocument:
+    """A :class:`LinkedDocument` from per-sentence linker output."""
+    mentions = [
+        SentenceMention(i, m.start, m.end, m.entity_id, m.score)
+        for i, ms in enumerate(per_sentence)
+        for m in ms
+    ]
+    return LinkedDocument(doc_id, list(sentences), mentions)

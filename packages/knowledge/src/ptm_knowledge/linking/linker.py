@@ -1,0 +1,197 @@
+"""Entity linking with spaCy: alias-table mention detection, candidate ranking, threshold."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptm_knowledge.kg.graph import KnowledgeGraph
+from ptm_knowledge.linking.aliases import AliasTable, Candidate, CaseMode
+
+RULER_NAME = "kg_alias_ruler"
+MENTION_LABEL = "KG_MENTION"
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A linked mention.
+
+    Attributes:
+        start: character offset of the first character in the text.
+        end: character offset one past the last character.
+        text: ``text[start:end]``.
+        entity_id: the chosen entity.
+        score: ranking score in ``[0, 1]`` (at least the linker's threshold).
+        candidates: every candidate's ``(entity_id, score)``, best first.
+    """
+
+    start: int
+    end: int
+    text: str
+    entity_id: str
+    score: float
+    candidates: tuple[tuple[str, float], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The linked-corpus JSON form (``data_specs/linked_corpus``)."""
+        return {
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "entity": self.entity_id,
+            "score": round(self.score, 4),
+        }
+
+
+class EntityLinker:
+    """Link mentions of knowledge-graph entities in text (the ERNIE-THU preprocessing step).
+
+    ERNIE (Zhang et al., 2019) links with TAGME; this linker needs only the KG's alias
+    table. Pipeline:
+
+    1. **Mention detection**: a spaCy ``entity_ruler`` whose phrase patterns are every
+       surface form of the alias table (pattern ``id`` = the alias key). Overlapping
+       matches are resolved to the longest one ("Danube Delta" over "Danube").
+    2. **Candidates**: the entities sharing the matched alias, with their priors.
+    3. **Ranking**: ``score = prior_weight * prior + (1 - prior_weight) * overlap``,
+       where ``overlap = n / (n + overlap_smoothing)`` and ``n`` counts distinct content
+       words within ``context_window`` tokens of the mention that also occur in the
+       entity's context bag (its type, description and its KG neighbours' names).
+    4. **Threshold**: the best candidate is kept if its score is at least ``threshold``.
+       An unambiguous alias scores at least ``prior_weight``, so with the defaults it is
+       always linked; an alias shared by two equally likely entities needs context.
+
+    Args:
+        kg: the knowledge graph (entity table with aliases; triples are optional).
+        nlp: a spaCy pipeline; default ``spacy.blank("en")``. A trained pipeline works as
+            well: the ruler is added before its ``ner`` component, and only ruler matches
+            are linked.
+        case: alias matching: ``"smart"`` (capitalised aliases match exactly, lower-case
+            ones also capitalised), ``"sensitive"`` or ``"insensitive"``.
+        threshold: minimum score of a linked mention.
+        prior_weight: weight of the alias prior against context overlap.
+        context_window: tokens on each side of a mention used as its context.
+        overlap_smoothing: the ``k`` of ``n / (n + k)``.
+    """
+
+    def __init__(
+        self,
+        kg: KnowledgeGraph,
+        nlp: Any = None,
+        *,
+        case: CaseMode = "smart",
+        threshold: float = 0.3,
+        prior_weight: float = 0.5,
+        context_window: int = 40,
+        overlap_smoothing: float = 2.0,
+    ) -> None:
+        import spacy
+
+        if not 0.0 <= prior_weight <= 1.0:
+            raise ValueError(f"prior_weight must be in [0, 1], got {prior_weight}")
+        self.kg = kg
+        self.nlp = nlp if nlp is not None else spacy.blank("en")
+        self.case = case
+        self.threshold = threshold
+        self.prior_weight = prior_weight
+        self.context_window = context_window
+        self.overlap_smoothing = overlap_smoothing
+        self.aliases = AliasTable(kg, case, tokenize=self.content_words)
+        if RULER_NAME in self.nlp.pipe_names:
+            self.nlp.remove_pipe(RULER_NAME)
+        ruler: Any = self.nlp.add_pipe(
+            "entity_ruler",
+            name=RULER_NAME,
+            before="ner" if "ner" in self.nlp.pipe_names else None,
+            config={
+                "phrase_matcher_attr": "LOWER" if case == "insensitive" else "ORTH",
+                "overwrite_ents": True,
+            },
+        )
+        ruler.add_patterns(
+            [
+                {"label": MENTION_LABEL, "pattern": form, "id": key}
+                for form, key in self.aliases.surface_forms.items()
+            ]
+        )
+
+    def content_words(self, text: str) -> list[str]:
+        """Lower-case alphabetic non-stop-words of ``text`` (for context bags)."""
+        return [
+            t.lower_ for t in self.nlp.make_doc(text) if t.is_alpha and not t.is_stop and len(t) > 2
+        ]
+
+    def _rank(self, doc: Any, span: Any, candidates: list[Candidate]) -> list[tuple[str, float]]:
+        lo = max(0, span.start - self.context_window)
+        hi = min(len(doc), span.end + self.context_window)
+        context = {
+            t.lower_
+            for t in (*doc[lo : span.start], *doc[span.end : hi])
+            if t.is_alpha and not t.is_stop and len(t) > 2
+        }
+        scored = []
+        for candidate in candidates:
+            bag = self.aliases.context_bags.get(candidate.entity_id, frozenset())
+            n = len(context & bag)
+            overlap = n / (n + self.overlap_smoothing)
+            score = self.prior_weight * candidate.prior + (1 - self.prior_weight) * overlap
+            scored.append((candidate.entity_id, score))
+        scored.sort(key=lambda item: -item[1])
+        return scored
+
+    def mentions_of(self, doc: Any) -> list[Mention]:
+        """Linked mentions of an already processed spaCy ``Doc``."""
+        out: list[Mention] = []
+        for span in doc.ents:
+            candidates = self.aliases.lookup(span.ent_id_)
+            if not candidates:
+                continue  # an entity from a trained NER component, not an alias match
+            ranked = self._rank(doc, span, candidates)
+            best, score = ranked[0]
+            if score < self.threshold:
+                continue
+            out.append(
+                Mention(span.start_char, span.end_char, span.text, best, score, tuple(ranked))
+            )
+        return out
+
+    def link(self, text: str) -> list[Mention]:
+        """Linked mentions of one text."""
+        return self.mentions_of(self.nlp(text))
+
+    def link_batch(self, texts: Iterable[str], batch_size: int = 64) -> Iterator[list[Mention]]:
+        """Linked mentions of many texts, processed in batches with ``nlp.pipe``."""
+        for doc in self.nlp.pipe(texts, batch_size=batch_size):
+            yield self.mentions_of(doc)
+
+
+def linking_scores(
+    predicted: Sequence[Sequence[Mention | tuple[int, int, str]]],
+    gold: Sequence[Sequence[Mention | tuple[int, int, str]]],
+) -> dict[str, float]:
+    """Strict precision, recall and F1: a prediction counts if span and entity both match.
+
+    Args:
+        predicted: per text, mentions or ``(start, end, entity_id)`` tuples.
+        gold: per text, the gold mentions in the same form.
+    """
+    if len(predicted) != len(gold):
+        raise ValueError(f"{len(predicted)} predicted texts but {len(gold)} gold texts")
+
+    def keyed(items: Sequence[Mention | tuple[int, int, str]]) -> set[tuple[int, int, str]]:
+        out: set[tuple[int, int, str]] = set()
+        for m in items:
+            out.add((m.start, m.end, m.entity_id) if isinstance(m, Mention) else (m[0], m[1], m[2]))
+        return out
+
+    tp = fp = fn = 0
+    for p, g in zip(predicted, gold, strict=True):
+        ps, gs = keyed(p), keyed(g)
+        tp += len(ps & gs)
+        fp += len(ps - gs)
+        fn += len(gs - ps)
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "tp": tp, "fp": fp, "fn": fn}
