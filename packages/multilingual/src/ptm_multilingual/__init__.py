@@ -1,0 +1,72 @@
+"""ptm-multilingual: XLM (Lample & Conneau, 2019) with MLM and TLM on the ptm core.
+
+Shared BPE vocabulary, language embeddings through the core encoder's ``extra_embeds``,
+MLM streams and TLM pairs, language sampling, cross-lingual evaluation, and Hugging Face
+XLM import/export.
+"""
+
+from ptm_multilingual.batches import (
+    XLMBatches,
+    build_mlm_streams,
+    build_tlm_example,
+    build_tlm_examples,
+)
+from ptm_multilingual.corpora import (
+    ParallelCorpus,
+    read_monolingual_corpora,
+    read_parallel_corpora,
+    read_parallel_files,
+    read_parallel_tsv,
+)
+from ptm_multilingual.evaluation import embed_sentences, retrieval_accuracy, zero_shot_transfer
+from ptm_multilingual.hf_xlm import hf_xlm_to_ptm, load_hf_xlm, ptm_to_hf_xlm, save_hf_xlm
+from ptm_multilingual.model import (
+    XLMEncoder,
+    XLMForMaskedLM,
+    XLMPredictionHead,
+    mean_pool,
+    xlm_text_encoder,
+)
+from ptm_multilingual.objective import (
+    XLMMaskedLMObjective,
+    frequency_weights,
+    select_weighted_positions,
+)
+from ptm_multilingual.pretraining import XLMPretrainingModel, XLMPretrainResult, pretrain_xlm
+from ptm_multilingual.sampling import LanguageSampler, smoothed_probabilities
+from ptm_multilingual.tokenizer import SPECIAL_TOKENS, SharedBPETokenizer
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "LanguageSampler",
+    "ParallelCorpus",
+    "SharedBPETokenizer",
+    "XLMBatches",
+    "XLMEncoder",
+    "XLMForMaskedLM",
+    "XLMMaskedLMObjective",
+    "XLMPredictionHead",
+    "XLMPretrainResult",
+    "XLMPretrainingModel",
+    "build_mlm_streams",
+    "build_tlm_example",
+    "build_tlm_examples",
+    "embed_sentences",
+    "frequency_weights",
+    "hf_xlm_to_ptm",
+    "load_hf_xlm",
+    "mean_pool",
+    "pretrain_xlm",
+    "ptm_to_hf_xlm",
+    "read_monolingual_corpora",
+    "read_parallel_corpora",
+    "read_parallel_files",
+    "read_parallel_tsv",
+    "retrieval_accuracy",
+    "save_hf_xlm",
+    "select_weighted_positions",
+    "smoothed_probabilities",
+    "xlm_text_encoder",
+    "zero_shot_transfer",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,168 @@
+"""A subword vocabulary shared by all languages (BPE over language-smoothed samples)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from ptm_core.atomic import atomic_write_text
+from ptm_core.tokenization import VocabInfo
+from ptm_multilingual.sampling import smoothed_probabilities
+
+# XLM's order of the first ids: <s>=0, </s>=1, <pad>=2, <unk>=3; then <mask>.
+SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
+TOKENIZER_FILE = "tokenizer.json"
+LANGUAGES_FILE = "languages.json"
+
+
+def smoothed_sample(
+    texts: Mapping[str, Sequence[str]], alpha: float, size: int, seed: int
+) -> list[str]:
+    """``size`` sentences drawn language by language with ``q_l ∝ (n_l / N)^alpha``.
+
+    Low-resource languages are over-sampled (with repetition) so that BPE merges are not
+    all learnt from the largest language (Lample & Conneau, 2019, section 3.1).
+    """
+    probs = smoothed_probabilities({lang: len(s) for lang, s in texts.items()}, alpha)
+    rng = random.Random(seed)
+    langs = list(probs)
+    chosen = rng.choices(langs, weights=[probs[lang] for lang in langs], k=size)
+    return [rng.choice(texts[lang]) for lang in chosen]
+
+
+class SharedBPETokenizer:
+    """Byte-pair-encoding vocabulary shared across languages (XLM, Lample & Conneau 2019).
+
+    Hugging Face ``tokenizers`` BPE with NFKC (and optional lower-casing) normalisation and
+    whitespace/punctuation pre-tokenisation; the special tokens come first
+    (:data:`SPECIAL_TOKENS`). The language list travels with the vocabulary because the
+    model's language embedding ids index it.
+
+    Args:
+        tokenizer: a Hugging Face ``tokenizers.Tokenizer`` holding the special tokens.
+        languages: language codes; id ``i`` of the language embedding is ``languages[i]``.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, languages: Sequence[str]) -> None:
+        missing = [t for t in SPECIAL_TOKENS if tokenizer.token_to_id(t) is None]
+        if missing:
+            raise ValueError(
+                f"tokenizer lacks the special tokens {missing}; train it with "
+                "SharedBPETokenizer.train or add them"
+            )
+        self.tokenizer = tokenizer
+        self.languages = list(languages)
+
+    @classmethod
+    def train(
+        cls,
+        texts: Mapping[str, Sequence[str]],
+        *,
+        vocab_size: int = 8000,
+        alpha: float = 0.5,
+        sample_size: int | None = None,
+        lowercase: bool = True,
+        min_frequency: int = 2,
+        seed: int = 0,
+    ) -> SharedBPETokenizer:
+        """Learn BPE merges on a language-smoothed sample of ``texts``.
+
+        Args:
+            texts: language -> sentences (monolingual corpora, sides of parallel data).
+            vocab_size: size of the vocabulary, special tokens included.
+            alpha: smoothing exponent of the sample (1 = proportional).
+            sample_size: sentences in the sample; default the total number of sentences.
+            lowercase: lower-case before BPE.
+            min_frequency: minimum pair count for a merge.
+            seed: seed of the sample.
+        """
+        total = sum(len(s) for s in texts.values())
+        sample = smoothed_sample(texts, alpha, sample_size or total, seed)
+        tokenizer = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
+        steps: list[normalizers.Normalizer] = [normalizers.NFKC()]
+        if lowercase:
+            steps.append(normalizers.Lowercase())
+        tokenizer.normalizer = normalizers.Sequence(steps)
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        tokenizer.decoder = decoders.BPEDecoder(suffix="</w>")
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=min_frequency,
+            special_tokens=list(SPECIAL_TOKENS),
+            end_of_word_suffix="</w>",
+            show_progress=False,
+        )
+        tokenizer.train_from_iterator(sample, trainer=trainer)
+        return cls(tokenizer, sorted(texts))
+
+    @classmethod
+    def from_directory(cls, path: str | Path) -> SharedBPETokenizer:
+        """Load what :meth:`save` wrote (``tokenizer.json`` + ``languages.json``)."""
+        directory = Path(path)
+        for name in (TOKENIZER_FILE, LANGUAGES_FILE):
+            if not (directory / name).is_file():
+                raise FileNotFoundError(
+                    f"{directory / name}: missing; a shared tokenizer directory holds "
+                    f"{TOKENIZER_FILE} and {LANGUAGES_FILE} (written by SharedBPETokenizer.save)"
+                )
+        languages = json.loads((directory / LANGUAGES_FILE).read_text(encoding="utf-8"))
+        return cls(Tokenizer.from_file(str(directory / TOKENIZER_FILE)), languages["languages"])
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``tokenizer.json`` and ``languages.json`` into ``path`` (atomically each)."""
+        directory = Path(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(directory / TOKENIZER_FILE, self.tokenizer.to_str())
+        atomic_write_text(
+            directory / LANGUAGES_FILE, json.dumps({"languages": self.languages}, indent=2) + "\n"
+        )
+        return directory
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    @property
+    def vocab_info(self) -> VocabInfo:
+        """Special ids for the masking objectives (``cls`` = ``<s>``, ``sep`` = ``</s>``)."""
+        found = [self.tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        missing = [t for t, i in zip(SPECIAL_TOKENS, found, strict=True) if i is None]
+        if missing:
+            raise ValueError(f"the tokenizer has no {missing}; train it with SharedBPETokenizer")
+        ids = [int(i) for i in found if i is not None]
+        return VocabInfo(
+            vocab_size=self.vocab_size,
+            cls_id=ids[0],
+            sep_id=ids[1],
+            pad_id=ids[2],
+            unk_id=ids[3],
+            mask_id=ids[4],
+        )
+
+    def lang_id(self, lang: str) -> int:
+        """Language-embedding id of ``lang``; unknown codes list the known ones."""
+        try:
+            return self.languages.index(lang)
+        except ValueError:
+            raise KeyError(
+                f"language {lang!r} is not in this vocabulary; known: {self.languages}"
+            ) from None
+
+    def encode(self, text: str) -> list[int]:
+        """Subword ids of one sentence, without special tokens."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Iterable[str]) -> list[list[int]]:
+        """Subword ids of many sentences, without special tokens."""
+        return [e.ids for e in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+    def tokens(self, text: str) -> list[str]:
+        """The subword strings of one sentence (for inspection)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids))
