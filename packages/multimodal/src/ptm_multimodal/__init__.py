@@ -1,0 +1,96 @@
+"""ptm-multimodal: visual features (timm grids, precomputed regions), VisualBERT, ViLBERT.
+
+Everything builds on ptm-core: VisualBERT feeds text and region embeddings to one core
+encoder through ``inputs_embeds``; ViLBERT runs core text layers and a core-built image
+stream joined by co-attention. See ``packages/multimodal/README.md``.
+"""
+
+from ptm_multimodal.alignment import AlignmentHead, AlignmentObjective
+from ptm_multimodal.boxes import encode_boxes, grid_boxes
+from ptm_multimodal.co_attention import CoAttentionLayer, CrossAttention
+from ptm_multimodal.data import (
+    ImageTextBatches,
+    ImageTextDataset,
+    ImageTextError,
+    ImageTextPair,
+    read_image_text_pairs,
+)
+from ptm_multimodal.evaluation import (
+    MatchingResult,
+    RetrievalResult,
+    matching_accuracy,
+    retrieval_recall,
+)
+from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, hash_module, hash_text
+from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
+from ptm_multimodal.loading import load_multimodal
+from ptm_multimodal.matching import ImageTextMatchObjective
+from ptm_multimodal.pretraining import (
+    MultimodalPretrainResult,
+    check_checkpoint_features,
+    pretrain_multimodal,
+)
+from ptm_multimodal.pretraining_model import MultimodalOutput, MultimodalPretraining
+from ptm_multimodal.region_features import (
+    ImageRegions,
+    RegionFeatureError,
+    RegionFeatureSet,
+    read_region_features,
+    stack_regions,
+    write_region_features,
+)
+from ptm_multimodal.region_masking import MaskedRegionObjective, RegionPredictionHead, mask_regions
+from ptm_multimodal.training import train_steps
+from ptm_multimodal.vilbert import ImageEmbeddings, VilbertModel, VilbertOutput, vilbert
+from ptm_multimodal.visualbert import VisualBertModel, visualbert
+from ptm_multimodal.visualbert_hf import hf_visualbert_to_ptm, load_hf_visualbert
+
+__all__ = [
+    "AlignmentHead",
+    "AlignmentObjective",
+    "CoAttentionLayer",
+    "CrossAttention",
+    "FeatureMismatchError",
+    "FeatureSpec",
+    "GridFeatureExtractor",
+    "ImageEmbeddings",
+    "ImageRegions",
+    "ImageTextBatches",
+    "ImageTextDataset",
+    "ImageTextError",
+    "ImageTextMatchObjective",
+    "ImageTextPair",
+    "MaskedRegionObjective",
+    "MatchingResult",
+    "MultimodalOutput",
+    "MultimodalPretrainResult",
+    "MultimodalPretraining",
+    "RegionFeatureError",
+    "RegionFeatureSet",
+    "RegionPredictionHead",
+    "RetrievalResult",
+    "VilbertModel",
+    "VilbertOutput",
+    "VisualBertModel",
+    "VisualFeatures",
+    "check_checkpoint_features",
+    "encode_boxes",
+    "grid_boxes",
+    "grid_feature_set",
+    "hash_module",
+    "hash_text",
+    "hf_visualbert_to_ptm",
+    "load_hf_visualbert",
+    "load_multimodal",
+    "mask_regions",
+    "matching_accuracy",
+    "pretrain_multimodal",
+    "read_image_text_pairs",
+    "read_region_features",
+    "retrieval_recall",
+    "stack_regions",
+    "train_steps",
+    "vilbert",
+    "visualbert",
+    "write_region_features",
+]

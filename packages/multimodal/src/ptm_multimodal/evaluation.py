@@ -1,0 +1,110 @@
+"""Image-text matching accuracy and caption->image retrieval recall@k."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ptm_core.seeding import generator_for
+from ptm_multimodal.data import ImageTextBatches
+
+
+@dataclass
+class MatchingResult:
+    """Matching accuracy on balanced pairs (chance = 0.5)."""
+
+    accuracy: float
+    num_pairs: int
+    chance: float = 0.5
+
+
+@dataclass
+class RetrievalResult:
+    """Caption->image retrieval: ``recall[k]`` = fraction of captions whose image ranks in
+    the top ``k`` of ``num_images``; ``chance[k] = k / num_images``."""
+
+    recall: dict[int, float]
+    chance: dict[int, float]
+    num_images: int
+
+
+def _scores(
+    model, data: ImageTextBatches, images: list[int], captions: list[int], batch_size: int
+) -> Tensor:
+    out = []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(images), batch_size):
+            batch = data.build(
+                images[start : start + batch_size], captions[start : start + batch_size], None
+            )
+            out.append(model.match_scores(batch).float().cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(out)
+
+
+def matching_accuracy(
+    model,
+    data: ImageTextBatches,
+    *,
+    seed: int = 0,
+    shuffle_images: bool = False,
+    batch_size: int = 64,
+) -> MatchingResult:
+    """Accuracy of ``model.match_scores > 0`` on one matching and one swapped caption per
+    image (balanced, so chance is 0.5).
+
+    Args:
+        model: anything with ``match_scores(batch) -> (B,)`` log-odds
+            (:class:`~ptm_multimodal.pretraining_model.MultimodalPretraining`).
+        data: the evaluation pairs (their ``build`` makes unmasked batches).
+        seed: picks the swapped captions.
+        shuffle_images: feed every caption the regions of a random other image while
+            keeping the labels: the control that shows the model uses the image.
+        batch_size: pairs per forward pass.
+    """
+    pairs = data.dataset.pairs
+    n = len(pairs)
+    g = generator_for(seed, "matching")
+    negatives = []
+    for i in range(n):
+        j = int(torch.randint(n, (), generator=g))
+        while pairs[j].caption == pairs[i].caption:
+            j = (j + 1) % n
+        negatives.append(j)
+    images = list(range(n)) * 2
+    captions = list(range(n)) + negatives
+    labels = torch.tensor([1] * n + [0] * n)
+    if shuffle_images:
+        perm = torch.randperm(n, generator=generator_for(seed, "shuffle")).tolist()
+        images = [perm[i] for i in images]
+    scores = _scores(model, data, images, captions, batch_size)
+    accuracy = float(((scores > 0).long() == labels).float().mean())
+    return MatchingResult(accuracy=accuracy, num_pairs=2 * n)
+
+
+def retrieval_recall(
+    model, data: ImageTextBatches, *, ks: Sequence[int] = (1, 5), batch_size: int = 256
+) -> RetrievalResult:
+    """Caption->image retrieval over every image of ``data`` (``N * N`` scores).
+
+    Each caption ``i`` is scored against every image; its rank is the number of images
+    scoring at least as high as image ``i`` (ties count against it, so a model that gives
+    every pair one score gets recall near chance, not 1).
+    """
+    n = len(data.dataset.pairs)
+    images = [j for _ in range(n) for j in range(n)]
+    captions = [i for i in range(n) for _ in range(n)]
+    scores = _scores(model, data, images, captions, batch_size).view(n, n)  # (caption, image)
+    true = scores.diagonal()[:, None]
+    ranks = (scores >= true).sum(dim=1)  # ties count against the caption
+    return RetrievalResult(
+        recall={k: float((ranks <= k).float().mean()) for k in ks},
+        chance={k: min(1.0, k / n) for k in ks},
+        num_images=n,
+    )

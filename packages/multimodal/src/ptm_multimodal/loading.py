@@ -1,0 +1,104 @@
+"""Load a multimodal ``final/`` directory written by :func:`pretrain_multimodal`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+
+from ptm_core.checkpoints import CheckpointError
+from ptm_core.encoders import EncoderConfig, TransformerEncoder
+from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
+from ptm_core.tokenization import WordPieceTokenizer
+from ptm_multimodal.alignment import AlignmentObjective
+from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.matching import ImageTextMatchObjective
+from ptm_multimodal.pretraining_model import MultimodalPretraining
+from ptm_multimodal.region_masking import MaskedRegionObjective
+from ptm_multimodal.vilbert import vilbert
+from ptm_multimodal.visualbert import VisualBertModel
+
+OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
+    cls.__name__: cls
+    for cls in (
+        MaskedLMObjective,
+        ImageTextMatchObjective,
+        MaskedRegionObjective,
+        AlignmentObjective,
+    )
+}
+
+
+def _build(config: dict[str, Any], source: str):
+    spec = config.get("feature_spec")
+    feature_spec = None if spec is None else FeatureSpec.from_dict(spec, source=source)
+    architecture = config.get("architecture")
+    if architecture == "visualbert":
+        encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
+        return VisualBertModel(
+            encoder,
+            config["visual_embedding_dim"],
+            text_positions=config["text_positions"],
+            text_type_vocab_size=config["text_type_vocab_size"],
+            box_position=config["box_position"],
+            feature_spec=feature_spec,
+        )
+    if architecture == "vilbert":
+        numbers = {k: v for k, v in config.items() if k not in ("architecture", "objectives")}
+        numbers["feature_spec"] = feature_spec
+        return vilbert(**numbers)
+    raise CheckpointError(
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert' or 'vilbert'"
+    )
+
+
+def load_multimodal(
+    directory: str | Path, *, features: FeatureSpec | None = None
+) -> tuple[MultimodalPretraining, WordPieceTokenizer]:
+    """Rebuild a trained VisualBERT/ViLBERT with its heads and tokenizer.
+
+    Objectives are rebuilt from the class names in ``config.json`` with their default
+    settings (head shapes only depend on the model and the feature spec, except a
+    ``MaskedRegionObjective`` trained with ``target="classes"``, whose missing feature
+    head is reported as an error).
+
+    Args:
+        directory: a ``final/`` directory (``config.json``, ``model.safetensors``, tokenizer).
+        features: the features you are about to feed; checked against the checkpoint's
+            ``feature_spec``.
+
+    Raises:
+        FeatureMismatchError: ``features`` differ from the checkpoint's.
+        CheckpointError: unknown architecture/objective, or tensors that do not fit.
+    """
+    directory = Path(directory)
+    source = str(directory / "config.json")
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    model = _build(config, source)
+    if features is not None:
+        model.check_features(features, source="the given features")
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    vocab = tokenizer.vocab_info
+    objectives: dict[str, Objective] = {}
+    weights: dict[str, float] = {}
+    for name, entry in config.get("objectives", {}).items():
+        cls = OBJECTIVE_CLASSES.get(entry.get("class"))
+        if cls is None:
+            raise CheckpointError(
+                f"{source}: objective {name!r} has class {entry.get('class')!r}; known: "
+                f"{sorted(OBJECTIVE_CLASSES)}"
+            )
+        objectives[name] = cls(model, vocab)
+        weights[name] = float(entry.get("weight", 1.0))
+    wrapped = MultimodalPretraining(model, ObjectiveMix(objectives, weights))
+    state = safetensors.torch.load_file(str(directory / "model.safetensors"))
+    missing, unexpected = wrapped.load_state_dict(state, strict=False)
+    # the MLM decoder is tied to the word table; safetensors stores the shared tensor once
+    missing = [k for k in missing if not k.endswith("head.decoder.weight")]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{directory / 'model.safetensors'}: missing tensors {missing}, unknown {unexpected}"
+        )
+    return wrapped, tokenizer

@@ -1,0 +1,205 @@
+"""End-to-end multimodal pre-training: data spec -> model -> Trainer -> final/ + evaluation."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import safetensors.torch
+import torch
+from torch import nn
+
+from ptm_core.atomic import atomic_directory, atomic_write_text
+from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.seeding import derive_seed
+from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.training import Trainer, TrainerConfig
+from ptm_multimodal.data import ImageTextBatches, ImageTextDataset, read_image_text_pairs
+from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
+from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
+from ptm_multimodal.pretraining_model import MultimodalPretraining
+
+logger = logging.getLogger(__name__)
+
+ModelFactory = Callable[..., nn.Module]
+ObjectiveFactory = Callable[..., Objective]
+
+
+@dataclass
+class MultimodalPretrainResult:
+    """Where a multimodal run put its outputs.
+
+    Attributes:
+        output_dir: the run directory.
+        encoder_dir: ``final/``: ``model.safetensors`` (model + heads), ``config.json``
+            (architecture, numbers, ``feature_spec``), the tokenizer files.
+        metrics_path: JSON lines of training metrics.
+        last_checkpoint: newest full training checkpoint (for resume).
+        final_metrics: the last logged metrics record.
+        evaluation: matching accuracy (also with shuffled images) and retrieval recall
+            on the evaluation pairs, with chance levels (also in ``evaluation.json``).
+    """
+
+    output_dir: Path
+    encoder_dir: Path
+    metrics_path: Path
+    last_checkpoint: Path | None
+    final_metrics: dict[str, Any] = field(default_factory=dict)
+    evaluation: dict[str, Any] = field(default_factory=dict)
+
+
+def prepare_datasets(
+    output_dir: Path,
+    *,
+    train_dir: str | Path | None,
+    eval_dir: str | Path | None,
+    synthetic: Mapping[str, int] | None = None,
+) -> tuple[ImageTextDataset, ImageTextDataset | None]:
+    """Read the train/eval specs, or generate synthetic ones under ``output_dir/data``.
+
+    ``synthetic`` keys: ``num_images``, ``seed``, ``eval_images``, ``eval_seed``.
+    """
+    synthetic = dict(synthetic or {})
+    if train_dir is None:
+        # imported here so that `python -m ptm_multimodal.synthetic` runs without a warning
+        from ptm_multimodal.synthetic import write_synthetic_dataset
+
+        train_dir = output_dir / "data" / "train"
+        if not (Path(train_dir) / "pairs.jsonl").exists():
+            write_synthetic_dataset(
+                train_dir, synthetic.get("num_images", 400), seed=synthetic.get("seed", 1)
+            )
+        if eval_dir is None and synthetic.get("eval_images", 100):
+            eval_dir = output_dir / "data" / "eval"
+            if not (Path(eval_dir) / "pairs.jsonl").exists():
+                write_synthetic_dataset(
+                    eval_dir, synthetic.get("eval_images", 100), seed=synthetic.get("eval_seed", 2)
+                )
+    train = read_image_text_pairs(train_dir)
+    evaluation = read_image_text_pairs(eval_dir) if eval_dir is not None else None
+    if evaluation is not None:
+        train.features.spec.check_compatible(
+            evaluation.features.spec,
+            source=str(Path(eval_dir) / "features.json"),  # type: ignore[arg-type]
+        )
+    return train, evaluation
+
+
+def check_checkpoint_features(directory: str | Path, spec: FeatureSpec, *, source: str) -> None:
+    """Refuse features that differ from those a saved model (``final/``) was trained on.
+
+    Raises:
+        FeatureMismatchError: the checkpoint's ``feature_spec`` differs from ``spec``.
+    """
+    config = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    saved = config.get("feature_spec")
+    if saved is None:
+        raise FeatureMismatchError(
+            f"{directory}/config.json has no feature_spec, so the features it was trained on "
+            "are unknown; re-save the model with its FeatureSpec"
+        )
+    FeatureSpec.from_dict(saved, source=f"{directory}/config.json").check_compatible(
+        spec, source=source
+    )
+
+
+def pretrain_multimodal(
+    *,
+    model: ModelFactory,
+    objectives: Mapping[str, ObjectiveFactory],
+    trainer: TrainerConfig,
+    weights: Mapping[str, float] | None = None,
+    train_dir: str | Path | None = None,
+    eval_dir: str | Path | None = None,
+    synthetic: Mapping[str, int] | None = None,
+    batch_size: int = 64,
+    max_length: int = 32,
+    negative_prob: float = 0.5,
+    seed: int = 0,
+) -> MultimodalPretrainResult:
+    """Pre-train a VisualBERT or ViLBERT on image-text pairs and evaluate matching.
+
+    Args:
+        model: factory called with ``vocab_size=``, ``visual_embedding_dim=`` and
+            ``feature_spec=`` (the dataset's), e.g. ``partial(visualbert, hidden_size=64)``.
+        objectives: name -> factory called with ``encoder=model, vocab=``.
+        trainer: trainer settings (``output_dir`` is the run directory).
+        weights: objective weights (default 1.0).
+        train_dir: a ``data_specs/image_text`` directory; ``None`` generates synthetic data.
+        eval_dir: evaluation pairs (``None`` with synthetic data: generated).
+        synthetic: generator settings when ``train_dir`` is ``None``.
+        batch_size: pairs per batch.
+        max_length: caption token limit.
+        negative_prob: fraction of swapped-caption negatives.
+        seed: data and initialisation seed.
+
+    Raises:
+        FeatureMismatchError: the eval features differ from the train features, or the
+            run directory's earlier ``final/`` was trained on other features.
+    """
+    output_dir = Path(trainer.output_dir)
+    train, evaluation = prepare_datasets(
+        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
+    )
+    spec = train.features.spec
+    final_dir = output_dir / "final"
+    if (final_dir / "config.json").exists():
+        check_checkpoint_features(final_dir, spec, source=str(train.root))
+    assert train.root is not None
+    tokenizer = WordPieceTokenizer.from_vocab(train.root / "vocab.txt")
+    vocab: VocabInfo = tokenizer.vocab_info
+    torch.manual_seed(derive_seed(seed, "init"))
+    network = model(
+        vocab_size=vocab.vocab_size, visual_embedding_dim=spec.feature_size, feature_spec=spec
+    )
+    network.check_features(spec, source=str(train.root / "features.json"))  # type: ignore[operator]
+    mix = ObjectiveMix(
+        {name: factory(encoder=network, vocab=vocab) for name, factory in objectives.items()},
+        weights,
+    )
+    wrapped = MultimodalPretraining(network, mix)
+    batches = ImageTextBatches(
+        train,
+        tokenizer,
+        batch_size,
+        negative_prob=negative_prob,
+        transform=mix.collate,
+        seed=seed,
+        max_length=max_length,
+    )
+    result = Trainer(wrapped, batches, trainer).fit()
+    wrapped.to("cpu")
+    with atomic_directory(final_dir) as tmp:
+        safetensors.torch.save_model(wrapped, str(tmp / "model.safetensors"))
+        (tmp / "config.json").write_text(
+            json.dumps(wrapped.checkpoint_config(), indent=2, sort_keys=True) + "\n"
+        )
+        tokenizer.save(tmp)
+    report: dict[str, Any] = {}
+    if evaluation is not None:
+        eval_batches = ImageTextBatches(
+            evaluation, tokenizer, 64, shuffle=False, max_length=max_length
+        )
+        report = {
+            "matching": asdict(matching_accuracy(wrapped, eval_batches, seed=seed)),
+            "matching_shuffled_images": asdict(
+                matching_accuracy(wrapped, eval_batches, seed=seed, shuffle_images=True)
+            ),
+            "retrieval": asdict(retrieval_recall(wrapped, eval_batches)),
+        }
+        atomic_write_text(
+            output_dir / "evaluation.json", json.dumps(report, indent=2, sort_keys=True) + "\n"
+        )
+        logger.info("evaluation: %s", report)
+    return MultimodalPretrainResult(
+        output_dir=output_dir,
+        encoder_dir=final_dir,
+        metrics_path=result.metrics_path,
+        last_checkpoint=result.last_checkpoint,
+        final_metrics=result.history[-1] if result.history else {},
+        evaluation=report,
+    )

@@ -1,0 +1,193 @@
+"""Precomputed region features (detector outputs) stored under a spec directory.
+
+Layout (see ``data_specs/image_text/README.md``)::
+
+    features.json          {"format": "ptm-region-features/1", "spec": FeatureSpec,
+                            "images": [{"image_id", "width", "height", "num_regions"}, ...]}
+    features.safetensors   features (N_total, D) float32, boxes (N_total, 4) float32 pixels,
+                           classes (N_total, C) float32 (only when spec.num_classes is set)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from ptm_core.atomic import atomic_write_text
+from ptm_multimodal.feature_spec import FeatureSpec
+
+FORMAT = "ptm-region-features/1"
+
+
+class RegionFeatureError(ValueError):
+    """A region-feature file is malformed; the message names the file, entry and field."""
+
+
+@dataclass
+class ImageRegions:
+    """The regions of one image.
+
+    Attributes:
+        features: ``(N, D)``.
+        boxes: ``(N, 4)`` pixel boxes ``[x1, y1, x2, y2]``.
+        width: image width in pixels.
+        height: image height in pixels.
+        classes: ``(N, C)`` class distribution (rows sum to 1) or ``None``.
+    """
+
+    features: Tensor
+    boxes: Tensor
+    width: int
+    height: int
+    classes: Tensor | None = None
+
+
+@dataclass
+class RegionFeatureSet:
+    """Region features of many images plus the :class:`FeatureSpec` that made them."""
+
+    spec: FeatureSpec
+    images: dict[str, ImageRegions]
+
+    def __getitem__(self, image_id: str) -> ImageRegions:
+        return self.images[image_id]
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+
+def write_region_features(directory: str | Path, feature_set: RegionFeatureSet) -> Path:
+    """Write ``features.json`` + ``features.safetensors`` into ``directory``.
+
+    The safetensors file is written first, the JSON index last (atomically), so a reader
+    never sees an index without its tensors.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ids = list(feature_set.images)
+    regions = [feature_set.images[i] for i in ids]
+    tensors = {
+        "features": torch.cat([r.features.float() for r in regions]).contiguous(),
+        "boxes": torch.cat([r.boxes.float() for r in regions]).contiguous(),
+    }
+    if feature_set.spec.num_classes is not None:
+        tensors["classes"] = torch.cat([r.classes.float() for r in regions]).contiguous()  # type: ignore[union-attr]
+    tmp = directory / "features.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    tmp.replace(directory / "features.safetensors")
+    index = {
+        "format": FORMAT,
+        "spec": feature_set.spec.to_dict(),
+        "images": [
+            {"image_id": i, "width": r.width, "height": r.height, "num_regions": len(r.features)}
+            for i, r in zip(ids, regions, strict=True)
+        ],
+    }
+    atomic_write_text(directory / "features.json", json.dumps(index, indent=1) + "\n")
+    return directory
+
+
+def read_region_features(directory: str | Path) -> RegionFeatureSet:
+    """Read and validate a region-feature directory.
+
+    Raises:
+        RegionFeatureError: missing files, a bad index entry, tensor shapes that disagree
+            with ``spec.feature_size``/``num_classes``, or boxes outside the image.
+    """
+    directory = Path(directory)
+    index_path = directory / "features.json"
+    tensors_path = directory / "features.safetensors"
+    for path in (index_path, tensors_path):
+        if not path.is_file():
+            raise RegionFeatureError(
+                f"{path}: missing; a region-feature directory needs features.json and "
+                "features.safetensors (see data_specs/image_text/README.md)"
+            )
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RegionFeatureError(f"{index_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if index.get("format") != FORMAT:
+        raise RegionFeatureError(
+            f"{index_path}: field 'format' is {index.get('format')!r}, expected {FORMAT!r}"
+        )
+    try:
+        spec = FeatureSpec.from_dict(index.get("spec", {}), source=f"{index_path}: spec")
+    except ValueError as exc:
+        raise RegionFeatureError(str(exc)) from None
+    tensors = load_file(str(tensors_path))
+    features, boxes = tensors.get("features"), tensors.get("boxes")
+    if features is None or boxes is None:
+        raise RegionFeatureError(f"{tensors_path}: needs tensors 'features' and 'boxes'")
+    if features.dim() != 2 or features.shape[1] != spec.feature_size:
+        raise RegionFeatureError(
+            f"{tensors_path}: 'features' has shape {tuple(features.shape)} but "
+            f"{index_path} spec.feature_size is {spec.feature_size}"
+        )
+    classes = tensors.get("classes")
+    if spec.num_classes is not None and (classes is None or classes.shape[1] != spec.num_classes):
+        raise RegionFeatureError(
+            f"{tensors_path}: spec.num_classes is {spec.num_classes} but 'classes' is "
+            f"{None if classes is None else tuple(classes.shape)}"
+        )
+    images: dict[str, ImageRegions] = {}
+    start = 0
+    for number, entry in enumerate(index.get("images", [])):
+        where = f"{index_path}: images[{number}]"
+        for key in ("image_id", "width", "height", "num_regions"):
+            if key not in entry:
+                raise RegionFeatureError(f"{where}: field {key!r} is missing")
+        end = start + int(entry["num_regions"])
+        if end > len(features):
+            raise RegionFeatureError(
+                f"{where}: field 'num_regions' runs past the {len(features)} stored regions"
+            )
+        box = boxes[start:end]
+        w, h = int(entry["width"]), int(entry["height"])
+        if len(box) and (
+            bool((box < 0).any()) or bool((box[:, 2] > w).any()) or bool((box[:, 3] > h).any())
+        ):
+            raise RegionFeatureError(f"{where}: a box lies outside the {w}x{h} image")
+        images[str(entry["image_id"])] = ImageRegions(
+            features=features[start:end],
+            boxes=box,
+            width=w,
+            height=h,
+            classes=None if classes is None or spec.num_classes is None else classes[start:end],
+        )
+        start = end
+    if start != len(features):
+        raise RegionFeatureError(
+            f"{index_path}: the images list {start} regions but the tensors hold {len(features)}"
+        )
+    return RegionFeatureSet(spec=spec, images=images)
+
+
+def stack_regions(regions: Sequence[ImageRegions], *, with_classes: bool = True):
+    """Pad a list of :class:`ImageRegions` into a :class:`VisualFeatures` batch."""
+    from ptm_multimodal.grid_features import VisualFeatures
+
+    batch, most = len(regions), max(1, max(len(r.features) for r in regions))
+    dim = regions[0].features.shape[1]
+    features = torch.zeros(batch, most, dim)
+    boxes = torch.zeros(batch, most, 4)
+    mask = torch.zeros(batch, most, dtype=torch.bool)
+    has_classes = with_classes and all(r.classes is not None for r in regions)
+    classes = torch.zeros(batch, most, regions[0].classes.shape[1]) if has_classes else None  # type: ignore[union-attr]
+    for i, r in enumerate(regions):
+        n = len(r.features)
+        features[i, :n] = r.features
+        boxes[i, :n] = r.boxes
+        mask[i, :n] = True
+        if classes is not None:
+            classes[i, :n] = r.classes  # type: ignore[assignment]
+    sizes = torch.tensor([[r.width, r.height] for r in regions], dtype=torch.float32)
+    return VisualFeatures(
+        features=features, boxes=boxes, image_sizes=sizes, mask=mask, classes=classes
+    )
