@@ -11,6 +11,12 @@ export DO_NOT_TRACK := 1
 export TOKENIZERS_PARALLELISM := false
 export HF_HOME := $(CURDIR)/.cache/huggingface
 export UV_PYTHON_DOWNLOADS := never
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+export PREFECT_HOME := $(CURDIR)/.cache/prefect
+export PREFECT_LOCAL_STORAGE_PATH := $(CURDIR)/.cache/prefect/storage
+export PYSTOW_HOME := $(CURDIR)/.cache/pystow
+export DASK_TEMPORARY_DIRECTORY := $(CURDIR)/.cache/dask
 
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
@@ -21,6 +27,7 @@ help:
 	@echo "make demo   set up and pre-train a tiny BERT (MLM+NSP) on the bundled sample corpus"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make lint   ruff (lint + format check) and mypy on the packages"
+	@echo "make bench  ptm vs transformers, side by side (writes benchmarks/results/)"
 
 $(CURDIR)/.tools/bin/uv:
 	@echo "uv not found: installing it into .tools/ with pip"
@@ -31,7 +38,7 @@ setup: $(UV)
 	$(UV) sync --frozen --compile-bytecode
 
 demo: setup
-	$(RUN) ptm pretrain experiment=bert_tiny trainer.output_dir=runs/demo
+	$(RUN) ptm demo --output-dir runs/demo
 
 test: setup
 	$(RUN) pytest -q
@@ -39,7 +46,10 @@ test: setup
 lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy packages/core/src/ptm_core flows
+	$(RUN) mypy packages/core/src/ptm_core packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
+
+bench: setup
+	$(RUN) python -m benchmarks.run
 
 format: setup
 	$(RUN) ruff check --fix .

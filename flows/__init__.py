@@ -1,1 +1,16 @@
-"""Orchestration for ptm: Prefect flows and the `ptm` command line."""
+"""Orchestration for ptm: Prefect flows and the `ptm` command line.
+
+Importing this package sets offline defaults before Prefect is imported (a user's own
+settings win): no telemetry, a generous start-up time for the temporary local server.
+"""
+
+import os
+
+for _key, _value in {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)

@@ -1,7 +1,12 @@
 """The ``ptm`` command line.
 
-ptm pretrain experiment=bert_tiny trainer.max_steps=50
-ptm config experiment=bert_tiny          # print the composed config
+ptm pretrain experiment=bert_tiny trainer.max_steps=50   # in process, no Prefect
+ptm config experiment=bert_tiny                          # print the composed config
+ptm demo                                                 # end-to-end demo flow
+ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
+ptm evaluate runs/demo/final                             # evaluate flow + report
+ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
+ptm deploy retrain --cron "0 3 * * *" --param corpus=data/
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, model=bert_mini)
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
@@ -24,46 +30,163 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    pretrain = commands.add_parser(
-        "pretrain", help="pre-train an encoder (experiment=NAME + overrides)", epilog=EPILOG
+    for name, text in (
+        ("pretrain", "pre-train in this process (experiment=NAME + overrides)"),
+        ("config", "print the composed config"),
+    ):
+        sub = commands.add_parser(name, help=text, epilog=EPILOG)
+        sub.add_argument("overrides", nargs="*", help="Hydra overrides")
+    flow = commands.add_parser("flow", help="run the pretrain flow under Prefect", epilog=EPILOG)
+    flow.add_argument("name", choices=["pretrain"])
+    flow.add_argument("overrides", nargs="*", help="Hydra overrides")
+    demo = commands.add_parser("demo", help="end-to-end demo flow on the bundled samples")
+    demo.add_argument("--output-dir", default="runs/demo")
+    demo.add_argument("overrides", nargs="*", help="Hydra overrides for the pre-training")
+    evaluate = commands.add_parser("evaluate", help="evaluate a model against a baseline")
+    evaluate.add_argument("model_dir")
+    evaluate.add_argument("--corpus", default=None)
+    evaluate.add_argument("--baseline", default="random", help="'random' or a model directory")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--report", default=None, help="report path")
+    link = commands.add_parser("link", help="link a corpus against a KG (sharded, cached)")
+    link.add_argument("--corpus", required=True)
+    link.add_argument("--kg", required=True, help="directory with entities.tsv/triples.tsv")
+    link.add_argument("--output", required=True, help="linked corpus (.jsonl)")
+    link.add_argument("--shard-size", type=int, default=8)
+    link.add_argument("--dask", action="store_true", help="run shards on a local Dask cluster")
+    link.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
+    embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
+    embed.add_argument("--kg", required=True)
+    embed.add_argument("--output", required=True)
+    embed.add_argument("--model", default="TransE")
+    embed.add_argument("--dim", type=int, default=32)
+    embed.add_argument("--epochs", type=int, default=100)
+    retrain = commands.add_parser("retrain", help="one retraining round with promotion")
+    retrain.add_argument("--corpus", required=True)
+    retrain.add_argument("--registry", default="runs/registry")
+    retrain.add_argument("--eval-corpus", default=None)
+    retrain.add_argument("--force", action="store_true", help="retrain even without new data")
+    retrain.add_argument("overrides", nargs="*", help="Hydra overrides for the pre-training")
+    deploy = commands.add_parser("deploy", help="schedule a flow with cron")
+    deploy.add_argument("flow_name", choices=["retrain", "pretrain", "evaluate"])
+    deploy.add_argument("--cron", required=True, help='e.g. "0 3 * * *"')
+    deploy.add_argument("--name", default=None)
+    deploy.add_argument(
+        "--param", action="append", default=[], help="flow parameter KEY=JSON_OR_STRING"
     )
-    pretrain.add_argument("overrides", nargs="*", help="Hydra overrides")
-    show = commands.add_parser("config", help="print the composed config", epilog=EPILOG)
-    show.add_argument("overrides", nargs="*", help="Hydra overrides")
+    deploy.add_argument("--serve", action="store_true", help="block and run the schedule here")
     return parser
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param {item!r}: expected KEY=VALUE")
+        try:
+            params[key] = json.loads(value)
+        except json.JSONDecodeError:
+            params[key] = value
+    return params
+
+
+def _run(args: argparse.Namespace) -> Any:
+    if args.command == "flow":
+        from flows.pretrain import pretrain
+
+        return pretrain(args.overrides)
+    if args.command == "demo":
+        from flows.demo import demo
+
+        return demo(args.output_dir, args.overrides)
+    if args.command == "evaluate":
+        from flows.evaluate import evaluate
+
+        return evaluate(args.model_dir, args.corpus, args.baseline, args.seed, args.report)
+    if args.command == "link":
+        from flows.link_entities import link_entities
+
+        flow_fn = link_entities
+        if args.dask or args.dask_address:
+            from prefect_dask import DaskTaskRunner
+
+            runner = (
+                DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
+            )
+            flow_fn = link_entities.with_options(task_runner=runner)  # type: ignore[arg-type]
+        return flow_fn(args.corpus, args.kg, args.output, args.shard_size)
+    if args.command == "embed-kg":
+        from flows.embed_knowledge_graph import embed_knowledge_graph
+
+        return embed_knowledge_graph(
+            args.kg, args.output, args.model, embedding_dim=args.dim, num_epochs=args.epochs
+        )
+    if args.command == "retrain":
+        from flows.retrain import retrain
+
+        return retrain(
+            args.corpus, args.registry, args.overrides, args.eval_corpus, force=args.force
+        )
+    if args.command == "deploy":
+        from flows.deploy import deploy
+
+        deployment = deploy(
+            args.flow_name,
+            cron=args.cron,
+            name=args.name,
+            parameters=_parse_params(args.param),
+            serve=args.serve,
+        )
+        print(f"deployment {deployment} scheduled with cron {args.cron!r}")
+        print("inspect it with `prefect deployment ls`; run the schedule with `--serve`")
+        return None
+    raise AssertionError(args.command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ptm`` script; returns the process exit code."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    from omegaconf import OmegaConf
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    from flows.config import ConfigError
 
-    from flows.config import ConfigError, compose_config
+    if args.command in ("pretrain", "config"):
+        from omegaconf import OmegaConf
 
+        from flows.config import compose_config
+
+        try:
+            cfg = compose_config(args.overrides)
+        except ConfigError as exc:
+            print(f"ptm: {exc}", file=sys.stderr)
+            return 2
+        if args.command == "config":
+            print(OmegaConf.to_yaml(cfg), end="")
+            return 0
+        from flows.recipes import run_recipe
+
+        try:
+            result = run_recipe(cfg)
+        except (ValueError, FileNotFoundError) as exc:
+            print(f"ptm: {exc}", file=sys.stderr)
+            return 1
+        print(f"experiment     {cfg.experiment_name}")
+        if hasattr(result, "num_examples"):
+            print(f"examples       {result.num_examples}")
+        print(f"final encoder  {result.encoder_dir}")
+        print(f"checkpoint     {result.last_checkpoint}")
+        print(f"metrics        {result.metrics_path}")
+        print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
+        return 0
     try:
-        cfg = compose_config(args.overrides)
+        _run(args)
     except ConfigError as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2
-    if args.command == "config":
-        print(OmegaConf.to_yaml(cfg), end="")
-        return 0
-
-    from flows.recipes import run_recipe
-
-    try:
-        result = run_recipe(cfg)
     except (ValueError, FileNotFoundError) as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
-    print(f"experiment     {cfg.experiment_name}")
-    if hasattr(result, "num_examples"):
-        print(f"examples       {result.num_examples}")
-    print(f"final encoder  {result.encoder_dir}")
-    print(f"checkpoint     {result.last_checkpoint}")
-    print(f"metrics        {result.metrics_path}")
-    print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
     return 0
 
 

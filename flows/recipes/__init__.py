@@ -15,6 +15,12 @@ from omegaconf import DictConfig
 
 RECIPES: dict[str, str] = {
     "text": "flows.recipes.text",
+    "distill": "flows.recipes.distill",
+    "xlm": "flows.recipes.xlm",
+    "visualbert": "flows.recipes.visualbert",
+    "vilbert": "flows.recipes.vilbert",
+    "ernie_baidu": "flows.recipes.ernie_baidu",
+    "ernie_thu": "flows.recipes.ernie_thu",
 }
 
 

@@ -34,5 +34,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         lowercase=data.lowercase,
         max_length=data.max_length,
         batch_size=data.batch_size,
+        pack=data.get("pack", False),
         seed=cfg.seed,
+        init_from=cfg.get("init_from"),
     )

@@ -12,20 +12,24 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document, read_text_corpus
+from ptm_core.data.packing import pack_examples
 from ptm_core.data.segments import build_single_segment_examples
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
 from ptm_core.objectives.mix import ObjectiveMix
+from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training.distributed import barrier, is_main_process
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +61,15 @@ class PretrainResult:
     num_examples: int = 0
 
 
+class HasSentences(Protocol):
+    """A document as the tokenizer trainer needs it (text or linked corpus documents)."""
+
+    @property
+    def sentences(self) -> Sequence[str]: ...
+
+
 def prepare_tokenizer(
-    documents: Sequence[Document],
+    documents: Sequence[HasSentences],
     output_dir: Path,
     *,
     tokenizer: str | Path | None = None,
@@ -144,6 +155,8 @@ def pretrain(
     batch_size: int = 32,
     seed: int = 0,
     callbacks: Sequence[object] = (),
+    init_from: str | Path | None = None,
+    pack: bool = False,
 ) -> PretrainResult:
     """Pre-train an encoder on a text corpus with a mix of objectives.
 
@@ -161,6 +174,13 @@ def pretrain(
         batch_size: rows per micro-batch.
         seed: seed of example building, masking and shuffling.
         callbacks: trainer callbacks (``on_log(step, record)``, ``on_save(step, path)``).
+        init_from: a ``final/`` directory of an earlier run to continue from: its encoder
+            (architecture and weights; ``encoder`` is then ignored), its objective heads
+            (``heads.safetensors``) and, unless ``tokenizer`` is given, its tokenizer.
+        pack: pack short rows together (block-diagonal attention, positions restarting
+            per example) so no compute goes to padding; for single-segment objectives
+            (MLM, SpanBERT, WWM), not for NSP/SOP pairs or objectives that build their
+            own attention masks (GPT, UniLM).
 
     Returns:
         :class:`PretrainResult`.
@@ -168,15 +188,20 @@ def pretrain(
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     documents = read_text_corpus(corpus)
+    if init_from is not None and tokenizer is None:
+        tokenizer = init_from
     tok = prepare_tokenizer(
         documents, output_dir, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
     )
     vocab = tok.vocab_info
     # Initial weights depend on the seed only, not on what ran before in this process.
     torch.manual_seed(derive_seed(seed, "init"))
-    model_encoder = (
-        encoder if isinstance(encoder, TransformerEncoder) else encoder(vocab_size=vocab.vocab_size)
-    )
+    if init_from is not None:
+        model_encoder = TransformerEncoder.from_pretrained(init_from)
+    elif isinstance(encoder, TransformerEncoder):
+        model_encoder = encoder
+    else:
+        model_encoder = encoder(vocab_size=vocab.vocab_size)
     if max_length > model_encoder.config.max_positions:
         raise ValueError(
             f"data max_length={max_length} exceeds the encoder's max_positions="
@@ -186,7 +211,19 @@ def pretrain(
         {name: make(encoder=model_encoder, vocab=vocab) for name, make in objectives.items()},
         weights,
     )
+    for _, objective in mix:
+        if isinstance(objective, UsesWordBoundaries):
+            objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
+    if init_from is not None:
+        load_heads(mix, Path(init_from))
     examples = build_examples(mix, tokenize_documents(documents, tok), vocab, max_length, seed)
+    if pack:
+        if any(isinstance(o, BuildsExamples) for _, o in mix):
+            raise ValueError(
+                "data.pack=true needs single-segment objectives; sentence-pair objectives "
+                "(NSP, SOP) label whole rows. Set data.pack=false"
+            )
+        examples = pack_examples(examples, max_length)
     batches = PretrainingBatches(
         examples, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
     )
@@ -199,10 +236,13 @@ def pretrain(
     model = PretrainingModel(model_encoder, mix)
     result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
     tokenizer_dir = output_dir / "tokenizer"
-    encoder_dir = model_encoder.save_pretrained(
-        output_dir / "final",
-        extra_writers=[tok.save],
-    )
+    encoder_dir = output_dir / "final"
+    if is_main_process():  # in a torchrun job, rank 0 writes
+        model_encoder.save_pretrained(
+            encoder_dir,
+            extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
+        )
+    barrier()
     final_metrics = result.history[-1] if result.history else _last_record(result.metrics_path)
     return PretrainResult(
         output_dir=output_dir,
@@ -213,6 +253,46 @@ def pretrain(
         final_metrics=final_metrics,
         num_examples=len(examples),
     )
+
+
+HEADS_FILE = "heads.safetensors"
+
+
+def save_heads(mix: ObjectiveMix, encoder: torch.nn.Module, directory: Path) -> Path:
+    """Write the objectives' own parameters (heads) next to an encoder checkpoint.
+
+    Tensors shared with the encoder (a decoder tied to the token table) are left out;
+    they are re-tied when the objective is rebuilt.
+    """
+    shared = {p.data_ptr() for p in encoder.parameters()}
+    state = {
+        name: tensor.detach().contiguous()
+        for name, tensor in mix.state_dict().items()
+        if tensor.data_ptr() not in shared
+    }
+    path = directory / HEADS_FILE
+    save_file(state, str(path))
+    return path
+
+
+def load_heads(mix: ObjectiveMix, directory: Path) -> list[str]:
+    """Load ``heads.safetensors`` into the objectives that exist in both; returns the names
+    of head tensors that were not in the file (new objectives start from scratch)."""
+    path = directory / HEADS_FILE
+    if not path.exists():
+        logger.warning("%s not found: objective heads start from random init", path)
+        return sorted(mix.state_dict())
+    state = load_file(path)
+    own = mix.state_dict()
+    mismatched = [
+        f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+        for k, v in state.items()
+        if k in own and v.shape != own[k].shape
+    ]
+    if mismatched:
+        raise ValueError(f"{path}: head shapes do not fit: " + "; ".join(mismatched))
+    result = mix.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
+    return sorted(result.missing_keys)
 
 
 def _last_record(path: Path) -> dict[str, Any]:

@@ -45,6 +45,10 @@ class TrainerConfig:
         progress: Show a tqdm progress bar (only when stderr is a terminal).
         fused_optimizer: Use fused AdamW; ``None`` means fused on CUDA only.
         compile: Run the model's forward through ``torch.compile``.
+        devices: Processes to train with. The trainer itself joins whatever process group
+            ``torchrun`` set up (``WORLD_SIZE`` > 1); the ``pretrain`` flow reads this to
+            launch ``torchrun --nproc-per-node=devices`` for you.
+        distributed_backend: ``"auto"`` (NCCL on CUDA, Gloo on CPU), ``"nccl"`` or ``"gloo"``.
     """
 
     output_dir: str
@@ -67,6 +71,8 @@ class TrainerConfig:
     progress: bool = True
     fused_optimizer: bool | None = None
     compile: bool = False
+    devices: int = 1
+    distributed_backend: str = "auto"
 
     def __post_init__(self) -> None:
         if isinstance(self.output_dir, os.PathLike):
@@ -76,6 +82,11 @@ class TrainerConfig:
         for name in ("max_steps", "gradient_accumulation_steps", "log_every", "save_every"):
             self._check_int(name, minimum=1)
         self._check_int("keep_last", minimum=1)
+        self._check_int("devices", minimum=1)
+        if self.distributed_backend not in ("auto", "nccl", "gloo"):
+            raise _fail(
+                "distributed_backend", "must be 'auto', 'nccl' or 'gloo'", self.distributed_backend
+            )
         self._check_int("warmup_steps", minimum=0)
         self._check_int("seed", minimum=0)
         if self.warmup_steps > self.max_steps:

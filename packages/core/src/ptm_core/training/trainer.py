@@ -16,8 +16,10 @@ from typing import Any, cast
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
     find_latest_checkpoint,
@@ -27,6 +29,12 @@ from ptm_core.training.checkpointing import (
     save_checkpoint,
 )
 from ptm_core.training.config import TrainerConfig
+from ptm_core.training.distributed import (
+    ShardedBatches,
+    barrier,
+    init_distributed,
+    mean_across_ranks,
+)
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, linear_warmup_decay
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
@@ -36,7 +44,15 @@ logger = logging.getLogger(__name__)
 # Keys the trainer writes itself; a model metric with one of these names is logged as model/<name>.
 _RESERVED_KEYS = {"step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s"}
 # Settings that change nothing about the trajectory, so a resume may change them silently.
-_COSMETIC_KEYS = {"output_dir", "log_every", "save_every", "keep_last", "resume", "progress"}
+_COSMETIC_KEYS = {
+    "output_dir",
+    "log_every",
+    "save_every",
+    "keep_last",
+    "resume",
+    "progress",
+    "devices",
+}
 
 
 @dataclass
@@ -90,9 +106,15 @@ class Trainer:
         *,
         callbacks: Iterable[object] | None = None,
     ) -> None:
-        self.cursor = BatchCursor(data)  # fails early on an empty source
         self.config = config
         self.device = resolve_device(config.device)
+        self.dist = init_distributed(config.distributed_backend, self.device.type)
+        if self.dist.enabled:
+            if self.device.type == "cuda":
+                self.device = torch.device("cuda", self.dist.local_rank)
+                torch.cuda.set_device(self.device)
+            data = ShardedBatches(data, self.dist.rank, self.dist.world_size)
+        self.cursor = BatchCursor(data)  # fails early on an empty source
         self.model = model.to(self.device)
         self.data = data
         self.callbacks = list(callbacks or [])
@@ -107,7 +129,14 @@ class Trainer:
             config.precision == "auto" and self.device.type == "cuda"
         )
         self._autocast_dtype = torch.bfloat16 if use_bf16 else None
-        self._forward = cast(nn.Module, torch.compile(self.model)) if config.compile else self.model
+        forward: nn.Module = self.model
+        if self.dist.enabled:
+            # Gradients are averaged across ranks inside backward(); self.model stays the
+            # plain module, so checkpoints have the same names as single-process runs.
+            forward = DistributedDataParallel(
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
+        self._forward = cast(nn.Module, torch.compile(forward)) if config.compile else forward
         self.step = 0
         self._window = MetricsWindow()
         self._lr = 0.0  # rate used by the last step, for logging
@@ -130,17 +159,21 @@ class Trainer:
                 "resume=true it continues from the last checkpoint)."
             )
         self._fit_called = True
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        remove_temp_dirs(self.checkpoints_dir)
+        main = self.dist.is_main
+        if main:
+            self.output_dir.mkdir(parents=True, exist_ok=True)
+            remove_temp_dirs(self.checkpoints_dir)
+        barrier()
         last_checkpoint = self._restore_or_start()
-        self.metrics_log.truncate_after(self.step)
+        if main:
+            self.metrics_log.truncate_after(self.step)
         history: list[dict[str, Any]] = []
         bar = tqdm(
             total=self.config.max_steps,
             initial=self.step,
             desc="train",
             unit="step",
-            disable=None if self.config.progress else True,  # None: only on a terminal
+            disable=None if self.config.progress and main else True,  # None: only on a TTY
             dynamic_ncols=True,
         )
         tokens, since = 0, time.perf_counter()
@@ -159,7 +192,9 @@ class Trainer:
                     )
                     tokens, since = 0, time.perf_counter()
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
-                    last_checkpoint = self._save()
+                    if main:
+                        last_checkpoint = self._save()
+                    barrier()
         finally:
             bar.close()
             self.cursor.close()
@@ -174,9 +209,11 @@ class Trainer:
     def _restore_or_start(self) -> Path | None:
         checkpoint = find_latest_checkpoint(self.checkpoints_dir) if self.config.resume else None
         if checkpoint is None:
-            if not self.config.resume:
+            if not self.config.resume and self.dist.is_main:
                 self._archive_previous_run()
-            self._seed(self.config.seed)
+            barrier()
+            # Rank r seeds seed + r: different dropout per rank, the same as before for rank 0.
+            self._seed(self.config.seed + self.dist.rank)
             self.step, self.cursor = 0, BatchCursor(self.data)
             self._window.reset()
             return None
@@ -202,6 +239,9 @@ class Trainer:
                 checkpoint,
                 ", ".join(changed),
             )
+        if self.dist.enabled and self.dist.rank > 0:
+            # The checkpoint holds rank 0's RNG state; give the other ranks their own.
+            self._seed(derive_seed(self.config.seed, self.step, self.dist.rank) % 2**32)
         logger.info("Resumed from %s (step %d).", checkpoint, self.step)
         return checkpoint
 
@@ -266,6 +306,10 @@ class Trainer:
     def _log(self, tokens_per_s: float) -> dict[str, Any]:
         means = self._window.means()
         self._window.reset()
+        if self.dist.enabled:
+            # Every rank takes part in the reductions; only rank 0 writes.
+            means = {k: float(mean_across_ranks(torch.tensor(v))) for k, v in means.items()}
+            tokens_per_s *= self.dist.world_size
         record: dict[str, Any] = {
             "step": self.step,
             "epoch": self.cursor.epoch_progress,
@@ -275,6 +319,8 @@ class Trainer:
             "tokens_per_s": tokens_per_s,
         }
         record.update(means)
+        if not self.dist.is_main:
+            return record
         self.metrics_log.append(record)
         for callback in self.callbacks:
             hook = getattr(callback, "on_log", None)

@@ -1,0 +1,147 @@
+"""The `evaluate` flow: score a model by its family, compare with a baseline, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+
+from flows.artifacts import markdown_table, publish_markdown, write_report
+from flows.config import project_root
+
+DEFAULT_EVAL_CORPUS = "data_specs/text_corpus/sample/corpus.jsonl"
+
+# family -> (headline metric, higher is better, what the numbers mean)
+FAMILIES = {
+    "masked_lm": ("accuracy", True, "masked-LM on seeded masks (15%, 80/10/10)"),
+    "ernie_thu": (
+        "dea/accuracy",
+        True,
+        "ERNIE-THU on the linked corpus: MLM, NSP and dEA (5/15/80 corruption), seeded",
+    ),
+    "kg_embeddings": ("mrr", True, "link prediction on PyKEEN's held-out split"),
+}
+
+
+def model_family(model_dir: str | Path) -> str:
+    """Which evaluation fits a directory (see :data:`FAMILIES`)."""
+    directory = Path(model_dir)
+    if (directory / "knowledge_config.json").exists():
+        return "ernie_thu"
+    if (directory / "entity_embeddings.safetensors").exists():
+        return "kg_embeddings"
+    if (directory / "config.json").exists() and (directory / "heads.safetensors").exists():
+        return "masked_lm"
+    raise ValueError(
+        f"{directory}: cannot tell which evaluation fits; expected a pre-training run's final/ "
+        "directory (config.json + heads.safetensors), an ERNIE-THU final/ directory "
+        "(knowledge_config.json) or KG embeddings (entity_embeddings.safetensors)"
+    )
+
+
+@task(name="evaluate-masked-lm")
+def evaluate_masked_lm_task(
+    model_dir: str, corpus: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """MLM accuracy and perplexity of a ``final/`` directory (or of its random init)."""
+    from ptm_core.evaluation import evaluate_masked_lm, load_masked_lm
+
+    encoder, objective, tokenizer = load_masked_lm(
+        model_dir, random_init_seed=seed if random_init else None
+    )
+    return evaluate_masked_lm(encoder, objective, tokenizer, corpus, seed=seed).to_dict()
+
+
+@task(name="evaluate-ernie-thu")
+def evaluate_ernie_thu_task(
+    model_dir: str, linked_corpus: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """MLM/NSP/dEA metrics of an ERNIE-THU checkpoint (or of its random init)."""
+    from ptm_knowledge.ernie import evaluate_ernie_thu
+
+    return evaluate_ernie_thu(
+        model_dir, linked_corpus, seed=seed, random_init_seed=seed if random_init else None
+    )
+
+
+def _kg_scores(model_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
+    return metrics["test"], metrics.get("random_baseline", {})
+
+
+@flow(name="evaluate", log_prints=True)
+def evaluate(
+    model_dir: str,
+    corpus: str | None = None,
+    baseline: str = "random",
+    seed: int = 0,
+    report_path: str | None = None,
+) -> dict[str, Any]:
+    """Evaluate a model with the evaluation of its family, against a baseline; report.
+
+    Families: text encoders with an MLM head (masked-LM accuracy, perplexity), ERNIE-THU
+    (MLM, NSP and dEA accuracy on a linked corpus) and KG embeddings (MRR, Hits@k).
+
+    Args:
+        model_dir: a ``final/`` directory, or a KG-embedding directory.
+        corpus: evaluation data: a text corpus (default: the bundled JSONL sample) or, for
+            ERNIE-THU, a linked corpus (required).
+        baseline: ``"random"`` (same architecture from random init; for KG embeddings the
+            untrained model PyKEEN scored) or another model directory (e.g. the champion).
+        seed: seed of the evaluation's masks, corruption and random baseline.
+        report_path: where to write the markdown report (default beside ``model_dir``).
+
+    Returns:
+        ``{"family", "metric", "model", "baseline", "report"}``.
+    """
+    family = model_family(model_dir)
+    metric, higher, what = FAMILIES[family]
+    if family == "kg_embeddings":
+        scores, base = _kg_scores(model_dir)
+        base_name = "random embeddings"
+        if baseline != "random":
+            base, _ = _kg_scores(baseline)
+            base_name = f"`{baseline}`"
+        corpus_note = "PyKEEN test split"
+    elif family == "ernie_thu":
+        if corpus is None:
+            raise ValueError("evaluating an ERNIE-THU model needs corpus=<linked corpus .jsonl>")
+        scores = evaluate_ernie_thu_task(model_dir, corpus, seed)
+        random_base = baseline == "random"
+        base = evaluate_ernie_thu_task(
+            model_dir if random_base else baseline, corpus, seed, random_init=random_base
+        )
+        base_name = "random init" if random_base else f"`{baseline}`"
+        corpus_note = corpus
+    else:
+        corpus = corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
+        scores = evaluate_masked_lm_task(model_dir, corpus, seed)
+        random_base = baseline == "random"
+        base = evaluate_masked_lm_task(
+            model_dir if random_base else baseline, corpus, seed, random_init=random_base
+        )
+        base_name = "random init" if random_base else f"`{baseline}`"
+        corpus_note = corpus
+    columns = ["model", *sorted(k for k in scores if isinstance(scores[k], (int, float)))]
+    rows = [{"model": "model", **scores}, {"model": base_name, **base}]
+    delta = scores[metric] - base.get(metric, float("nan"))
+    better = delta > 0 if higher else delta < 0
+    markdown = (
+        f"# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`.\n\n"
+        + markdown_table(rows, columns)
+        + f"\n\n**{metric}: {scores[metric]:.4f} vs {base.get(metric, float('nan')):.4f} "
+        f"for {base_name} ({delta:+.4f}, {'better' if better else 'not better'}).**\n"
+    )
+    path = Path(report_path) if report_path else Path(model_dir).resolve().parent / "evaluation.md"
+    write_report(path, markdown)
+    publish_markdown("evaluation-report", markdown, f"evaluation of {model_dir}")
+    print(f"evaluation report: {path}")
+    return {
+        "family": family,
+        "metric": metric,
+        "model": scores,
+        "baseline": base,
+        "report": str(path),
+    }

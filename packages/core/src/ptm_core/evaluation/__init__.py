@@ -1,0 +1,10 @@
+"""Evaluation of pre-trained models on held-out text."""
+
+from ptm_core.evaluation.masked_lm import (
+    MaskedLMEvaluation,
+    evaluate_masked_lm,
+    load_masked_lm,
+)
+from ptm_core.evaluation.metrics import average_metrics
+
+__all__ = ["MaskedLMEvaluation", "average_metrics", "evaluate_masked_lm", "load_masked_lm"]

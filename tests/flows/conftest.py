@@ -1,0 +1,38 @@
+"""Prefect test harness: one temporary API for the session, no heartbeat waits."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+
+# Small, fast pre-training used by every flow test.
+FAST = [
+    "experiment=bert_tiny",
+    "model.num_layers=1",
+    "model.hidden_size=64",
+    "model.intermediate_size=128",
+    "data.max_length=64",
+    "data.batch_size=8",
+    "trainer.progress=false",
+    "trainer.log_every=5",
+]
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    home = tmp_path_factory.mktemp("prefect-home")
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(home / "storage")
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    from prefect.testing.utilities import prefect_test_harness
+
+    with (
+        prefect_test_harness(server_startup_timeout=90),
+        temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+    ):
+        yield
