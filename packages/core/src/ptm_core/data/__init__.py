@@ -10,6 +10,7 @@ from ptm_core.data.corpus import (
     read_text_corpus,
     split_sentences,
 )
+from ptm_core.data.packing import pack_examples
 from ptm_core.data.segments import (
     build_segment_pair_examples,
     build_single_segment_examples,
@@ -25,6 +26,7 @@ __all__ = [
     "corpus_files",
     "corpus_stats",
     "iter_text_corpus",
+    "pack_examples",
     "pad_examples",
     "read_text_corpus",
     "split_sentences",

@@ -1,0 +1,91 @@
+"""A ptm model and a transformers model with the same weights, and batches for both."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+SIZES = {
+    "mini": dict(
+        hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
+    ),
+    "base": dict(
+        hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+    ),
+}
+VOCAB_SIZE = 30522
+
+
+@dataclass
+class BertPair:
+    """``ours`` (ptm PretrainingModel: MLM + NSP) and ``theirs`` (BertForPreTraining)."""
+
+    ours: Any
+    theirs: Any
+    encoder: Any
+
+
+def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
+    """Random-init ``BertForPreTraining`` and the same weights loaded into ptm."""
+    from transformers import BertConfig, BertForPreTraining
+
+    from ptm_core import TransformerEncoder
+    from ptm_core.checkpoints_hf.bert_heads import hf_head_state, load_bert_pretraining_heads
+    from ptm_core.models import PretrainingModel
+    from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
+    from ptm_core.tokenization import VocabInfo
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+        attn_implementation="sdpa",
+        **SIZES[size],
+    )
+    theirs = BertForPreTraining(config)
+    with tempfile.TemporaryDirectory() as directory:
+        theirs.save_pretrained(directory)
+        encoder = TransformerEncoder.from_pretrained(directory)
+        vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
+        mlm, nsp = MaskedLMObjective(encoder, vocab), NextSentenceObjective(encoder, vocab)
+        load_bert_pretraining_heads(hf_head_state(directory), mlm, nsp)
+    ours = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp}))
+    return BertPair(ours=ours, theirs=theirs, encoder=encoder)
+
+
+def make_batch(batch_size: int, length: int, *, seed: int = 0) -> dict[str, torch.Tensor]:
+    """A BERT batch with 15% masked positions (labels) and NSP labels; no padding."""
+    from ptm_core.objectives import mask_tokens
+    from ptm_core.tokenization import VocabInfo
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, VOCAB_SIZE, (batch_size, length), generator=gen)
+    ids[:, 0], ids[:, length // 2], ids[:, -1] = 101, 102, 102
+    special = torch.zeros_like(ids)
+    special[:, [0, length // 2, length - 1]] = 1
+    vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
+    corrupted, labels = mask_tokens(ids, special, vocab, gen)
+    types = torch.zeros_like(ids)
+    types[:, length // 2 + 1 :] = 1
+    return {
+        "input_ids": corrupted,
+        "attention_mask": torch.ones_like(ids),
+        "token_type_ids": types,
+        "mlm_labels": labels,
+        "next_sentence_label": torch.randint(0, 2, (batch_size,), generator=gen),
+    }
+
+
+def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The same batch in ``BertForPreTraining``'s argument names."""
+    return {
+        "input_ids": batch["input_ids"],
+        "attention_mask": batch["attention_mask"],
+        "token_type_ids": batch["token_type_ids"],
+        "labels": batch["mlm_labels"],
+        "next_sentence_label": batch["next_sentence_label"],
+    }
