@@ -22,6 +22,16 @@ FAMILIES = {
         "ERNIE-THU on the linked corpus: MLM, NSP and dEA (5/15/80 corruption), seeded",
     ),
     "kg_embeddings": ("mrr", True, "link prediction on PyKEEN's held-out split"),
+    "xlm": (
+        "retrieval/mean",
+        True,
+        "parallel-sentence retrieval (cosine of mean-pooled states, both directions)",
+    ),
+    "multimodal": (
+        "matching/accuracy",
+        True,
+        "image-text matching (one true and one swapped caption per image; chance 0.5)",
+    ),
 }
 
 
@@ -30,6 +40,11 @@ def model_family(model_dir: str | Path) -> str:
     directory = Path(model_dir)
     if (directory / "knowledge_config.json").exists():
         return "ernie_thu"
+    if (directory / "languages.json").exists():
+        return "xlm"
+    config = directory / "config.json"
+    if config.exists() and "feature_spec" in json.loads(config.read_text()):
+        return "multimodal"
     if (directory / "entity_embeddings.safetensors").exists():
         return "kg_embeddings"
     if (directory / "config.json").exists() and (directory / "heads.safetensors").exists():
@@ -66,6 +81,73 @@ def evaluate_ernie_thu_task(
     )
 
 
+def _reinitialise(module: Any, seed: int) -> None:
+    import torch
+
+    from ptm_core.seeding import derive_seed
+
+    torch.manual_seed(derive_seed(seed, "baseline"))
+    for child in module.modules():
+        if child is not module and hasattr(child, "reset_parameters"):
+            child.reset_parameters()
+
+
+@task(name="evaluate-xlm")
+def evaluate_xlm_task(
+    model_dir: str, parallel: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Retrieval accuracy on every parallel corpus under ``parallel``, both directions."""
+    from ptm_multilingual.corpora import read_parallel_corpora
+    from ptm_multilingual.evaluation import retrieval_accuracy
+    from ptm_multilingual.model import XLMEncoder
+    from ptm_multilingual.tokenizer import SharedBPETokenizer
+
+    encoder = XLMEncoder.from_pretrained(model_dir).eval()
+    if random_init:
+        _reinitialise(encoder, seed)
+    tokenizer = SharedBPETokenizer.from_directory(model_dir)
+    scores: dict[str, Any] = {}
+    for corpus in read_parallel_corpora(parallel):
+        pair = f"{corpus.source_lang}-{corpus.target_lang}"
+        result = retrieval_accuracy(
+            encoder, tokenizer, corpus.pairs, corpus.source_lang, corpus.target_lang
+        )
+        for key, value in result.items():
+            scores[f"retrieval/{pair}/{key}"] = value
+    values = [v for k, v in scores.items() if isinstance(v, float) and "accuracy" in k]
+    scores["retrieval/mean"] = sum(values) / max(len(values), 1)
+    return scores
+
+
+@task(name="evaluate-multimodal")
+def evaluate_multimodal_task(
+    model_dir: str, pairs_dir: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Matching accuracy (and with shuffled images) and caption->image recall@1/5."""
+    from dataclasses import asdict
+
+    from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
+    from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
+    from ptm_multimodal.loading import load_multimodal
+
+    data = read_image_text_pairs(pairs_dir)
+    # Raises FeatureMismatchError when the pairs' features are not the checkpoint's.
+    model, tokenizer = load_multimodal(model_dir, features=data.features.spec)
+    if random_init:
+        _reinitialise(model, seed)
+    batches = ImageTextBatches(data, tokenizer, 64, shuffle=False)
+    scores: dict[str, Any] = {}
+    for name, result in (
+        ("matching", matching_accuracy(model, batches, seed=seed)),
+        ("matching_shuffled", matching_accuracy(model, batches, seed=seed, shuffle_images=True)),
+        ("retrieval", retrieval_recall(model, batches)),
+    ):
+        for key, value in asdict(result).items():
+            if isinstance(value, (int, float)):
+                scores[f"{name}/{key}"] = value
+    return scores
+
+
 def _kg_scores(model_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
     return metrics["test"], metrics.get("random_baseline", {})
@@ -82,12 +164,14 @@ def evaluate(
     """Evaluate a model with the evaluation of its family, against a baseline; report.
 
     Families: text encoders with an MLM head (masked-LM accuracy, perplexity), ERNIE-THU
-    (MLM, NSP and dEA accuracy on a linked corpus) and KG embeddings (MRR, Hits@k).
+    (MLM, NSP and dEA accuracy on a linked corpus), KG embeddings (MRR, Hits@k), XLM
+    (parallel-sentence retrieval) and VisualBERT/ViLBERT (image-text matching, recall@k).
 
     Args:
         model_dir: a ``final/`` directory, or a KG-embedding directory.
-        corpus: evaluation data: a text corpus (default: the bundled JSONL sample) or, for
-            ERNIE-THU, a linked corpus (required).
+        corpus: evaluation data: a text corpus (default: the bundled JSONL sample); for
+            ERNIE-THU a linked corpus, for XLM a parallel corpus (file or directory), for
+            multimodal models an image-text pairs directory (required for those).
         baseline: ``"random"`` (same architecture from random init; for KG embeddings the
             untrained model PyKEEN scored) or another model directory (e.g. the champion).
         seed: seed of the evaluation's masks, corruption and random baseline.
@@ -113,6 +197,16 @@ def evaluate(
         base = evaluate_ernie_thu_task(
             model_dir if random_base else baseline, corpus, seed, random_init=random_base
         )
+        base_name = "random init" if random_base else f"`{baseline}`"
+        corpus_note = corpus
+    elif family in ("xlm", "multimodal"):
+        if corpus is None:
+            needs = "parallel corpus" if family == "xlm" else "image-text pairs directory"
+            raise ValueError(f"evaluating a {family} model needs corpus=<{needs}>")
+        score = evaluate_xlm_task if family == "xlm" else evaluate_multimodal_task
+        scores = score(model_dir, corpus, seed)
+        random_base = baseline == "random"
+        base = score(model_dir if random_base else baseline, corpus, seed, random_init=random_base)
         base_name = "random init" if random_base else f"`{baseline}`"
         corpus_note = corpus
     else:

@@ -1,0 +1,51 @@
+"""The evaluate flow picks the evaluation of each family: XLM retrieval, image-text matching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.config import compose_config
+from flows.recipes import run_recipe
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("prefect_harness")]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _train(experiment: str, out: Path, *extra: str) -> str:
+    cfg = compose_config(
+        [f"experiment={experiment}", f"trainer.output_dir={out}", "trainer.progress=false", *extra]
+    )
+    return str(run_recipe(cfg).encoder_dir)
+
+
+def test_xlm_model_is_scored_by_retrieval_against_random_init(tmp_path: Path) -> None:
+    from flows.evaluate import evaluate
+
+    model_dir = _train("xlm_tlm_tiny", tmp_path / "xlm", "trainer.max_steps=30")
+    held_out = ROOT / "data_specs" / "parallel_corpus" / "heldout"
+    result = evaluate(model_dir, corpus=str(held_out))
+    assert result["family"] == "xlm" and result["metric"] == "retrieval/mean"
+    assert 0.0 <= result["model"]["retrieval/mean"] <= 1.0
+    assert any(k.startswith("retrieval/en-") for k in result["model"])
+    assert "random init" in Path(result["report"]).read_text()
+
+
+def test_multimodal_model_is_scored_by_matching(tmp_path: Path) -> None:
+    from flows.evaluate import evaluate
+
+    model_dir = _train("visualbert_tiny", tmp_path / "vb", "trainer.max_steps=20")
+    pairs = tmp_path / "vb" / "data" / "eval"  # the synthetic evaluation set of the run
+    result = evaluate(model_dir, corpus=str(pairs))
+    assert result["family"] == "multimodal"
+    assert 0.0 <= result["model"]["matching/accuracy"] <= 1.0
+    assert "matching_shuffled/accuracy" in result["baseline"]
+
+
+def test_unknown_directory_is_a_clear_error(tmp_path: Path) -> None:
+    from flows.evaluate import model_family
+
+    with pytest.raises(ValueError, match="cannot tell which evaluation fits"):
+        model_family(tmp_path)
