@@ -82,14 +82,14 @@ def evaluate_ernie_thu_task(
 
 
 def _reinitialise(module: Any, seed: int) -> None:
+    """The same architecture from random init (BERT's initialisation, seeded)."""
     import torch
 
+    from ptm_core.modules import init_bert_weights
     from ptm_core.seeding import derive_seed
 
     torch.manual_seed(derive_seed(seed, "baseline"))
-    for child in module.modules():
-        if child is not module and hasattr(child, "reset_parameters"):
-            child.reset_parameters()
+    init_bert_weights(module)
 
 
 @task(name="evaluate-xlm")

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
@@ -15,6 +14,7 @@ from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
+from ptm_core.modules.initialization import init_bert_weights
 
 
 @dataclass
@@ -178,22 +178,7 @@ class TransformerEncoder(nn.Module):
             if config.norm_position == "pre"
             else None
         )
-        self.apply(self._init_weights)
-
-    def _init_weights(self, module: nn.Module) -> None:
-        std = self.config.initializer_range
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=std)
-            if module.padding_idx is not None:
-                with torch.no_grad():
-                    module.weight[module.padding_idx].zero_()
-        elif isinstance(module, nn.LayerNorm):
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+        init_bert_weights(self, config.initializer_range)
 
     @property
     def hidden_size(self) -> int:

@@ -15,6 +15,7 @@ from ptm_core.modules.attention_masks import (
 )
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import ACTIVATIONS, FeedForward, get_activation
+from ptm_core.modules.initialization import init_bert_weights
 from ptm_core.modules.scalar_mix import ScalarMix
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "block_diagonal_mask",
     "causal_mask",
     "get_activation",
+    "init_bert_weights",
     "left_to_right_mask",
     "padding_to_visibility",
     "right_to_left_mask",

@@ -11,6 +11,7 @@ import torch
 
 from ptm_core.data import PretrainingBatches
 from ptm_core.evaluation import average_metrics
+from ptm_core.modules import init_bert_weights
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.pretraining import load_heads
 from ptm_core.seeding import derive_seed, generator_for
@@ -50,10 +51,8 @@ def evaluate_ernie_thu(
     encoder = KnowledgeableEncoder.from_pretrained(directory)
     if random_init_seed is not None:
         torch.manual_seed(derive_seed(random_init_seed, "baseline"))
-        # Parameters only: the TransE table is a buffer and stays as trained.
-        for module in encoder.modules():
-            if module is not encoder and hasattr(module, "reset_parameters"):
-                module.reset_parameters()  # type: ignore[operator]
+        # BERT's init on every parameter; the TransE table is a buffer and stays as trained.
+        init_bert_weights(encoder)
     entity_ids = json.loads((directory / KNOWLEDGE_CONFIG).read_text())["entity_ids"]
     vocab = tokenizer.vocab_info
     # The knowledgeable encoder offers what the text objectives read (config, token table).

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
+from ptm_core.modules.initialization import init_bert_weights
 
 KNOWLEDGE_WEIGHTS = "knowledge_layers.safetensors"
 KNOWLEDGE_CONFIG = "knowledge_config.json"
@@ -192,7 +193,7 @@ class KnowledgeableEncoder(nn.Module):
             )
             for _ in range(num_knowledge_layers)
         )
-        self.knowledge_layers.apply(text_encoder._init_weights)
+        init_bert_weights(self.knowledge_layers, text_encoder.config.initializer_range)
         self.options = {
             "num_knowledge_layers": num_knowledge_layers,
             "entity_size": entity_size,
