@@ -10,6 +10,7 @@ from ptm_core.data.corpus import (
     read_text_corpus,
     split_sentences,
 )
+from ptm_core.data.errors import DataError
 from ptm_core.data.packing import pack_examples
 from ptm_core.data.segments import (
     build_segment_pair_examples,
@@ -19,6 +20,7 @@ from ptm_core.data.segments import (
 
 __all__ = [
     "CorpusError",
+    "DataError",
     "Document",
     "PretrainingBatches",
     "build_segment_pair_examples",

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptm_core.data.errors import DataError
+
 TEXT_SUFFIX = ".txt"
 JSONL_SUFFIX = ".jsonl"
 CORPUS_SUFFIXES = (TEXT_SUFFIX, JSONL_SUFFIX)
@@ -48,26 +50,14 @@ _DOTTED = re.compile(r"^[A-Za-z](?:\.[A-Za-z])*$")
 _PARAGRAPH = re.compile(r"\n[ \t\r]*\n")
 
 
-class CorpusError(ValueError):
+class CorpusError(DataError):
     """A corpus file is missing or malformed.
 
     The message reads ``"<file>:<line>: <problem> (field '<field>'); <fix>"``; ``:<line>`` is
     left out for problems of a whole file or path.
 
-    Args:
-        path: The file (or directory, or list of paths) at fault.
-        line: 1-based line number, or ``None``.
-        field: What is wrong on that line (``text``, ``id``, ``json``, ``encoding``, ...).
-        problem: What is wrong.
-        fix: How to fix it.
+    Arguments and message format: :class:`ptm_core.data.errors.DataError`.
     """
-
-    def __init__(self, path: object, line: int | None, field: str, problem: str, fix: str):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        where = self.path if line is None else f"{self.path}:{line}"
-        super().__init__(f"{where}: {problem} (field '{field}'); {fix}")
 
 
 @dataclass(frozen=True)

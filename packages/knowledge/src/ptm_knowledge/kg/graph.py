@@ -10,29 +10,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ptm_core.data.errors import DataError
+
 ENTITY_COLUMNS = ("id", "name", "type", "aliases", "description")
 ALIAS_SEPARATOR = "|"
 
 
-class KGError(ValueError):
+class KGError(DataError):
     """A knowledge-graph file is malformed.
 
     The message reads ``"<file>:<line>: <problem> (field '<field>'); <fix>"``.
 
-    Args:
-        path: the file at fault.
-        line: 1-based line number, or ``None`` for a whole-file problem.
-        field: the column or part that is wrong.
-        problem: what is wrong.
-        fix: how to fix it.
+    Arguments and message format: :class:`ptm_core.data.errors.DataError`.
     """
-
-    def __init__(self, path: object, line: int | None, field: str, problem: str, fix: str):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        where = self.path if line is None else f"{self.path}:{line}"
-        super().__init__(f"{where}: {problem} (field '{field}'); {fix}")
 
 
 @dataclass(frozen=True)
