@@ -24,7 +24,7 @@ RUN := $(UV) run --frozen
 .PHONY: help setup demo test test-fast lint format bench clean
 
 help:
-	@echo "make demo   set up and pre-train a tiny BERT (MLM+NSP) on the bundled sample corpus"
+	@echo "make demo   set up and run the demo flow (link entities, TransE, ERNIE-THU, report)"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make lint   ruff (lint + format check) and mypy on the packages"
 	@echo "make bench  ptm vs transformers, side by side (writes benchmarks/results/)"
