@@ -2,7 +2,8 @@
 
 Subpackages: :mod:`ptm_knowledge.kg` (entity tables, triples, PyKEEN embeddings),
 :mod:`ptm_knowledge.linking` (spaCy entity linking, word-piece alignment, linked corpus)
-and :mod:`ptm_knowledge.ernie` (knowledge masking, knowledgeable encoder, dEA).
+and :mod:`ptm_knowledge.ernie` (knowledge masking, knowledgeable encoder, dEA), and
+:mod:`ptm_knowledge.kbert` (K-BERT: sentence trees, soft positions, visible matrix).
 Import the subpackages; this module stays light (no torch/spaCy import here).
 """
 

@@ -1,0 +1,88 @@
+"""CogQA: cognitive graphs for multi-hop QA (Ding et al., 2019).
+
+System 1 (:class:`CogQAReader`, the core encoder with hop/answer span pointers) grows a
+:class:`CognitiveGraph` breadth-first from the question's entities; System 2
+(:class:`CogQAReasoner`, a torch-geometric GNN) scores its answer nodes. Data: the
+HotpotQA format (:func:`read_hotpot_json`) and a 2-hop bridge-question generator over a
+knowledge graph (:func:`generate_bridge_questions`); metrics: :func:`evaluate_predictions`.
+"""
+
+from ptm_knowledge.cogqa.checkpoint import load_cogqa, save_cogqa
+from ptm_knowledge.cogqa.data import (
+    RELATION_TEMPLATES,
+    MultiHopDataError,
+    MultiHopExample,
+    entity_paragraphs,
+    generate_bridge_questions,
+    read_hotpot_json,
+    write_hotpot_json,
+)
+from ptm_knowledge.cogqa.evaluation import (
+    Prediction,
+    answer_scores,
+    evaluate_predictions,
+    normalize_answer,
+    supporting_fact_scores,
+)
+from ptm_knowledge.cogqa.graph import (
+    Clue,
+    CognitiveGraph,
+    CogNode,
+    ReadResult,
+    Span,
+    SpanReader,
+    grow_cognitive_graph,
+    link_question_entities,
+    resolve_title,
+)
+from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, WordVocab
+from ptm_knowledge.cogqa.system2 import CogGNNLayer, CogQAReasoner
+from ptm_knowledge.cogqa.training import (
+    CogQASystem,
+    CogQATrainConfig,
+    build_vocab,
+    gold_chain,
+    predict_system1_only,
+    train_cogqa,
+    train_reader,
+    train_reasoner,
+)
+
+__all__ = [
+    "RELATION_TEMPLATES",
+    "Clue",
+    "CogGNNLayer",
+    "CogNode",
+    "CogQAReader",
+    "CogQAReasoner",
+    "CogQASystem",
+    "CogQATrainConfig",
+    "CognitiveGraph",
+    "MultiHopDataError",
+    "MultiHopExample",
+    "Prediction",
+    "ReadResult",
+    "ReaderConfig",
+    "Span",
+    "SpanReader",
+    "WordVocab",
+    "answer_scores",
+    "build_vocab",
+    "entity_paragraphs",
+    "evaluate_predictions",
+    "generate_bridge_questions",
+    "gold_chain",
+    "grow_cognitive_graph",
+    "link_question_entities",
+    "load_cogqa",
+    "normalize_answer",
+    "predict_system1_only",
+    "read_hotpot_json",
+    "resolve_title",
+    "save_cogqa",
+    "supporting_fact_scores",
+    "train_cogqa",
+    "train_reader",
+    "train_reasoner",
+    "write_hotpot_json",
+]

@@ -1,0 +1,331 @@
+"""Fine-tune and evaluate K-BERT (sentence classification or token tagging) with the core Trainer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from ptm_core import TransformerEncoder
+from ptm_core.atomic import atomic_write_text
+from ptm_core.seeding import generator_for
+from ptm_core.training import Trainer, TrainerConfig
+from ptm_knowledge.kbert.model import (
+    KBertClassifier,
+    KBertFeaturizer,
+    KBertTagger,
+    KGMode,
+    VisibleMode,
+    segment_words,
+)
+
+HEAD_FILE = "kbert_head.safetensors"
+KBERT_CONFIG = "kbert.json"
+
+
+@dataclass(frozen=True)
+class LabeledSentence:
+    """A classification example: ``label`` index and one or two word lists."""
+
+    words: list[str]
+    label: int
+    second: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """A tagging (NER) example: one tag index per word."""
+
+    words: list[str]
+    tags: list[int]
+
+
+def read_tagged_tsv(
+    path: str | Path, labels: Sequence[str] | None = None
+) -> tuple[list[TaggedSentence], list[str]]:
+    """Read CoNLL-style ``word<TAB>tag`` lines, a blank line between sentences.
+
+    Args:
+        path: the file.
+        labels: tag names in index order; ``None`` = sorted names found in the file.
+
+    Raises:
+        ValueError: a malformed line or unknown tag, naming ``file:line``.
+    """
+    sentences: list[list[tuple[int, str, str]]] = [[]]
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            if sentences[-1]:
+                sentences.append([])
+            continue
+        if line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[0]:
+            raise ValueError(
+                f"{path}:{number}: expected word<TAB>tag, got {line!r}; one token per line, "
+                "a blank line between sentences"
+            )
+        sentences[-1].append((number, fields[0], fields[1]))
+    rows = [s for s in sentences if s]
+    names = list(labels) if labels is not None else sorted({t for s in rows for _, _, t in s})
+    index = {name: i for i, name in enumerate(names)}
+    for sentence in rows:
+        for number, _, tag in sentence:
+            if tag not in index:
+                raise ValueError(
+                    f"{path}:{number}: tag {tag!r} is not one of {names}; fix the tag or "
+                    "pass labels= with every tag name"
+                )
+    examples = [TaggedSentence([w for _, w, _ in s], [index[t] for _, _, t in s]) for s in rows]
+    return examples, names
+
+
+def read_labeled_tsv(
+    path: str | Path, labels: Sequence[str] | None = None
+) -> tuple[list[LabeledSentence], list[str]]:
+    """Read ``label<TAB>text_a[<TAB>text_b]`` lines (the reference K-BERT format).
+
+    A first line starting with ``label`` is a header; lines starting with ``#`` are comments.
+
+    Args:
+        path: the TSV file.
+        labels: label names in index order; ``None`` = sorted names found in the file.
+
+    Returns:
+        The examples and the label names.
+
+    Raises:
+        ValueError: a malformed line or unknown label, naming ``file:line``.
+    """
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#") or (not rows and line.startswith("label\t")):
+            continue
+        fields = line.split("\t")
+        if len(fields) not in (2, 3):
+            raise ValueError(
+                f"{path}:{number}: expected label<TAB>text_a[<TAB>text_b], got "
+                f"{len(fields)} fields; separate the columns with one tab"
+            )
+        rows.append((number, fields))
+    names = list(labels) if labels is not None else sorted({f[0] for _, f in rows})
+    index = {name: i for i, name in enumerate(names)}
+    examples = []
+    for number, fields in rows:
+        if fields[0] not in index:
+            raise ValueError(
+                f"{path}:{number}: label {fields[0]!r} is not one of {names}; fix the label "
+                "or pass labels= with every label name"
+            )
+        second = segment_words(fields[2]) if len(fields) == 3 else None
+        examples.append(LabeledSentence(segment_words(fields[1]), index[fields[0]], second))
+    return examples, names
+
+
+class FeaturizedBatches:
+    """Deterministic, resumable batches of featurized examples (a core ``BatchSource``).
+
+    Args:
+        items: outputs of :meth:`KBertFeaturizer.encode`.
+        collate: :meth:`KBertFeaturizer.collate`.
+        batch_size: rows per batch (the last, smaller batch is kept).
+        seed: shuffling seed (per epoch); ``None`` keeps the order.
+    """
+
+    def __init__(
+        self,
+        items: Sequence[Mapping[str, torch.Tensor]],
+        collate: Any,
+        batch_size: int,
+        seed: int | None = 0,
+    ) -> None:
+        if not items:
+            raise ValueError("no examples to batch")
+        self.items = list(items)
+        self.collate = collate
+        self.batch_size = batch_size
+        self.seed = seed
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return -(-len(self.items) // self.batch_size)
+
+    def iter_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
+        order = list(range(len(self.items)))
+        if self.seed is not None:
+            order = torch.randperm(len(order), generator=generator_for(self.seed, epoch)).tolist()
+        for b in range(start, self.batches_per_epoch):
+            rows = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield self.collate([self.items[i] for i in rows])
+
+
+@torch.no_grad()
+def evaluate_kbert(
+    model: KBertClassifier | KBertTagger, batches: FeaturizedBatches
+) -> dict[str, float]:
+    """Mean loss and accuracy over every batch (eval mode, model's device)."""
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    records = []
+    for batch in batches.iter_batches(0):
+        out = model({k: v.to(device) for k, v in batch.items()})
+        labels = batch["labels"]
+        # Rows for classification, scored (non-branch, labelled) tokens for tagging.
+        weight = float(labels.shape[0] if labels.dim() == 1 else (labels != -100).sum())
+        records.append(({"loss": out.loss, **out.metrics}, weight))
+    model.train(was_training)
+    sums: dict[str, float] = {}
+    total = sum(w for _, w in records)
+    for metrics, w in records:
+        for k, v in metrics.items():
+            sums[k] = sums.get(k, 0.0) + float(v) * w
+    return {k: v / total for k, v in sums.items()}
+
+
+@dataclass
+class KBertResult:
+    """Where a fine-tuning run put its outputs (the recipe result contract)."""
+
+    output_dir: Path
+    metrics_path: Path
+    last_checkpoint: Path | None
+    encoder_dir: Path
+    final_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def finetune_kbert(
+    train: Sequence[LabeledSentence] | Sequence[TaggedSentence],
+    dev: Sequence[LabeledSentence] | Sequence[TaggedSentence],
+    *,
+    encoder: TransformerEncoder,
+    tokenizer: Any,
+    knowledge: Mapping[str, Sequence[str]],
+    label_names: Sequence[str],
+    trainer: TrainerConfig,
+    max_entities: int = 2,
+    max_length: int = 128,
+    batch_size: int = 16,
+    kg: KGMode = "full",
+    visible_matrix: VisibleMode = "on",
+    dropout: float = 0.1,
+    seed: int = 0,
+) -> KBertResult:
+    """Fine-tune a K-BERT sentence classifier (or tagger) and score it on ``dev``.
+
+    :class:`LabeledSentence` examples train a :class:`KBertClassifier`,
+    :class:`TaggedSentence` examples a :class:`KBertTagger` (branch tokens excluded).
+
+    Writes ``<output_dir>/final/`` (encoder + tokenizer, ``kbert_head.safetensors``,
+    ``kbert.json``) and ``<output_dir>/eval.json`` (dev metrics, prefixed ``dev/``).
+
+    Args:
+        train, dev: labelled sentences (:func:`read_labeled_tsv`) or tagged sentences
+            (:func:`read_tagged_tsv`).
+        encoder: the text encoder (a ``from_pretrained`` BERT keeps its weights).
+        tokenizer: the encoder's WordPiece tokenizer.
+        knowledge: subject -> objects (:func:`knowledge_from_graph`).
+        label_names: class names in index order.
+        trainer: core trainer settings (``output_dir``, ``max_steps``, ...).
+        max_entities, max_length, kg, visible_matrix: see :class:`KBertFeaturizer`.
+        batch_size: rows per optimizer step.
+        dropout: classifier dropout.
+        seed: batch order seed.
+    """
+    featurizer = KBertFeaturizer(
+        tokenizer,
+        knowledge,
+        max_entities=max_entities,
+        max_length=max_length,
+        kg=kg,
+        visible_matrix=visible_matrix,
+    )
+
+    tagging = isinstance(train[0], TaggedSentence)
+
+    def featurize(examples: Sequence[Any]) -> list[dict[str, torch.Tensor]]:
+        if tagging:
+            return [featurizer.encode(e.words, word_labels=e.tags) for e in examples]
+        return [featurizer.encode(e.words, e.second, label=e.label) for e in examples]
+
+    model: KBertClassifier | KBertTagger = (
+        KBertTagger(encoder, len(label_names), dropout=dropout)
+        if tagging
+        else KBertClassifier(encoder, len(label_names), dropout=dropout)
+    )
+    result = Trainer(
+        model, FeaturizedBatches(featurize(train), featurizer.collate, batch_size, seed), trainer
+    ).fit()
+    dev_metrics = evaluate_kbert(
+        model, FeaturizedBatches(featurize(dev), featurizer.collate, batch_size, None)
+    )
+    final = result.output_dir / "final"
+    model.encoder.save_pretrained(final, extra_writers=[tokenizer.save])
+    heads = {
+        name: t.detach().cpu().contiguous()
+        for name, t in model.state_dict().items()
+        if not name.startswith("encoder.")
+    }
+    save_file(heads, str(final / HEAD_FILE))
+    config = {
+        "task": "tagging" if tagging else "classification",
+        "label_names": list(label_names),
+        "max_entities": max_entities,
+        "max_length": max_length,
+        "kg": kg,
+        "visible_matrix": visible_matrix,
+    }
+    atomic_write_text(final / KBERT_CONFIG, json.dumps(config, indent=2) + "\n")
+    final_metrics = {
+        **(result.history[-1] if result.history else {}),
+        **{f"dev/{k}": v for k, v in dev_metrics.items()},
+    }
+    atomic_write_text(result.output_dir / "eval.json", json.dumps(final_metrics, indent=2) + "\n")
+    return KBertResult(
+        output_dir=result.output_dir,
+        metrics_path=result.metrics_path,
+        last_checkpoint=result.last_checkpoint,
+        encoder_dir=final,
+        final_metrics=final_metrics,
+    )
+
+
+def load_kbert_classifier(
+    directory: str | Path,
+) -> tuple[KBertClassifier | KBertTagger, dict[str, Any]]:
+    """Rebuild the classifier or tagger written by :func:`finetune_kbert` (``final/``).
+
+    Returns:
+        The model (eval mode) and the settings of ``kbert.json`` (``task``,
+        ``label_names``, ``max_entities``, ``max_length``, ``kg``, ``visible_matrix``).
+    """
+    directory = Path(directory)
+    config = json.loads((directory / KBERT_CONFIG).read_text())
+    head = KBertTagger if config.get("task") == "tagging" else KBertClassifier
+    model = head(TransformerEncoder.from_pretrained(directory), len(config["label_names"]))
+    missing, unexpected = model.load_state_dict(load_file(directory / HEAD_FILE), strict=False)
+    if unexpected or any(not m.startswith("encoder.") for m in missing):
+        raise ValueError(
+            f"{directory / HEAD_FILE}: head tensors do not match a {config.get('task')} head; "
+            "was this final/ written by finetune_kbert?"
+        )
+    return model.eval(), config
+
+
+__all__ = [
+    "FeaturizedBatches",
+    "KBertResult",
+    "LabeledSentence",
+    "TaggedSentence",
+    "evaluate_kbert",
+    "finetune_kbert",
+    "load_kbert_classifier",
+    "read_labeled_tsv",
+    "read_tagged_tsv",
+]

@@ -1,0 +1,280 @@
+"""K-BERT's Mask-Transformer and its fine-tuning heads.
+
+Liu et al., 2020, "K-BERT: Enabling Language Representation with Knowledge Graph". The
+Mask-Transformer is the plain core :class:`~ptm_core.TransformerEncoder` fed with
+``position_ids`` = soft positions and ``attention_mask`` = the visible matrix, so any
+checkpoint ``TransformerEncoder.from_pretrained`` loads (ptm or Hugging Face BERT) becomes
+a K-BERT without re-pre-training.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core import TransformerEncoder
+from ptm_core.heads import Pooler
+from ptm_core.objectives import IGNORE_INDEX
+from ptm_knowledge.kbert.sentence_tree import (
+    SPECIAL_TOKENS,
+    SentenceTree,
+    build_sentence_tree,
+    pair_words,
+    wordpiece_splitter,
+)
+
+KGMode = Literal["full", "none"]
+VisibleMode = Literal["on", "off"]
+_WORD = re.compile(r"\w+(?:['\-]\w+)*|[^\w\s]")
+
+
+def segment_words(text: str) -> list[str]:
+    """Split ``text`` into words and punctuation marks (``"Paris."`` -> ``["Paris", "."]``)."""
+    return _WORD.findall(text)
+
+
+class KBertFeaturizer:
+    """Sentences (+ labels) -> K-BERT model inputs, with the paper's ablations built in.
+
+    Args:
+        tokenizer: a :class:`ptm_core.tokenization.WordPieceTokenizer` (pieces and ids).
+        knowledge: subject -> objects in priority order (see :func:`knowledge_from_graph`).
+        max_entities: branches per subject.
+        max_length: tree length (sentence units are kept before knowledge).
+        kg: ``"none"`` ignores ``knowledge`` (the model is then plain BERT).
+        visible_matrix: ``"off"`` lets every real token see every real token (soft
+            positions kept), the ablation showing why the matrix exists.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        knowledge: Mapping[str, Sequence[str]],
+        *,
+        max_entities: int = 2,
+        max_length: int = 128,
+        kg: KGMode = "full",
+        visible_matrix: VisibleMode = "on",
+    ) -> None:
+        if kg not in ("full", "none"):
+            raise ValueError(f"kg must be 'full' or 'none', got {kg!r}")
+        if visible_matrix not in ("on", "off"):
+            raise ValueError(f"visible_matrix must be 'on' or 'off', got {visible_matrix!r}")
+        self.tokenizer = tokenizer
+        self.knowledge: Mapping[str, Sequence[str]] = knowledge if kg == "full" else {}
+        self.max_entities = max_entities
+        self.max_length = max_length
+        self.kg = kg
+        self.visible_matrix = visible_matrix
+        self.split = wordpiece_splitter(tokenizer)
+        self.unk_id = tokenizer.vocab_info.unk_id
+        self.pad_id = tokenizer.vocab_info.pad_id
+
+    def tree(self, words: Sequence[str], second: Sequence[str] | None = None) -> SentenceTree:
+        """The sentence tree of ``[CLS] words [SEP] (second [SEP])``."""
+        return build_sentence_tree(
+            pair_words(words, second),
+            self.knowledge,
+            max_entities=self.max_entities,
+            max_length=self.max_length,
+            split=self.split,
+        )
+
+    def encode(
+        self,
+        words: Sequence[str],
+        second: Sequence[str] | None = None,
+        *,
+        label: int | None = None,
+        word_labels: Sequence[int] | None = None,
+    ) -> dict[str, Tensor]:
+        """One example's unpadded tensors (``[L]``, and ``visible_matrix`` ``[L, L]``).
+
+        Args:
+            words: first sentence's words (without ``[CLS]``/``[SEP]``).
+            second: optional second sentence.
+            label: sentence label (classification).
+            word_labels: one tag per word of ``words`` then ``second`` (tagging); the first
+                trunk piece of each word carries it, branch tokens and other pieces get
+                ``IGNORE_INDEX``.
+        """
+        tree = self.tree(words, second)
+        ids = [self.tokenizer.token_to_id(t) for t in tree.tokens]
+        item = {
+            "input_ids": torch.tensor([self.unk_id if i is None else i for i in ids]),
+            "position_ids": tree.soft_positions,
+            "token_type_ids": tree.segment_ids,
+            "visible_matrix": tree.visible_matrix,
+            "is_knowledge": tree.is_knowledge,
+            "word_start": _word_starts(tree),
+        }
+        if label is not None:
+            item["labels"] = torch.tensor(label)
+        if word_labels is not None:
+            # Word index in pair_words -> index in word_labels (specials carry no tag).
+            all_words = pair_words(words, second)
+            tag_of: list[int] = []
+            k = 0
+            for w in all_words:
+                if w in SPECIAL_TOKENS:
+                    tag_of.append(IGNORE_INDEX)
+                else:
+                    tag_of.append(int(word_labels[k]))
+                    k += 1
+            if k != len(word_labels):
+                raise ValueError(f"word_labels has {len(word_labels)} tags for {k} words")
+            tags = torch.full((len(tree),), IGNORE_INDEX)
+            starts = item["word_start"].nonzero().flatten()
+            tags[starts] = torch.tensor([tag_of[int(tree.word_index[i])] for i in starts])
+            item["labels"] = tags
+        return item
+
+    def collate(self, items: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+        """Pad to the longest item: ``[B, L]`` tensors, ``visible_matrix`` ``[B, L, L]``.
+
+        ``attention_mask`` is the ``[B, L]`` padding mask; ``visible_matrix`` is left out
+        when ``kg="none"`` or ``visible_matrix="off"`` (the encoder then uses the padding
+        mask, i.e. plain BERT attention).
+        """
+        length = max(len(item["input_ids"]) for item in items)
+        batch_size = len(items)
+        out: dict[str, Tensor] = {
+            "input_ids": torch.full((batch_size, length), self.pad_id),
+            "attention_mask": torch.zeros(batch_size, length, dtype=torch.long),
+            "position_ids": torch.zeros(batch_size, length, dtype=torch.long),
+            "token_type_ids": torch.zeros(batch_size, length, dtype=torch.long),
+            "is_knowledge": torch.zeros(batch_size, length, dtype=torch.bool),
+            "word_start": torch.zeros(batch_size, length, dtype=torch.bool),
+        }
+        use_matrix = self.kg == "full" and self.visible_matrix == "on"
+        if use_matrix:
+            out["visible_matrix"] = torch.zeros(batch_size, length, length, dtype=torch.bool)
+        token_labels = "labels" in items[0] and items[0]["labels"].dim() == 1
+        if token_labels:
+            out["labels"] = torch.full((batch_size, length), IGNORE_INDEX)
+        elif "labels" in items[0]:
+            out["labels"] = torch.stack([item["labels"] for item in items])
+        for b, item in enumerate(items):
+            n = len(item["input_ids"])
+            for key in ("input_ids", "position_ids", "token_type_ids", "is_knowledge"):
+                out[key][b, :n] = item[key]
+            out["word_start"][b, :n] = item["word_start"]
+            out["attention_mask"][b, :n] = 1
+            if use_matrix:
+                out["visible_matrix"][b, :n, :n] = item["visible_matrix"]
+            if token_labels:
+                out["labels"][b, :n] = item["labels"]
+        return out
+
+
+def _word_starts(tree: SentenceTree) -> Tensor:
+    """``[L]`` bool: first trunk unit of each non-special word."""
+    starts = torch.zeros(len(tree), dtype=torch.bool)
+    seen: set[int] = set()
+    for i, token in enumerate(tree.tokens):
+        w = int(tree.word_index[i])
+        if tree.is_knowledge[i] or w < 0 or w in seen or token in SPECIAL_TOKENS:
+            continue
+        seen.add(w)
+        starts[i] = True
+    return starts
+
+
+def mask_transformer(encoder: TransformerEncoder, batch: Mapping[str, Tensor]) -> Tensor:
+    """Run the core encoder as K-BERT's Mask-Transformer; returns ``[B, L, D]``.
+
+    Uses ``batch["visible_matrix"]`` (``[B, L, L]`` bool) when present, else the ``[B, L]``
+    padding mask; ``position_ids`` are the soft positions.
+    """
+    mask = batch.get("visible_matrix")
+    output = encoder(
+        batch["input_ids"],
+        attention_mask=mask if mask is not None else batch["attention_mask"],
+        position_ids=batch["position_ids"],
+        token_type_ids=batch.get("token_type_ids"),
+    )
+    return output.last_hidden_state
+
+
+@dataclass
+class KBertOutput:
+    """Loss, logged metrics and logits (``[B, C]`` or ``[B, L, C]``)."""
+
+    loss: Tensor
+    logits: Tensor
+    metrics: dict[str, Tensor] = field(default_factory=dict)
+
+
+class KBertClassifier(nn.Module):
+    """Sentence (pair) classification: pooled ``[CLS]`` -> dropout -> linear.
+
+    Args:
+        encoder: any core encoder (``TransformerEncoder.from_pretrained`` works).
+        num_labels: classes ``C``.
+        dropout: before the classifier.
+    """
+
+    def __init__(self, encoder: TransformerEncoder, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        hidden = encoder.config.hidden_size
+        self.encoder = encoder
+        self.pooler = Pooler(hidden)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(hidden, num_labels)
+        nn.init.normal_(self.classifier.weight, std=0.02)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, batch: Mapping[str, Tensor]) -> KBertOutput:
+        hidden = mask_transformer(self.encoder, batch)  # (B, L, D)
+        logits = self.classifier(self.dropout(self.pooler(hidden)))  # (B, C)
+        labels = batch.get("labels")
+        if labels is None:
+            return KBertOutput(loss=logits.new_zeros(()), logits=logits)
+        loss = nn.functional.cross_entropy(logits, labels)
+        accuracy = (logits.argmax(-1) == labels).float().mean()
+        return KBertOutput(loss=loss, logits=logits, metrics={"accuracy": accuracy.detach()})
+
+
+class KBertTagger(nn.Module):
+    """Token tagging (NER): a linear layer per token; branch tokens never carry a label.
+
+    Labels sit on the first trunk piece of each word (:meth:`KBertFeaturizer.encode`); the
+    loss also masks ``is_knowledge`` so injected tokens cannot be trained or scored even if
+    a caller labels them.
+    """
+
+    def __init__(self, encoder: TransformerEncoder, num_labels: int, dropout: float = 0.1):
+        super().__init__()
+        self.encoder = encoder
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(encoder.config.hidden_size, num_labels)
+        nn.init.normal_(self.classifier.weight, std=0.02)
+        nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, batch: Mapping[str, Tensor]) -> KBertOutput:
+        hidden = mask_transformer(self.encoder, batch)
+        logits = self.classifier(self.dropout(hidden))  # (B, L, C)
+        labels = batch.get("labels")
+        if labels is None:
+            return KBertOutput(loss=logits.new_zeros(()), logits=logits)
+        labels = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
+        loss = nn.functional.cross_entropy(
+            logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX
+        )
+        scored = labels != IGNORE_INDEX
+        correct = (logits.argmax(-1) == labels) & scored
+        accuracy = correct.sum() / scored.sum().clamp(min=1)
+        return KBertOutput(loss=loss, logits=logits, metrics={"accuracy": accuracy.detach()})
+
+    @torch.no_grad()
+    def predict(self, batch: Mapping[str, Tensor]) -> list[list[int]]:
+        """One tag per word (first trunk piece), branch tokens excluded; per example."""
+        logits = self.forward({k: v for k, v in batch.items() if k != "labels"}).logits
+        keep = batch["word_start"] & ~batch["is_knowledge"]
+        best = logits.argmax(-1)
+        return [best[b][keep[b]].tolist() for b in range(best.shape[0])]
