@@ -21,6 +21,9 @@ RECIPES: dict[str, str] = {
     "vilbert": "flows.recipes.vilbert",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
+    "cogqa": "flows.recipes.cogqa",
+    "kbert": "flows.recipes.kbert",
+    "seq2seq": "flows.recipes.seq2seq",
 }
 
 

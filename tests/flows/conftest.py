@@ -10,18 +10,6 @@ import pytest
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
-# Small, fast pre-training used by every flow test.
-FAST = [
-    "experiment=bert_tiny",
-    "model.num_layers=1",
-    "model.hidden_size=64",
-    "model.intermediate_size=128",
-    "data.max_length=64",
-    "data.batch_size=8",
-    "trainer.progress=false",
-    "trainer.log_every=5",
-]
-
 
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

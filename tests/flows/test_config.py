@@ -24,6 +24,15 @@ def _options(group: str) -> list[str]:
 # Multimodal models are not TransformerEncoders and their objectives need the whole model:
 # their own recipe builds both; a group option is checked inside its experiment.
 MULTIMODAL = {"visualbert", "vilbert"}
+# Encoder-decoder presets (recipe seq2seq): their model and objective build together too.
+SEQ2SEQ_OPTIONS = {
+    "model=bart_tiny": "bart_tiny",
+    "objective=bart": "bart_tiny",
+    "model=t5_tiny": "t5_tiny",
+    "objective=t5": "t5_tiny",
+    "model=mass_tiny": "mass_tiny",
+    "objective=mass": "mass_tiny",
+}
 MULTIMODAL_OPTIONS = {
     "model=visualbert_tiny": "visualbert_tiny",
     "objective=vl_visualbert": "visualbert_tiny",
@@ -35,7 +44,8 @@ MULTIMODAL_OPTIONS = {
 
 
 def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
-    extra = [f"experiment={MULTIMODAL_OPTIONS[o]}" for o in overrides if o in MULTIMODAL_OPTIONS]
+    options = {**MULTIMODAL_OPTIONS, **SEQ2SEQ_OPTIONS}
+    extra = [f"experiment={options[o]}" for o in overrides if o in options]
     cfg = compose_config([*extra, *overrides, *TINY, f"trainer.output_dir={tmp_path}"])
     if cfg.get("recipe") in MULTIMODAL:
         from flows.recipes.visualbert import instantiate_for_check
@@ -43,6 +53,15 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         model, objectives = instantiate_for_check(cfg, VOCAB)
         assert model.config.hidden_size == 16
         assert all(isinstance(o, Objective) for o in objectives.values())
+    elif cfg.get("recipe") == "seq2seq":
+        from flows.recipes.seq2seq import instantiate_for_check as seq2seq_check
+        from ptm_core.encoders import EncoderDecoderModel
+        from ptm_core.objectives import Seq2SeqObjective
+
+        model, objectives = seq2seq_check(cfg, VOCAB)
+        assert isinstance(model, EncoderDecoderModel)
+        assert model.config.hidden_size == 16
+        assert all(isinstance(o, Seq2SeqObjective) for o in objectives.values())
     else:
         encoder = instantiate(cfg.model)(vocab_size=VOCAB.vocab_size)
         assert isinstance(encoder, TransformerEncoder)

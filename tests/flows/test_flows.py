@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FAST
+from flow_settings import FAST
 
 from flows.artifacts import read_metrics
 from flows.registry import ModelRegistry

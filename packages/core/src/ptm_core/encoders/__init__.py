@@ -1,6 +1,13 @@
 """Transformer encoders, their config, builders and presets."""
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.decoder import DecoderLayer, TransformerDecoder
+from ptm_core.encoders.encoder_decoder import (
+    EncoderDecoderModel,
+    Seq2SeqConfig,
+    Seq2SeqOutput,
+    build_encoder_decoder,
+)
 from ptm_core.encoders.presets import (
     albert_base,
     albert_encoder,
@@ -22,8 +29,13 @@ from ptm_core.encoders.transformer import (
 )
 
 __all__ = [
+    "DecoderLayer",
     "EncoderConfig",
+    "EncoderDecoderModel",
     "EncoderOutput",
+    "Seq2SeqConfig",
+    "Seq2SeqOutput",
+    "TransformerDecoder",
     "TransformerEncoder",
     "TransformerLayer",
     "albert_base",
@@ -34,6 +46,7 @@ __all__ = [
     "bert_large",
     "bert_mini",
     "bert_tiny",
+    "build_encoder_decoder",
     "build_layers",
     "electra_encoder",
     "electra_small",

@@ -1,5 +1,12 @@
 """Composed models: an encoder plus the heads of its objectives."""
 
 from ptm_core.models.pretraining import PretrainingModel, PretrainingOutput, RewritesInputs
+from ptm_core.models.seq2seq import Seq2SeqPretrainingModel, Seq2SeqPretrainingOutput
 
-__all__ = ["PretrainingModel", "PretrainingOutput", "RewritesInputs"]
+__all__ = [
+    "PretrainingModel",
+    "PretrainingOutput",
+    "RewritesInputs",
+    "Seq2SeqPretrainingModel",
+    "Seq2SeqPretrainingOutput",
+]

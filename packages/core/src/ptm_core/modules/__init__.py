@@ -13,6 +13,7 @@ from ptm_core.modules.attention_masks import (
     to_sdpa_mask,
     unilm_mask,
 )
+from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import ACTIVATIONS, FeedForward, get_activation
 from ptm_core.modules.initialization import init_bert_weights
@@ -22,6 +23,7 @@ __all__ = [
     "ACTIVATIONS",
     "UNILM_MASK_KINDS",
     "FeedForward",
+    "MultiHeadCrossAttention",
     "MultiHeadSelfAttention",
     "ScalarMix",
     "TextEmbeddings",
@@ -31,6 +33,7 @@ __all__ = [
     "get_activation",
     "init_bert_weights",
     "left_to_right_mask",
+    "memory_mask",
     "padding_to_visibility",
     "right_to_left_mask",
     "seq2seq_mask",

@@ -1,0 +1,73 @@
+"""Multi-head attention whose queries and keys/values come from different sequences."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class MultiHeadCrossAttention(nn.Module):
+    """Encoder-decoder ("cross") attention (Vaswani et al., 2017, section 3.2.3).
+
+    Queries come from the decoder states, keys and values from the encoder output
+    (``memory``). Keys and values are one fused projection ``kv_proj`` (one GEMM, as the
+    fused ``qkv_proj`` of :class:`~ptm_core.modules.MultiHeadSelfAttention`); the kernel
+    is :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+    Args:
+        hidden_size: model width ``D``.
+        num_heads: number of heads ``h``; ``D`` must be divisible by ``h``.
+        dropout: dropout on the attention probabilities (training only).
+        bias: whether the projections have biases.
+
+    Shapes:
+        hidden_states ``(B, Lq, D)``; memory ``(B, Lk, D)``; mask ``None`` or bool
+        ``(B, 1, 1, Lk)`` / ``(B, 1, Lq, Lk)`` (True = may attend); output ``(B, Lq, D)``.
+    """
+
+    def __init__(
+        self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True
+    ) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(
+                f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
+                "choose num_heads that divides hidden_size"
+            )
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+        self.kv_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
+        self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    def forward(self, hidden_states: Tensor, memory: Tensor, mask: Tensor | None = None) -> Tensor:
+        batch, q_len, width = hidden_states.shape
+        k_len = memory.shape[1]
+        query = (
+            self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim)
+        ).transpose(1, 2)  # (B, h, Lq, d)
+        kv = self.kv_proj(memory).view(batch, k_len, 2, self.num_heads, self.head_dim)
+        key, value = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, h, Lk, d)
+        context = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, h, Lq, d)
+        return self.out_proj(context.transpose(1, 2).reshape(batch, q_len, width))
+
+
+def memory_mask(attention_mask: Tensor | None) -> Tensor | None:
+    """Turn an encoder padding mask ``(B, Lk)`` (1 = real) into a cross-attention mask.
+
+    Returns:
+        ``None`` when every key is real, else bool ``(B, 1, 1, Lk)``.
+    """
+    if attention_mask is None:
+        return None
+    keys = attention_mask.bool()
+    if bool(keys.all()):
+        return None
+    return keys[:, None, None, :]

@@ -1,0 +1,81 @@
+"""Shared data side of sequence-to-sequence objectives (BART, T5, MASS) and their batches."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from ptm_core.objectives.base import IGNORE_INDEX
+from ptm_core.tokenization import VocabInfo
+
+# One training source: a document chunk as a list of sentences, each a list of token ids.
+Source = Sequence[Sequence[int]]
+Seq2SeqExample = dict[str, list[int]]
+
+
+class Seq2SeqObjective:
+    """Base of sequence-to-sequence objectives: noise a source into an example.
+
+    An example has ``input_ids`` (encoder input), ``decoder_input_ids`` and ``labels``
+    (``IGNORE_INDEX`` = not predicted), the last two of equal length. The loss is the
+    decoder's token cross-entropy (:class:`~ptm_core.models.Seq2SeqPretrainingModel`).
+    Subclasses implement :meth:`make_example`; noise is drawn per batch (dynamic), from a
+    generator seeded by the batch position, so runs are reproducible and resumable.
+
+    Args:
+        vocab: the tokenizer's :class:`~ptm_core.tokenization.VocabInfo`.
+        encoder: accepted (and ignored) so that objective factories share one signature.
+    """
+
+    name = "seq2seq"
+    # Ids the model needs beyond the tokenizer's (T5 sentinels).
+    extra_tokens = 0
+
+    def __init__(self, vocab: VocabInfo, encoder: object | None = None) -> None:
+        self.vocab = vocab
+
+    def make_example(self, source: Source, generator: torch.Generator) -> Seq2SeqExample:
+        raise NotImplementedError
+
+    def collate(self, sources: Sequence[Source], generator: torch.Generator) -> dict[str, Tensor]:
+        """Noise every source and pad into a batch (see :func:`pad_seq2seq`)."""
+        return pad_seq2seq([self.make_example(s, generator) for s in sources], self.vocab.pad_id)
+
+
+def shift_right(target: Sequence[int], start_id: int) -> list[int]:
+    """Teacher-forcing decoder input: ``[start] + target[:-1]``."""
+    return [start_id, *target[:-1]]
+
+
+def pad_seq2seq(examples: Sequence[Seq2SeqExample], pad_id: int) -> dict[str, Tensor]:
+    """Right-pad examples into ``input_ids``/``attention_mask`` ``(B, S)`` and
+    ``decoder_input_ids``/``decoder_attention_mask``/``labels`` ``(B, T)``."""
+    if not examples:
+        raise ValueError("cannot build a batch from zero examples")
+    source_len = max(len(e["input_ids"]) for e in examples)
+    target_len = max(len(e["decoder_input_ids"]) for e in examples)
+
+    def pad(rows: list[list[int]], length: int, value: int) -> Tensor:
+        return torch.tensor([r + [value] * (length - len(r)) for r in rows], dtype=torch.long)
+
+    inputs = [list(e["input_ids"]) for e in examples]
+    dec = [list(e["decoder_input_ids"]) for e in examples]
+    return {
+        "input_ids": pad(inputs, source_len, pad_id),
+        "attention_mask": pad([[1] * len(r) for r in inputs], source_len, 0),
+        "decoder_input_ids": pad(dec, target_len, pad_id),
+        "decoder_attention_mask": pad([[1] * len(r) for r in dec], target_len, 0),
+        "labels": pad([list(e["labels"]) for e in examples], target_len, IGNORE_INDEX),
+    }
+
+
+def flatten(source: Source) -> list[int]:
+    """The source's sentences concatenated."""
+    return [token for sentence in source for token in sentence]
+
+
+def randint(generator: torch.Generator, low: int, high: int) -> int:
+    """Uniform integer in ``[low, high)``."""
+    return int(torch.randint(low, high, (1,), generator=generator))
