@@ -27,6 +27,12 @@ FAMILIES = {
         True,
         "parallel-sentence retrieval (cosine of mean-pooled states, both directions)",
     ),
+    "cogqa": (
+        "joint_f1",
+        True,
+        "multi-hop QA (HotpotQA EM/F1, supporting-fact F1, joint F1); the baseline is "
+        "System 1 alone (best span without the cognitive graph)",
+    ),
     "multimodal": (
         "matching/accuracy",
         True,
@@ -42,6 +48,8 @@ def model_family(model_dir: str | Path) -> str:
         return "ernie_thu"
     if (directory / "languages.json").exists():
         return "xlm"
+    if (directory / "cogqa.json").exists():
+        return "cogqa"
     config = directory / "config.json"
     if config.exists() and "feature_spec" in json.loads(config.read_text()):
         return "multimodal"
@@ -148,6 +156,23 @@ def evaluate_multimodal_task(
     return scores
 
 
+@task(name="evaluate-cogqa")
+def evaluate_cogqa_task(model_dir: str, questions: str, system1_only: bool = False) -> dict:
+    """HotpotQA metrics of a CogQA system (or of its System 1 alone) on a HotpotQA JSON."""
+    from ptm_knowledge.cogqa.checkpoint import load_cogqa
+    from ptm_knowledge.cogqa.data import read_hotpot_json
+    from ptm_knowledge.cogqa.evaluation import evaluate_predictions
+    from ptm_knowledge.cogqa.training import predict_system1_only
+
+    system = load_cogqa(model_dir)
+    examples = read_hotpot_json(questions)
+    if system1_only:
+        predictions = {ex.id: predict_system1_only(system.reader, ex) for ex in examples}
+    else:
+        predictions = {ex.id: system.predict(ex)[0] for ex in examples}
+    return evaluate_predictions(examples, predictions)
+
+
 def _kg_scores(model_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
     return metrics["test"], metrics.get("random_baseline", {})
@@ -165,13 +190,15 @@ def evaluate(
 
     Families: text encoders with an MLM head (masked-LM accuracy, perplexity), ERNIE-THU
     (MLM, NSP and dEA accuracy on a linked corpus), KG embeddings (MRR, Hits@k), XLM
-    (parallel-sentence retrieval) and VisualBERT/ViLBERT (image-text matching, recall@k).
+    (parallel-sentence retrieval), VisualBERT/ViLBERT (image-text matching, recall@k) and
+    CogQA (HotpotQA metrics, against System 1 alone).
 
     Args:
         model_dir: a ``final/`` directory, or a KG-embedding directory.
         corpus: evaluation data: a text corpus (default: the bundled JSONL sample); for
             ERNIE-THU a linked corpus, for XLM a parallel corpus (file or directory), for
-            multimodal models an image-text pairs directory (required for those).
+            multimodal models an image-text pairs directory, for CogQA a HotpotQA-format
+            JSON (required for those).
         baseline: ``"random"`` (same architecture from random init; for KG embeddings the
             untrained model PyKEEN scored) or another model directory (e.g. the champion).
         seed: seed of the evaluation's masks, corruption and random baseline.
@@ -198,6 +225,15 @@ def evaluate(
             model_dir if random_base else baseline, corpus, seed, random_init=random_base
         )
         base_name = "random init" if random_base else f"`{baseline}`"
+        corpus_note = corpus
+    elif family == "cogqa":
+        if corpus is None:
+            raise ValueError("evaluating a CogQA model needs corpus=<HotpotQA-format .json>")
+        scores = evaluate_cogqa_task(model_dir, corpus)
+        if baseline == "random":  # the issue's baseline: System 1 without the graph
+            base, base_name = evaluate_cogqa_task(model_dir, corpus, True), "System 1 only"
+        else:
+            base, base_name = evaluate_cogqa_task(baseline, corpus), f"`{baseline}`"
         corpus_note = corpus
     elif family in ("xlm", "multimodal"):
         if corpus is None:

@@ -49,3 +49,22 @@ def test_unknown_directory_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="cannot tell which evaluation fits"):
         model_family(tmp_path)
+
+
+@pytest.mark.filterwarnings("ignore:train_reasoner")
+def test_cogqa_model_is_scored_against_system1_alone(tmp_path: Path) -> None:
+    from flows.evaluate import evaluate
+
+    model_dir = _train(
+        "cogqa_tiny",
+        tmp_path / "cogqa",
+        "cogqa.reader_epochs=2",
+        "cogqa.reasoner_epochs=1",
+        "data.num_train=30",
+    )
+    questions = ROOT / "data_specs" / "multihop_qa" / "sample" / "bridge_sample.json"
+    final = Path(model_dir).parent  # final/ holds the reader's encoder/ and the system
+    result = evaluate(str(final), corpus=str(questions))
+    assert result["family"] == "cogqa" and result["metric"] == "joint_f1"
+    assert 0.0 <= result["model"]["joint_f1"] <= 1.0
+    assert "System 1 only" in Path(result["report"]).read_text()
