@@ -88,9 +88,12 @@ def test_from_text_encoder_splits_layers() -> None:
     ).eval()
     ids = torch.randint(5, 50, (1, 7))
     reference = text(ids).last_hidden_state
-    model = KnowledgeableEncoder.from_text_encoder(text, torch.randn(10, 8), 1).eval()
+    # The released code's output form (linear output sub-layer): then, without entities, a
+    # BERT-initialised aggregator is exactly the BERT layer it came from.
+    model = KnowledgeableEncoder.from_text_encoder(
+        text, torch.randn(10, 8), 1, output_activation=False
+    ).eval()
     assert model.config.num_layers == 2 and len(model.knowledge_layers) == 1
-    # Without entities, a BERT-initialised aggregator is exactly the BERT layer it came from.
     out = model(ids, entity_ids=torch.full((1, 7), -1)).last_hidden_state
     torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="num_knowledge_layers"):
@@ -110,7 +113,9 @@ def test_text_layers_from_a_hugging_face_bert_checkpoint(tmp_path) -> None:
     from ptm_core import TransformerEncoder
 
     loaded = TransformerEncoder.from_pretrained(hf_dir)
-    model = KnowledgeableEncoder.from_text_encoder(loaded, torch.randn(5, 8), 1).eval()
+    model = KnowledgeableEncoder.from_text_encoder(
+        loaded, torch.randn(5, 8), 1, output_activation=False
+    ).eval()
     ids = torch.randint(5, 50, (1, 6))
     torch.testing.assert_close(model(ids).last_hidden_state, bert(ids).last_hidden_state)
 

@@ -46,9 +46,9 @@ class AggregatorLayer(nn.Module):
         w' = LN(w~ + out(W_t' h + b_t'))
         e' = LN(e~ + out(W_e' h + b_e'))  (only at aligned positions; zeros elsewhere)
 
-    with ``out = act`` if ``output_activation`` (the paper's equations) or the identity
-    (the released code, where this is BERT's output sub-layer; the default, so a BERT
-    layer's weights initialise the token stream exactly).
+    with ``out = act`` if ``output_activation`` (the paper's equations; the default) or the
+    identity (``output_activation=False``: the released code, where this is BERT's output
+    sub-layer, so a BERT layer's weights reproduce that layer exactly).
 
     **Entity bias.** The released code computes ``W_e e~ + b_e`` for *every* token, with
     ``e~ = 0`` where no entity is aligned, so ``b_e`` is added to tokens without an entity
@@ -88,7 +88,7 @@ class AggregatorLayer(nn.Module):
         activation: str = "gelu",
         layer_norm_eps: float = 1e-12,
         entity_bias_everywhere: bool = False,
-        output_activation: bool = False,
+        output_activation: bool = True,
     ) -> None:
         super().__init__()
         self.token_attention = MultiHeadSelfAttention(hidden_size, num_heads, attention_dropout)
@@ -162,7 +162,7 @@ class KnowledgeableEncoder(nn.Module):
         entity_heads: int = 1,
         intermediate_size: int | None = None,
         entity_bias_everywhere: bool = False,
-        output_activation: bool = False,
+        output_activation: bool = True,
     ) -> None:
         super().__init__()
         if entity_embeddings.dim() != 2:
