@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ptm_core.atomic import atomic_write_bytes, atomic_write_text
+from ptm_core.training.metrics import MetricsLog
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl`` file (empty when it does not exist)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return MetricsLog(Path(path)).read()
 
 
 def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:

@@ -6,7 +6,6 @@ configuration framework is imported here.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.distributed import barrier, is_main_process
+from ptm_core.training.metrics import MetricsLog
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ def pretrain(
             extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
         )
     barrier()
-    final_metrics = result.history[-1] if result.history else _last_record(result.metrics_path)
+    final_metrics = result.history[-1] if result.history else MetricsLog(result.metrics_path).last()
     return PretrainResult(
         output_dir=output_dir,
         encoder_dir=encoder_dir,
@@ -293,10 +293,3 @@ def load_heads(mix: ObjectiveMix, directory: Path) -> list[str]:
         raise ValueError(f"{path}: head shapes do not fit: " + "; ".join(mismatched))
     result = mix.load_state_dict({k: v for k, v in state.items() if k in own}, strict=False)
     return sorted(result.missing_keys)
-
-
-def _last_record(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1]) if lines else {}

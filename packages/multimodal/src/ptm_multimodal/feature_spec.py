@@ -120,3 +120,17 @@ def hash_module(module: nn.Module) -> str:
             data = data.float()
         digest.update(data.numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+def check_model_features(
+    model_spec: FeatureSpec | None, feature_size: int, spec: FeatureSpec, *, source: str
+) -> None:
+    """Raise :class:`FeatureMismatchError` when ``spec`` does not fit a model.
+
+    A model trained on known features checks the whole spec (size, extractor, hash); a
+    model built without one only knows its input width, so only the size is checked.
+    """
+    expected = model_spec or FeatureSpec(
+        extractor=spec.extractor, feature_size=feature_size, extractor_hash=spec.extractor_hash
+    )
+    expected.check_compatible(spec, source=source)

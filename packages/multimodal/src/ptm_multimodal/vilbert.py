@@ -13,7 +13,7 @@ from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerLaye
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_multimodal.co_attention import CoAttentionLayer
-from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
+from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
 @dataclass
@@ -149,12 +149,7 @@ class VilbertModel(nn.Module):
 
     def check_features(self, spec: FeatureSpec, *, source: str = "the dataset") -> None:
         """Raise :class:`FeatureMismatchError` when ``spec`` is not this model's features."""
-        expected = self.feature_spec or FeatureSpec(
-            extractor=spec.extractor,
-            feature_size=self.feature_size,
-            extractor_hash=spec.extractor_hash,
-        )
-        expected.check_compatible(spec, source=source)
+        check_model_features(self.feature_spec, self.feature_size, spec, source=source)
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {

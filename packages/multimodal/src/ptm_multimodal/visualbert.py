@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, bert_encoder
-from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
+from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
 class VisualBertModel(nn.Module):
@@ -103,12 +103,7 @@ class VisualBertModel(nn.Module):
 
     def check_features(self, spec: FeatureSpec, *, source: str = "the dataset") -> None:
         """Raise :class:`FeatureMismatchError` when ``spec`` is not this model's features."""
-        expected = self.feature_spec or FeatureSpec(
-            extractor=spec.extractor,
-            feature_size=self.visual_embedding_dim,
-            extractor_hash=spec.extractor_hash,
-        )
-        expected.check_compatible(spec, source=source)
+        check_model_features(self.feature_spec, self.visual_embedding_dim, spec, source=source)
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {

@@ -100,13 +100,9 @@ def evaluate_masked_lm(
         seed: seed of the masks.
         device: where to run.
     """
-    documents = read_text_corpus(corpus)
-    flat = [s for d in documents for s in d.sentences]
-    ids = tokenizer.tokenize_ids_batch(flat)
-    tokenized, start = [], 0
-    for doc in documents:
-        tokenized.append(ids[start : start + len(doc.sentences)])
-        start += len(doc.sentences)
+    from ptm_core.pretraining import tokenize_documents
+
+    tokenized = tokenize_documents(read_text_corpus(corpus), tokenizer)
     max_length = min(max_length, encoder.config.max_positions)
     examples = build_single_segment_examples(tokenized, tokenizer.vocab_info, max_length)
     encoder = encoder.to(device).eval()

@@ -122,6 +122,11 @@ class MetricsLog:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def last(self) -> dict[str, Any]:
+        """The last record in the file (empty if there is none)."""
+        records = self.read()
+        return records[-1] if records else {}
+
     def read(self) -> list[dict[str, Any]]:
         """Return all records in the file (empty if it does not exist)."""
         if not self.path.exists():

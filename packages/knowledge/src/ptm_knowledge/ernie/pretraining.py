@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +17,7 @@ from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, Object
 from ptm_core.pretraining import PretrainResult, prepare_tokenizer, save_heads
 from ptm_core.seeding import derive_seed
 from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training.metrics import MetricsLog
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
 from ptm_knowledge.ernie.examples import build_knowledge_examples
 from ptm_knowledge.ernie.knowledge_masking import (
@@ -49,13 +49,6 @@ def _text_encoder(source: EncoderSource, vocab_size: int, seed: int) -> Transfor
     return source(vocab_size=vocab_size)
 
 
-def _last_record(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1]) if lines else {}
-
-
 def _finish(
     output_dir: Path,
     trainer_result: Any,
@@ -67,7 +60,7 @@ def _finish(
     final = (
         trainer_result.history[-1]
         if trainer_result.history
-        else _last_record(trainer_result.metrics_path)
+        else MetricsLog(trainer_result.metrics_path).last()
     )
     return PretrainResult(
         output_dir=output_dir,
@@ -248,7 +241,7 @@ def pretrain_ernie_thu(
     )
     model = ErnieThuPretrainingModel(model_encoder, mix)
     result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
-    final = result.history[-1] if result.history else _last_record(result.metrics_path)
+    final = result.history[-1] if result.history else MetricsLog(result.metrics_path).last()
     encoder_dir = model_encoder.save_pretrained(
         output_dir / "final",
         entity_ids=entity_ids,
