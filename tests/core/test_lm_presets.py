@@ -1,4 +1,4 @@
-"""`ptm pretrain experiment=NAME` for SpanBERT, UniLM and GPT: a few dozen steps, loss falls."""
+"""`ptm pretrain experiment=NAME` for SpanBERT, UniLM, GPT and XLNet: a few dozen steps, loss falls."""
 
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ SMALL = [
         ("spanbert_tiny", {"mlm/loss", "sbo/loss", "sbo/accuracy"}),
         ("unilm_tiny", {"unilm/loss"}),
         ("gpt_tiny", {"clm/loss", "clm/perplexity"}),
+        ("xlnet_tiny", {"plm/loss", "plm/accuracy", "plm/predictions"}),
     ],
 )
 def test_preset_trains_with_a_falling_loss(

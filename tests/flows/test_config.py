@@ -43,8 +43,12 @@ MULTIMODAL_OPTIONS = {
 }
 
 
+# Permutation LM needs a relative-position encoder: checked inside its experiment.
+NEEDS_EXPERIMENT = {"objective=permutation_lm": "xlnet_tiny"}
+
+
 def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
-    options = {**MULTIMODAL_OPTIONS, **SEQ2SEQ_OPTIONS}
+    options = {**MULTIMODAL_OPTIONS, **SEQ2SEQ_OPTIONS, **NEEDS_EXPERIMENT}
     extra = [f"experiment={options[o]}" for o in overrides if o in options]
     cfg = compose_config([*extra, *overrides, *TINY, f"trainer.output_dir={tmp_path}"])
     if cfg.get("recipe") in MULTIMODAL:

@@ -382,13 +382,14 @@ def save_encoder(
         encoder: the model.
         path: target directory.
         format: ``"ptm"``, or a Hugging Face layout: ``"hf-bert"`` (``BertModel``),
-            ``"hf-albert"`` (``AlbertModel``), ``"hf-electra"`` (``ElectraModel``), or
-            ``"hf"`` = the one that fits (ALBERT when layers are shared, ELECTRA when the
-            embeddings are factorised, else BERT).
+            ``"hf-albert"`` (``AlbertModel``), ``"hf-electra"`` (``ElectraModel``),
+            ``"hf-xlnet"`` (``XLNetModel``), or ``"hf"`` = the one that fits (XLNet with
+            relative positions, ALBERT when layers are shared, ELECTRA when the embeddings
+            are factorised, else BERT).
         extra_writers: callables given the directory being written, to add files in the
             same atomic step (``tokenizer.save``, a model card).
     """
-    formats = ("ptm", "hf", "hf-bert", "hf-albert", "hf-electra")
+    formats = ("ptm", "hf", "hf-bert", "hf-albert", "hf-electra", "hf-xlnet")
     if format not in formats:
         raise ValueError(f"unknown checkpoint format {format!r}; valid: {', '.join(formats)}")
     config = encoder.config
@@ -398,9 +399,10 @@ def save_encoder(
         config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()}
         state = unique_state(encoder)
     elif format == "hf-bert":
-        if config.factorised or config.share_layers != "none":
+        if config.factorised or config.share_layers != "none" or config.relative:
             raise CheckpointError(
-                "a BERT checkpoint has no factorised embeddings or layer sharing; export "
+                "a BERT checkpoint has no factorised embeddings, layer sharing or relative "
+                "positions; export "
                 "this encoder with format='hf-albert' / 'hf-electra' or 'ptm'"
             )
         config_dict = encoder_config_to_hf(config)
@@ -420,6 +422,8 @@ def save_encoder(
 
 
 def _default_hf_format(config: EncoderConfig) -> str:
+    if config.relative:
+        return "hf-xlnet"
     if config.share_layers == "all":
         return "hf-albert"
     if config.share_layers != "none":

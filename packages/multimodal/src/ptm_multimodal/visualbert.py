@@ -86,6 +86,7 @@ class VisualBertModel(nn.Module):
                 nn.init.zeros_(module.bias)
         with torch.no_grad():  # special_visual_initialize: start from the text rows
             emb = encoder.embeddings
+            assert emb.position is not None  # VisualBERT's text encoder has absolute positions
             emb.position.weight[text_positions] = emb.position.weight[0]
             if emb.token_type is not None:
                 emb.token_type.weight[text_type_vocab_size:] = emb.token_type.weight[

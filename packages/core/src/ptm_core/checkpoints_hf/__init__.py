@@ -1,4 +1,4 @@
-"""Name maps between ptm encoders/heads and Hugging Face ALBERT and ELECTRA checkpoints.
+"""Name maps between ptm encoders/heads and Hugging Face ALBERT, ELECTRA and XLNet checkpoints.
 
 The BERT map lives in :mod:`ptm_core.checkpoints`; these modules reuse it for the layers
 (ELECTRA's layers are BERT's) and add what differs: factorised embeddings, ALBERT's one
@@ -8,9 +8,9 @@ Each family module exposes ``config_from_hf``, ``config_to_hf``, ``state_from_hf
 and ``save_encoder`` dispatch on ``model_type``.
 """
 
-from ptm_core.checkpoints_hf import albert, electra
+from ptm_core.checkpoints_hf import albert, electra, xlnet
 
 # Hugging Face ``model_type`` -> family module.
-FAMILIES = {"albert": albert, "electra": electra}
+FAMILIES = {"albert": albert, "electra": electra, "xlnet": xlnet}
 
-__all__ = ["FAMILIES", "albert", "electra"]
+__all__ = ["FAMILIES", "albert", "electra", "xlnet"]

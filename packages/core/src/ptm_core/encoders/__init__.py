@@ -20,6 +20,9 @@ from ptm_core.encoders.presets import (
     electra_encoder,
     electra_small,
     electra_tiny,
+    xlnet_base,
+    xlnet_encoder,
+    xlnet_tiny,
 )
 from ptm_core.encoders.transformer import (
     EncoderOutput,
@@ -51,4 +54,7 @@ __all__ = [
     "electra_encoder",
     "electra_small",
     "electra_tiny",
+    "xlnet_base",
+    "xlnet_encoder",
+    "xlnet_tiny",
 ]

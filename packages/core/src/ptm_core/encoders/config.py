@@ -13,6 +13,10 @@ NormPosition = Literal["post", "pre"]
 # parameter of a layer, only the attention block, or only the feed-forward block.
 LayerSharing = Literal["none", "all", "attention", "ffn"]
 LAYER_SHARING = ("none", "all", "attention", "ffn")
+# Where positions (and segments) enter: learned absolute embeddings added to the input
+# (BERT), or Transformer-XL / XLNet relative encodings inside every attention layer.
+Encoding = Literal["absolute", "relative"]
+ENCODINGS = ("absolute", "relative")
 
 
 @dataclass
@@ -43,6 +47,19 @@ class EncoderConfig:
         share_layers: cross-layer parameter sharing (ALBERT): ``"none"`` (BERT),
             ``"all"`` (one layer applied ``num_layers`` times), ``"attention"`` or ``"ffn"``
             (only that block is shared, each layer keeps its own other block and norms).
+        position_encoding: ``"absolute"`` (a learned table of ``max_positions`` added to
+            the input, BERT) or ``"relative"`` (Transformer-XL, Dai et al., 2019: no
+            position table; every attention layer scores content, sinusoidal relative
+            distance and, with biases ``u``/``v``, both; XLNet's encoder). A relative
+            encoder has no length limit; ``max_positions`` is then unused.
+        segment_encoding: ``"absolute"`` (token-type table, BERT) or ``"relative"``
+            (XLNet: attention scores whether query and key are in the same segment; no
+            token-type table). ``"relative"`` needs ``position_encoding="relative"``.
+        memory_length: Transformer-XL segment-level recurrence: how many hidden states
+            of earlier segments each layer keeps as memory (``0`` = no recurrence). The
+            encoder returns the new memory; it is detached (no gradient flows into it).
+            Needs ``position_encoding="relative"``.
+        embedding_layer_norm: LayerNorm on the embedding sum (BERT yes, XLNet no).
     """
 
     vocab_size: int = 30522
@@ -61,6 +78,10 @@ class EncoderConfig:
     initializer_range: float = 0.02
     embedding_size: int | None = None
     share_layers: LayerSharing = "none"
+    position_encoding: Encoding = "absolute"
+    segment_encoding: Encoding = "absolute"
+    memory_length: int = 0
+    embedding_layer_norm: bool = True
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -94,6 +115,22 @@ class EncoderConfig:
                 f"EncoderConfig.share_layers must be one of {', '.join(LAYER_SHARING)}, "
                 f"got {self.share_layers!r}"
             )
+        for name in ("position_encoding", "segment_encoding"):
+            if getattr(self, name) not in ENCODINGS:
+                raise ValueError(
+                    f"EncoderConfig.{name} must be 'absolute' or 'relative', "
+                    f"got {getattr(self, name)!r}"
+                )
+        if not isinstance(self.memory_length, int) or self.memory_length < 0:
+            raise ValueError(
+                f"EncoderConfig.memory_length must be an integer >= 0, got {self.memory_length!r}"
+            )
+        if not self.relative and (self.segment_encoding == "relative" or self.memory_length):
+            raise ValueError(
+                "EncoderConfig.segment_encoding='relative' and memory_length > 0 need "
+                "position_encoding='relative' (Transformer-XL attention); set "
+                "position_encoding='relative' or turn them off"
+            )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -103,6 +140,11 @@ class EncoderConfig:
     def factorised(self) -> bool:
         """Whether the embeddings are narrower/wider than the layers (an ``E -> D`` projection)."""
         return self.embedding_size is not None and self.embedding_size != self.hidden_size
+
+    @property
+    def relative(self) -> bool:
+        """Whether attention uses Transformer-XL relative positions (XLNet) instead of a table."""
+        return self.position_encoding == "relative"
 
     @property
     def embedding_width(self) -> int:

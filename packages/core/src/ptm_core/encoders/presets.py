@@ -136,6 +136,59 @@ def electra_encoder(
     )
 
 
+def xlnet_encoder(
+    vocab_size: int = 32000,
+    hidden_size: int = 768,
+    num_layers: int = 12,
+    num_heads: int = 12,
+    intermediate_size: int | None = None,
+    dropout: float = 0.1,
+    activation: str = "gelu",
+    layer_norm_eps: float = 1e-12,
+    pad_token_id: int = 0,
+    initializer_range: float = 0.02,
+    memory_length: int = 0,
+) -> TransformerEncoder:
+    """Build an XLNet encoder (Yang et al., 2019): the core encoder with Transformer-XL
+    relative positions and segments, no embedding LayerNorm, post-LN layers.
+
+    ``memory_length`` > 0 turns on segment-level recurrence (the encoder then returns
+    the memory to pass with the next segment). Pre-train it with
+    :class:`~ptm_core.objectives.PermutationLMObjective`.
+    """
+    return TransformerEncoder(
+        EncoderConfig(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            intermediate_size=intermediate_size or 4 * hidden_size,
+            type_vocab_size=2,
+            dropout=dropout,
+            attention_dropout=dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            norm_position="post",
+            pad_token_id=pad_token_id,
+            initializer_range=initializer_range,
+            position_encoding="relative",
+            segment_encoding="relative",
+            memory_length=memory_length,
+            embedding_layer_norm=False,
+        )
+    )
+
+
+def xlnet_base() -> TransformerEncoder:
+    """XLNet-Base sizes: 12 layers, 768 wide, 12 heads, vocabulary 32000."""
+    return xlnet_encoder()
+
+
+def xlnet_tiny() -> TransformerEncoder:
+    """A test-size XLNet: 2 layers, 128 wide, 2 heads."""
+    return xlnet_encoder(vocab_size=30522, hidden_size=128, num_layers=2, num_heads=2)
+
+
 def bert_base() -> TransformerEncoder:
     """BERT-base: 12 layers, 768 wide, 12 heads, 3072 FFN, 30522 word pieces."""
     return bert_encoder()

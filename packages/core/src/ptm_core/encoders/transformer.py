@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
@@ -15,6 +16,10 @@ from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
 from ptm_core.modules.initialization import init_bert_weights
+from ptm_core.modules.relative_attention import (
+    RelativeMultiHeadAttention,
+    sinusoid_relative_positions,
+)
 
 
 @dataclass
@@ -30,11 +35,19 @@ class EncoderOutput:
         attention_scores: when requested, ``num_layers`` tensors ``(B, h, L, L)``: each
             layer's pre-softmax attention scores (masked entries hold the most negative
             finite value), from the explicit attention path.
+        query_hidden_state: relative encoders given ``query_positions``: ``(B, P, D)``
+            output of XLNet's query stream at those positions.
+        memory: relative encoders with ``memory_length > 0``: ``num_layers`` detached
+            tensors ``(B, M', D)``, each layer's input over the last ``M'`` positions
+            (previous memory + this segment); pass them as ``memory=`` with the next
+            segment.
     """
 
     last_hidden_state: Tensor
     hidden_states: tuple[Tensor, ...] | None = None
     attention_scores: tuple[Tensor, ...] | None = None
+    query_hidden_state: Tensor | None = None
+    memory: tuple[Tensor, ...] | None = None
 
 
 class TransformerLayer(nn.Module):
@@ -78,19 +91,29 @@ class TransformerLayer(nn.Module):
         """Apply the layer; with ``return_scores`` also return the attention scores
         ``(B, h, L, L)`` (explicit attention path instead of SDPA)."""
         scores: Tensor | None = None
-        x = hidden_states
-        attention_input = self.attention_norm(x) if self.pre_norm else x
+        attention_input = self.attention_input(hidden_states)
         if return_scores:
             attended, scores = self.attention(attention_input, mask, return_scores=True)
         else:
             attended = self.attention(attention_input, mask)
+        x = self.after_attention(hidden_states, attended)
+        return (x, scores) if scores is not None else x
+
+    def attention_input(self, x: Tensor) -> Tensor:
+        """What the attention block reads: ``LN(x)`` (pre-LN) or ``x`` (post-LN)."""
+        return self.attention_norm(x) if self.pre_norm else x
+
+    def after_attention(self, x: Tensor, attended: Tensor) -> Tensor:
+        """The attention residual, then the feed-forward block with its residual.
+
+        The relative-position path (XLNet) calls this once per stream: the content and
+        query streams share every weight of the layer.
+        """
         if self.pre_norm:
             x = x + self.dropout(attended)
-            x = x + self.dropout(self.feed_forward(self.ffn_norm(x)))
-        else:
-            x = self.attention_norm(x + self.dropout(attended))
-            x = self.ffn_norm(x + self.dropout(self.feed_forward(x)))
-        return (x, scores) if scores is not None else x
+            return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
+        x = self.attention_norm(x + self.dropout(attended))
+        return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
 
 
 def build_layers(config: EncoderConfig) -> nn.ModuleList:
@@ -104,6 +127,13 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
     """
 
     def attention() -> nn.Module:
+        if config.relative:
+            return RelativeMultiHeadAttention(
+                config.hidden_size,
+                config.num_heads,
+                dropout=config.attention_dropout,
+                relative_segments=config.segment_encoding == "relative",
+            )
         return MultiHeadSelfAttention(
             config.hidden_size, config.num_heads, dropout=config.attention_dropout
         )
@@ -164,10 +194,12 @@ class TransformerEncoder(nn.Module):
             vocab_size=config.vocab_size,
             hidden_size=config.embedding_width,
             max_positions=config.max_positions,
-            type_vocab_size=config.type_vocab_size,
+            type_vocab_size=config.type_vocab_size if config.segment_encoding == "absolute" else 0,
             dropout=config.dropout,
             layer_norm_eps=config.layer_norm_eps,
+            layer_norm=config.embedding_layer_norm,
             pad_token_id=config.pad_token_id,
+            absolute_positions=not config.relative,
         )
         self.embedding_projection = (
             nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
@@ -178,7 +210,17 @@ class TransformerEncoder(nn.Module):
             if config.norm_position == "pre"
             else None
         )
+        # XLNet's query stream starts from one learned vector at every predicted position.
+        self.query_embedding = (
+            nn.Parameter(torch.zeros(config.hidden_size)) if config.relative else None
+        )
+        self.position_dropout = nn.Dropout(config.dropout)
         init_bert_weights(self, config.initializer_range)
+        if self.query_embedding is not None:
+            nn.init.normal_(self.query_embedding, std=config.initializer_range)
+        for module in self.modules():
+            if isinstance(module, RelativeMultiHeadAttention):
+                module.reset_biases(config.initializer_range)
 
     @property
     def hidden_size(self) -> int:
@@ -200,6 +242,9 @@ class TransformerEncoder(nn.Module):
         extra_embeds: Tensor | None = None,
         output_hidden_states: bool = False,
         output_attention_scores: bool = False,
+        memory: Sequence[Tensor] | None = None,
+        query_positions: Tensor | None = None,
+        query_attention_mask: Tensor | None = None,
     ) -> EncoderOutput:
         """Encode a batch.
 
@@ -217,12 +262,44 @@ class TransformerEncoder(nn.Module):
             output_hidden_states: also return the embedding output and every layer output.
             output_attention_scores: also return every layer's pre-softmax attention scores;
                 this takes the explicit attention path instead of SDPA (slower, more memory).
+            memory: relative encoders only: the ``memory`` of the previous segment's
+                output (``num_layers`` tensors ``(B, M, D)``); every token may attend it.
+            query_positions: relative encoders only: ``(B, P)`` positions at which to run
+                XLNet's query stream (which knows a token's position, not its content);
+                its output is ``query_hidden_state``.
+            query_attention_mask: ``(B, P, L)`` bool, what each query-stream position
+                may see of the segment's content (True = may attend); needed with
+                ``query_positions``. Build it with
+                :func:`~ptm_core.modules.attention_masks.permutation_masks`.
 
         Returns:
             :class:`EncoderOutput`.
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if self.config.relative:
+            if output_attention_scores:
+                raise ValueError(
+                    "output_attention_scores is not available with relative positions; "
+                    "use an absolute-position encoder for attention distillation"
+                )
+            return self._forward_relative(
+                input_ids,
+                attention_mask,
+                token_type_ids,
+                inputs_embeds=inputs_embeds,
+                extra_embeds=extra_embeds,
+                position_ids=position_ids,
+                memory=memory,
+                query_positions=query_positions,
+                query_attention_mask=query_attention_mask,
+                output_hidden_states=output_hidden_states,
+            )
+        if memory is not None or query_positions is not None:
+            raise ValueError(
+                "memory and query_positions need an encoder with position_encoding='relative' "
+                "(Transformer-XL / XLNet)"
+            )
         hidden = self.embeddings(
             input_ids,
             inputs_embeds=inputs_embeds,
@@ -251,6 +328,114 @@ class TransformerEncoder(nn.Module):
             attention_scores=tuple(all_scores) if all_scores is not None else None,
         )
 
+    def _forward_relative(
+        self,
+        input_ids: Tensor | None,
+        attention_mask: Tensor | None,
+        token_type_ids: Tensor | None,
+        *,
+        inputs_embeds: Tensor | None,
+        extra_embeds: Tensor | None,
+        position_ids: Tensor | None,
+        memory: Sequence[Tensor] | None,
+        query_positions: Tensor | None,
+        query_attention_mask: Tensor | None,
+        output_hidden_states: bool,
+    ) -> EncoderOutput:
+        """Transformer-XL / XLNet path: relative positions, memory, two streams."""
+        config = self.config
+        hidden = self.embeddings(
+            input_ids,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids if config.segment_encoding == "absolute" else None,
+            extra_embeds=extra_embeds,
+        )
+        if self.embedding_projection is not None:
+            hidden = self.embedding_projection(hidden)
+        batch, length, width = hidden.shape
+        memory = list(memory) if memory is not None else None
+        if memory is not None and len(memory) != len(self.layers):
+            raise ValueError(
+                f"memory has {len(memory)} tensors but the encoder has {len(self.layers)} "
+                "layers; pass the memory returned by the previous segment's forward"
+            )
+        memory_length = memory[0].shape[1] if memory else 0
+        if memory:
+            for index, tensor in enumerate(memory):
+                if tensor.shape != (batch, memory_length, width):
+                    raise ValueError(
+                        f"memory[{index}] has shape {tuple(tensor.shape)}, expected "
+                        f"({batch}, {memory_length}, {width}) like memory[0]"
+                    )
+        keys = memory_length + length
+        content_mask = _relative_content_mask(attention_mask, batch, length, memory_length)
+        segment_diff = None
+        if config.segment_encoding == "relative" and token_type_ids is not None:
+            # Memory counts as segment 0, as in XLNet.
+            types = token_type_ids.expand(batch, length)
+            key_types = torch.cat([types.new_zeros(batch, memory_length), types], dim=1)
+            segment_diff = types[:, :, None] != key_types[:, None, :]  # (B, L, K)
+        positions = self.position_dropout(
+            sinusoid_relative_positions(
+                length, keys, width, device=hidden.device, dtype=hidden.dtype
+            )
+        )
+        query: Tensor | None = None
+        query_mask: Tensor | None = None
+        if query_positions is not None:
+            if query_attention_mask is None:
+                raise ValueError(
+                    "query_positions needs query_attention_mask (B, P, L): what each "
+                    "query-stream position may see; build it with permutation_masks"
+                )
+            count = query_positions.shape[1]
+            if query_attention_mask.shape != (batch, count, length):
+                raise ValueError(
+                    f"query_attention_mask has shape {tuple(query_attention_mask.shape)}, "
+                    f"expected ({batch}, {count}, {length}) for query_positions of shape "
+                    f"{tuple(query_positions.shape)}"
+                )
+            assert self.query_embedding is not None
+            query = self.embeddings.dropout(self.query_embedding.expand(batch, count, width))
+            query_mask = query_attention_mask.bool()
+            if memory_length:
+                query_mask = torch.cat(
+                    [query_mask.new_ones(batch, count, memory_length), query_mask], dim=2
+                )
+        new_memory: list[Tensor] = []
+        all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
+        for index, module in enumerate(self.layers):
+            layer = cast(TransformerLayer, module)
+            layer_memory = memory[index] if memory else None
+            if config.memory_length:
+                cached = hidden if layer_memory is None else torch.cat([layer_memory, hidden], 1)
+                new_memory.append(cached[:, -config.memory_length :].detach())
+            attended, attended_query = layer.attention(
+                layer.attention_input(hidden),
+                positions,
+                content_mask,
+                memory=layer.attention_input(layer_memory) if layer_memory is not None else None,
+                segment_diff=segment_diff,
+                query=layer.attention_input(query) if query is not None else None,
+                query_positions=query_positions,
+                query_mask=query_mask,
+            )
+            hidden = layer.after_attention(hidden, attended)
+            if query is not None:
+                query = layer.after_attention(query, attended_query)
+            if all_hidden is not None:
+                all_hidden.append(hidden)
+        if self.final_norm is not None:
+            hidden = self.final_norm(hidden)
+            query = self.final_norm(query) if query is not None else None
+        return EncoderOutput(
+            last_hidden_state=hidden,
+            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+            query_hidden_state=query,
+            memory=tuple(new_memory) if config.memory_length else None,
+        )
+
     def save_pretrained(
         self,
         path: str | Path,
@@ -265,7 +450,8 @@ class TransformerEncoder(nn.Module):
             format: ``"ptm"`` (our names), ``"hf"`` (a directory that
                 ``transformers`` loads: ``BertModel``, or ``AlbertModel`` when layers are
                 shared, ``ElectraModel`` when embeddings are factorised; post-LN only), or
-                explicitly ``"hf-bert"`` / ``"hf-albert"`` / ``"hf-electra"``.
+                explicitly ``"hf-bert"`` / ``"hf-albert"`` / ``"hf-electra"`` /
+                ``"hf-xlnet"`` (relative positions).
             extra_writers: callables given the directory being written, to add files in the
                 same atomic step (``tokenizer.save``, a model card).
 
@@ -297,3 +483,39 @@ class TransformerEncoder(nn.Module):
         from ptm_core.checkpoints import load_encoder
 
         return load_encoder(path, strict=strict, **overrides)
+
+
+def _relative_content_mask(
+    attention_mask: Tensor | None, batch: int, length: int, memory_length: int
+) -> Tensor | None:
+    """``(B, L, M + L)`` bool visibility for the relative path, or ``None`` (see all).
+
+    Accepts the encoder's two mask forms (``[B, L]`` padding, ``[B, L, L]`` visibility).
+    Memory is always visible (Transformer-XL) and a token always sees its own content
+    (XLNet's content stream), so no row is empty.
+    """
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() == 2:
+        if attention_mask.shape != (batch, length):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is "
+                f"({batch}, {length}); pass a [B, L] padding mask matching input_ids"
+            )
+        visible = attention_mask.bool()[:, None, :].expand(batch, length, length)
+    elif attention_mask.dim() == 3:
+        if attention_mask.shape[1:] != (length, length) or attention_mask.dtype != torch.bool:
+            raise ValueError(
+                f"a visibility attention_mask must be bool [B, {length}, {length}], got "
+                f"{attention_mask.dtype} {tuple(attention_mask.shape)}"
+            )
+        visible = attention_mask.expand(batch, length, length)
+    else:
+        raise ValueError(
+            f"attention_mask must be [B, L] padding or [B, L, L] visibility, got "
+            f"{attention_mask.dim()} dimensions"
+        )
+    visible = visible | torch.eye(length, dtype=torch.bool, device=visible.device)
+    if memory_length:
+        visible = torch.cat([visible.new_ones(batch, length, memory_length), visible], dim=2)
+    return visible

@@ -12,7 +12,14 @@ from ptm_core.objectives.base import Batch
 from ptm_core.objectives.mix import ObjectiveMix
 
 # Batch keys the encoder reads; everything else belongs to objectives.
-ENCODER_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids")
+ENCODER_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "position_ids",
+    "token_type_ids",
+    "query_positions",  # XLNet's query stream (permutation LM)
+    "query_attention_mask",
+)
 
 
 @runtime_checkable

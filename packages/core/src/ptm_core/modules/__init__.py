@@ -8,6 +8,7 @@ from ptm_core.modules.attention_masks import (
     causal_mask,
     left_to_right_mask,
     padding_to_visibility,
+    permutation_masks,
     right_to_left_mask,
     seq2seq_mask,
     to_sdpa_mask,
@@ -17,6 +18,11 @@ from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mas
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import ACTIVATIONS, FeedForward, get_activation
 from ptm_core.modules.initialization import init_bert_weights
+from ptm_core.modules.relative_attention import (
+    RelativeMultiHeadAttention,
+    relative_index,
+    sinusoid_relative_positions,
+)
 from ptm_core.modules.scalar_mix import ScalarMix
 
 __all__ = [
@@ -25,6 +31,7 @@ __all__ = [
     "FeedForward",
     "MultiHeadCrossAttention",
     "MultiHeadSelfAttention",
+    "RelativeMultiHeadAttention",
     "ScalarMix",
     "TextEmbeddings",
     "bidirectional_mask",
@@ -35,8 +42,11 @@ __all__ = [
     "left_to_right_mask",
     "memory_mask",
     "padding_to_visibility",
+    "permutation_masks",
+    "relative_index",
     "right_to_left_mask",
     "seq2seq_mask",
+    "sinusoid_relative_positions",
     "to_sdpa_mask",
     "unilm_mask",
 ]

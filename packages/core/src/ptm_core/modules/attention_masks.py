@@ -4,7 +4,7 @@ The encoder accepts two user-facing forms, both with ``True`` = may attend:
 
 * ``[B, L]`` key padding (``1``/``True`` = real token), as in BERT;
 * ``[B, L, L]`` visibility (row ``i`` may attend column ``j``), as K-BERT, UniLM prefix
-  masks, XLNet permutation masks and packed sequences need.
+  masks, XLNet permutation masks (:func:`permutation_masks`) and packed sequences need.
 
 :func:`to_sdpa_mask` turns either into the broadcastable boolean form that
 :func:`torch.nn.functional.scaled_dot_product_attention` takes.
@@ -208,3 +208,37 @@ def unilm_mask(kind: str, padding_mask: Tensor, token_type_ids: Tensor | None = 
             raise ValueError("a seq2seq mask needs token_type_ids (0 = source, 1 = target)")
         return seq2seq_mask(token_type_ids, padding_mask)
     raise ValueError(f"unknown mask kind {kind!r}; valid kinds: {', '.join(UNILM_MASK_KINDS)}")
+
+
+# --------------------------------------------------------------------------- XLNet
+def permutation_masks(order_ranks: Tensor, padding_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """XLNet's two-stream visibility for a factorisation order (Yang et al., 2019).
+
+    ``order_ranks[b, i]`` is token ``i``'s place in the sampled factorisation order
+    ``z`` (``0`` = first predicted). The content stream ``h_{z_t}`` encodes
+    ``x_{z_<=t}``: it sees tokens up to and including itself in the order. The query
+    stream ``g_{z_t}`` may use the position ``z_t`` but not the content ``x_{z_t}``: it
+    sees tokens strictly before itself. Tokens given the same rank see each other in the
+    content stream (XLNet's released code puts every non-target token at one rank, so
+    the context is encoded bidirectionally).
+
+    Args:
+        order_ranks: ``[B, L]`` integer rank of every token in its row's order.
+        padding_mask: ``[B, L]`` 1/True at real tokens; padding is hidden from both
+            streams (a padding row sees nothing).
+
+    Returns:
+        ``(content, query)``, each ``[B, L, L]`` bool (True = row may attend column). The
+        content mask has a True diagonal at every real token; the query mask's diagonal
+        is all False.
+    """
+    if order_ranks.shape != padding_mask.shape:
+        raise ValueError(
+            f"order_ranks {tuple(order_ranks.shape)} and padding_mask "
+            f"{tuple(padding_mask.shape)} must have the same [B, L] shape"
+        )
+    real = _real_pairs(padding_mask)
+    before_or_same = order_ranks[:, None, :] <= order_ranks[:, :, None]  # [b, i, j]: z_j <= z_i
+    content = before_or_same & real
+    strictly_before = order_ranks[:, None, :] < order_ranks[:, :, None]
+    return content, strictly_before & real

@@ -22,6 +22,9 @@ class TextEmbeddings(nn.Module):
         layer_norm_eps: epsilon of the LayerNorm.
         layer_norm: apply a LayerNorm to the sum (BERT: yes).
         pad_token_id: row of the token table used for padding.
+        absolute_positions: add a learned position table (``False`` for encoders with
+            relative positions, Transformer-XL / XLNet, whose attention layers see
+            distances instead).
 
     Shapes:
         input_ids / position_ids / token_type_ids ``(B, L)``; inputs_embeds ``(B, L, D)``;
@@ -38,10 +41,11 @@ class TextEmbeddings(nn.Module):
         layer_norm_eps: float = 1e-12,
         layer_norm: bool = True,
         pad_token_id: int = 0,
+        absolute_positions: bool = True,
     ) -> None:
         super().__init__()
         self.word = nn.Embedding(vocab_size, hidden_size, padding_idx=pad_token_id)
-        self.position = nn.Embedding(max_positions, hidden_size)
+        self.position = nn.Embedding(max_positions, hidden_size) if absolute_positions else None
         self.token_type = nn.Embedding(type_vocab_size, hidden_size) if type_vocab_size else None
         self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps) if layer_norm else None
         self.dropout = nn.Dropout(dropout)
@@ -61,14 +65,21 @@ class TextEmbeddings(nn.Module):
                 raise ValueError("pass input_ids or inputs_embeds")
             inputs_embeds = self.word(input_ids)
         length = inputs_embeds.shape[1]
-        if position_ids is None:
-            if length > self.max_positions:
-                raise ValueError(
-                    f"sequence of {length} tokens is longer than max_positions="
-                    f"{self.max_positions}; truncate the input or use a model with more positions"
-                )
-            position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
-        embeddings = inputs_embeds + self.position(position_ids)
+        embeddings = inputs_embeds
+        if self.position is not None:
+            if position_ids is None:
+                if length > self.max_positions:
+                    raise ValueError(
+                        f"sequence of {length} tokens is longer than max_positions="
+                        f"{self.max_positions}; truncate the input or use a model with more "
+                        "positions"
+                    )
+                position_ids = torch.arange(length, device=inputs_embeds.device)[None, :]
+            embeddings = embeddings + self.position(position_ids)
+        elif position_ids is not None:
+            raise ValueError(
+                "this encoder has relative positions (no position table); do not pass position_ids"
+            )
         if self.token_type is not None:
             if token_type_ids is None:
                 embeddings = embeddings + self.token_type.weight[0]

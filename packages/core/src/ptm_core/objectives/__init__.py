@@ -34,6 +34,13 @@ from ptm_core.objectives.mlm import (
     select_positions,
 )
 from ptm_core.objectives.nsp import NextSentenceObjective
+from ptm_core.objectives.permutation_lm import (
+    PermutationLMObjective,
+    num_predictions,
+    permutation_batch,
+    sample_order,
+    span_partition,
+)
 from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective, pad_seq2seq
 from ptm_core.objectives.sop import SentenceOrderObjective, build_sentence_order_examples
 from ptm_core.objectives.span import SpanMaskingObjective, span_mask_tokens
@@ -64,6 +71,7 @@ __all__ = [
     "Objective",
     "ObjectiveMix",
     "ObjectiveOutput",
+    "PermutationLMObjective",
     "ReplacedTokenDetectionObjective",
     "SentenceOrderObjective",
     "Seq2SeqObjective",
@@ -82,14 +90,18 @@ __all__ = [
     "init_student_from_teacher",
     "mask_tokens",
     "mass_mask",
+    "num_predictions",
     "pad_seq2seq",
+    "permutation_batch",
     "poisson_span_lengths",
     "random_spans_noise_mask",
+    "sample_order",
     "sample_replacements",
     "select_positions",
     "sentence_permutation",
     "soft_cross_entropy",
     "span_mask_tokens",
+    "span_partition",
     "t5_reconstruct",
     "t5_span_corruption",
     "text_infilling",

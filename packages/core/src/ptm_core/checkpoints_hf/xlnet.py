@@ -1,0 +1,209 @@
+"""Hugging Face XLNet (``XLNetModel`` / ``XLNetLMHeadModel``) <-> ptm.
+
+XLNet is the core encoder with ``position_encoding="relative"``,
+``segment_encoding="relative"`` and no embedding LayerNorm. Hugging Face stores each
+projection as one ``(D, h, d)`` parameter; ptm uses bias-free ``nn.Linear`` layers:
+
+=========================================  ==================================================
+Hugging Face (``transformer.`` optional)   ptm
+=========================================  ==================================================
+``word_embedding.weight``                  ``embeddings.word.weight``
+``mask_emb`` ``(1, 1, D)``                 ``query_embedding`` ``(D,)``
+``layer.{i}.rel_attn.{q,k,v,r}``           ``layers.{i}.attention.{query,key,value,position}_proj.weight``
+                                           (``W = p.reshape(D, h*d).T``)
+``layer.{i}.rel_attn.o``                   ``layers.{i}.attention.out_proj.weight`` (``o.reshape(D, h*d)``)
+``layer.{i}.rel_attn.r_w_bias``            ``layers.{i}.attention.content_bias``
+``layer.{i}.rel_attn.r_r_bias``            ``layers.{i}.attention.position_bias``
+``layer.{i}.rel_attn.r_s_bias``            ``layers.{i}.attention.segment_bias``
+``layer.{i}.rel_attn.seg_embed``           ``layers.{i}.attention.segment_embeddings``
+``layer.{i}.rel_attn.layer_norm``          ``layers.{i}.attention_norm``
+``layer.{i}.ff.layer_{1,2}``               ``layers.{i}.feed_forward.w_{in,out}``
+``layer.{i}.ff.layer_norm``                ``layers.{i}.ffn_norm``
+``lm_loss.{weight,bias}``                  the permutation-LM head (returned as a head tensor)
+=========================================  ==================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor
+
+from ptm_core.checkpoints import CheckpointError
+from ptm_core.encoders.config import EncoderConfig
+
+_CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "d_model": "hidden_size",
+    "n_layer": "num_layers",
+    "n_head": "num_heads",
+    "d_inner": "intermediate_size",
+    "ff_activation": "activation",
+    "layer_norm_eps": "layer_norm_eps",
+    "dropout": "dropout",
+    "initializer_range": "initializer_range",
+}
+_PROJECTIONS = {"q": "query_proj", "k": "key_proj", "v": "value_proj", "r": "position_proj"}
+_PARAMETERS = {
+    "r_w_bias": "content_bias",
+    "r_r_bias": "position_bias",
+    "r_s_bias": "segment_bias",
+    "seg_embed": "segment_embeddings",
+}
+_MODULES = {
+    "rel_attn.layer_norm": "attention_norm",
+    "ff.layer_1": "feed_forward.w_in",
+    "ff.layer_2": "feed_forward.w_out",
+    "ff.layer_norm": "ffn_norm",
+}
+_HEAD_PREFIXES = ("lm_loss.",)
+
+
+def config_from_hf(config: dict[str, Any], *, source: str) -> EncoderConfig:
+    """An :class:`EncoderConfig` for an ``XLNetConfig`` dict (bidirectional attention)."""
+    if config.get("attn_type", "bi") != "bi":
+        raise CheckpointError(
+            f"{source}: attn_type {config.get('attn_type')!r} is not supported; ptm loads "
+            "XLNet with bidirectional attention (attn_type='bi'), the pre-training setting"
+        )
+    if config.get("bi_data"):
+        raise CheckpointError(
+            f"{source}: bi_data=true (forward and backward relative encodings in one batch) "
+            "is not supported; set it to false"
+        )
+    if (config.get("clamp_len") or -1) > 0:
+        raise CheckpointError(
+            f"{source}: clamp_len={config['clamp_len']} is not supported (ptm never clamps "
+            "relative distances); set it to -1"
+        )
+    d_model, n_head = config.get("d_model", 1024), config.get("n_head", 16)
+    if config.get("d_head", d_model // n_head) * n_head != d_model:
+        raise CheckpointError(
+            f"{source}: d_head * n_head must equal d_model; got d_head={config.get('d_head')}, "
+            f"n_head={n_head}, d_model={d_model}"
+        )
+    values = {ours: config[theirs] for theirs, ours in _CONFIG_KEYS.items() if theirs in config}
+    values["attention_dropout"] = config.get("dropout", 0.1)
+    values["pad_token_id"] = config.get("pad_token_id") or 0
+    values["memory_length"] = config.get("mem_len") or 0
+    try:
+        return EncoderConfig(
+            **values,
+            position_encoding="relative",
+            segment_encoding="relative",
+            embedding_layer_norm=False,
+            type_vocab_size=2,
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+
+
+def check_exportable(config: EncoderConfig) -> None:
+    """Raise unless ``config`` is an XLNet-shaped encoder (see the module table)."""
+    problems = []
+    if not (config.relative and config.segment_encoding == "relative"):
+        problems.append("position_encoding and segment_encoding must both be 'relative'")
+    if config.embedding_layer_norm:
+        problems.append("embedding_layer_norm must be false")
+    if config.norm_position != "post" or config.share_layers != "none" or config.factorised:
+        problems.append("the layers must be post-LN, unshared, with unfactorised embeddings")
+    if problems:
+        raise CheckpointError(
+            "this encoder cannot be exported as XLNet: "
+            + "; ".join(problems)
+            + ". Save it with format='ptm'"
+        )
+
+
+def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
+    """An ``XLNetConfig`` dict for an XLNet-shaped ``config``."""
+    check_exportable(config)
+    hf: dict[str, Any] = {theirs: getattr(config, ours) for theirs, ours in _CONFIG_KEYS.items()}
+    hf.update(
+        d_head=config.hidden_size // config.num_heads,
+        attn_type="bi",
+        bi_data=False,
+        clamp_len=-1,
+        mem_len=config.memory_length or None,
+        pad_token_id=config.pad_token_id,
+        architectures=["XLNetModel"],
+        model_type="xlnet",
+    )
+    return hf
+
+
+def state_from_hf(
+    state: dict[str, Tensor], config: EncoderConfig
+) -> tuple[dict[str, Tensor], dict[str, Tensor], list[str], list[str]]:
+    """Map XLNet tensors onto ptm names.
+
+    Returns:
+        ``(encoder_state, head_state, missing, unknown)``: ``missing`` lists the Hugging
+        Face names an XLNet of this size needs and the file lacks, ``unknown`` the names
+        that are neither encoder nor head tensors.
+    """
+    width = config.hidden_size
+    source = {name.removeprefix("transformer."): tensor for name, tensor in state.items()}
+    used: set[str] = set()
+    out: dict[str, Tensor] = {}
+    missing: list[str] = []
+
+    def take(name: str) -> Tensor | None:
+        if name not in source:
+            missing.append(name)
+            return None
+        used.add(name)
+        return source[name]
+
+    word = take("word_embedding.weight")
+    if word is not None:
+        out["embeddings.word.weight"] = word
+    mask = take("mask_emb")
+    if mask is not None:
+        out["query_embedding"] = mask.reshape(-1)
+    for i in range(config.num_layers):
+        prefix, ours = f"layer.{i}.", f"layers.{i}."
+        for theirs, name in _PROJECTIONS.items():
+            found = take(f"{prefix}rel_attn.{theirs}")
+            if found is not None:
+                out[f"{ours}attention.{name}.weight"] = found.reshape(width, width).T.contiguous()
+        found = take(f"{prefix}rel_attn.o")
+        if found is not None:
+            out[f"{ours}attention.out_proj.weight"] = found.reshape(width, width).contiguous()
+        for theirs, name in _PARAMETERS.items():
+            found = take(f"{prefix}rel_attn.{theirs}")
+            if found is not None:
+                out[f"{ours}attention.{name}"] = found
+        for theirs, name in _MODULES.items():
+            for kind in ("weight", "bias"):
+                found = take(f"{prefix}{theirs}.{kind}")
+                if found is not None:
+                    out[f"{ours}{name}.{kind}"] = found
+    head = {k: v for k, v in source.items() if k.startswith(_HEAD_PREFIXES)}
+    unknown = sorted(k for k in source if k not in used and k not in head)
+    return out, head, missing, unknown
+
+
+def state_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """ptm encoder tensors -> ``XLNetModel`` names (no ``transformer.`` prefix)."""
+    check_exportable(config)
+    width, heads = config.hidden_size, config.num_heads
+    head_dim = width // heads
+    out = {
+        "word_embedding.weight": state["embeddings.word.weight"].detach().clone(),
+        "mask_emb": state["query_embedding"].detach().reshape(1, 1, width).clone(),
+    }
+    for i in range(config.num_layers):
+        prefix, ours = f"layer.{i}.", f"layers.{i}."
+        for theirs, name in _PROJECTIONS.items():
+            weight = state[f"{ours}attention.{name}.weight"].detach()
+            out[f"{prefix}rel_attn.{theirs}"] = weight.T.reshape(width, heads, head_dim).clone()
+        out[f"{prefix}rel_attn.o"] = (
+            state[f"{ours}attention.out_proj.weight"].detach().reshape(width, heads, head_dim)
+        ).clone()
+        for theirs, name in _PARAMETERS.items():
+            out[f"{prefix}rel_attn.{theirs}"] = state[f"{ours}attention.{name}"].detach().clone()
+        for theirs, name in _MODULES.items():
+            for kind in ("weight", "bias"):
+                out[f"{prefix}{theirs}.{kind}"] = state[f"{ours}{name}.{kind}"].detach().clone()
+    return {name: tensor.contiguous() for name, tensor in out.items()}
