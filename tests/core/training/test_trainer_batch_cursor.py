@@ -56,3 +56,12 @@ def test_count_tokens_prefers_the_mask() -> None:
         == 7
     )
     assert count_tokens({"input_ids": ids}) == 10
+
+
+def test_count_tokens_reads_a_visibility_matrix_by_its_diagonal() -> None:
+    from ptm_core.modules.attention_masks import left_to_right_mask
+
+    padding = torch.tensor([[1] * 5, [1, 1, 0, 0, 0]])
+    visibility = left_to_right_mask(padding)  # (2, 5, 5): 15 + 3 visible pairs
+    assert int(visibility.sum()) == 18
+    assert count_tokens({"input_ids": torch.ones(2, 5), "attention_mask": visibility}) == 7

@@ -10,9 +10,18 @@ from ptm_core.training.protocols import Batch, BatchSource
 
 
 def count_tokens(batch: Mapping[str, torch.Tensor]) -> int:
-    """Tokens in a batch for throughput: ``attention_mask.sum()``, else ``input_ids.numel()``."""
+    """Tokens in a batch for throughput: the real tokens of ``attention_mask``, else
+    ``input_ids.numel()``.
+
+    A ``[B, L]`` padding mask counts its ones; a ``[B, L, L]`` visibility matrix (GPT,
+    UniLM, XLNet, packed rows, K-BERT) counts its diagonal, since every mask builder lets a
+    real token see itself and hides padding.
+    """
     if "attention_mask" in batch:
-        return int(batch["attention_mask"].sum())
+        mask = batch["attention_mask"]
+        if mask.dim() == 3:
+            return int(mask.diagonal(dim1=1, dim2=2).sum())
+        return int(mask.sum())
     if "input_ids" in batch:
         return batch["input_ids"].numel()
     return 0
