@@ -1,7 +1,7 @@
 """Transformer encoders, their config, builders and presets."""
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.decoder import DecoderLayer, TransformerDecoder
+from ptm_core.encoders.decoder import DecoderCache, DecoderLayer, LayerCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder import (
     EncoderDecoderModel,
     Seq2SeqConfig,
@@ -32,10 +32,12 @@ from ptm_core.encoders.transformer import (
 )
 
 __all__ = [
+    "DecoderCache",
     "DecoderLayer",
     "EncoderConfig",
     "EncoderDecoderModel",
     "EncoderOutput",
+    "LayerCache",
     "Seq2SeqConfig",
     "Seq2SeqOutput",
     "TransformerDecoder",

@@ -1,6 +1,10 @@
-"""The Transformer decoder: causal self-attention, cross-attention and feed-forward."""
+"""The Transformer decoder (causal self-attention, cross-attention, feed-forward) and its
+key/value cache for incremental decoding."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -10,6 +14,87 @@ from ptm_core.modules.attention_masks import causal_mask, to_sdpa_mask
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """One decoder layer's keys and values kept between generation steps.
+
+    Attributes:
+        self_key: ``(N, h, P, d)`` self-attention keys of the ``P`` positions decoded so far.
+        self_value: ``(N, h, P, d)`` their values.
+        cross_key: ``(N, h, S, d)`` cross-attention keys of the encoder output, or
+            ``(1, h, S, d)`` shared by every row (the beams of one source).
+        cross_value: same shape as ``cross_key``.
+    """
+
+    self_key: Tensor
+    self_value: Tensor
+    cross_key: Tensor
+    cross_value: Tensor
+
+
+@dataclass(frozen=True)
+class DecoderCache:
+    """Key/value cache of :class:`TransformerDecoder` for incremental decoding.
+
+    Built by :meth:`TransformerDecoder.init_cache` (cross-attention keys/values computed
+    once from the encoder output, empty self-attention ones) and advanced by
+    :meth:`TransformerDecoder.step`, which returns a new cache with the new positions'
+    self-attention keys/values appended. Rows are decoding hypotheses (``N`` = batch, or
+    batch x beams); :meth:`reorder` follows beam search when it re-selects them. The cache
+    is a plain value: nothing is stored on the modules.
+
+    Attributes:
+        layers: one :class:`LayerCache` per decoder layer.
+        cross_mask: ``None`` or bool ``(N or 1, 1, 1, S)`` encoder padding (True = real),
+            the same batch as the layers' ``cross_key``.
+        length: ``P``, decoder positions already cached; the next token is at position
+            ``P`` (learned position row ``position_offset + P``).
+    """
+
+    layers: tuple[LayerCache, ...]
+    cross_mask: Tensor | None
+    length: int
+
+    @property
+    def num_rows(self) -> int:
+        """``N``, the number of hypotheses the self-attention cache holds."""
+        return self.layers[0].self_key.shape[0] if self.layers else 0
+
+    def reorder(self, index: Tensor) -> DecoderCache:
+        """Select rows: row ``i`` of the result is row ``index[i]`` of this cache.
+
+        Beam search calls it after each step with the parent of every surviving beam, so a
+        row may be repeated (two beams sharing a parent) or dropped. Cross-attention
+        keys/values of batch 1 are shared by every row and kept as they are.
+
+        Args:
+            index: ``(N',)`` long row indices into ``N``.
+
+        Returns:
+            A cache with ``N'`` rows.
+        """
+        if index.dim() != 1:
+            raise ValueError(f"reorder takes a 1-D row index, got shape {tuple(index.shape)}")
+
+        layers = tuple(
+            LayerCache(
+                layer.self_key.index_select(0, index),
+                layer.self_value.index_select(0, index),
+                *_select_shared(index, layer.cross_key, layer.cross_value),
+            )
+            for layer in self.layers
+        )
+        cross_mask = self.cross_mask
+        if cross_mask is not None and cross_mask.shape[0] != 1:
+            cross_mask = cross_mask.index_select(0, index)
+        return replace(self, layers=layers, cross_mask=cross_mask)
+
+
+def _select_shared(index: Tensor, *tensors: Tensor) -> tuple[Tensor, ...]:
+    # Batch-1 tensors are shared by every row (one source, many beams): nothing to select.
+    return tuple(t if t.shape[0] == 1 else t.index_select(0, index) for t in tensors)
 
 
 class DecoderLayer(nn.Module):
@@ -73,6 +158,60 @@ class DecoderLayer(nn.Module):
         x = self.self_attention_norm(x + self.dropout(self.self_attention(x, self_mask)))
         x = self.cross_attention_norm(x + self.dropout(self.cross_attention(x, memory, cross_mask)))
         return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
+
+    def empty_cache(self, memory: Tensor) -> LayerCache:
+        """A cache with no decoded positions; cross keys/values projected from ``memory``.
+
+        Args:
+            memory: ``(N, S, D)`` encoder output.
+
+        Returns:
+            Self-attention keys/values ``(N, h, 0, d)``, cross ones ``(N, h, S, d)``.
+        """
+        attention = self.self_attention
+        empty = memory.new_zeros(memory.shape[0], attention.num_heads, 0, attention.head_dim)
+        key, value = self.cross_attention.project_memory(memory)
+        return LayerCache(empty, empty, key, value)
+
+    def forward_cached(
+        self,
+        hidden: Tensor,
+        cache: LayerCache,
+        self_mask: Tensor | None,
+        cross_mask: Tensor | None,
+    ) -> tuple[Tensor, LayerCache]:
+        """The layer on ``T`` new positions, attending over the cached ones.
+
+        Args:
+            hidden: ``(N, T, D)`` states of the new positions.
+            cache: this layer's cache with ``P`` positions.
+            self_mask: ``None`` (``T = 1``) or bool ``(1, 1, T, P + T)`` causal visibility.
+            cross_mask: ``None`` or bool ``(N or 1, 1, 1, S)``.
+
+        Returns:
+            ``(N, T, D)`` and the cache with ``P + T`` positions.
+        """
+        x = hidden
+        if self.pre_norm:
+            attended, key, value = self.self_attention.forward_cached(
+                self.self_attention_norm(x), cache.self_key, cache.self_value, self_mask
+            )
+            x = x + self.dropout(attended)
+            x = x + self.dropout(
+                self.cross_attention.attend(
+                    self.cross_attention_norm(x), cache.cross_key, cache.cross_value, cross_mask
+                )
+            )
+            x = x + self.dropout(self.feed_forward(self.ffn_norm(x)))
+        else:
+            attended, key, value = self.self_attention.forward_cached(
+                x, cache.self_key, cache.self_value, self_mask
+            )
+            x = self.self_attention_norm(x + self.dropout(attended))
+            crossed = self.cross_attention.attend(x, cache.cross_key, cache.cross_value, cross_mask)
+            x = self.cross_attention_norm(x + self.dropout(crossed))
+            x = self.ffn_norm(x + self.dropout(self.feed_forward(x)))
+        return x, replace(cache, self_key=key, self_value=value)
 
 
 class TransformerDecoder(nn.Module):
@@ -164,16 +303,7 @@ class TransformerDecoder(nn.Module):
             ``(B, T, D)`` decoder states.
         """
         length = input_ids.shape[1]
-        if length > self.max_positions:
-            raise ValueError(
-                f"decoder input of {length} tokens is longer than max_positions="
-                f"{self.max_positions}; shorten the target or raise max_positions"
-            )
-        positions = torch.arange(length, device=input_ids.device)[None, :] + self.position_offset
-        hidden = self.embeddings(
-            inputs_embeds=self.embeddings.word(input_ids) * self.embed_scale,
-            position_ids=positions,
-        )  # (B, T, D)
+        hidden = self._embed(input_ids, start=0)  # (B, T, D)
         visibility = causal_mask(length, device=input_ids.device)[None]  # (1, T, T)
         if attention_mask is not None:
             visibility = visibility & attention_mask.bool()[:, None, :]
@@ -185,3 +315,77 @@ class TransformerDecoder(nn.Module):
         if self.final_norm is not None:
             hidden = self.final_norm(hidden)
         return hidden
+
+    def init_cache(
+        self, memory: Tensor, memory_attention_mask: Tensor | None = None
+    ) -> DecoderCache:
+        """An empty cache for decoding against ``memory``, to pass to :meth:`step`.
+
+        The cross-attention keys/values of every layer are projected here, once per
+        generation. The self-attention cache starts with no positions and ``memory``'s
+        batch; a ``memory`` of batch 1 may serve several rows (beams) after
+        :meth:`DecoderCache.reorder`.
+
+        Args:
+            memory: ``(N, S, D)`` encoder output.
+            memory_attention_mask: ``(N, S)`` encoder padding (1 = real) or ``None``.
+
+        Returns:
+            A :class:`DecoderCache` with ``length == 0``.
+        """
+        layers = tuple(cast(DecoderLayer, layer).empty_cache(memory) for layer in self.layers)
+        return DecoderCache(layers, memory_mask(memory_attention_mask), 0)
+
+    def step(self, input_ids: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+        """Decode ``T`` new tokens (usually one) after the ``P`` positions in ``cache``.
+
+        Equal, to float rounding, to the last ``T`` positions of :meth:`forward` on the
+        whole prefix (no decoder padding), at the cost of the new positions only. The new
+        tokens take learned positions ``P .. P + T - 1`` (rows offset by
+        ``position_offset``).
+
+        Args:
+            input_ids: ``(N, T)`` new decoder inputs, one row per cache row.
+            cache: from :meth:`init_cache` or a previous :meth:`step`.
+
+        Returns:
+            ``(N, T, D)`` decoder states of the new positions and the cache with
+            ``P + T`` positions (``cache`` itself is left unchanged).
+        """
+        rows, length = input_ids.shape
+        if self.layers and rows != cache.num_rows:
+            raise ValueError(
+                f"input_ids has {rows} rows but the decoder cache {cache.num_rows}; "
+                "reorder the cache (DecoderCache.reorder) when beams are re-selected"
+            )
+        past = cache.length
+        hidden = self._embed(input_ids, start=past)  # (N, T, D)
+        self_mask = None
+        if length > 1:
+            visible = torch.ones(length, past + length, dtype=torch.bool, device=hidden.device)
+            self_mask = visible.tril(diagonal=past)[None, None]  # (1, 1, T, P + T)
+        layers = []
+        for layer, layer_cache in zip(self.layers, cache.layers, strict=True):
+            hidden, layer_cache = cast(DecoderLayer, layer).forward_cached(
+                hidden, layer_cache, self_mask, cache.cross_mask
+            )
+            layers.append(layer_cache)
+        if self.final_norm is not None:
+            hidden = self.final_norm(hidden)
+        return hidden, replace(cache, layers=tuple(layers), length=past + length)
+
+    def _embed(self, input_ids: Tensor, start: int) -> Tensor:
+        # Tokens at decoder positions start .. start + T - 1: (B, T) -> (B, T, D).
+        end = start + input_ids.shape[1]
+        if end > self.max_positions:
+            raise ValueError(
+                f"decoder input of {end} tokens is longer than max_positions="
+                f"{self.max_positions}; shorten the target or raise max_positions"
+            )
+        positions = (
+            torch.arange(start, end, device=input_ids.device)[None, :] + self.position_offset
+        )
+        return self.embeddings(
+            inputs_embeds=self.embeddings.word(input_ids) * self.embed_scale,
+            position_ids=positions,
+        )

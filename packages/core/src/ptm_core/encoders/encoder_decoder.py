@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.decoder import TransformerDecoder
+from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules.feed_forward import ACTIVATIONS
 from ptm_core.modules.initialization import init_bert_weights
@@ -237,11 +237,19 @@ class EncoderDecoderModel(nn.Module):
         eos_token_id: int | None = None,
         decoder_start_token_id: int | None = None,
         length_penalty: float = 1.0,
+        use_cache: bool = True,
     ) -> list[list[int]]:
         """Greedy (``num_beams=1``) or beam-search decoding.
 
-        Each step re-runs the decoder on the prefix (no key/value cache: simple and exact;
-        fine for the short outputs of tests and demos).
+        With ``use_cache`` (the default) the decoder keeps a key/value cache
+        (:class:`~ptm_core.encoders.decoder.DecoderCache`): the cross-attention keys/values
+        of the encoder output are projected once per call, and each step runs the decoder
+        on the newest token only, attending over the cached self-attention keys/values of
+        the earlier ones; beam search reorders the cache rows as it re-selects beams. Beam
+        search decodes the beams of every source in one batch per step.
+        ``use_cache=False`` re-runs the decoder on the whole prefix at every step (the
+        reference; quadratic in the output length). Both give the same tokens up to float
+        rounding of the step logits (about 1e-6).
 
         Args:
             input_ids: ``(B, S)`` source ids.
@@ -251,6 +259,7 @@ class EncoderDecoderModel(nn.Module):
             eos_token_id: stop token (default ``config.eos_token_id``); kept in the output.
             decoder_start_token_id: first decoder input (default from the config).
             length_penalty: beams are ranked by ``sum log p / length ** length_penalty``.
+            use_cache: decode incrementally with a key/value cache (see above).
 
         Returns:
             For each row, the generated ids without the start token.
@@ -266,31 +275,78 @@ class EncoderDecoderModel(nn.Module):
         try:
             memory = self.encode(input_ids, attention_mask).last_hidden_state
             if num_beams <= 1:
-                return self._greedy(memory, attention_mask, max_length, eos, start)
-            return [
-                self._beam(
-                    memory[i : i + 1],
-                    None if attention_mask is None else attention_mask[i : i + 1],
-                    max_length,
-                    eos,
-                    start,
-                    num_beams,
-                    length_penalty,
-                )
-                for i in range(memory.shape[0])
-            ]
+                return self._greedy(memory, attention_mask, max_length, eos, start, use_cache)
+            return self._beam(
+                memory,
+                attention_mask,
+                max_length,
+                eos,
+                start,
+                num_beams,
+                length_penalty,
+                use_cache,
+            )
         finally:
             self.train(was_training)
 
+    def decode_step(
+        self, decoder_input_ids: Tensor, cache: DecoderCache
+    ) -> tuple[Tensor, DecoderCache]:
+        """Logits of ``T`` new decoder tokens with a key/value cache.
+
+        Args:
+            decoder_input_ids: ``(N, T)`` tokens after the ``P`` cached positions.
+            cache: from :meth:`init_decoder_cache` or a previous call.
+
+        Returns:
+            Logits ``(N, T, V)`` (equal to the last ``T`` of :meth:`decode` on the whole
+            prefix, to float rounding) and the cache with ``P + T`` positions.
+        """
+        hidden, cache = self.decoder.step(decoder_input_ids, cache)
+        return self.lm_head(hidden) + self.final_logits_bias, cache
+
+    def init_decoder_cache(
+        self, memory: Tensor, memory_attention_mask: Tensor | None = None
+    ) -> DecoderCache:
+        """An empty decoder cache over ``memory`` ``(N, S, D)``; see :meth:`decode_step`."""
+        return self.decoder.init_cache(memory, memory_attention_mask)
+
+    def _next_logits(
+        self,
+        tokens: Tensor,
+        memory: Tensor,
+        mask: Tensor | None,
+        cache: DecoderCache | None,
+        sources: Tensor | None = None,
+    ) -> tuple[Tensor, DecoderCache | None]:
+        # Next-token logits (N, V) after the prefixes `tokens` (N, t) whose sources are rows
+        # `sources` (N,) of memory (B, S, D) (None: row i is source i): from the cache, which
+        # holds the first cache.length tokens of every row, or by re-running the decoder.
+        if cache is None:
+            if sources is not None:
+                memory = memory.index_select(0, sources)
+                mask = None if mask is None else mask.index_select(0, sources)
+            _, logits = self.decode(tokens, memory, mask)
+            return logits[:, -1], None
+        logits, cache = self.decode_step(tokens[:, cache.length :], cache)
+        return logits[:, -1], cache
+
     def _greedy(
-        self, memory: Tensor, mask: Tensor | None, max_length: int, eos: int, start: int
+        self,
+        memory: Tensor,
+        mask: Tensor | None,
+        max_length: int,
+        eos: int,
+        start: int,
+        use_cache: bool,
     ) -> list[list[int]]:
         batch = memory.shape[0]
         tokens = torch.full((batch, 1), start, dtype=torch.long, device=memory.device)
         done = torch.zeros(batch, dtype=torch.bool, device=memory.device)
+        cache = self.init_decoder_cache(memory, mask) if use_cache else None
         for _ in range(min(max_length, self.config.max_positions - 1)):
-            _, logits = self.decode(tokens, memory, mask)
-            step = logits[:, -1].argmax(dim=-1)  # (B,)
+            logits, cache = self._next_logits(tokens, memory, mask, cache)
+            step = logits.argmax(dim=-1)  # (B,)
             step = torch.where(done, torch.full_like(step, self.config.pad_token_id), step)
             tokens = torch.cat([tokens, step[:, None]], dim=1)
             done = done | (step == eos)
@@ -310,41 +366,69 @@ class EncoderDecoderModel(nn.Module):
         start: int,
         num_beams: int,
         length_penalty: float,
-    ) -> list[int]:
-        # Alive beams: (ids incl. start, summed log-prob); finished: (ids, normalised score).
-        alive: list[tuple[list[int], float]] = [([start], 0.0)]
-        finished: list[tuple[list[int], float]] = []
+        use_cache: bool,
+    ) -> list[list[int]]:
+        # Every source keeps its alive beams (ids incl. start, summed log-prob) and its
+        # finished ones (ids, normalised score); a source stops once no alive beam can beat
+        # its finished ones. One decoder call per step serves the alive beams of all active
+        # sources: row r of `tokens` / the cache is one beam of source `sources[r]`, rows in
+        # the order of `active` then `alive[i]`.
+        batch, device = memory.shape[0], memory.device
+        alive: list[list[tuple[list[int], float]]] = [[([start], 0.0)] for _ in range(batch)]
+        finished: list[list[tuple[list[int], float]]] = [[] for _ in range(batch)]
+        active = list(range(batch))
+        sources = torch.arange(batch, device=device)  # (N,)
+        cache = self.init_decoder_cache(memory, mask) if use_cache else None
         for _ in range(min(max_length, self.config.max_positions - 1)):
-            tokens = torch.tensor([ids for ids, _ in alive], device=memory.device)
-            count = tokens.shape[0]
-            _, logits = self.decode(
-                tokens,
-                memory.expand(count, -1, -1),
-                None if mask is None else mask.expand(count, -1),
-            )
-            logprobs = F.log_softmax(logits[:, -1].float(), dim=-1)  # (n, V)
-            scores = logprobs + torch.tensor([s for _, s in alive], device=memory.device)[:, None]
-            top = scores.flatten().topk(min(2 * num_beams, scores.numel()))
-            candidates: list[tuple[list[int], float]] = []
-            for value, index in zip(top.values.tolist(), top.indices.tolist(), strict=True):
-                beam, token = divmod(index, scores.shape[1])
-                ids = [*alive[beam][0], token]
-                if token == eos:
-                    finished.append((ids, value / (len(ids) - 1) ** length_penalty))
-                else:
-                    candidates.append((ids, value))
-                if len(candidates) == num_beams:
-                    break
-            alive = candidates
-            best_done = max((s for _, s in finished), default=-math.inf)
-            best_alive = max(
-                (s / (len(i) - 1) ** length_penalty for i, s in alive), default=-math.inf
-            )
-            if not alive or (len(finished) >= num_beams and best_done >= best_alive):
+            tokens = torch.tensor(
+                [ids for i in active for ids, _ in alive[i]], device=device
+            )  # (N, t)
+            logits, cache = self._next_logits(tokens, memory, mask, cache, sources)
+            logprobs = F.log_softmax(logits.float(), dim=-1)  # (N, V)
+            still_active: list[int] = []
+            parents: list[int] = []  # row of each surviving beam's parent
+            first = 0
+            for i in active:
+                count = len(alive[i])
+                summed = torch.tensor([s for _, s in alive[i]], device=device)
+                scores = logprobs[first : first + count] + summed[:, None]  # (n, V)
+                top = scores.flatten().topk(min(2 * num_beams, scores.numel()))
+                candidates: list[tuple[list[int], float]] = []
+                rows: list[int] = []
+                for value, index in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+                    beam, token = divmod(index, scores.shape[1])
+                    ids = [*alive[i][beam][0], token]
+                    if token == eos:
+                        finished[i].append((ids, value / (len(ids) - 1) ** length_penalty))
+                    else:
+                        candidates.append((ids, value))
+                        rows.append(first + beam)
+                    if len(candidates) == num_beams:
+                        break
+                first += count
+                alive[i] = candidates
+                best_done = max((s for _, s in finished[i]), default=-math.inf)
+                best_alive = max(
+                    (s / (len(ids) - 1) ** length_penalty for ids, s in candidates),
+                    default=-math.inf,
+                )
+                if candidates and (len(finished[i]) < num_beams or best_done < best_alive):
+                    still_active.append(i)
+                    parents.extend(rows)
+            active = still_active
+            if not active:
                 break
-        pool = finished + [(i, s / (len(i) - 1) ** length_penalty) for i, s in alive]
-        best = max(pool, key=lambda item: item[1])[0]
-        return best[1:]
+            index = torch.tensor(parents, device=device)
+            sources = sources.index_select(0, index)
+            if cache is not None:
+                cache = cache.reorder(index)
+        out = []
+        for i in range(batch):
+            pool = finished[i] + [
+                (ids, s / (len(ids) - 1) ** length_penalty) for ids, s in alive[i]
+            ]
+            out.append(max(pool, key=lambda item: item[1])[0][1:])
+        return out
 
     def save_pretrained(self, path: str | Path, *, format: str = "ptm") -> Path:
         """Write ``config.json`` + ``model.safetensors`` atomically.

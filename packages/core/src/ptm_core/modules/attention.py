@@ -31,6 +31,10 @@ class MultiHeadSelfAttention(nn.Module):
         bool (True = may attend, as built by :func:`to_sdpa_mask`); output ``(B, L, D)``;
         with ``return_scores`` also the scores ``(B, h, L, L)``, where positions a row may
         not attend hold the dtype's most negative finite value.
+
+    Incremental decoding (a decoder generating one token at a time) goes through
+    :meth:`forward_cached`, which attends new positions over cached keys/values of the
+    earlier ones; :meth:`forward` never reads or keeps a cache.
     """
 
     def __init__(
@@ -70,3 +74,49 @@ class MultiHeadSelfAttention(nn.Module):
         )  # (B, h, L, d)
         context = context.transpose(1, 2).reshape(batch, length, width)
         return self.out_proj(context)
+
+    def forward_cached(
+        self,
+        hidden_states: Tensor,
+        past_key: Tensor,
+        past_value: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Attend ``T`` new positions over the ``P`` cached ones and themselves.
+
+        The new positions' keys and values are appended to the cached ones (sequence
+        dimension), so position ``t`` of the new block is position ``P + t`` overall. Same
+        projections and SDPA kernel as :meth:`forward`; without a mask every new position
+        sees every cached and new one, which is what causal decoding of one new token
+        (``T = 1``) needs. Several new tokens at once need a causal ``mask``.
+
+        Args:
+            hidden_states: ``(B, T, D)`` states of the new positions.
+            past_key: ``(B, h, P, d)`` cached keys (``P`` may be 0).
+            past_value: ``(B, h, P, d)`` cached values.
+            mask: ``None`` or bool ``(B or 1, 1, T, P + T)`` (True = may attend).
+
+        Returns:
+            Output ``(B, T, D)``, then the keys and values of all ``P + T`` positions,
+            each ``(B, h, P + T, d)``: the cache to pass at the next step.
+        """
+        batch, length, width = hidden_states.shape
+        if past_key.dim() != 4 or past_key.shape[:2] != (batch, self.num_heads):
+            raise ValueError(
+                f"past_key has shape {tuple(past_key.shape)} but hidden_states has batch "
+                f"{batch} and the layer {self.num_heads} heads; reorder or rebuild the cache "
+                "so its first dimension matches the batch"
+            )
+        qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d)
+        key = torch.cat([past_key, key], dim=2)  # (B, h, P + T, d)
+        value = torch.cat([past_value, value], dim=2)
+        context = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=mask,
+            dropout_p=self.dropout if self.training else 0.0,
+        )  # (B, h, T, d)
+        context = context.transpose(1, 2).reshape(batch, length, width)
+        return self.out_proj(context), key, value

@@ -23,6 +23,10 @@ class MultiHeadCrossAttention(nn.Module):
     Shapes:
         hidden_states ``(B, Lq, D)``; memory ``(B, Lk, D)``; mask ``None`` or bool
         ``(B, 1, 1, Lk)`` / ``(B, 1, Lq, Lk)`` (True = may attend); output ``(B, Lq, D)``.
+
+    For generation the memory's keys and values do not change from one step to the next:
+    :meth:`project_memory` computes them once and :meth:`attend` reuses them;
+    ``forward(h, memory, mask)`` is ``attend(h, *project_memory(memory), mask)``.
     """
 
     def __init__(
@@ -42,13 +46,43 @@ class MultiHeadCrossAttention(nn.Module):
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
 
     def forward(self, hidden_states: Tensor, memory: Tensor, mask: Tensor | None = None) -> Tensor:
+        key, value = self.project_memory(memory)
+        return self.attend(hidden_states, key, value, mask)
+
+    def project_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values of the memory, each ``(B, h, Lk, d)``, for :meth:`attend`."""
+        batch, k_len, _ = memory.shape
+        kv = self.kv_proj(memory).view(batch, k_len, 2, self.num_heads, self.head_dim)
+        key, value = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, h, Lk, d)
+        return key, value
+
+    def attend(
+        self, hidden_states: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """Attend ``hidden_states`` over keys/values from :meth:`project_memory`.
+
+        Args:
+            hidden_states: ``(B, Lq, D)`` queries' states.
+            key: ``(B, h, Lk, d)``, or ``(1, h, Lk, d)`` shared by every row (the beams
+                of one source in beam search).
+            value: same shape as ``key``.
+            mask: ``None`` or bool ``(B or 1, 1, 1 or Lq, Lk)`` (True = may attend).
+
+        Returns:
+            ``(B, Lq, D)``.
+        """
         batch, q_len, width = hidden_states.shape
-        k_len = memory.shape[1]
+        if key.shape[0] not in (1, batch):
+            raise ValueError(
+                f"cross-attention keys have batch {key.shape[0]} but the queries {batch}; "
+                "pass keys of batch 1 (shared) or one per row (reorder the cache with the beams)"
+            )
+        if key.shape[0] != batch:
+            key = key.expand(batch, -1, -1, -1)
+            value = value.expand(batch, -1, -1, -1)
         query = (
             self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim)
         ).transpose(1, 2)  # (B, h, Lq, d)
-        kv = self.kv_proj(memory).view(batch, k_len, 2, self.num_heads, self.head_dim)
-        key, value = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, h, Lk, d)
         context = F.scaled_dot_product_attention(
             query,
             key,
