@@ -287,3 +287,20 @@ def test_a_relative_encoder_has_no_length_limit() -> None:
     encoder = _tiny()
     out = encoder(torch.randint(5, 50, (1, 700)))
     assert out.last_hidden_state.shape == (1, 700, 32)
+
+
+def test_memory_mask_hides_the_previous_segments_padding() -> None:
+    encoder = _tiny(memory_length=5)
+    with torch.no_grad():
+        memory = encoder(torch.randint(5, 50, (1, 5))).memory
+        assert memory is not None
+        noisy = tuple(m.clone() for m in memory)
+        for m in noisy:
+            m[:, 3:] += 5.0  # change the positions the mask calls padding
+        keep = torch.tensor([[1, 1, 1, 0, 0]])
+        current = torch.randint(5, 50, (1, 4))
+        out = encoder(current, memory=memory, memory_mask=keep).last_hidden_state
+        out_noisy = encoder(current, memory=noisy, memory_mask=keep).last_hidden_state
+        out_unmasked = encoder(current, memory=noisy).last_hidden_state
+    assert (out - out_noisy).abs().max() <= 1e-6
+    assert (out - out_unmasked).abs().max() > 1e-4

@@ -185,3 +185,42 @@ def test_objective_refuses_an_absolute_position_encoder() -> None:
         PermutationLMObjective(encoder, VOCAB)
     with pytest.raises(ValueError, match="partial_k"):
         _objective(partial_k=0.5)
+
+
+def test_recurrence_in_pretraining_feeds_the_previous_segment_as_memory() -> None:
+    from ptm_core.models import PretrainingModel
+    from ptm_core.objectives import ObjectiveMix
+
+    encoder = xlnet_encoder(
+        vocab_size=60,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=64,
+        memory_length=8,
+    )
+    objective = PermutationLMObjective(encoder, VOCAB, memory_segment=10)
+    model = PretrainingModel(encoder, ObjectiveMix({"plm": objective})).eval()
+    ids, special, padding = _rows([22, 14], 24)
+    raw = {"input_ids": ids, "attention_mask": padding.long(), "special_tokens_mask": special}
+    batch = objective.collate(raw, torch.Generator().manual_seed(0))
+    assert batch["input_ids"].shape == (2, 14) and batch["memory_input_ids"].shape == (2, 10)
+    assert batch["memory_mask"].shape == (2, 8)  # the memory keeps its last 8 positions
+    assert torch.equal(batch["input_ids"], ids[:, 10:])
+    # The second row's current segment holds 6 real tokens ([SEP] included): 5 candidates.
+    assert int((batch["special_tokens_mask"][1] == 0).sum()) == 5
+    assert int((batch["plm_labels"][1] != IGNORE_INDEX).sum()) == num_predictions(5, 6.0)
+    with torch.no_grad():
+        loss = model(batch).loss
+        changed = dict(batch, memory_input_ids=batch["memory_input_ids"].clone())
+        changed["memory_input_ids"][:, 5] = (batch["memory_input_ids"][:, 5] + 7) % 55 + 5
+        assert (model(changed).loss - loss).abs() > 1e-6  # the memory is used
+    model.train()
+    model(batch).loss.backward()  # and the memory pass keeps no graph
+    assert encoder.query_embedding is not None and encoder.query_embedding.grad is not None
+
+
+def test_recurrence_needs_an_encoder_with_memory() -> None:
+    encoder = xlnet_encoder(vocab_size=60, hidden_size=32, num_layers=1, num_heads=2)
+    with pytest.raises(ValueError, match="model.memory_length"):
+        PermutationLMObjective(encoder, VOCAB, memory_segment=8)

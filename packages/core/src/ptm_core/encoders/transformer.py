@@ -243,6 +243,7 @@ class TransformerEncoder(nn.Module):
         output_hidden_states: bool = False,
         output_attention_scores: bool = False,
         memory: Sequence[Tensor] | None = None,
+        memory_mask: Tensor | None = None,
         query_positions: Tensor | None = None,
         query_attention_mask: Tensor | None = None,
     ) -> EncoderOutput:
@@ -264,6 +265,8 @@ class TransformerEncoder(nn.Module):
                 this takes the explicit attention path instead of SDPA (slower, more memory).
             memory: relative encoders only: the ``memory`` of the previous segment's
                 output (``num_layers`` tensors ``(B, M, D)``); every token may attend it.
+            memory_mask: ``(B, M)`` 1/True at the memory positions that hold real tokens
+                (the previous segment's padding is hidden); default: all visible.
             query_positions: relative encoders only: ``(B, P)`` positions at which to run
                 XLNet's query stream (which knows a token's position, not its content);
                 its output is ``query_hidden_state``.
@@ -291,11 +294,12 @@ class TransformerEncoder(nn.Module):
                 extra_embeds=extra_embeds,
                 position_ids=position_ids,
                 memory=memory,
+                memory_mask=memory_mask,
                 query_positions=query_positions,
                 query_attention_mask=query_attention_mask,
                 output_hidden_states=output_hidden_states,
             )
-        if memory is not None or query_positions is not None:
+        if memory is not None or memory_mask is not None or query_positions is not None:
             raise ValueError(
                 "memory and query_positions need an encoder with position_encoding='relative' "
                 "(Transformer-XL / XLNet)"
@@ -338,6 +342,7 @@ class TransformerEncoder(nn.Module):
         extra_embeds: Tensor | None,
         position_ids: Tensor | None,
         memory: Sequence[Tensor] | None,
+        memory_mask: Tensor | None,
         query_positions: Tensor | None,
         query_attention_mask: Tensor | None,
         output_hidden_states: bool,
@@ -369,7 +374,16 @@ class TransformerEncoder(nn.Module):
                         f"({batch}, {memory_length}, {width}) like memory[0]"
                     )
         keys = memory_length + length
-        content_mask = _relative_content_mask(attention_mask, batch, length, memory_length)
+        if memory_mask is not None:
+            if memory_mask.shape != (batch, memory_length):
+                raise ValueError(
+                    f"memory_mask has shape {tuple(memory_mask.shape)}, expected "
+                    f"({batch}, {memory_length}) (one flag per memory position)"
+                )
+            memory_mask = memory_mask.bool()
+        content_mask = _relative_content_mask(
+            attention_mask, batch, length, memory_length, memory_mask
+        )
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:
             # Memory counts as segment 0, as in XLNet.
@@ -400,9 +414,12 @@ class TransformerEncoder(nn.Module):
             query = self.embeddings.dropout(self.query_embedding.expand(batch, count, width))
             query_mask = query_attention_mask.bool()
             if memory_length:
-                query_mask = torch.cat(
-                    [query_mask.new_ones(batch, count, memory_length), query_mask], dim=2
+                seen = (
+                    memory_mask[:, None, :].expand(batch, count, memory_length)
+                    if memory_mask is not None
+                    else query_mask.new_ones(batch, count, memory_length)
                 )
+                query_mask = torch.cat([seen, query_mask], dim=2)
         new_memory: list[Tensor] = []
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
         for index, module in enumerate(self.layers):
@@ -486,16 +503,22 @@ class TransformerEncoder(nn.Module):
 
 
 def _relative_content_mask(
-    attention_mask: Tensor | None, batch: int, length: int, memory_length: int
+    attention_mask: Tensor | None,
+    batch: int,
+    length: int,
+    memory_length: int,
+    memory_mask: Tensor | None = None,
 ) -> Tensor | None:
     """``(B, L, M + L)`` bool visibility for the relative path, or ``None`` (see all).
 
     Accepts the encoder's two mask forms (``[B, L]`` padding, ``[B, L, L]`` visibility).
-    Memory is always visible (Transformer-XL) and a token always sees its own content
-    (XLNet's content stream), so no row is empty.
+    Memory is visible (Transformer-XL) except where ``memory_mask`` marks padding, and a
+    token always sees its own content (XLNet's content stream), so no row is empty.
     """
     if attention_mask is None:
-        return None
+        if memory_mask is None:
+            return None
+        attention_mask = torch.ones(batch, length, dtype=torch.bool, device=memory_mask.device)
     if attention_mask.dim() == 2:
         if attention_mask.shape != (batch, length):
             raise ValueError(
@@ -517,5 +540,10 @@ def _relative_content_mask(
         )
     visible = visible | torch.eye(length, dtype=torch.bool, device=visible.device)
     if memory_length:
-        visible = torch.cat([visible.new_ones(batch, length, memory_length), visible], dim=2)
+        seen = (
+            memory_mask[:, None, :].expand(batch, length, memory_length)
+            if memory_mask is not None
+            else visible.new_ones(batch, length, memory_length)
+        )
+        visible = torch.cat([seen, visible], dim=2)
     return visible

@@ -19,6 +19,7 @@ ENCODER_INPUTS = (
     "token_type_ids",
     "query_positions",  # XLNet's query stream (permutation LM)
     "query_attention_mask",
+    "memory_mask",  # Transformer-XL recurrence: which memory positions are real
 )
 
 
@@ -32,6 +33,17 @@ class RewritesInputs(Protocol):
     """
 
     def rewrite_inputs(self, batch: Batch) -> Batch: ...
+
+
+@runtime_checkable
+class ProvidesMemory(Protocol):
+    """An objective that gives the encoder a memory of a previous segment (XLNet).
+
+    :meth:`memory` runs inside the model's forward, before the encoder pass; it returns
+    the ``memory=`` argument of a relative encoder (or ``None``).
+    """
+
+    def memory(self, encoder: TransformerEncoder, batch: Batch) -> tuple[Tensor, ...] | None: ...
 
 
 @dataclass
@@ -70,7 +82,12 @@ class PretrainingModel(nn.Module):
         for _, objective in self.objectives:
             if isinstance(objective, RewritesInputs):
                 batch = objective.rewrite_inputs(batch)
-        inputs = {k: batch[k] for k in ENCODER_INPUTS if k in batch}
+        inputs: dict[str, Any] = {k: batch[k] for k in ENCODER_INPUTS if k in batch}
+        for _, objective in self.objectives:
+            if isinstance(objective, ProvidesMemory):
+                memory = objective.memory(self.encoder, batch)
+                if memory is not None:
+                    inputs["memory"] = memory
         encoded = self.encoder(
             **inputs,
             output_hidden_states=self._needs("needs_hidden_states"),

@@ -160,10 +160,18 @@ class PermutationLMObjective(Objective):
         span_based: sample span-based orders (see :func:`sample_order`).
         max_span: longest span when ``span_based``.
         bidirectional_context: see :func:`permutation_batch`.
+        memory_segment: Transformer-XL recurrence in pre-training: the first
+            ``memory_segment`` tokens of every row are the *previous segment*. They are
+            encoded without gradient, and the encoder's memory of them is given to the
+            pass over the rest of the row (the *current segment*), on which the
+            permutation objective runs. ``0`` = no recurrence. Needs an encoder with
+            ``memory_length > 0`` (the memory keeps its last ``memory_length`` positions).
 
     Batch keys: reads ``input_ids``, ``special_tokens_mask``, ``attention_mask``; writes
     ``attention_mask`` ``(B, L, L)``, ``query_positions``, ``query_attention_mask``,
-    ``plm_labels``, ``order_ranks``.
+    ``plm_labels``, ``order_ranks``; with ``memory_segment`` also ``memory_input_ids``,
+    ``memory_token_type_ids`` and ``memory_mask`` (and the other ``(B, L)`` keys are cut
+    to the current segment).
     Metrics: ``accuracy``, ``perplexity``, ``predictions``.
     """
 
@@ -179,6 +187,7 @@ class PermutationLMObjective(Objective):
         span_based: bool = False,
         max_span: int = 5,
         bidirectional_context: bool = False,
+        memory_segment: int = 0,
     ) -> None:
         super().__init__()
         config = encoder.config
@@ -197,6 +206,16 @@ class PermutationLMObjective(Objective):
             raise ValueError("permutation LM ties its output to the token table; use E = D")
         if partial_k < 1:
             raise ValueError(f"partial_k must be >= 1, got {partial_k}")
+        if memory_segment < 0:
+            raise ValueError(f"memory_segment must be >= 0, got {memory_segment}")
+        if memory_segment and not config.memory_length:
+            raise ValueError(
+                f"memory_segment={memory_segment} needs an encoder that keeps memory; set "
+                "model.memory_length (e.g. to the same number)"
+            )
+        self.memory_segment = memory_segment
+        # The encoder's memory keeps the last memory_length positions of the segment.
+        self.memory_kept = min(memory_segment, config.memory_length)
         self.table = encoder.word_embeddings
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.partial_k = partial_k
@@ -205,13 +224,15 @@ class PermutationLMObjective(Objective):
         self.bidirectional_context = bidirectional_context
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
-        padding = padding_of(batch)
-        special = batch.get("special_tokens_mask")
-        if special is None:
+        if "special_tokens_mask" not in batch:
             raise ValueError(
                 "permutation LM needs special_tokens_mask in the batch (the collator of "
                 "ptm_core.data writes it); mark [CLS]/[SEP]/padding with 1"
             )
+        if self.memory_segment:
+            batch = self._split_segments(batch)
+        padding = padding_of(batch)
+        special = batch["special_tokens_mask"]
         return {
             **batch,
             **permutation_batch(
@@ -225,6 +246,44 @@ class PermutationLMObjective(Objective):
                 bidirectional_context=self.bidirectional_context,
             ),
         }
+
+    def _split_segments(self, batch: Batch) -> Batch:
+        """Cut every ``(B, L)`` tensor at ``memory_segment``: previous | current."""
+        ids = batch["input_ids"]
+        length, cut = ids.shape[1], self.memory_segment
+        if length <= cut:
+            raise ValueError(
+                f"rows of {length} tokens leave nothing after memory_segment={cut}; use "
+                "longer rows (data.max_length) or a smaller memory_segment"
+            )
+        padding = padding_of(batch)
+        out: Batch = {}
+        for key, value in batch.items():
+            if value.dim() >= 2 and value.shape[:2] == ids.shape and key != "attention_mask":
+                out[key] = value[:, cut:]
+            else:
+                out[key] = value
+        out["attention_mask"] = padding[:, cut:].long()
+        out["memory_input_ids"] = ids[:, :cut]
+        out["memory_mask"] = padding[:, cut - self.memory_kept : cut]
+        types = batch.get("token_type_ids")
+        out["memory_token_type_ids"] = (
+            types[:, :cut] if types is not None else torch.zeros_like(ids[:, :cut])
+        )
+        out["memory_attention_mask"] = padding[:, :cut].long()
+        return out
+
+    def memory(self, encoder: TransformerEncoder, batch: Batch) -> tuple[Tensor, ...] | None:
+        """The encoder's memory of the previous segment, without gradient (or ``None``)."""
+        if not self.memory_segment:
+            return None
+        with torch.no_grad():
+            memory = encoder(
+                batch["memory_input_ids"],
+                attention_mask=batch["memory_attention_mask"],
+                token_type_ids=batch["memory_token_type_ids"],
+            ).memory
+        return memory
 
     def logits(self, query_hidden: Tensor) -> Tensor:
         """``(..., D) -> (..., V)`` with the tied table and the output bias."""
@@ -241,7 +300,10 @@ class PermutationLMObjective(Objective):
         selected = labels != IGNORE_INDEX
         logits = self.logits(query[selected])  # (N, V)
         targets = labels[selected]
-        loss = F.cross_entropy(logits.float(), targets)
+        if targets.numel() == 0:  # every current segment was padding
+            loss = query.sum() * 0.0
+        else:
+            loss = F.cross_entropy(logits.float(), targets)
         return ObjectiveOutput(
             loss=loss,
             metrics={
