@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.modules import FeedForward
+from ptm_core.modules.attention import attend_heads
 
 
 class CrossAttention(nn.Module):
@@ -59,10 +59,8 @@ class CrossAttention(nn.Module):
             visible = keys.any(dim=-1)  # (B,)
             keys = keys | ~visible[:, None]  # a blind row may look anywhere; zeroed below
             mask = keys[:, None, None, :]
-        ctx = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
-        )  # (B, h, Lq, d)
-        out = self.out_proj(ctx.transpose(1, 2).reshape(batch, lq, -1))
+        ctx = attend_heads(q, k, v, mask, self.dropout if self.training else 0.0)  # (B, Lq, D)
+        out = self.out_proj(ctx)
         if visible is not None:
             out = out * visible[:, None, None].to(out.dtype)
         return out

@@ -9,6 +9,25 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+def attend_heads(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout: float
+) -> Tensor:
+    """SDPA over split heads, with the heads merged back: ``(B, h, Lq, d) -> (B, Lq, h*d)``.
+
+    The one place every ptm attention (self, cross, co-attention, relative) calls
+    :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+    Args:
+        query: ``(B, h, Lq, d)``; key, value: ``(B, h, Lk, d)``.
+        mask: bool (True = may attend) or additive float, broadcastable to
+            ``(B, h, Lq, Lk)``; ``None`` = attend everywhere.
+        dropout: dropout probability on the attention weights (pass 0 in eval mode).
+    """
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
+    batch, heads, length, head_dim = context.shape
+    return context.transpose(1, 2).reshape(batch, length, heads * head_dim)
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Multi-head scaled dot-product self-attention (Vaswani et al., 2017).
 
@@ -65,15 +84,8 @@ class MultiHeadSelfAttention(nn.Module):
             probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
             context = (probs @ value).transpose(1, 2).reshape(batch, length, width)
             return self.out_proj(context), scores
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, h, L, d)
-        context = context.transpose(1, 2).reshape(batch, length, width)
-        return self.out_proj(context)
+        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        return self.out_proj(context)  # (B, L, D)
 
     def forward_cached(
         self,
@@ -100,7 +112,7 @@ class MultiHeadSelfAttention(nn.Module):
             Output ``(B, T, D)``, then the keys and values of all ``P + T`` positions,
             each ``(B, h, P + T, d)``: the cache to pass at the next step.
         """
-        batch, length, width = hidden_states.shape
+        batch, length, _ = hidden_states.shape
         if past_key.dim() != 4 or past_key.shape[:2] != (batch, self.num_heads):
             raise ValueError(
                 f"past_key has shape {tuple(past_key.shape)} but hidden_states has batch "
@@ -111,12 +123,5 @@ class MultiHeadSelfAttention(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d)
         key = torch.cat([past_key, key], dim=2)  # (B, h, P + T, d)
         value = torch.cat([past_value, value], dim=2)
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, h, T, d)
-        context = context.transpose(1, 2).reshape(batch, length, width)
-        return self.out_proj(context), key, value
+        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        return self.out_proj(context), key, value  # (B, T, D)

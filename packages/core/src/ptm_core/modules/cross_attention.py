@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ptm_core.modules.attention import attend_heads
 
 
 class MultiHeadCrossAttention(nn.Module):
@@ -71,7 +72,7 @@ class MultiHeadCrossAttention(nn.Module):
         Returns:
             ``(B, Lq, D)``.
         """
-        batch, q_len, width = hidden_states.shape
+        batch, q_len, _ = hidden_states.shape
         if key.shape[0] not in (1, batch):
             raise ValueError(
                 f"cross-attention keys have batch {key.shape[0]} but the queries {batch}; "
@@ -83,14 +84,8 @@ class MultiHeadCrossAttention(nn.Module):
         query = (
             self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim)
         ).transpose(1, 2)  # (B, h, Lq, d)
-        context = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, h, Lq, d)
-        return self.out_proj(context.transpose(1, 2).reshape(batch, q_len, width))
+        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        return self.out_proj(context)  # (B, Lq, D)
 
 
 def memory_mask(attention_mask: Tensor | None) -> Tensor | None:

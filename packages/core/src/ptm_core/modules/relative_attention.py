@@ -25,8 +25,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
+
+from ptm_core.modules.attention import attend_heads
 
 
 def sinusoid_relative_positions(
@@ -165,7 +166,8 @@ class RelativeMultiHeadAttention(nn.Module):
         segment_diff: Tensor | None,
         query_length: int,
     ) -> Tensor:
-        """One stream's attention. ``query`` ``(B, h, P, d)``, positions ``(B, P)``."""
+        """One stream's attention: ``query`` ``(B, h, P, d)`` at positions ``(B, P)`` ->
+        context ``(B, P, D)``."""
         batch, heads, count, head_dim = query.shape
         key_length = key.shape[2]
         scale = 1.0 / math.sqrt(head_dim)
@@ -188,18 +190,18 @@ class RelativeMultiHeadAttention(nn.Module):
             # A finite floor, not -inf, keeps a row that may see nothing NaN-free ...
             bias = bias.masked_fill(~mask[:, None], torch.finfo(bias.dtype).min)
             blind = ~mask.any(dim=-1)  # (B, P)
-        context = F.scaled_dot_product_attention(
+        context = attend_heads(
             query + self.content_bias[:, None, :],
             key,
             value,
-            attn_mask=bias.to(query.dtype),
-            dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, h, P, d)
+            bias.to(query.dtype),
+            self.dropout if self.training else 0.0,
+        )  # (B, P, h*d)
         if blind is not None and bool(blind.any()):
             # ... and its context is zero: the query stream of the first token of a
             # factorisation order knows nothing but its position. (XLNet's code lets
             # such a row attend uniformly to every token, its own content included.)
-            context = context.masked_fill(blind[:, None, :, None], 0.0)
+            context = context.masked_fill(blind[:, :, None], 0.0)
         return context
 
     def forward(
@@ -214,7 +216,7 @@ class RelativeMultiHeadAttention(nn.Module):
         query_positions: Tensor | None = None,
         query_mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        batch, length, width = content.shape
+        batch, length, _ = content.shape
         keys_input = content if memory is None else torch.cat([memory, content], dim=1)
         key = self._heads(self.key_proj(keys_input))  # (B, h, K, d)
         value = self._heads(self.value_proj(keys_input))
@@ -230,12 +232,11 @@ class RelativeMultiHeadAttention(nn.Module):
             segment_diff,
             length,
         )
-        content_out = self.out_proj(attended.transpose(1, 2).reshape(batch, length, width))
+        content_out = self.out_proj(attended)
         if query is None:
             return content_out, None
         if query_positions is None or query_mask is None:
             raise ValueError("the query stream needs query_positions and query_mask")
-        count = query.shape[1]
         query_segments = None
         if segment_diff is not None:
             rows = query_positions[:, :, None].expand(-1, -1, segment_diff.shape[-1])
@@ -250,5 +251,5 @@ class RelativeMultiHeadAttention(nn.Module):
             query_segments,
             length,
         )
-        query_out = self.out_proj(attended_g.transpose(1, 2).reshape(batch, count, width))
+        query_out = self.out_proj(attended_g)
         return content_out, query_out
