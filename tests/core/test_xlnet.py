@@ -304,3 +304,38 @@ def test_memory_mask_hides_the_previous_segments_padding() -> None:
         out_unmasked = encoder(current, memory=noisy).last_hidden_state
     assert (out - out_noisy).abs().max() <= 1e-6
     assert (out - out_unmasked).abs().max() > 1e-4
+
+
+def test_permutation_lm_logits_match_xlnet_lm_head_model(tmp_path: Path) -> None:
+    from ptm_core.checkpoints_hf.xlnet import load_lm_head
+    from ptm_core.objectives import PermutationLMObjective
+    from ptm_core.tokenization import VocabInfo
+
+    settings = dict(vocab_size=99, d_model=32, n_layer=2, n_head=4, d_inner=64, pad_token_id=0)
+    theirs = transformers.XLNetLMHeadModel(transformers.XLNetConfig(**settings)).eval()
+    with torch.no_grad():
+        theirs.lm_loss.bias.normal_()
+    theirs.save_pretrained(tmp_path)
+    encoder = TransformerEncoder.from_pretrained(tmp_path).eval()
+    objective = PermutationLMObjective(encoder, VocabInfo(99, 0, 1, 2, 3, 4))
+    load_lm_head(tmp_path, objective)
+    batch, length, count = 2, 8, 2
+    ids = torch.randint(5, 99, (batch, length))
+    ranks = _order_ranks(batch, length, seed=9)
+    content, query = permutation_masks(ranks, torch.ones(batch, length, dtype=torch.bool))
+    positions = ranks.argsort(dim=1)[:, length - count :]
+    mapping = torch.zeros(batch, count, length).scatter_(2, positions[:, :, None], 1.0)
+    rows = query.gather(1, positions[:, :, None].expand(-1, -1, length))
+    with torch.no_grad():
+        expected = theirs(ids, perm_mask=(~query).float(), target_mapping=mapping).logits
+        out = encoder(
+            ids, attention_mask=content, query_positions=positions, query_attention_mask=rows
+        )
+        assert out.query_hidden_state is not None
+        got = objective.logits(out.query_hidden_state)
+    assert (expected - got).abs().max() <= TOL
+    with pytest.raises(CheckpointError, match="not an XLNetLMHeadModel"):
+        transformers.XLNetModel(transformers.XLNetConfig(**settings)).save_pretrained(
+            tmp_path / "bare"
+        )
+        load_lm_head(tmp_path / "bare", objective)

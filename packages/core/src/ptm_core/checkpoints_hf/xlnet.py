@@ -19,18 +19,24 @@ Hugging Face (``transformer.`` optional)   ptm
 ``layer.{i}.rel_attn.layer_norm``          ``layers.{i}.attention_norm``
 ``layer.{i}.ff.layer_{1,2}``               ``layers.{i}.feed_forward.w_{in,out}``
 ``layer.{i}.ff.layer_norm``                ``layers.{i}.ffn_norm``
-``lm_loss.{weight,bias}``                  the permutation-LM head (returned as a head tensor)
+``lm_loss.{weight,bias}``                  ``PermutationLMObjective``: the tied table and
+                                           ``output_bias`` (:func:`load_lm_head`)
 =========================================  ==================================================
 """
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+import torch
 from torch import Tensor
 
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders.config import EncoderConfig
+
+if TYPE_CHECKING:
+    from ptm_core.objectives.permutation_lm import PermutationLMObjective
 
 _CONFIG_KEYS = {
     "vocab_size": "vocab_size",
@@ -207,3 +213,37 @@ def state_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Te
             for kind in ("weight", "bias"):
                 out[f"{prefix}{theirs}.{kind}"] = state[f"{ours}{name}.{kind}"].detach().clone()
     return {name: tensor.contiguous() for name, tensor in out.items()}
+
+
+def load_lm_head(path: str | Path, objective: PermutationLMObjective) -> None:
+    """Load the output layer of an ``XLNetLMHeadModel`` directory into ``objective``.
+
+    XLNet's ``lm_loss`` is tied to the token table (which the encoder loads); only its
+    bias is the head's own tensor. The tied weight in the file must equal the table.
+
+    Raises:
+        CheckpointError: the file has no ``lm_loss.bias`` (an ``XLNetModel`` without a
+            head), or its size does not fit the objective's vocabulary.
+    """
+    weights, weights_path = read_weights(Path(path))
+    heads = {k.removeprefix("transformer."): v for k, v in weights.items()}
+    bias = heads.get("lm_loss.bias")
+    if bias is None:
+        raise CheckpointError(
+            f"{weights_path}: no lm_loss.bias; this is not an XLNetLMHeadModel checkpoint, "
+            "load the encoder only (the permutation-LM bias then starts at zero)"
+        )
+    if bias.shape != objective.output_bias.shape:
+        raise CheckpointError(
+            f"{weights_path}: lm_loss.bias has {bias.shape[0]} entries but the objective's "
+            f"vocabulary has {objective.output_bias.shape[0]}; build it with the checkpoint's "
+            "vocab_size"
+        )
+    weight = heads.get("lm_loss.weight")
+    if weight is not None and not torch.equal(weight, objective.table.weight.detach()):
+        raise CheckpointError(
+            f"{weights_path}: lm_loss.weight differs from the token table; XLNet ties them. "
+            "Build the objective on the encoder loaded from the same directory"
+        )
+    with torch.no_grad():
+        objective.output_bias.copy_(bias)
