@@ -16,6 +16,11 @@ DEFAULT_EVAL_CORPUS = "data_specs/text_corpus/sample/corpus.jsonl"
 # family -> (headline metric, higher is better, what the numbers mean)
 FAMILIES = {
     "masked_lm": ("accuracy", True, "masked-LM on seeded masks (15%, 80/10/10)"),
+    "permutation_lm": (
+        "accuracy",
+        True,
+        "XLNet permutation LM on seeded factorisation orders (last 1/K predicted)",
+    ),
     "ernie_thu": (
         "dea/accuracy",
         True,
@@ -56,7 +61,8 @@ def model_family(model_dir: str | Path) -> str:
     if (directory / "entity_embeddings.safetensors").exists():
         return "kg_embeddings"
     if (directory / "config.json").exists() and (directory / "heads.safetensors").exists():
-        return "masked_lm"
+        encoder = json.loads((directory / "config.json").read_text())
+        return "permutation_lm" if encoder.get("position_encoding") == "relative" else "masked_lm"
     raise ValueError(
         f"{directory}: cannot tell which evaluation fits; expected a pre-training run's final/ "
         "directory (config.json + heads.safetensors), an ERNIE-THU final/ directory "
@@ -75,6 +81,32 @@ def evaluate_masked_lm_task(
         model_dir, random_init_seed=seed if random_init else None
     )
     return evaluate_masked_lm(encoder, objective, tokenizer, corpus, seed=seed).to_dict()
+
+
+@task(name="evaluate-permutation-lm")
+def evaluate_permutation_lm_task(
+    model_dir: str, corpus: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Permutation-LM accuracy and perplexity of an XLNet ``final/`` directory."""
+    from ptm_core.evaluation import evaluate_permutation_lm, load_permutation_lm
+
+    encoder, objective, tokenizer = load_permutation_lm(
+        model_dir, random_init_seed=seed if random_init else None
+    )
+    return evaluate_permutation_lm(encoder, objective, tokenizer, corpus, seed=seed).to_dict()
+
+
+def evaluate_language_model(
+    model_dir: str, corpus: str, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """The text-LM evaluation that fits ``model_dir``: permutation LM for a
+    relative-position (XLNet) encoder, else masked LM. Same keys either way."""
+    task_for = (
+        evaluate_permutation_lm_task
+        if model_family(model_dir) == "permutation_lm"
+        else evaluate_masked_lm_task
+    )
+    return task_for(model_dir, corpus, seed, random_init=random_init)
 
 
 @task(name="evaluate-ernie-thu")
@@ -247,9 +279,9 @@ def evaluate(
         corpus_note = corpus
     else:
         corpus = corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
-        scores = evaluate_masked_lm_task(model_dir, corpus, seed)
+        scores = evaluate_language_model(model_dir, corpus, seed)
         random_base = baseline == "random"
-        base = evaluate_masked_lm_task(
+        base = evaluate_language_model(
             model_dir if random_base else baseline, corpus, seed, random_init=random_base
         )
         base_name = "random init" if random_base else f"`{baseline}`"

@@ -10,7 +10,7 @@ from typing import Any
 from prefect import flow, task
 
 from flows.config import project_root
-from flows.evaluate import DEFAULT_EVAL_CORPUS, evaluate_masked_lm_task
+from flows.evaluate import DEFAULT_EVAL_CORPUS, evaluate_language_model
 from flows.pretrain import pretrain
 from flows.registry import ModelRegistry
 from ptm_core.atomic import atomic_write_text
@@ -52,7 +52,7 @@ def retrain(
         registry_dir: registry directory.
         overrides: Hydra overrides for the pre-training (e.g. ``experiment=bert_tiny``).
         eval_corpus: held-out evaluation corpus (default: the bundled JSONL sample).
-        metric: masked-LM metric to gate on: ``loss`` (default; smooth, lower is better),
+        metric: language-model metric to gate on (masked LM, or permutation LM for XLNet): ``loss`` (default; smooth, lower is better),
             ``perplexity`` (lower is better) or ``accuracy`` (higher is better, noisy on
             small evaluation sets).
         seed: evaluation seed.
@@ -78,10 +78,10 @@ def retrain(
     summary = pretrain(run_overrides)
 
     eval_corpus = eval_corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
-    scores = evaluate_masked_lm_task(summary["encoder_dir"], eval_corpus, seed)
+    scores = evaluate_language_model(summary["encoder_dir"], eval_corpus, seed)
     extra: dict[str, Any] = {"data_fingerprint": fingerprint, "eval_corpus": eval_corpus}
     if champion is not None:
-        champion_scores = evaluate_masked_lm_task(champion["model_dir"], eval_corpus, seed)
+        champion_scores = evaluate_language_model(champion["model_dir"], eval_corpus, seed)
         registry.rescore_champion(champion_scores[metric])
     decision = registry.consider(
         summary["encoder_dir"],

@@ -68,3 +68,25 @@ def test_cogqa_model_is_scored_against_system1_alone(tmp_path: Path) -> None:
     assert result["family"] == "cogqa" and result["metric"] == "joint_f1"
     assert 0.0 <= result["model"]["joint_f1"] <= 1.0
     assert "System 1 only" in Path(result["report"]).read_text()
+
+
+def test_xlnet_model_is_scored_by_permutation_lm_against_random_init(tmp_path: Path) -> None:
+    from flows.evaluate import evaluate, model_family
+
+    model_dir = _train(
+        "xlnet_tiny",
+        tmp_path / "xlnet",
+        "trainer.max_steps=40",
+        "trainer.learning_rate=2e-3",
+        "model.num_layers=1",
+        "model.hidden_size=64",
+        "model.intermediate_size=128",
+        "data.max_length=64",
+        "data.batch_size=8",
+    )
+    assert model_family(model_dir) == "permutation_lm"
+    result = evaluate(model_dir, corpus=str(ROOT / "data_specs/text_corpus/sample/corpus.txt"))
+    assert result["family"] == "permutation_lm" and result["metric"] == "accuracy"
+    model, baseline = result["model"], result["baseline"]
+    assert model["predictions"] == baseline["predictions"] > 100  # the same seeded targets
+    assert model["loss"] < baseline["loss"] - 0.5

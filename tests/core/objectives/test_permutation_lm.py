@@ -222,5 +222,5 @@ def test_recurrence_in_pretraining_feeds_the_previous_segment_as_memory() -> Non
 
 def test_recurrence_needs_an_encoder_with_memory() -> None:
     encoder = xlnet_encoder(vocab_size=60, hidden_size=32, num_layers=1, num_heads=2)
-    with pytest.raises(ValueError, match="model.memory_length"):
+    with pytest.raises(ValueError, match=r"model\.memory_length"):
         PermutationLMObjective(encoder, VOCAB, memory_segment=8)

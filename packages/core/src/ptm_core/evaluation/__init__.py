@@ -6,5 +6,13 @@ from ptm_core.evaluation.masked_lm import (
     load_masked_lm,
 )
 from ptm_core.evaluation.metrics import average_metrics
+from ptm_core.evaluation.permutation_lm import evaluate_permutation_lm, load_permutation_lm
 
-__all__ = ["MaskedLMEvaluation", "average_metrics", "evaluate_masked_lm", "load_masked_lm"]
+__all__ = [
+    "MaskedLMEvaluation",
+    "average_metrics",
+    "evaluate_masked_lm",
+    "evaluate_permutation_lm",
+    "load_masked_lm",
+    "load_permutation_lm",
+]

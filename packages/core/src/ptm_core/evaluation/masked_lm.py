@@ -22,13 +22,14 @@ from ptm_core.tokenization import WordPieceTokenizer
 
 @dataclass
 class MaskedLMEvaluation:
-    """Masked-LM scores over a corpus (token-level averages over masked positions).
+    """Language-model scores over a corpus: token-level averages over the predicted
+    positions (the masked ones for MLM, the order's last ``1/K`` for permutation LM).
 
     Attributes:
-        loss: mean cross-entropy (nats) at masked positions.
+        loss: mean cross-entropy (nats) at predicted positions.
         perplexity: ``exp(loss)``.
-        accuracy: fraction of masked positions whose arg-max is the original token.
-        predictions: number of masked positions scored.
+        accuracy: fraction of predicted positions whose arg-max is the original token.
+        predictions: number of positions scored.
         examples: number of rows evaluated.
     """
 
