@@ -68,3 +68,32 @@ def test_sharded_batches_split_rounds_between_ranks() -> None:
     assert [int(b["index"]) for b in ranks[1].iter_batches(0, start=1)] == [4]
     with pytest.raises(ValueError, match="cannot feed 8 processes"):
         ShardedBatches(_Source(), 0, 8)
+
+
+class _IndexedSource(_Source):
+    def __init__(self) -> None:
+        self.built: list[int] = []
+
+    def batch(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
+        self.built.append(index)
+        return {"index": torch.tensor(index), "epoch": torch.tensor(epoch)}
+
+
+def test_sharded_batches_build_only_their_own_batches_when_the_source_can() -> None:
+    sources = [_IndexedSource() for _ in range(3)]
+    ranks = [ShardedBatches(source, r, 3) for r, source in enumerate(sources)]
+    seen = [[int(b["index"]) for b in shard.iter_batches(1)] for shard in ranks]
+    assert seen == [[0, 3], [1, 4], [2, 5]]  # the same split as iterating everything
+    assert [source.built for source in sources] == [[0, 3], [1, 4], [2, 5]]
+    assert [int(b["index"]) for b in ranks[2].iter_batches(1, start=1)] == [5]
+
+
+def test_pretraining_batches_by_index_equal_iteration() -> None:
+    from ptm_core.data.batches import PretrainingBatches
+
+    examples = [{"input_ids": [2, 5 + i, 3], "special_tokens_mask": [1, 0, 1]} for i in range(10)]
+    source = PretrainingBatches(examples, batch_size=3, pad_id=0, seed=4)
+    iterated = list(source.iter_batches(2))
+    by_index = [source.batch(2, i) for i in range(source.batches_per_epoch)]
+    for a, b in zip(iterated, by_index, strict=True):
+        assert torch.equal(a["input_ids"], b["input_ids"])

@@ -98,6 +98,7 @@ class PretrainingBatches:
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
+        self._order_cache: tuple[int, list[int]] | None = None
 
     @property
     def batches_per_epoch(self) -> int:
@@ -105,12 +106,18 @@ class PretrainingBatches:
         return full + (1 if rest and not self.drop_last else 0)
 
     def order(self, epoch: int) -> list[int]:
-        """Example indices in the order epoch ``epoch`` visits them."""
+        """Example indices in the order epoch ``epoch`` visits them (kept for the last epoch
+        asked, so building batches one by one does not redraw it)."""
+        if self._order_cache is not None and self._order_cache[0] == epoch:
+            return self._order_cache[1]
         if not self.shuffle:
-            return list(range(len(self.examples)))
-        return torch.randperm(
-            len(self.examples), generator=generator_for(self.seed, epoch)
-        ).tolist()
+            order = list(range(len(self.examples)))
+        else:
+            order = torch.randperm(
+                len(self.examples), generator=generator_for(self.seed, epoch)
+            ).tolist()
+        self._order_cache = (epoch, order)
+        return order
 
     def batch(self, epoch: int, index: int, order: list[int] | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""

@@ -81,7 +81,9 @@ class ShardedBatches:
 
     Positions are counted in rounds of ``n`` batches, so the trainer's data position (and
     resume) works unchanged; the last ``batches_per_epoch mod n`` batches of an epoch are
-    dropped so every rank does the same number of steps.
+    dropped so every rank does the same number of steps. A source with a
+    ``batch(epoch, index)`` method (every ptm batch source) is asked for this rank's
+    batches only; any other source is iterated and the other ranks' batches skipped.
 
     Args:
         source: the full batch source (deterministic given epoch and index).
@@ -106,6 +108,13 @@ class ShardedBatches:
     def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         wanted = start * self.world_size + self.rank
         stop = self.batches_per_epoch * self.world_size
+        build = getattr(self.source, "batch", None)
+        if callable(build):
+            # A source with random access (``batch(epoch, index)``, as every ptm batch
+            # source has) builds only this rank's batches.
+            for index in range(wanted, stop, self.world_size):
+                yield build(epoch, index)
+            return
         for index, batch in enumerate(self.source.iter_batches(epoch, wanted), start=wanted):
             if index >= stop:
                 return
