@@ -126,8 +126,14 @@ class PretrainingBatches:
         batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
         if "document_ids" in batch:  # packed rows: each example sees only itself
             batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
+        batch = self.annotate(batch, epoch, index)
         if self.transform is not None:
             batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
+        return batch
+
+    def annotate(self, batch: Batch, epoch: int, index: int) -> Batch:
+        """Hook for subclasses: add keys that depend on the batch's position (before the
+        objectives' ``transform``). Default: unchanged."""
         return batch
 
     def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:

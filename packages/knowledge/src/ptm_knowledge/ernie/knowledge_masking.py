@@ -110,24 +110,13 @@ class StagedMaskingBatches(PretrainingBatches):
     def __init__(
         self, examples: Sequence[dict], batch_size: int, *, schedule: MaskingSchedule, **kwargs: Any
     ) -> None:
-        transform = kwargs.pop("transform", None)
         super().__init__(examples, batch_size, **kwargs)
         self.schedule = schedule
-        self._objective_transform = transform
 
-    def batch(self, epoch: int, index: int, order: list[int] | None = None) -> Batch:
-        from ptm_core.data import pad_examples
-        from ptm_core.seeding import generator_for
-
-        order = order if order is not None else self.order(epoch)
-        chosen = order[index * self.batch_size : (index + 1) * self.batch_size]
-        batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
+    def annotate(self, batch: Batch, epoch: int, index: int) -> Batch:
         level = self.schedule.level_at(epoch * self.batches_per_epoch + index)
-        batch["masking_level"] = torch.full((len(chosen),), level, dtype=torch.long)
-        if self._objective_transform is not None:
-            batch = self._objective_transform(
-                batch, generator_for(self.seed, epoch, index, "collate")
-            )
+        rows = batch["input_ids"].shape[0]
+        batch["masking_level"] = torch.full((rows,), level, dtype=torch.long)
         return batch
 
 
