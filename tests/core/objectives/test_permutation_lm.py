@@ -224,3 +224,21 @@ def test_recurrence_needs_an_encoder_with_memory() -> None:
     encoder = xlnet_encoder(vocab_size=60, hidden_size=32, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match=r"model\.memory_length"):
         PermutationLMObjective(encoder, VOCAB, memory_segment=8)
+
+
+def test_short_batches_split_at_half_their_length() -> None:
+    encoder = xlnet_encoder(
+        vocab_size=60,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        memory_length=32,
+    )
+    objective = PermutationLMObjective(encoder, VOCAB, memory_segment=32)
+    ids, special, padding = _rows([19, 7], 21)  # the batch is padded to 21 tokens only
+    raw = {"input_ids": ids, "attention_mask": padding.long(), "special_tokens_mask": special}
+    batch = objective.collate(raw, torch.Generator().manual_seed(0))
+    assert batch["memory_input_ids"].shape == (2, 10) and batch["input_ids"].shape == (2, 11)
+    assert batch["memory_mask"].shape == (2, 10)
+    assert (batch["plm_labels"][0] != IGNORE_INDEX).any()

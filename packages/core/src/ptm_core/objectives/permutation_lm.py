@@ -161,7 +161,8 @@ class PermutationLMObjective(Objective):
         max_span: longest span when ``span_based``.
         bidirectional_context: see :func:`permutation_batch`.
         memory_segment: Transformer-XL recurrence in pre-training: the first
-            ``memory_segment`` tokens of every row are the *previous segment*. They are
+            ``memory_segment`` tokens of every row (at most half of the batch's row
+            length) are the *previous segment*. They are
             encoded without gradient, and the encoder's memory of them is given to the
             pass over the rest of the row (the *current segment*), on which the
             permutation objective runs. ``0`` = no recurrence. Needs an encoder with
@@ -248,14 +249,18 @@ class PermutationLMObjective(Objective):
         }
 
     def _split_segments(self, batch: Batch) -> Batch:
-        """Cut every ``(B, L)`` tensor at ``memory_segment``: previous | current."""
+        """Cut every ``(B, L)`` tensor into previous | current segment.
+
+        The cut is at ``memory_segment`` tokens, or at half the batch's row length when
+        its rows are shorter than ``2 * memory_segment`` (batches are padded to their
+        longest row), so there is always a current segment to predict.
+        """
         ids = batch["input_ids"]
-        length, cut = ids.shape[1], self.memory_segment
-        if length <= cut:
-            raise ValueError(
-                f"rows of {length} tokens leave nothing after memory_segment={cut}; use "
-                "longer rows (data.max_length) or a smaller memory_segment"
-            )
+        length = ids.shape[1]
+        cut = min(self.memory_segment, length // 2)
+        if cut == 0:
+            return batch
+        kept = min(cut, self.memory_kept)
         padding = padding_of(batch)
         out: Batch = {}
         for key, value in batch.items():
@@ -265,17 +270,17 @@ class PermutationLMObjective(Objective):
                 out[key] = value
         out["attention_mask"] = padding[:, cut:].long()
         out["memory_input_ids"] = ids[:, :cut]
-        out["memory_mask"] = padding[:, cut - self.memory_kept : cut]
+        out["memory_attention_mask"] = padding[:, :cut].long()
+        out["memory_mask"] = padding[:, cut - kept : cut]
         types = batch.get("token_type_ids")
         out["memory_token_type_ids"] = (
             types[:, :cut] if types is not None else torch.zeros_like(ids[:, :cut])
         )
-        out["memory_attention_mask"] = padding[:, :cut].long()
         return out
 
     def memory(self, encoder: TransformerEncoder, batch: Batch) -> tuple[Tensor, ...] | None:
         """The encoder's memory of the previous segment, without gradient (or ``None``)."""
-        if not self.memory_segment:
+        if "memory_input_ids" not in batch:
             return None
         with torch.no_grad():
             memory = encoder(
