@@ -43,6 +43,20 @@ class MaskedLMEvaluation:
         return asdict(self)
 
 
+def load_run_encoder(
+    model_dir: str | Path, *, random_init_seed: int | None = None
+) -> tuple[TransformerEncoder, WordPieceTokenizer]:
+    """Encoder and tokenizer of a run's ``final/`` directory, or the same architecture
+    re-initialised from ``random_init_seed`` (the "same model from random init" baseline)."""
+    directory = Path(model_dir)
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    encoder = TransformerEncoder.from_pretrained(directory)
+    if random_init_seed is not None:
+        torch.manual_seed(derive_seed(random_init_seed, "baseline"))
+        encoder = TransformerEncoder(encoder.config)
+    return encoder, tokenizer
+
+
 def load_masked_lm(
     model_dir: str | Path, *, random_init_seed: int | None = None
 ) -> tuple[TransformerEncoder, MaskedLMObjective, WordPieceTokenizer]:
@@ -57,11 +71,7 @@ def load_masked_lm(
     from ptm_core.pretraining import load_heads
 
     directory = Path(model_dir)
-    tokenizer = WordPieceTokenizer.from_directory(directory)
-    encoder = TransformerEncoder.from_pretrained(directory)
-    if random_init_seed is not None:
-        torch.manual_seed(derive_seed(random_init_seed, "baseline"))
-        encoder = TransformerEncoder(encoder.config)
+    encoder, tokenizer = load_run_encoder(directory, random_init_seed=random_init_seed)
     objective = MaskedLMObjective(encoder, tokenizer.vocab_info)
     if random_init_seed is None:
         missing = load_heads(ObjectiveMix({"mlm": objective}), directory)

@@ -12,11 +12,11 @@ from ptm_core.data.batches import pad_examples
 from ptm_core.data.corpus import read_text_corpus
 from ptm_core.data.segments import build_single_segment_examples
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.evaluation.masked_lm import MaskedLMEvaluation
+from ptm_core.evaluation.masked_lm import MaskedLMEvaluation, load_run_encoder
 from ptm_core.models.pretraining import ENCODER_INPUTS
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.permutation_lm import PermutationLMObjective
-from ptm_core.seeding import derive_seed, generator_for
+from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 
 
@@ -34,11 +34,7 @@ def load_permutation_lm(
     from ptm_core.pretraining import load_heads
 
     directory = Path(model_dir)
-    tokenizer = WordPieceTokenizer.from_directory(directory)
-    encoder = TransformerEncoder.from_pretrained(directory)
-    if random_init_seed is not None:
-        torch.manual_seed(derive_seed(random_init_seed, "baseline"))
-        encoder = TransformerEncoder(encoder.config)
+    encoder, tokenizer = load_run_encoder(directory, random_init_seed=random_init_seed)
     objective = PermutationLMObjective(encoder, tokenizer.vocab_info)
     if random_init_seed is None:
         missing = load_heads(ObjectiveMix({"plm": objective}), directory)
