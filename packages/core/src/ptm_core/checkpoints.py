@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 PTM_ENCODER_FORMAT = "ptm-encoder/1"
 
-# Hugging Face BertConfig key -> EncoderConfig field.
-_HF_CONFIG_KEYS = {
+# Hugging Face BertConfig key -> EncoderConfig field (ALBERT and ELECTRA add embedding_size).
+HF_BERT_CONFIG_KEYS = {
     "vocab_size": "vocab_size",
     "hidden_size": "hidden_size",
     "num_hidden_layers": "num_layers",
@@ -133,7 +133,9 @@ def hf_config_to_encoder_config(config: dict[str, Any], *, source: str) -> Encod
             f"{source}: position_embedding_type {position_type!r} is not supported "
             "(only 'absolute')"
         )
-    values = {ours: config[theirs] for theirs, ours in _HF_CONFIG_KEYS.items() if theirs in config}
+    values = {
+        ours: config[theirs] for theirs, ours in HF_BERT_CONFIG_KEYS.items() if theirs in config
+    }
     values.setdefault("pad_token_id", 0)
     if values["pad_token_id"] is None:
         values["pad_token_id"] = 0
@@ -224,7 +226,7 @@ def encoder_config_to_hf(config: EncoderConfig) -> dict[str, Any]:
             "only post-LN (BERT) encoders can be exported to Hugging Face BERT; this one "
             "is pre-LN. Save it with format='ptm'"
         )
-    hf = {theirs: getattr(config, ours) for theirs, ours in _HF_CONFIG_KEYS.items()}
+    hf = {theirs: getattr(config, ours) for theirs, ours in HF_BERT_CONFIG_KEYS.items()}
     hf.update(
         architectures=["BertModel"],
         model_type="bert",

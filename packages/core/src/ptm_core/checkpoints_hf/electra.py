@@ -15,6 +15,7 @@ from typing import Any
 from torch import Tensor
 
 from ptm_core.checkpoints import (
+    HF_BERT_CONFIG_KEYS,
     CheckpointError,
     check_state,
     hf_bert_to_ptm,
@@ -24,22 +25,7 @@ from ptm_core.checkpoints import (
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.heads.token_discriminator import TokenDiscriminatorHead
 
-_CONFIG_KEYS = {
-    "vocab_size": "vocab_size",
-    "embedding_size": "embedding_size",
-    "hidden_size": "hidden_size",
-    "num_hidden_layers": "num_layers",
-    "num_attention_heads": "num_heads",
-    "intermediate_size": "intermediate_size",
-    "max_position_embeddings": "max_positions",
-    "type_vocab_size": "type_vocab_size",
-    "hidden_dropout_prob": "dropout",
-    "attention_probs_dropout_prob": "attention_dropout",
-    "hidden_act": "activation",
-    "layer_norm_eps": "layer_norm_eps",
-    "pad_token_id": "pad_token_id",
-    "initializer_range": "initializer_range",
-}
+_CONFIG_KEYS = {**HF_BERT_CONFIG_KEYS, "embedding_size": "embedding_size"}
 _PROJECTION = "embeddings_project"
 _HEAD_PREFIXES = ("discriminator_predictions.", "generator_predictions.", "generator_lm_head.")
 _DISCRIMINATOR_NAMES = {
