@@ -339,3 +339,23 @@ def test_permutation_lm_logits_match_xlnet_lm_head_model(tmp_path: Path) -> None
             tmp_path / "bare"
         )
         load_lm_head(tmp_path / "bare", objective)
+
+
+def test_encoders_without_bert_layout_refuse_bert_family_exports(tmp_path: Path) -> None:
+    from ptm_core.encoders import bert_encoder
+
+    xlnet = _tiny()
+    with pytest.raises(CheckpointError, match="position_encoding='relative'.*hf-xlnet"):
+        xlnet.save_pretrained(tmp_path / "a", format="hf-bert")
+    t5_like = bert_encoder(
+        vocab_size=50, hidden_size=32, num_layers=1, num_heads=2, norm_position="post"
+    )
+    t5_like = TransformerEncoder(
+        EncoderConfig(
+            **{**t5_like.config.to_dict(), "position_encoding": "bucketed", "bias": False}
+        )
+    )
+    for fmt in ("hf", "hf-bert", "hf-electra"):
+        with pytest.raises(CheckpointError, match="position_encoding='bucketed', bias=False"):
+            t5_like.save_pretrained(tmp_path / fmt, format=fmt)
+        assert not (tmp_path / fmt).exists()

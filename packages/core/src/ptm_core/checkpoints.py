@@ -397,6 +397,8 @@ def save_encoder(
     config = encoder.config
     if format == "hf":
         format = _default_hf_format(config)
+    if format in ("hf-bert", "hf-albert", "hf-electra"):
+        _check_bert_layout(config, format)
     if format == "ptm":
         config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()}
         state = unique_state(encoder)
@@ -421,6 +423,32 @@ def save_encoder(
         for writer in extra_writers:
             writer(tmp)
     return Path(path)
+
+
+def _check_bert_layout(config: EncoderConfig, format: str) -> None:
+    """Raise unless ``config`` has BERT's layer layout (what BERT, ALBERT and ELECTRA share)."""
+    defaults = EncoderConfig()
+    switches = (
+        "position_encoding",
+        "segment_encoding",
+        "memory_length",
+        "embedding_layer_norm",
+        "norm_type",
+        "bias",
+        "attention_scale",
+        "gated_feed_forward",
+    )
+    changed = [
+        f"{name}={getattr(config, name)!r}"
+        for name in switches
+        if getattr(config, name) != getattr(defaults, name)
+    ]
+    if changed:
+        raise CheckpointError(
+            f"format={format!r} needs BERT's layer layout, but this encoder has "
+            f"{', '.join(changed)}; save it with format='ptm'"
+            + (" or 'hf-xlnet'" if config.relative else "")
+        )
 
 
 def _default_hf_format(config: EncoderConfig) -> str:

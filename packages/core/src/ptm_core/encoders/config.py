@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ptm_core.modules.feed_forward import ACTIVATIONS
+from ptm_core.modules.t5 import NORM_TYPES
 
 NormPosition = Literal["post", "pre"]
 # What consecutive layers share (ALBERT, Lan et al., 2020): nothing (BERT), every
@@ -17,6 +18,11 @@ LAYER_SHARING = ("none", "all", "attention", "ffn")
 # (BERT), or Transformer-XL / XLNet relative encodings inside every attention layer.
 Encoding = Literal["absolute", "relative"]
 ENCODINGS = ("absolute", "relative")
+# Positions also have T5's bucketed relative bias (Raffel et al., 2020): no table, one
+# learned scalar per head and distance bucket added to every layer's attention logits.
+PositionEncoding = Literal["absolute", "relative", "bucketed"]
+POSITION_ENCODINGS = ("absolute", "relative", "bucketed")
+NormType = Literal["layernorm", "rmsnorm"]
 
 
 @dataclass
@@ -51,7 +57,10 @@ class EncoderConfig:
             the input, BERT) or ``"relative"`` (Transformer-XL, Dai et al., 2019: no
             position table; every attention layer scores content, sinusoidal relative
             distance and, with biases ``u``/``v``, both; XLNet's encoder). A relative
-            encoder has no length limit; ``max_positions`` is then unused.
+            encoder has no length limit; ``max_positions`` is then unused. ``"bucketed"``
+            (T5, Raffel et al., 2020): no position table; a learned scalar per head and
+            log-spaced distance bucket (bidirectional) is computed once per forward pass
+            and added to the attention logits of every layer.
         segment_encoding: ``"absolute"`` (token-type table, BERT) or ``"relative"``
             (XLNet: attention scores whether query and key are in the same segment; no
             token-type table). ``"relative"`` needs ``position_encoding="relative"``.
@@ -60,6 +69,16 @@ class EncoderConfig:
             encoder returns the new memory; it is detached (no gradient flows into it).
             Needs ``position_encoding="relative"``.
         embedding_layer_norm: LayerNorm on the embedding sum (BERT yes, XLNet no).
+        relative_attention_num_buckets: ``"bucketed"`` positions: distance buckets (T5: 32).
+        relative_attention_max_distance: ``"bucketed"`` positions: distance from which all
+            keys share the last bucket (T5: 128).
+        norm_type: ``"layernorm"`` (BERT) or ``"rmsnorm"`` (T5: scale only, no mean, no
+            bias) for the layer norms and the final norm.
+        bias: biases on the attention and feed-forward linears (T5: no).
+        attention_scale: divide ``QK^T`` by ``sqrt(d)`` (T5: no, its initialisation
+            absorbs the factor).
+        gated_feed_forward: ``W_out(act(W_gate x) * W_in x)`` instead of the two-layer MLP
+            (T5 v1.1 gated-GELU).
     """
 
     vocab_size: int = 30522
@@ -78,10 +97,16 @@ class EncoderConfig:
     initializer_range: float = 0.02
     embedding_size: int | None = None
     share_layers: LayerSharing = "none"
-    position_encoding: Encoding = "absolute"
+    position_encoding: PositionEncoding = "absolute"
     segment_encoding: Encoding = "absolute"
     memory_length: int = 0
     embedding_layer_norm: bool = True
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    norm_type: NormType = "layernorm"
+    bias: bool = True
+    attention_scale: bool = True
+    gated_feed_forward: bool = False
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -115,12 +140,36 @@ class EncoderConfig:
                 f"EncoderConfig.share_layers must be one of {', '.join(LAYER_SHARING)}, "
                 f"got {self.share_layers!r}"
             )
-        for name in ("position_encoding", "segment_encoding"):
-            if getattr(self, name) not in ENCODINGS:
-                raise ValueError(
-                    f"EncoderConfig.{name} must be 'absolute' or 'relative', "
-                    f"got {getattr(self, name)!r}"
-                )
+        if self.position_encoding not in POSITION_ENCODINGS:
+            raise ValueError(
+                "EncoderConfig.position_encoding must be 'absolute' or 'relative' "
+                f"(Transformer-XL), or 'bucketed' (T5), got {self.position_encoding!r}"
+            )
+        if self.segment_encoding not in ENCODINGS:
+            raise ValueError(
+                "EncoderConfig.segment_encoding must be 'absolute' or 'relative', "
+                f"got {self.segment_encoding!r}"
+            )
+        if self.norm_type not in NORM_TYPES:
+            raise ValueError(
+                f"EncoderConfig.norm_type must be one of {', '.join(NORM_TYPES)}, "
+                f"got {self.norm_type!r}"
+            )
+        for name in ("relative_attention_num_buckets", "relative_attention_max_distance"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 2:
+                raise ValueError(f"EncoderConfig.{name} must be an integer >= 2, got {value!r}")
+        if self.relative and (
+            self.norm_type != "layernorm"
+            or not self.bias
+            or not self.attention_scale
+            or self.gated_feed_forward
+        ):
+            raise ValueError(
+                "EncoderConfig.norm_type, bias, attention_scale and gated_feed_forward are "
+                "switches of the standard attention layers; position_encoding='relative' "
+                "(Transformer-XL) keeps their defaults"
+            )
         if not isinstance(self.memory_length, int) or self.memory_length < 0:
             raise ValueError(
                 f"EncoderConfig.memory_length must be an integer >= 0, got {self.memory_length!r}"
@@ -145,6 +194,11 @@ class EncoderConfig:
     def relative(self) -> bool:
         """Whether attention uses Transformer-XL relative positions (XLNet) instead of a table."""
         return self.position_encoding == "relative"
+
+    @property
+    def bucketed(self) -> bool:
+        """Whether attention adds T5's bucketed relative position bias (no position table)."""
+        return self.position_encoding == "bucketed"
 
     @property
     def embedding_width(self) -> int:

@@ -14,6 +14,9 @@ from ptm_core.modules.attention_masks import causal_mask, to_sdpa_mask
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
+from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
+
+DECODER_POSITIONS = ("learned", "t5_buckets")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ class DecoderCache:
         cross_mask: ``None`` or bool ``(N or 1, 1, 1, S)`` encoder padding (True = real),
             the same batch as the layers' ``cross_key``.
         length: ``P``, decoder positions already cached; the next token is at position
-            ``P`` (learned position row ``position_offset + P``).
+            ``P`` (learned position row ``position_offset + P``, or position-bias row
+            ``P`` with T5 buckets).
     """
 
     layers: tuple[LayerCache, ...]
@@ -104,6 +108,8 @@ class DecoderLayer(nn.Module):
     position-wise feed-forward block; the core attention and feed-forward modules, with the
     residual/LayerNorm arrangement of :class:`~ptm_core.encoders.TransformerLayer`:
     ``"post"`` = ``LN(x + Dropout(f(x)))`` (BART), ``"pre"`` = ``x + Dropout(f(LN(x)))``.
+    T5 (Raffel et al., 2020) is ``"pre"`` with RMS norms, no biases, no ``1/sqrt(d)``
+    attention scaling and a ReLU (v1.0) or gated-GELU (v1.1) feed-forward.
 
     Args:
         hidden_size: width ``D``.
@@ -114,9 +120,14 @@ class DecoderLayer(nn.Module):
         activation: feed-forward activation name.
         layer_norm_eps: LayerNorm epsilon.
         norm_position: ``"post"`` or ``"pre"``.
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5).
+        bias: biases on the attention and feed-forward linears (T5: no).
+        attention_scale: divide ``QK^T`` by ``sqrt(d)`` (T5: no).
+        gated_feed_forward: gated feed-forward (T5 v1.1).
 
     Shapes:
-        hidden ``(B, T, D)``, memory ``(B, S, D)``; self_mask bool ``(B, 1, T, T)``;
+        hidden ``(B, T, D)``, memory ``(B, S, D)``; self_mask bool ``(B, 1, T, T)`` or an
+        additive float ``(B or 1, h, T, T)`` (T5's position bias folded in);
         cross_mask ``None`` or bool ``(B, 1, 1, S)``; output ``(B, T, D)``.
     """
 
@@ -130,14 +141,27 @@ class DecoderLayer(nn.Module):
         activation: str = "gelu",
         layer_norm_eps: float = 1e-5,
         norm_position: str = "post",
+        *,
+        norm_type: str = "layernorm",
+        bias: bool = True,
+        attention_scale: bool = True,
+        gated_feed_forward: bool = False,
     ) -> None:
         super().__init__()
-        self.self_attention = MultiHeadSelfAttention(hidden_size, num_heads, attention_dropout)
-        self.self_attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.cross_attention = MultiHeadCrossAttention(hidden_size, num_heads, attention_dropout)
-        self.cross_attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.feed_forward = FeedForward(hidden_size, intermediate_size, activation)
-        self.ffn_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.self_attention = MultiHeadSelfAttention(
+            hidden_size, num_heads, attention_dropout, bias=bias, scale=attention_scale
+        )
+        self.self_attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
+        self.cross_attention = MultiHeadCrossAttention(
+            hidden_size, num_heads, attention_dropout, bias=bias, scale=attention_scale
+        )
+        self.cross_attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
+        self.feed_forward: nn.Module = (
+            GatedFeedForward(hidden_size, intermediate_size, activation, bias)
+            if gated_feed_forward
+            else FeedForward(hidden_size, intermediate_size, activation, bias)
+        )
+        self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = norm_position == "pre"
 
@@ -185,7 +209,9 @@ class DecoderLayer(nn.Module):
         Args:
             hidden: ``(N, T, D)`` states of the new positions.
             cache: this layer's cache with ``P`` positions.
-            self_mask: ``None`` (``T = 1``) or bool ``(1, 1, T, P + T)`` causal visibility.
+            self_mask: ``None`` (``T = 1``) or bool ``(1, 1, T, P + T)`` causal visibility,
+                or an additive float ``(1, h, T, P + T)`` (T5: position-bias rows of the new
+                positions with the causal mask folded in).
             cross_mask: ``None`` or bool ``(N or 1, 1, 1, S)``.
 
         Returns:
@@ -218,7 +244,11 @@ class TransformerDecoder(nn.Module):
     """Embeddings (token + learned absolute position, LayerNorm) and decoder layers.
 
     Positions are looked up at ``position_offset + t`` (BART keeps two unused rows in front,
-    ``position_offset=2``); the table has ``max_positions + position_offset`` rows.
+    ``position_offset=2``); the table has ``max_positions + position_offset`` rows. With
+    ``position_encoding="t5_buckets"`` (T5, Raffel et al., 2020) there is no table: a
+    unidirectional bucketed position bias (:class:`~ptm_core.modules.t5.RelativePositionBias`)
+    is computed once per call and added to the self-attention logits of every layer; a
+    cached step uses its rows for the new positions against every cached key.
 
     Args:
         vocab_size: token ids.
@@ -235,6 +265,14 @@ class TransformerDecoder(nn.Module):
         norm_position: ``"post"`` (BART) or ``"pre"`` (with a final LayerNorm).
         pad_token_id: padding row of the token table.
         embed_scale: factor on token vectors (``sqrt(D)`` when BART's ``scale_embedding``).
+        position_encoding: ``"learned"`` (absolute table) or ``"t5_buckets"``.
+        relative_attention_num_buckets: T5 distance buckets.
+        relative_attention_max_distance: T5 distance that reaches the last bucket.
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5), for layers and final norm.
+        bias: biases on the attention and feed-forward linears.
+        attention_scale: divide ``QK^T`` by ``sqrt(d)``.
+        gated_feed_forward: gated feed-forward (T5 v1.1).
+        embedding_layer_norm: LayerNorm on the embeddings (BART yes, T5 no).
     """
 
     def __init__(
@@ -253,8 +291,22 @@ class TransformerDecoder(nn.Module):
         norm_position: str = "post",
         pad_token_id: int = 1,
         embed_scale: float = 1.0,
+        *,
+        position_encoding: str = "learned",
+        relative_attention_num_buckets: int = 32,
+        relative_attention_max_distance: int = 128,
+        norm_type: str = "layernorm",
+        bias: bool = True,
+        attention_scale: bool = True,
+        gated_feed_forward: bool = False,
+        embedding_layer_norm: bool = True,
     ) -> None:
         super().__init__()
+        if position_encoding not in DECODER_POSITIONS:
+            raise ValueError(
+                f"unknown decoder position_encoding {position_encoding!r}; valid: "
+                f"{', '.join(DECODER_POSITIONS)}"
+            )
         self.embeddings = TextEmbeddings(
             vocab_size,
             hidden_size,
@@ -262,7 +314,9 @@ class TransformerDecoder(nn.Module):
             type_vocab_size=0,
             dropout=dropout,
             layer_norm_eps=layer_norm_eps,
+            layer_norm=embedding_layer_norm,
             pad_token_id=pad_token_id,
+            absolute_positions=position_encoding == "learned",
         )
         self.layers = nn.ModuleList(
             DecoderLayer(
@@ -274,11 +328,25 @@ class TransformerDecoder(nn.Module):
                 activation,
                 layer_norm_eps,
                 norm_position,
+                norm_type=norm_type,
+                bias=bias,
+                attention_scale=attention_scale,
+                gated_feed_forward=gated_feed_forward,
             )
             for _ in range(num_layers)
         )
         self.final_norm = (
-            nn.LayerNorm(hidden_size, eps=layer_norm_eps) if norm_position == "pre" else None
+            make_norm(norm_type, hidden_size, layer_norm_eps) if norm_position == "pre" else None
+        )
+        self.relative_position_bias = (
+            RelativePositionBias(
+                num_heads,
+                relative_attention_num_buckets,
+                relative_attention_max_distance,
+                bidirectional=False,
+            )
+            if position_encoding == "t5_buckets"
+            else None
         )
         self.position_offset = position_offset
         self.max_positions = max_positions
@@ -309,6 +377,9 @@ class TransformerDecoder(nn.Module):
             visibility = visibility & attention_mask.bool()[:, None, :]
         visibility = visibility.expand(input_ids.shape[0], -1, -1)
         self_mask = to_sdpa_mask(visibility, length)
+        if self.relative_position_bias is not None:
+            bias = self.relative_position_bias(length, length)  # (1, h, T, T)
+            self_mask = bias_mask(bias, self_mask)  # (B, h, T, T)
         cross_mask = memory_mask(memory_attention_mask)
         for layer in self.layers:
             hidden = layer(hidden, memory, self_mask, cross_mask)
@@ -342,7 +413,8 @@ class TransformerDecoder(nn.Module):
         Equal, to float rounding, to the last ``T`` positions of :meth:`forward` on the
         whole prefix (no decoder padding), at the cost of the new positions only. The new
         tokens take learned positions ``P .. P + T - 1`` (rows offset by
-        ``position_offset``).
+        ``position_offset``); with T5 buckets they attend with the position-bias rows of
+        queries ``P .. P + T - 1`` against all ``P + T`` keys.
 
         Args:
             input_ids: ``(N, T)`` new decoder inputs, one row per cache row.
@@ -364,6 +436,10 @@ class TransformerDecoder(nn.Module):
         if length > 1:
             visible = torch.ones(length, past + length, dtype=torch.bool, device=hidden.device)
             self_mask = visible.tril(diagonal=past)[None, None]  # (1, 1, T, P + T)
+        if self.relative_position_bias is not None:
+            # Rows of the new positions P .. P + T - 1 against all P + T keys.
+            bias = self.relative_position_bias(length, past + length, query_offset=past)
+            self_mask = bias_mask(bias, self_mask)  # (1, h, T, P + T)
         layers = []
         for layer, layer_cache in zip(self.layers, cache.layers, strict=True):
             hidden, layer_cache = cast(DecoderLayer, layer).forward_cached(
@@ -384,6 +460,8 @@ class TransformerDecoder(nn.Module):
             )
         positions = (
             torch.arange(start, end, device=input_ids.device)[None, :] + self.position_offset
+            if self.embeddings.position is not None
+            else None
         )
         return self.embeddings(
             inputs_embeds=self.embeddings.word(input_ids) * self.embed_scale,

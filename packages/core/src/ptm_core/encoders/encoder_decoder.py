@@ -13,10 +13,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
+from ptm_core.encoders.decoder import DECODER_POSITIONS, DecoderCache, TransformerDecoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules.feed_forward import ACTIVATIONS
 from ptm_core.modules.initialization import init_bert_weights
+from ptm_core.modules.t5 import NORM_TYPES, init_t5_weights
+
+INITIALIZATIONS = ("bert", "t5")
 
 
 @dataclass
@@ -45,6 +48,31 @@ class Seq2SeqConfig:
         tie_lm_head: LM head weight = decoder token table.
         scale_embedding: multiply token vectors by ``sqrt(D)``.
         initializer_range: std of the normal initialisation.
+        position_encoding: ``"learned"`` (absolute tables, BART) or ``"t5_buckets"`` (T5,
+            Raffel et al., 2020: no tables; a learned scalar per head and log-spaced
+            distance bucket, bidirectional in the encoder and causal in the decoder's
+            self-attention, computed once per stack and added to every layer's logits).
+        relative_attention_num_buckets: ``"t5_buckets"``: distance buckets (T5: 32).
+        relative_attention_max_distance: ``"t5_buckets"``: distance that reaches the last
+            bucket (T5: 128).
+        norm_type: ``"layernorm"`` (BART) or ``"rmsnorm"`` (T5: scale only, eps 1e-6).
+        bias: biases on the attention and feed-forward linears (T5: no).
+        attention_scale: divide ``QK^T`` by ``sqrt(d)`` (T5: no; its initialisation absorbs it).
+        gated_feed_forward: ``W_out(act(W_gate x) * W_in x)`` (T5 v1.1 gated-GELU).
+        embedding_layer_norm: LayerNorm on the embeddings (BART yes, T5 no).
+        scale_decoder_output: multiply the decoder output by ``D ** -0.5`` before the LM
+            head (T5 v1.0 with its head tied to the token table).
+        initialization: ``"bert"`` (every weight ``N(0, initializer_range)``) or ``"t5"``
+            (:func:`~ptm_core.modules.t5.init_t5_weights`: unit-variance token table,
+            ``D^-1/2``-scaled projections, queries also ``d^-1/2``; what unscaled attention
+            and a scaled tied head are designed for).
+
+    T5 v1.0 is ``position_encoding="t5_buckets"``, ``norm_type="rmsnorm"``,
+    ``layer_norm_eps=1e-6``, ``norm_position="pre"``, ``bias=False``,
+    ``attention_scale=False``, ``activation="relu"``, ``embedding_layer_norm=False``,
+    ``scale_decoder_output=True``, ``initialization="t5"``, ``position_offset=0`` and the
+    pad id as decoder start
+    (see ``configs/model/t5_tiny.yaml`` and :mod:`ptm_core.checkpoints_hf.t5`).
     """
 
     vocab_size: int = 50265
@@ -68,6 +96,16 @@ class Seq2SeqConfig:
     tie_lm_head: bool = True
     scale_embedding: bool = False
     initializer_range: float = 0.02
+    position_encoding: str = "learned"
+    relative_attention_num_buckets: int = 32
+    relative_attention_max_distance: int = 128
+    norm_type: str = "layernorm"
+    bias: bool = True
+    attention_scale: bool = True
+    gated_feed_forward: bool = False
+    embedding_layer_norm: bool = True
+    scale_decoder_output: bool = False
+    initialization: str = "bert"
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "encoder_layers", "decoder_layers"):
@@ -88,9 +126,34 @@ class Seq2SeqConfig:
                 f"Seq2SeqConfig.activation {self.activation!r} is unknown; valid: "
                 f"{', '.join(sorted(ACTIVATIONS))}"
             )
+        if self.position_encoding not in DECODER_POSITIONS:
+            raise ValueError(
+                f"Seq2SeqConfig.position_encoding must be one of {', '.join(DECODER_POSITIONS)}, "
+                f"got {self.position_encoding!r}"
+            )
+        if self.norm_type not in NORM_TYPES:
+            raise ValueError(
+                f"Seq2SeqConfig.norm_type must be one of {', '.join(NORM_TYPES)}, "
+                f"got {self.norm_type!r}"
+            )
+        for name in ("relative_attention_num_buckets", "relative_attention_max_distance"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 2:
+                raise ValueError(f"Seq2SeqConfig.{name} must be an integer >= 2, got {value!r}")
+        if self.initialization not in INITIALIZATIONS:
+            raise ValueError(
+                f"Seq2SeqConfig.initialization must be one of {', '.join(INITIALIZATIONS)}, "
+                f"got {self.initialization!r}"
+            )
+
+    @property
+    def bucketed(self) -> bool:
+        """Whether positions are T5's bucketed relative bias (no position tables)."""
+        return self.position_encoding == "t5_buckets"
 
     def encoder_config(self) -> EncoderConfig:
-        """The core encoder's config (no segment embeddings, offset position table)."""
+        """The core encoder's config (no segment embeddings, offset position table or T5's
+        bucketed bias)."""
         return EncoderConfig(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
@@ -106,6 +169,14 @@ class Seq2SeqConfig:
             norm_position=self.norm_position,  # type: ignore[arg-type]
             pad_token_id=self.pad_token_id,
             initializer_range=self.initializer_range,
+            position_encoding="bucketed" if self.bucketed else "absolute",
+            embedding_layer_norm=self.embedding_layer_norm,
+            relative_attention_num_buckets=self.relative_attention_num_buckets,
+            relative_attention_max_distance=self.relative_attention_max_distance,
+            norm_type=self.norm_type,  # type: ignore[arg-type]
+            bias=self.bias,
+            attention_scale=self.attention_scale,
+            gated_feed_forward=self.gated_feed_forward,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -145,7 +216,9 @@ class EncoderDecoderModel(nn.Module):
     :class:`~ptm_core.encoders.decoder.TransformerDecoder` (causal self-attention +
     cross-attention). Token tables are shared across encoder, decoder and head when
     ``share_embeddings``; learned absolute positions start at ``position_offset``.
-    ``final_logits_bias`` is a buffer, as in ``BartForConditionalGeneration``.
+    ``final_logits_bias`` is a buffer, as in ``BartForConditionalGeneration``. The T5
+    layout (Raffel et al., 2020) is a set of :class:`Seq2SeqConfig` switches of the same
+    layers: bucketed relative position bias, RMS norms, no biases, no attention scaling.
 
     Args:
         config: :class:`Seq2SeqConfig`.
@@ -174,6 +247,14 @@ class EncoderDecoderModel(nn.Module):
             config.norm_position,
             config.pad_token_id,
             self.embed_scale,
+            position_encoding=config.position_encoding,
+            relative_attention_num_buckets=config.relative_attention_num_buckets,
+            relative_attention_max_distance=config.relative_attention_max_distance,
+            norm_type=config.norm_type,
+            bias=config.bias,
+            attention_scale=config.attention_scale,
+            gated_feed_forward=config.gated_feed_forward,
+            embedding_layer_norm=config.embedding_layer_norm,
         )
         if config.share_embeddings:
             self.decoder.embeddings.word = self.encoder.embeddings.word
@@ -182,6 +263,9 @@ class EncoderDecoderModel(nn.Module):
         init_bert_weights(self, config.initializer_range)
         if config.tie_lm_head:
             self.lm_head.weight = self.decoder.embeddings.word.weight
+        if config.initialization == "t5":
+            init_t5_weights(self, config.hidden_size)
+        self.output_scale = config.hidden_size**-0.5 if config.scale_decoder_output else 1.0
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput:
         """Encoder states ``(B, S, D)`` for ``input_ids`` ``(B, S)``."""
@@ -193,6 +277,8 @@ class EncoderDecoderModel(nn.Module):
             )
         positions = (
             torch.arange(length, device=input_ids.device)[None, :] + self.config.position_offset
+            if not self.config.bucketed
+            else None
         )
         embeds = self.encoder.embeddings.word(input_ids) * self.embed_scale
         return self.encoder(
@@ -210,7 +296,14 @@ class EncoderDecoderModel(nn.Module):
         hidden = self.decoder(
             decoder_input_ids, memory, decoder_attention_mask, memory_attention_mask
         )
-        return hidden, self.lm_head(hidden) + self.final_logits_bias
+        return hidden, self.logits(hidden)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """LM head on decoder states ``(B, T, D)`` -> ``(B, T, V)`` (T5 v1.0 scales the
+        states by ``D ** -0.5`` first when ``scale_decoder_output``)."""
+        if self.output_scale != 1.0:
+            hidden = hidden * self.output_scale
+        return self.lm_head(hidden) + self.final_logits_bias
 
     def forward(
         self,
@@ -303,7 +396,7 @@ class EncoderDecoderModel(nn.Module):
             prefix, to float rounding) and the cache with ``P + T`` positions.
         """
         hidden, cache = self.decoder.step(decoder_input_ids, cache)
-        return self.lm_head(hidden) + self.final_logits_bias, cache
+        return self.logits(hidden), cache
 
     def init_decoder_cache(
         self, memory: Tensor, memory_attention_mask: Tensor | None = None
@@ -435,19 +528,44 @@ class EncoderDecoderModel(nn.Module):
 
         Args:
             path: target directory.
-            format: ``"ptm"`` or ``"hf"`` (a ``BartForConditionalGeneration`` directory;
-                post-LN, shared embeddings and tied head only).
+            format: ``"ptm"``; ``"hf"`` (a ``T5ForConditionalGeneration`` directory for the
+                T5 layout, else a ``BartForConditionalGeneration`` one); or explicitly
+                ``"hf-bart"`` (post-LN, shared embeddings and tied head only) or ``"hf-t5"``
+                (the T5 layout only).
         """
-        from ptm_core.checkpoints_hf.bart import save_seq2seq
+        from ptm_core.checkpoints_hf import bart, t5
 
-        return save_seq2seq(self, path, format=format)
+        formats = ("ptm", "hf", "hf-bart", "hf-t5")
+        if format not in formats:
+            raise ValueError(f"format must be one of {', '.join(formats)}, got {format!r}")
+        if format == "hf-t5" or (format == "hf" and self.config.bucketed):
+            return t5.save_t5(self, path)
+        config = self.config
+        if format != "ptm" and (
+            config.bucketed
+            or config.norm_type != "layernorm"
+            or not (config.bias and config.attention_scale and config.embedding_layer_norm)
+            or config.gated_feed_forward
+            or config.scale_decoder_output
+        ):
+            from ptm_core.checkpoints import CheckpointError
+
+            raise CheckpointError(
+                "BART export needs learned positions, LayerNorms, biases, scaled attention, "
+                "an embedding LayerNorm, a plain feed-forward and an unscaled LM head; "
+                "save with format='ptm'"
+            )
+        return bart.save_seq2seq(self, path, format="hf" if format == "hf-bart" else format)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **overrides: Any) -> EncoderDecoderModel:
-        """Load a ptm directory or a Hugging Face BART directory (``model_type: bart``)."""
-        from ptm_core.checkpoints_hf.bart import load_seq2seq
+        """Load a ptm directory or a Hugging Face BART (``model_type: bart``) or T5
+        (``model_type: t5``, ``T5Model`` / ``T5ForConditionalGeneration``) directory."""
+        from ptm_core.checkpoints_hf import bart, t5
 
-        return load_seq2seq(path, **overrides)
+        if t5.is_hf_t5_directory(path):
+            return t5.load_t5(path, **overrides)
+        return bart.load_seq2seq(path, **overrides)
 
 
 def build_encoder_decoder(

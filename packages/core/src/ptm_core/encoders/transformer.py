@@ -20,6 +20,7 @@ from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     sinusoid_relative_positions,
 )
+from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
 
 
 @dataclass
@@ -63,9 +64,12 @@ class TransformerLayer(nn.Module):
         dropout: dropout on each sub-layer output.
         layer_norm_eps: LayerNorm epsilon.
         norm_position: ``"post"`` or ``"pre"``.
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5).
 
     Shapes:
-        ``(B, L, D) -> (B, L, D)``; mask as :func:`to_sdpa_mask` returns.
+        ``(B, L, D) -> (B, L, D)``; mask as :func:`to_sdpa_mask` returns, or an additive
+        float mask ``(B or 1, h, L, L)`` (T5's position bias, see
+        :func:`~ptm_core.modules.t5.bias_mask`).
     """
 
     def __init__(
@@ -76,12 +80,13 @@ class TransformerLayer(nn.Module):
         dropout: float = 0.1,
         layer_norm_eps: float = 1e-12,
         norm_position: str = "post",
+        norm_type: str = "layernorm",
     ) -> None:
         super().__init__()
         self.attention = attention
-        self.attention_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
         self.feed_forward = feed_forward
-        self.ffn_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
+        self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = norm_position == "pre"
 
@@ -135,11 +140,21 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
                 relative_segments=config.segment_encoding == "relative",
             )
         return MultiHeadSelfAttention(
-            config.hidden_size, config.num_heads, dropout=config.attention_dropout
+            config.hidden_size,
+            config.num_heads,
+            dropout=config.attention_dropout,
+            bias=config.bias,
+            scale=config.attention_scale,
         )
 
     def feed_forward() -> nn.Module:
-        return FeedForward(config.hidden_size, config.intermediate_size, config.activation)
+        if config.gated_feed_forward:
+            return GatedFeedForward(
+                config.hidden_size, config.intermediate_size, config.activation, config.bias
+            )
+        return FeedForward(
+            config.hidden_size, config.intermediate_size, config.activation, config.bias
+        )
 
     def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
         return TransformerLayer(
@@ -149,6 +164,7 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
             dropout=config.dropout,
             layer_norm_eps=config.layer_norm_eps,
             norm_position=config.norm_position,
+            norm_type=config.norm_type,
         )
 
     count = config.num_layers
@@ -199,15 +215,26 @@ class TransformerEncoder(nn.Module):
             layer_norm_eps=config.layer_norm_eps,
             layer_norm=config.embedding_layer_norm,
             pad_token_id=config.pad_token_id,
-            absolute_positions=not config.relative,
+            absolute_positions=config.position_encoding == "absolute",
         )
         self.embedding_projection = (
             nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
         )
         self.layers = build_layers(config)
         self.final_norm = (
-            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+            make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
             if config.norm_position == "pre"
+            else None
+        )
+        # T5: one bucketed position bias for the whole stack, added in every layer.
+        self.relative_position_bias = (
+            RelativePositionBias(
+                config.num_heads,
+                config.relative_attention_num_buckets,
+                config.relative_attention_max_distance,
+                bidirectional=True,
+            )
+            if config.bucketed
             else None
         )
         # XLNet's query stream starts from one learned vector at every predicted position.
@@ -314,6 +341,9 @@ class TransformerEncoder(nn.Module):
         if self.embedding_projection is not None:
             hidden = self.embedding_projection(hidden)  # (B, L, D)
         mask = to_sdpa_mask(attention_mask, hidden.shape[1])
+        if self.relative_position_bias is not None:
+            length = hidden.shape[1]
+            mask = bias_mask(self.relative_position_bias(length, length), mask)  # (B|1, h, L, L)
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
         all_scores: list[Tensor] | None = [] if output_attention_scores else None
         for layer in self.layers:

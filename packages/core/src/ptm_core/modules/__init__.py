@@ -24,14 +24,23 @@ from ptm_core.modules.relative_attention import (
     sinusoid_relative_positions,
 )
 from ptm_core.modules.scalar_mix import ScalarMix
+from ptm_core.modules.t5 import (
+    GatedFeedForward,
+    RelativePositionBias,
+    RMSNorm,
+    relative_position_bucket,
+)
 
 __all__ = [
     "ACTIVATIONS",
     "UNILM_MASK_KINDS",
     "FeedForward",
+    "GatedFeedForward",
     "MultiHeadCrossAttention",
     "MultiHeadSelfAttention",
+    "RMSNorm",
     "RelativeMultiHeadAttention",
+    "RelativePositionBias",
     "ScalarMix",
     "TextEmbeddings",
     "bidirectional_mask",
@@ -44,6 +53,7 @@ __all__ = [
     "padding_to_visibility",
     "permutation_masks",
     "relative_index",
+    "relative_position_bucket",
     "right_to_left_mask",
     "seq2seq_mask",
     "sinusoid_relative_positions",

@@ -10,7 +10,12 @@ from torch import Tensor, nn
 
 
 def attend_heads(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, dropout: float
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout: float,
+    scale: float | None = None,
 ) -> Tensor:
     """SDPA over split heads, with the heads merged back: ``(B, h, Lq, d) -> (B, Lq, h*d)``.
 
@@ -22,8 +27,12 @@ def attend_heads(
         mask: bool (True = may attend) or additive float, broadcastable to
             ``(B, h, Lq, Lk)``; ``None`` = attend everywhere.
         dropout: dropout probability on the attention weights (pass 0 in eval mode).
+        scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)`` (T5 uses 1.0: the factor is
+            folded into its initialisation).
     """
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
+    context = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
+    )
     batch, heads, length, head_dim = context.shape
     return context.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
@@ -43,11 +52,15 @@ class MultiHeadSelfAttention(nn.Module):
         hidden_size: model width ``D``.
         num_heads: number of heads ``h``; ``D`` must be divisible by ``h``.
         dropout: dropout on the attention probabilities (training only).
-        bias: whether the projections have biases.
+        bias: whether the projections have biases (T5: no).
+        scale: whether ``QK^T`` is divided by ``sqrt(d)`` (T5: no; its initialisation
+            absorbs the factor).
 
     Shapes:
         hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
-        bool (True = may attend, as built by :func:`to_sdpa_mask`); output ``(B, L, D)``;
+        bool (True = may attend, as built by :func:`to_sdpa_mask`), or an additive float
+        mask ``(B or 1, h, L, L)`` (T5's position bias with the padding folded in, see
+        :func:`~ptm_core.modules.t5.bias_mask`); output ``(B, L, D)``;
         with ``return_scores`` also the scores ``(B, h, L, L)``, where positions a row may
         not attend hold the dtype's most negative finite value.
 
@@ -57,7 +70,12 @@ class MultiHeadSelfAttention(nn.Module):
     """
 
     def __init__(
-        self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True
+        self,
+        hidden_size: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        scale: bool = True,
     ) -> None:
         super().__init__()
         if hidden_size % num_heads:
@@ -68,6 +86,8 @@ class MultiHeadSelfAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
         self.dropout = dropout
+        # None = SDPA's default 1 / sqrt(d).
+        self.scale: float | None = None if scale else 1.0
         self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
 
@@ -78,13 +98,18 @@ class MultiHeadSelfAttention(nn.Module):
         qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
         if return_scores:
-            scores = query @ key.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, h, L, L)
-            if mask is not None:
+            factor = 1.0 / math.sqrt(self.head_dim) if self.scale is None else self.scale
+            scores = query @ key.transpose(-1, -2) * factor  # (B, h, L, L)
+            if mask is not None and mask.dtype != torch.bool:
+                scores = (scores + mask).clamp(min=torch.finfo(scores.dtype).min)
+            elif mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
             context = (probs @ value).transpose(1, 2).reshape(batch, length, width)
             return self.out_proj(context), scores
-        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        context = attend_heads(
+            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+        )
         return self.out_proj(context)  # (B, L, D)
 
     def forward_cached(
@@ -106,7 +131,9 @@ class MultiHeadSelfAttention(nn.Module):
             hidden_states: ``(B, T, D)`` states of the new positions.
             past_key: ``(B, h, P, d)`` cached keys (``P`` may be 0).
             past_value: ``(B, h, P, d)`` cached values.
-            mask: ``None`` or bool ``(B or 1, 1, T, P + T)`` (True = may attend).
+            mask: ``None`` or bool ``(B or 1, 1, T, P + T)`` (True = may attend), or an
+                additive float mask ``(B or 1, h, T, P + T)`` (T5: the position-bias rows
+                of the new positions).
 
         Returns:
             Output ``(B, T, D)``, then the keys and values of all ``P + T`` positions,
@@ -123,5 +150,7 @@ class MultiHeadSelfAttention(nn.Module):
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, T, d)
         key = torch.cat([past_key, key], dim=2)  # (B, h, P + T, d)
         value = torch.cat([past_value, value], dim=2)
-        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        context = attend_heads(
+            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+        )
         return self.out_proj(context), key, value  # (B, T, D)

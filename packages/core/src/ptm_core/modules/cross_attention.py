@@ -19,7 +19,8 @@ class MultiHeadCrossAttention(nn.Module):
         hidden_size: model width ``D``.
         num_heads: number of heads ``h``; ``D`` must be divisible by ``h``.
         dropout: dropout on the attention probabilities (training only).
-        bias: whether the projections have biases.
+        bias: whether the projections have biases (T5: no).
+        scale: whether ``QK^T`` is divided by ``sqrt(d)`` (T5: no).
 
     Shapes:
         hidden_states ``(B, Lq, D)``; memory ``(B, Lk, D)``; mask ``None`` or bool
@@ -31,7 +32,12 @@ class MultiHeadCrossAttention(nn.Module):
     """
 
     def __init__(
-        self, hidden_size: int, num_heads: int, dropout: float = 0.0, bias: bool = True
+        self,
+        hidden_size: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        scale: bool = True,
     ) -> None:
         super().__init__()
         if hidden_size % num_heads:
@@ -42,6 +48,8 @@ class MultiHeadCrossAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
         self.dropout = dropout
+        # None = SDPA's default 1 / sqrt(d).
+        self.scale: float | None = None if scale else 1.0
         self.q_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
         self.kv_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
@@ -84,7 +92,9 @@ class MultiHeadCrossAttention(nn.Module):
         query = (
             self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim)
         ).transpose(1, 2)  # (B, h, Lq, d)
-        context = attend_heads(query, key, value, mask, self.dropout if self.training else 0.0)
+        context = attend_heads(
+            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+        )
         return self.out_proj(context)  # (B, Lq, D)
 
 
