@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.modules.attention import MultiHeadSelfAttention
-from ptm_core.modules.attention_masks import to_sdpa_mask
+from ptm_core.modules.attention_masks import memory_visibility, to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
 from ptm_core.modules.initialization import init_bert_weights
@@ -411,9 +411,7 @@ class TransformerEncoder(nn.Module):
                     f"({batch}, {memory_length}) (one flag per memory position)"
                 )
             memory_mask = memory_mask.bool()
-        content_mask = _relative_content_mask(
-            attention_mask, batch, length, memory_length, memory_mask
-        )
+        content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:
             # Memory counts as segment 0, as in XLNet.
@@ -530,50 +528,3 @@ class TransformerEncoder(nn.Module):
         from ptm_core.checkpoints import load_encoder
 
         return load_encoder(path, strict=strict, **overrides)
-
-
-def _relative_content_mask(
-    attention_mask: Tensor | None,
-    batch: int,
-    length: int,
-    memory_length: int,
-    memory_mask: Tensor | None = None,
-) -> Tensor | None:
-    """``(B, L, M + L)`` bool visibility for the relative path, or ``None`` (see all).
-
-    Accepts the encoder's two mask forms (``[B, L]`` padding, ``[B, L, L]`` visibility).
-    Memory is visible (Transformer-XL) except where ``memory_mask`` marks padding, and a
-    token always sees its own content (XLNet's content stream), so no row is empty.
-    """
-    if attention_mask is None:
-        if memory_mask is None:
-            return None
-        attention_mask = torch.ones(batch, length, dtype=torch.bool, device=memory_mask.device)
-    if attention_mask.dim() == 2:
-        if attention_mask.shape != (batch, length):
-            raise ValueError(
-                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is "
-                f"({batch}, {length}); pass a [B, L] padding mask matching input_ids"
-            )
-        visible = attention_mask.bool()[:, None, :].expand(batch, length, length)
-    elif attention_mask.dim() == 3:
-        if attention_mask.shape[1:] != (length, length) or attention_mask.dtype != torch.bool:
-            raise ValueError(
-                f"a visibility attention_mask must be bool [B, {length}, {length}], got "
-                f"{attention_mask.dtype} {tuple(attention_mask.shape)}"
-            )
-        visible = attention_mask.expand(batch, length, length)
-    else:
-        raise ValueError(
-            f"attention_mask must be [B, L] padding or [B, L, L] visibility, got "
-            f"{attention_mask.dim()} dimensions"
-        )
-    visible = visible | torch.eye(length, dtype=torch.bool, device=visible.device)
-    if memory_length:
-        seen = (
-            memory_mask[:, None, :].expand(batch, length, memory_length)
-            if memory_mask is not None
-            else visible.new_ones(batch, length, memory_length)
-        )
-        visible = torch.cat([seen, visible], dim=2)
-    return visible

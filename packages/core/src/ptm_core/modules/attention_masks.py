@@ -242,3 +242,60 @@ def permutation_masks(order_ranks: Tensor, padding_mask: Tensor) -> tuple[Tensor
     content = before_or_same & real
     strictly_before = order_ranks[:, None, :] < order_ranks[:, :, None]
     return content, strictly_before & real
+
+
+def memory_visibility(
+    attention_mask: Tensor | None,
+    batch: int,
+    length: int,
+    memory_length: int,
+    memory_mask: Tensor | None = None,
+) -> Tensor | None:
+    """Transformer-XL / XLNet content visibility over ``M`` memory + ``L`` current keys.
+
+    Accepts the encoder's two mask forms (``[B, L]`` padding, ``[B, L, L]`` visibility).
+    Memory is visible (Transformer-XL) except where ``memory_mask`` marks padding, and a
+    token always sees its own content (XLNet's content stream), so no row is empty.
+
+    Args:
+        attention_mask: ``None``, ``[B, L]`` padding or ``[B, L, L]`` bool visibility.
+        batch: ``B``.
+        length: ``L``.
+        memory_length: ``M`` (0 = no memory).
+        memory_mask: ``[B, M]`` bool, True at real memory positions; ``None`` = all.
+
+    Returns:
+        ``[B, L, M + L]`` bool, or ``None`` when every token may see every key.
+    """
+    if attention_mask is None:
+        if memory_mask is None:
+            return None
+        attention_mask = torch.ones(batch, length, dtype=torch.bool, device=memory_mask.device)
+    if attention_mask.dim() == 2:
+        if attention_mask.shape != (batch, length):
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)} but the input is "
+                f"({batch}, {length}); pass a [B, L] padding mask matching input_ids"
+            )
+        visible = attention_mask.bool()[:, None, :].expand(batch, length, length)
+    elif attention_mask.dim() == 3:
+        if attention_mask.shape[1:] != (length, length) or attention_mask.dtype != torch.bool:
+            raise ValueError(
+                f"a visibility attention_mask must be bool [B, {length}, {length}], got "
+                f"{attention_mask.dtype} {tuple(attention_mask.shape)}"
+            )
+        visible = attention_mask.expand(batch, length, length)
+    else:
+        raise ValueError(
+            f"attention_mask must be [B, L] padding or [B, L, L] visibility, got "
+            f"{attention_mask.dim()} dimensions"
+        )
+    visible = visible | torch.eye(length, dtype=torch.bool, device=visible.device)
+    if memory_length:
+        seen = (
+            memory_mask[:, None, :].expand(batch, length, memory_length)
+            if memory_mask is not None
+            else visible.new_ones(batch, length, memory_length)
+        )
+        visible = torch.cat([seen, visible], dim=2)
+    return visible
