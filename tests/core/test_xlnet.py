@@ -345,7 +345,7 @@ def test_encoders_without_bert_layout_refuse_bert_family_exports(tmp_path: Path)
     from ptm_core.encoders import bert_encoder
 
     xlnet = _tiny()
-    with pytest.raises(CheckpointError, match="position_encoding='relative'.*hf-xlnet"):
+    with pytest.raises(CheckpointError, match=r"position_encoding='relative'.*hf-xlnet"):
         xlnet.save_pretrained(tmp_path / "a", format="hf-bert")
     t5_like = bert_encoder(
         vocab_size=50, hidden_size=32, num_layers=1, num_heads=2, norm_position="post"
