@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "mini": dict(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
     ),
@@ -39,13 +39,14 @@ def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
     from ptm_core.tokenization import VocabInfo
 
     torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout,
-        attn_implementation="sdpa",
+    settings: dict[str, Any] = {
+        "vocab_size": VOCAB_SIZE,
+        "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout,
+        "attn_implementation": "sdpa",
         **SIZES[size],
-    )
+    }
+    config = BertConfig(**settings)
     theirs = BertForPreTraining(config)
     with tempfile.TemporaryDirectory() as directory:
         theirs.save_pretrained(directory)
@@ -89,3 +90,41 @@ def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         "labels": batch["mlm_labels"],
         "next_sentence_label": batch["next_sentence_label"],
     }
+
+
+def ptm_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
+    """What ptm's Trainer builds: :func:`ptm_core.training.build_optimizer` on defaults."""
+    from ptm_core.training import build_optimizer
+    from ptm_core.training.config import TrainerConfig
+
+    return build_optimizer(model, TrainerConfig(output_dir="unused", learning_rate=lr))
+
+
+def hf_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
+    """What ``transformers.Trainer`` builds by default: its ``TrainingArguments.optim``.
+
+    ``adamw_torch_fused`` (the default on torch >= 2.8) is ``torch.optim.AdamW(fused=True)``,
+    ``adamw_torch`` the same without ``fused``; weight decay 0 on every group (its default).
+    """
+    from transformers import TrainingArguments
+
+    def default(field: str) -> Any:
+        return TrainingArguments.__dataclass_fields__[field].default
+
+    name = str(default("optim"))
+    if name not in ("adamw_torch_fused", "adamw_torch"):
+        raise RuntimeError(f"transformers' default optimizer is {name!r}; update hf_optimizer")
+    return torch.optim.AdamW(
+        model.parameters(),
+        lr=lr,
+        betas=(default("adam_beta1"), default("adam_beta2")),
+        eps=default("adam_epsilon"),
+        weight_decay=default("weight_decay"),
+        fused=name == "adamw_torch_fused" or None,
+    )
+
+
+def describe_optimizer(optimizer: torch.optim.Optimizer) -> str:
+    """``"AdamW fused"`` / ``"AdamW foreach"``: which implementation steps."""
+    fused = optimizer.defaults.get("fused")
+    return f"{type(optimizer).__name__} {'fused' if fused else 'foreach'}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bert_pair import build_pair, hf_inputs, make_batch
+from benchmarks.bert_pair import build_pair, hf_inputs, hf_optimizer, make_batch, ptm_optimizer
 
 
 def _status_kb(field: str) -> int:
@@ -44,7 +44,8 @@ def main() -> None:
     gc.collect()
     batch = {k: v.to(device) for k, v in make_batch(args.batch, args.length).items()}
     inputs = batch if args.impl == "ptm" else hf_inputs(batch)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # Each library's default optimizer, as in the timed training benchmark.
+    optimizer = (ptm_optimizer if args.impl == "ptm" else hf_optimizer)(model, 1e-4)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()

@@ -1,12 +1,17 @@
 """Run the benchmarks and write JSON + a markdown table (``make bench``).
 
     python -m benchmarks.run                 # everything, CPU (and CUDA when present)
-    python -m benchmarks.run --quick         # fewer pairs, mini only
+    python -m benchmarks.run --quick         # fewer pairs, mini only, no compiled training
     python -m benchmarks.run --suite train --size base
 
 Every ptm/transformers figure comes from the same process, the same weights and the same
 batch (same masked positions, same loss: checked before timing), measured in alternating
-pairs; the ratio is the median of the per-pair ratios.
+pairs; the ratio is the median of the per-pair ratios. Rows that are not ptm's eager
+default (compiled, another optimizer) say so in their label; the transformers side is
+always eager. Optimizers: ptm uses what its Trainer builds (``build_optimizer``: fused
+AdamW on CPU and CUDA), transformers what its ``Trainer`` builds by default
+(``adamw_torch_fused`` on torch >= 2.8); the ``train-foreach`` rows use
+``torch.optim.AdamW()`` on both sides. Gradient clipping is not part of either step.
 """
 
 from __future__ import annotations
@@ -17,12 +22,21 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.bert_pair import build_pair, hf_inputs, make_batch
+from benchmarks.bert_pair import (
+    build_pair,
+    describe_optimizer,
+    hf_inputs,
+    hf_optimizer,
+    make_batch,
+    ptm_optimizer,
+)
 from benchmarks.paired import time_paired
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -32,24 +46,52 @@ def _sync(device: torch.device):
     return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
 
-def bench_train(size: str, device: torch.device, batch: int, length: int, pairs: int) -> dict:
-    """MLM+NSP training step (forward + backward + AdamW), tokens/s."""
+def bench_train(
+    size: str,
+    device: torch.device,
+    batch: int,
+    length: int,
+    pairs: int,
+    *,
+    optimizers: str = "default",
+    compiled: bool = False,
+) -> dict:
+    """MLM+NSP training step (forward + backward + AdamW), tokens/s.
+
+    Args:
+        optimizers: ``"default"``: each library's default (ptm: what our Trainer builds,
+            transformers: what its Trainer builds); ``"foreach"``: ``torch.optim.AdamW()``
+            with torch's default (multi-tensor) implementation on both sides.
+        compiled: run ptm's model through ``torch.compile`` (Inductor); transformers stays
+            eager. Compilation happens in the warm-up steps and is not timed.
+    """
     pair = build_pair(size)
     ours, theirs = pair.ours.to(device), pair.theirs.to(device)
     data = {k: v.to(device) for k, v in make_batch(batch, length).items()}
     hf = hf_inputs(data)
+    forward_ours = torch.compile(ours) if compiled else ours
     ours.eval(), theirs.eval()
     with torch.no_grad():
-        loss_ours, loss_theirs = ours(data).loss.item(), theirs(**hf).loss.item()
+        loss_ours, loss_theirs = forward_ours(data).loss.item(), theirs(**hf).loss.item()
+    if abs(loss_ours - loss_theirs) > 1e-4:
+        raise RuntimeError(
+            f"ptm and transformers disagree before timing ({size}): eval-mode loss "
+            f"{loss_ours:.6f} vs {loss_theirs:.6f}; the comparison would not be like for like"
+        )
     ours.train(), theirs.train()
-    fused = device.type == "cuda"
-    opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-5, fused=fused)
-    opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=1e-5, fused=fused)
+    lr = 1e-5
+    if optimizers == "default":
+        opt_ours, opt_theirs = ptm_optimizer(ours, lr), hf_optimizer(theirs, lr)
+    elif optimizers == "foreach":
+        opt_ours = torch.optim.AdamW(ours.parameters(), lr=lr)
+        opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=lr)
+    else:
+        raise ValueError(f"optimizers must be 'default' or 'foreach', got {optimizers!r}")
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
 
     def step_ours() -> None:
         with autocast:
-            loss = ours(data).loss
+            loss = forward_ours(data).loss
         loss.backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
@@ -61,31 +103,62 @@ def bench_train(size: str, device: torch.device, batch: int, length: int, pairs:
         opt_theirs.step()
         opt_theirs.zero_grad(set_to_none=True)
 
-    timing = time_paired(step_ours, step_theirs, pairs=pairs, sync=_sync(device))
+    timing = time_paired(
+        step_ours, step_theirs, warmup=3 if compiled else 2, pairs=pairs, sync=_sync(device)
+    )
     return {
         "loss_ptm": loss_ours,
         "loss_transformers": loss_theirs,
+        "optimizer_ptm": describe_optimizer(opt_ours),
+        "optimizer_transformers": describe_optimizer(opt_theirs),
+        "ptm_compiled": compiled,
         **timing.summary(batch * length),
     }
 
 
-def bench_inference(size: str, device: torch.device, batch: int, length: int, pairs: int) -> dict:
-    """Encoder forward without gradients, tokens/s."""
+def bench_inference(
+    size: str, device: torch.device, batch: int, length: int, pairs: int, *, compiled: bool = False
+) -> dict:
+    """Encoder forward without gradients, tokens/s.
+
+    ``compiled``: ptm runs through :func:`ptm_core.fast.compile_for_inference` (Inductor
+    with weight freezing; compiled in the untimed warm-up, outputs checked equal to the
+    eager encoder's first); transformers stays eager.
+    """
     pair = build_pair(size)
     encoder, bert = pair.encoder.to(device).eval(), pair.theirs.bert.to(device).eval()
     data = make_batch(batch, length)
     ids, mask = data["input_ids"].to(device), data["attention_mask"].to(device)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    run_encoder: Any = encoder
+    max_diff = None
+    if compiled:
+        from ptm_core.fast import compile_for_inference
+
+        with torch.no_grad(), autocast:
+            expected = encoder(ids, attention_mask=mask).last_hidden_state
+        run_encoder = compile_for_inference(encoder)
+        with autocast:
+            got = run_encoder(ids, attention_mask=mask).last_hidden_state
+        max_diff = (got.float() - expected.float()).abs().max().item()
+        if device.type == "cpu" and max_diff > 1e-4:  # bf16 on CUDA: recorded, not checked
+            raise RuntimeError(
+                f"compiled ptm encoder differs from the eager one by {max_diff:.2e} ({size})"
+            )
 
     def ours() -> None:
         with torch.no_grad(), autocast:
-            encoder(ids, attention_mask=mask)
+            run_encoder(ids, attention_mask=mask)
 
     def theirs() -> None:
         with torch.no_grad(), autocast:
             bert(input_ids=ids, attention_mask=mask)
 
-    return time_paired(ours, theirs, pairs=pairs, sync=_sync(device)).summary(batch * length)
+    summary = time_paired(ours, theirs, pairs=pairs, sync=_sync(device)).summary(batch * length)
+    if compiled:
+        summary["ptm_compiled"] = "inductor, freezing"
+        summary["max_abs_diff_vs_eager"] = max_diff
+    return summary
 
 
 def bench_visibility(device: torch.device, batch: int, length: int, pairs: int) -> dict:
@@ -165,6 +238,18 @@ def bench_memory(size: str, device: str) -> dict:
     return out
 
 
+def _label(name: str, r: dict[str, Any]) -> str:
+    """The row label: the benchmark, then what is not the eager default on each side."""
+    notes = []
+    if r.get("ptm_compiled"):
+        kind = r["ptm_compiled"] if isinstance(r["ptm_compiled"], str) else "torch.compile"
+        notes.append(f"ptm compiled ({kind}), transformers eager")
+    if "optimizer_ptm" in r:
+        notes.append(f"ptm {r['optimizer_ptm']}, transformers {r['optimizer_transformers']}")
+    name = name.split(" [")[0]
+    return f"{name} ({'; '.join(notes)})" if notes else name
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Measured {results['date']} on {results['machine']} (torch {results['torch']}, "
@@ -176,7 +261,7 @@ def markdown(results: dict[str, Any]) -> str:
     for name, r in results["benchmarks"].items():
         if "speedup_median" in r:
             lines.append(
-                f"| {name} (tokens/s, median) | {r['ptm']['median']:.0f} | "
+                f"| {_label(name, r)}, tokens/s median | {r['ptm']['median']:.0f} | "
                 f"{r['reference']['median']:.0f} | **{r['speedup_median']:.2f}x** |"
             )
         elif "visibility_over_padding_time" in r:
@@ -193,13 +278,25 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+SUITES = {
+    "train": "training step, each library's default optimizer (tokens/s)",
+    "train-foreach": "training step, torch.optim.AdamW() (foreach) on both sides",
+    "train-compiled": "training step, ptm through torch.compile (slow to compile on base)",
+    "inference": "encoder forward without gradients",
+    "inference-compiled": "encoder forward, ptm through ptm_core.fast.compile_for_inference",
+    "memory": "peak training memory, one process per implementation",
+    "visibility": "K-BERT visibility matrix vs padding mask on the same ptm encoder",
+    "linking": "entity linking documents/s",
+}
+DEFAULT_SUITES = list(SUITES)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__ + "\nsuites:\n" + "\n".join(f"  {k:20s}{v}" for k, v in SUITES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--suite", nargs="*", default=["train", "inference", "visibility", "linking", "memory"]
-    )
+    parser.add_argument("--suite", nargs="*", default=DEFAULT_SUITES, choices=list(SUITES))
     parser.add_argument("--size", nargs="*", default=["mini", "base"])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--batch", type=int, default=8)
@@ -210,6 +307,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.size, args.pairs = ["mini"], 4
+        args.suite = [s for s in args.suite if s not in ("train-compiled", "train-foreach")]
     torch.set_num_threads(args.threads)
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     results: dict[str, Any] = {
@@ -217,26 +315,36 @@ def main() -> None:
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "torch": torch.__version__,
         "threads": args.threads,
-        "command": "python -m benchmarks.run " + " ".join(sys.argv[1:]),
+        "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),
         "benchmarks": {},
     }
     bench = results["benchmarks"]
+    shape = (args.batch, args.length, args.pairs)
     for device in devices:
         tag = device.type
         for size in args.size:
-            if "train" in args.suite:
-                print(f"train {size} {tag}", flush=True)
-                bench[f"train {size} {tag}"] = bench_train(
-                    size, device, args.batch, args.length, args.pairs
-                )
-            if "inference" in args.suite:
-                print(f"inference {size} {tag}", flush=True)
-                bench[f"inference {size} {tag}"] = bench_inference(
-                    size, device, args.batch, args.length, args.pairs
-                )
-            if "memory" in args.suite:
-                print(f"memory {size} {tag}", flush=True)
-                bench[f"peak training memory {size} {tag}"] = bench_memory(size, tag)
+            train = partial(bench_train, size, device, *shape)
+            inference = partial(bench_inference, size, device, *shape)
+            runs: list[tuple[str, str, Callable[[], dict]]] = [
+                ("train", f"train {size} {tag}", train),
+                ("train-foreach", f"train {size} {tag}", partial(train, optimizers="foreach")),
+                ("train-compiled", f"train {size} {tag}", partial(train, compiled=True)),
+                ("inference", f"inference {size} {tag}", inference),
+                (
+                    "inference-compiled",
+                    f"inference {size} {tag}",
+                    partial(inference, compiled=True),
+                ),
+                ("memory", f"peak training memory {size} {tag}", partial(bench_memory, size, tag)),
+            ]
+            for suite, name, run in runs:
+                if suite not in args.suite:
+                    continue
+                print(f"{suite} {size} {tag}", flush=True)
+                # Variants of one benchmark differ in the label (optimizer, compiled) only.
+                bench[
+                    name if suite in ("train", "inference", "memory") else f"{name} [{suite}]"
+                ] = run()
         if "visibility" in args.suite:
             bench[f"K-BERT visibility mini {tag}"] = bench_visibility(
                 device, args.batch, args.length, args.pairs

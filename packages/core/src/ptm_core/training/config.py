@@ -43,7 +43,8 @@ class TrainerConfig:
         keep_last: Number of newest checkpoints kept on disk.
         resume: Resume from the newest complete checkpoint in ``output_dir`` if there is one.
         progress: Show a tqdm progress bar (only when stderr is a terminal).
-        fused_optimizer: Use fused AdamW; ``None`` means fused on CUDA only.
+        fused_optimizer: Use fused AdamW; ``None`` means fused wherever torch has the kernel
+            for every trainable parameter (float tensors on CPU or CUDA).
         compile: Run the model's forward through ``torch.compile``.
         devices: Processes to train with. The trainer itself joins whatever process group
             ``torchrun`` set up (``WORLD_SIZE`` > 1); the ``pretrain`` flow reads this to
