@@ -1,8 +1,9 @@
 """CogQA training and evaluation from a composed config: ``recipe: cogqa``.
 
 Steps: load (HotpotQA files) or generate (from ``data.kg``) bridge questions, train
-System 1 then System 2 (:func:`ptm_knowledge.cogqa.train_cogqa`) with ``cfg.model`` as the
-System 1 encoder, evaluate the cognitive graph and the System-1-only baseline on dev, and
+System 1 then System 2 (:func:`ptm_knowledge.cogqa.train_cogqa`; System 2 on the frozen
+reader's vectors, or jointly with System 1 when ``cogqa.joint`` is true) with ``cfg.model``
+as the System 1 encoder, evaluate the cognitive graph and the System-1-only baseline on dev, and
 write ``<output_dir>/final`` (:func:`ptm_knowledge.cogqa.save_cogqa`; ``final/encoder``
 loads alone with ``TransformerEncoder.from_pretrained``) and ``metrics.jsonl``.
 """
@@ -77,7 +78,9 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> CogQARunResult:
 
     Args:
         cfg: a config composed with ``experiment=cogqa_tiny`` (``data`` as
-            ``multihop_generated.yaml``, a ``cogqa`` block, ``model`` an encoder builder).
+            ``multihop_generated.yaml``, a ``cogqa`` block whose keys are
+            :class:`~ptm_knowledge.cogqa.CogQATrainConfig` fields plus ``reader`` and
+            ``num_threads``, ``model`` an encoder builder).
         **trainer_overrides: only ``output_dir`` is used (the run directory).
     """
     options = cast(dict[str, Any], OmegaConf.to_container(cfg.cogqa, resolve=True))

@@ -313,14 +313,30 @@ class CogQAReader(nn.Module):
             ),
         )
 
-    @torch.no_grad()
-    def embed(self, items: Sequence[tuple[str, Sequence[str], Sequence[str]]]) -> torch.Tensor:
+    def embed(
+        self, items: Sequence[tuple[str, Sequence[str], Sequence[str]]], *, grad: bool = False
+    ) -> torch.Tensor:
         """Semantic vectors ``[N, D]`` (first-token outputs) of ``(question, clues,
-        paragraph)`` items; a node without paragraph is read with an empty one."""
+        paragraph)`` items; a node without paragraph is read with an empty one.
+
+        Args:
+            items: ``(question, clues, paragraph)`` per node.
+            grad: ``False`` (inference, the default): eval mode, no autograd graph, so
+                the vectors are constants. ``True`` (joint training of System 1 and
+                System 2): the current mode is kept (dropout on in training) and the
+                vectors carry gradients back into the encoder.
+
+        Returns:
+            ``[N, D]`` vectors, ``D`` the encoder width.
+        """
         if not items:
             return torch.zeros(0, self.config.hidden_size)
+        batch = self.collate([self.encode(q, c, p) for q, c, p in items])
+        if grad:
+            return self(batch)[1]
         was_training = self.training
         self.eval()
-        _, vectors = self(self.collate([self.encode(q, c, p) for q, c, p in items]))
+        with torch.no_grad():
+            _, vectors = self(batch)
         self.train(was_training)
         return vectors

@@ -7,12 +7,16 @@ first supporting sentence as clue, must point at the answer with the answer head
 distractor paragraphs point at ``[CLS]`` ("no span"). The bridge paragraph is also read
 once without clue (clue dropout) so the same reader serves the graph-free baseline.
 System 2 is then trained on graphs grown by the trained reader, with cross-entropy of the
-gold answer node among the answer nodes. Both loops accumulate gradients over
+gold answer node among the answer nodes: by default on the reader's frozen vectors, or,
+with ``CogQATrainConfig.joint``, jointly with System 1 as in the paper (the answer loss
+flows into the reader through the node vectors, and the span loss of the same questions
+is kept so System 1 still extracts spans). Both loops accumulate gradients over
 ``accumulation_steps`` micro-batches (the paper's 4 GPUs become one machine).
 """
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from collections.abc import Sequence
@@ -48,6 +52,16 @@ class CogQATrainConfig:
         distractors_per_question: distractor paragraphs read per question in training.
         max_depth / max_nodes: graph growth limits.
         seed: seed of initialisation, shuffling and sampling.
+        joint: train System 2 jointly with System 1 (Ding et al., 2019, §3.4 and the
+            released code's second phase): node vectors are computed with gradients and
+            reasoner + reader are optimised on ``answer_loss + joint_span_weight *
+            span_loss``. ``False`` (default): System 2 is trained alone on vectors of the
+            frozen reader. Graph growth (which spans are extracted) is discrete and never
+            carries gradients.
+        joint_span_weight: weight of System 1's span loss (same questions' reader
+            examples) in the joint phase; ``0`` lets the answer loss alone move the reader.
+        joint_reader_lr: AdamW learning rate of System 1 in the joint phase (System 2
+            keeps ``reasoner_lr``).
     """
 
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -63,6 +77,28 @@ class CogQATrainConfig:
     max_depth: int = 2
     max_nodes: int = 16
     seed: int = 0
+    joint: bool = False
+    joint_span_weight: float = 1.0
+    joint_reader_lr: float = 2e-4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.joint, bool):
+            raise ValueError(
+                f"CogQATrainConfig.joint must be true or false, got {self.joint!r}; set "
+                "cogqa.joint=true to train System 2 jointly with System 1"
+            )
+        if not (math.isfinite(self.joint_span_weight) and self.joint_span_weight >= 0):
+            raise ValueError(
+                f"CogQATrainConfig.joint_span_weight must be a finite number >= 0, got "
+                f"{self.joint_span_weight!r}; use e.g. 1.0 (0 drops System 1's span loss "
+                "from the joint phase)"
+            )
+        if not (math.isfinite(self.joint_reader_lr) and self.joint_reader_lr > 0):
+            raise ValueError(
+                f"CogQATrainConfig.joint_reader_lr must be a finite number > 0, got "
+                f"{self.joint_reader_lr!r}; use e.g. 2e-4 (System 1's learning rate while "
+                "it is trained jointly with System 2)"
+            )
 
 
 def gold_chain(example: MultiHopExample) -> tuple[str, int, str, int] | None:
@@ -140,15 +176,19 @@ def train_reader(
 
 
 def graph_features(
-    reader: CogQAReader, example: MultiHopExample, graph: CognitiveGraph
+    reader: CogQAReader, example: MultiHopExample, graph: CognitiveGraph, *, grad: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """System 2 inputs: vectors ``[N, D]`` (each node read with its final clues), flags
-    ``[N, 4]`` and ``edge_index`` ``[2, E]``."""
+    ``[N, 4]`` and ``edge_index`` ``[2, E]``.
+
+    ``grad=True`` (joint training) computes the vectors with gradients into System 1
+    (:meth:`CogQAReader.embed`); the default computes constants in eval mode.
+    """
     items = [
         (example.question, [c.text for c in node.clues], example.paragraph(node.title) or [])
         for node in graph.nodes
     ]
-    return reader.embed(items), node_flags(graph), graph_edge_index(graph)
+    return reader.embed(items, grad=grad), node_flags(graph), graph_edge_index(graph)
 
 
 def _gold_node(graph: CognitiveGraph, answer: str) -> int | None:
@@ -159,24 +199,98 @@ def _gold_node(graph: CognitiveGraph, answer: str) -> int | None:
     return None
 
 
+@dataclass
+class ReasonerExample:
+    """One System 2 training question: its grown graph and what the loss needs.
+
+    Attributes:
+        example: the question.
+        graph: the cognitive graph System 1 grew for it (fixed during training).
+        gold: index of the gold answer node (one of ``graph.answer_nodes()``).
+        flags: ``[N, 4]`` node flags; edge_index: ``[2, E]``.
+        vectors: ``[N, D]`` frozen System 1 vectors (separate training), or ``None`` when
+            they are recomputed with gradients at every step (joint training).
+        span_items: System 1 inputs with ``[hop s, hop e, ans s, ans e]`` targets of the
+            same question (:func:`reader_examples`), for the span loss of joint training.
+    """
+
+    example: MultiHopExample
+    graph: CognitiveGraph
+    gold: int
+    flags: torch.Tensor
+    edge_index: torch.Tensor
+    vectors: torch.Tensor | None = None
+    span_items: list[tuple[ReaderInput, list[int]]] = field(default_factory=list)
+
+
+def reasoner_examples(
+    reader: CogQAReader, examples: Sequence[MultiHopExample], config: CogQATrainConfig
+) -> list[ReasonerExample]:
+    """Grow each question's graph with ``reader`` (no gradients: span extraction is
+    discrete) and keep those whose answer nodes contain the gold answer.
+
+    Separate training (``config.joint`` false) stores the frozen vectors; joint training
+    stores the question's System 1 span examples instead.
+    """
+    rng = random.Random(config.seed + 2)
+    data: list[ReasonerExample] = []
+    for ex in examples:
+        with torch.no_grad():
+            graph = grow_cognitive_graph(
+                ex, reader, max_depth=config.max_depth, max_nodes=config.max_nodes
+            )
+        gold = _gold_node(graph, ex.answer)
+        if gold is None:
+            continue
+        item = ReasonerExample(ex, graph, gold, node_flags(graph), graph_edge_index(graph))
+        if config.joint:
+            item.span_items = reader_examples(ex, reader, rng, config.distractors_per_question)
+        else:
+            item.vectors = graph_features(reader, ex, graph)[0]
+        data.append(item)
+    return data
+
+
+def reasoner_loss(
+    reasoner: CogQAReasoner,
+    reader: CogQAReader,
+    item: ReasonerExample,
+    config: CogQATrainConfig,
+) -> torch.Tensor:
+    """Loss of one System 2 training question (a scalar).
+
+    Separate training: the answer loss on ``item.vectors`` (gradients reach System 2
+    only). Joint training (``item.vectors is None``): node vectors are recomputed with
+    gradients into System 1 and ``config.joint_span_weight`` times System 1's span loss
+    on ``item.span_items`` is added, so System 1 keeps extracting spans.
+    """
+    answers = item.graph.answer_nodes()
+    if item.vectors is not None:
+        return reasoner.answer_loss(item.vectors, item.flags, item.edge_index, answers, item.gold)
+    vectors = graph_features(reader, item.example, item.graph, grad=True)[0]
+    loss = reasoner.answer_loss(vectors, item.flags, item.edge_index, answers, item.gold)
+    if item.span_items and config.joint_span_weight > 0:
+        batch = reader.collate([inp for inp, _ in item.span_items])
+        targets = torch.tensor([t for _, t in item.span_items])
+        loss = loss + config.joint_span_weight * reader.loss(batch, targets)
+    return loss
+
+
 def train_reasoner(
     reasoner: CogQAReasoner,
     reader: CogQAReader,
     examples: Sequence[MultiHopExample],
     config: CogQATrainConfig,
 ) -> list[float]:
-    """Train System 2 on graphs grown by the (frozen) reader; returns per-step losses.
+    """Train System 2 on graphs grown by the reader; returns per-step losses.
 
-    Questions whose graph has no answer node equal to the gold answer are skipped.
+    By default the reader is frozen and only System 2 learns. With ``config.joint`` the
+    reader is fine-tuned too (learning rate ``config.joint_reader_lr``, gradient norm
+    clipped at 1 as in :func:`train_reader`) on ``answer_loss + joint_span_weight *
+    span_loss`` (:func:`reasoner_loss`). Questions whose graph has no answer node equal
+    to the gold answer are skipped; graphs are grown once, before the first step.
     """
-    data = []
-    for ex in examples:
-        graph = grow_cognitive_graph(
-            ex, reader, max_depth=config.max_depth, max_nodes=config.max_nodes
-        )
-        gold = _gold_node(graph, ex.answer)
-        if gold is not None:
-            data.append((*graph_features(reader, ex, graph), graph.answer_nodes(), gold))
+    data = reasoner_examples(reader, examples, config)
     if not data:
         warnings.warn(
             "train_reasoner: no grown graph contains the gold answer as an answer node, so "
@@ -185,7 +299,13 @@ def train_reasoner(
             stacklevel=2,
         )
     rng = random.Random(config.seed + 1)
-    optimizer = torch.optim.AdamW(reasoner.parameters(), lr=config.reasoner_lr)
+    groups: list[dict[str, object]] = [
+        {"params": list(reasoner.parameters()), "lr": config.reasoner_lr}
+    ]
+    if config.joint:
+        groups.append({"params": list(reader.parameters()), "lr": config.joint_reader_lr})
+        reader.train()
+    optimizer = torch.optim.AdamW(groups)
     reasoner.train()
     losses: list[float] = []
     for _ in range(config.reasoner_epochs):
@@ -194,13 +314,16 @@ def train_reasoner(
             group = data[start : start + config.accumulation_steps]
             optimizer.zero_grad()
             total = 0.0
-            for vectors, flags, edges, answers, gold in group:
-                loss = reasoner.answer_loss(vectors, flags, edges, answers, gold) / len(group)
+            for item in group:
+                loss = reasoner_loss(reasoner, reader, item, config) / len(group)
                 loss.backward()
                 total += float(loss.detach())
+            if config.joint:
+                torch.nn.utils.clip_grad_norm_(reader.parameters(), 1.0)
             optimizer.step()
             losses.append(total)
     reasoner.eval()
+    reader.eval()
     return losses
 
 
