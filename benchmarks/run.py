@@ -38,6 +38,7 @@ from benchmarks.bert_pair import (
     ptm_optimizer,
 )
 from benchmarks.paired import time_paired
+from benchmarks.xlnet_pair import bench_xlnet_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -285,6 +286,7 @@ SUITES = {
     "inference": "encoder forward without gradients",
     "inference-compiled": "encoder forward, ptm through ptm_core.fast.compile_for_inference",
     "memory": "peak training memory, one process per implementation",
+    "xlnet": "XLNet permutation-LM training step vs transformers XLNetLMHeadModel",
     "visibility": "K-BERT visibility matrix vs padding mask on the same ptm encoder",
     "linking": "entity linking documents/s",
 }
@@ -336,6 +338,11 @@ def main() -> None:
                     partial(inference, compiled=True),
                 ),
                 ("memory", f"peak training memory {size} {tag}", partial(bench_memory, size, tag)),
+                (
+                    "xlnet",
+                    f"XLNet train {size} {tag}",
+                    partial(bench_xlnet_train, size, device, *shape),
+                ),
             ]
             for suite, name, run in runs:
                 if suite not in args.suite:
@@ -343,7 +350,9 @@ def main() -> None:
                 print(f"{suite} {size} {tag}", flush=True)
                 # Variants of one benchmark differ in the label (optimizer, compiled) only.
                 bench[
-                    name if suite in ("train", "inference", "memory") else f"{name} [{suite}]"
+                    name
+                    if suite in ("train", "inference", "memory", "xlnet")
+                    else f"{name} [{suite}]"
                 ] = run()
         if "visibility" in args.suite:
             bench[f"K-BERT visibility mini {tag}"] = bench_visibility(
