@@ -9,6 +9,16 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
+def head_size(hidden_size: int, num_heads: int) -> int:
+    """Width of one head, ``hidden_size / num_heads``; raises when it does not divide."""
+    if hidden_size % num_heads:
+        raise ValueError(
+            f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
+            "choose num_heads that divides hidden_size"
+        )
+    return hidden_size // num_heads
+
+
 def attend_heads(
     query: Tensor,
     key: Tensor,
@@ -78,13 +88,8 @@ class MultiHeadSelfAttention(nn.Module):
         scale: bool = True,
     ) -> None:
         super().__init__()
-        if hidden_size % num_heads:
-            raise ValueError(
-                f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
-                "choose num_heads that divides hidden_size"
-            )
         self.num_heads = num_heads
-        self.head_dim = hidden_size // num_heads
+        self.head_dim = head_size(hidden_size, num_heads)
         self.dropout = dropout
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from ptm_core.modules.attention import attend_heads
+from ptm_core.modules.attention import attend_heads, head_size
 
 
 class MultiHeadCrossAttention(nn.Module):
@@ -40,13 +40,8 @@ class MultiHeadCrossAttention(nn.Module):
         scale: bool = True,
     ) -> None:
         super().__init__()
-        if hidden_size % num_heads:
-            raise ValueError(
-                f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
-                "choose num_heads that divides hidden_size"
-            )
         self.num_heads = num_heads
-        self.head_dim = hidden_size // num_heads
+        self.head_dim = head_size(hidden_size, num_heads)
         self.dropout = dropout
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0

@@ -27,7 +27,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ptm_core.modules.attention import attend_heads
+from ptm_core.modules.attention import attend_heads, head_size
 
 
 def sinusoid_relative_positions(
@@ -117,13 +117,8 @@ class RelativeMultiHeadAttention(nn.Module):
         relative_segments: bool = False,
     ) -> None:
         super().__init__()
-        if hidden_size % num_heads:
-            raise ValueError(
-                f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
-                "choose num_heads that divides hidden_size"
-            )
         self.num_heads = num_heads
-        self.head_dim = hidden_size // num_heads
+        self.head_dim = head_size(hidden_size, num_heads)
         self.dropout = dropout
         self.query_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.key_proj = nn.Linear(hidden_size, hidden_size, bias=False)
