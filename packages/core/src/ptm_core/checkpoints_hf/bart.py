@@ -36,7 +36,13 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, fill_shared_tensors, read_weights, unique_state
+from ptm_core.checkpoints import (
+    CheckpointError,
+    check_state,
+    fill_shared_tensors,
+    read_weights,
+    unique_state,
+)
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel, Seq2SeqConfig
 
 _LAYER_RENAMES = {
@@ -238,26 +244,31 @@ def load_seq2seq(path: str | Path, **overrides: Any) -> EncoderDecoderModel:
             f"{config_path}: neither a ptm encoder-decoder (ptm_model: encoder_decoder) nor a "
             f"BART config (model_type={raw.get('model_type')!r})"
         )
-    for key, value in overrides.items():
-        if not hasattr(config, key):
-            raise ValueError(f"unknown Seq2SeqConfig field {key!r} in overrides")
-        setattr(config, key, value)
+    return build_seq2seq_model(
+        with_overrides(config, overrides, source=str(config_path)), state, source=str(weights_path)
+    )
+
+
+def with_overrides(
+    config: Seq2SeqConfig, overrides: dict[str, Any], *, source: str
+) -> Seq2SeqConfig:
+    """``config`` with some fields changed, re-validated; unknown fields raise naming them."""
+    if not overrides:
+        return config
+    return Seq2SeqConfig.from_dict({**config.to_dict(), **overrides}, source=source)
+
+
+def build_seq2seq_model(
+    config: Seq2SeqConfig, state: dict[str, Tensor], *, source: str
+) -> EncoderDecoderModel:
+    """An :class:`EncoderDecoderModel` for ``config`` holding ``state`` (ptm names).
+
+    Shared tensors may be given once; every missing, unknown or mis-shaped tensor is
+    listed in one :class:`~ptm_core.checkpoints.CheckpointError` (see
+    :func:`~ptm_core.checkpoints.check_state`).
+    """
     model = EncoderDecoderModel(config)
-    state = fill_shared_tensors(model, state)
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    unknown = sorted(set(state) - set(own))
-    bad = [
-        f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-        for k, v in state.items()
-        if k in own and v.shape != own[k].shape
-    ]
-    if missing or unknown or bad:
-        raise CheckpointError(
-            f"{weights_path}: tensors do not fit the config: missing={missing} "
-            f"unknown={unknown} shape={bad}"
-        )
-    model.load_state_dict(state)
+    check_state(model, fill_shared_tensors(model, state), source=source)
     return model
 
 

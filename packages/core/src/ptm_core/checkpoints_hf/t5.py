@@ -51,7 +51,8 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, fill_shared_tensors, read_weights
+from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.checkpoints_hf.bart import build_seq2seq_model, with_overrides
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel, Seq2SeqConfig
 from ptm_core.modules.feed_forward import ACTIVATIONS
 
@@ -327,31 +328,12 @@ def load_t5(path: str | Path, **overrides: Any) -> EncoderDecoderModel:
     state, weights_path = read_weights(directory)
     head, table = state.get("lm_head.weight"), state.get("shared.weight")
     config.tie_lm_head = head is None or (table is not None and torch.equal(head, table))
-    for key, value in overrides.items():
-        if not hasattr(config, key):
-            raise ValueError(f"unknown Seq2SeqConfig field {key!r} in overrides")
-        setattr(config, key, value)
+    config = with_overrides(config, overrides, source=str(config_path))
     try:
         state = hf_t5_to_ptm(state, config)
     except CheckpointError as error:
         raise CheckpointError(f"{weights_path}: {error}") from None
-    model = EncoderDecoderModel(config)
-    state = fill_shared_tensors(model, state)
-    own = model.state_dict()
-    missing = sorted(set(own) - set(state))
-    unknown = sorted(set(state) - set(own))
-    bad = [
-        f"{k}: file {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-        for k, v in state.items()
-        if k in own and v.shape != own[k].shape
-    ]
-    if missing or unknown or bad:
-        raise CheckpointError(
-            f"{weights_path}: tensors do not fit the config: missing={missing} "
-            f"unknown={unknown} shape={bad}"
-        )
-    model.load_state_dict(state)
-    return model
+    return build_seq2seq_model(config, state, source=str(weights_path))
 
 
 def save_t5(model: EncoderDecoderModel, path: str | Path) -> Path:
