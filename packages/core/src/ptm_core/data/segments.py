@@ -27,13 +27,26 @@ def _encode_pair(a: list[int], b: list[int] | None, vocab: VocabInfo) -> Example
 
 
 def truncate_pair(a: list[int], b: list[int], max_tokens: int, rng: random.Random) -> None:
-    """Trim the longer segment, one token at a time from a random end, in place (BERT)."""
-    while len(a) + len(b) > max_tokens:
-        longer = a if len(a) > len(b) else b
-        if rng.random() < 0.5:
-            del longer[0]
+    """Trim the longer segment, one token at a time from a random end, in place (BERT).
+
+    The same random draws as trimming token by token (so seeded results do not change),
+    but only the counts move in the loop and each list is cut once: O(len(a) + len(b)),
+    where deleting from the front one token at a time was quadratic on a long sentence.
+    """
+    length_a, length_b = len(a), len(b)
+    cut = [[0, 0], [0, 0]]  # per segment: tokens from the front, from the back
+    while length_a + length_b > max_tokens:
+        side = 0 if length_a > length_b else 1
+        cut[side][0 if rng.random() < 0.5 else 1] += 1
+        if side == 0:
+            length_a -= 1
         else:
-            longer.pop()
+            length_b -= 1
+    for segment, (front, back) in ((a, cut[0]), (b, cut[1])):
+        if back:
+            del segment[len(segment) - back :]
+        if front:
+            del segment[:front]
 
 
 def build_segment_pair_examples(
@@ -163,11 +176,11 @@ def build_single_segment_examples(
     for document in documents:
         row: list[int] = []
         for sentence in document:
-            tokens = list(sentence)
-            while tokens:
+            start = 0  # an offset, not `tokens = tokens[space:]`: a long sentence stays O(n)
+            while start < len(sentence):
                 space = budget - len(row)
-                row.extend(tokens[:space])
-                tokens = tokens[space:]
+                row.extend(sentence[start : start + space])
+                start += space
                 if len(row) == budget:
                     examples.append(_encode_pair(row, None, vocab))
                     row = []
