@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 import torch
 from safetensors.torch import load_file, save_file
 
+from ptm_core.atomic import atomic_directory
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document, read_text_corpus
 from ptm_core.data.packing import pack_examples
@@ -28,6 +30,7 @@ from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training.checkpointing import find_latest_checkpoint
 from ptm_core.training.distributed import barrier, is_main_process
 from ptm_core.training.metrics import MetricsLog
 
@@ -68,6 +71,56 @@ class HasSentences(Protocol):
     def sentences(self) -> Sequence[str]: ...
 
 
+class SavesItself(Protocol):
+    """A tokenizer that writes itself into a directory (WordPiece, XLM's shared BPE)."""
+
+    def save(self, directory: Path) -> object: ...
+
+
+RUN_TOKENIZER = "tokenizer"
+
+
+def keep_run_tokenizer(tokenizer: SavesItself, output_dir: Path) -> Path:
+    """Save ``tokenizer`` as the run's ``output_dir/tokenizer``, checking first.
+
+    The run's checkpoints hold embeddings indexed by that tokenizer's ids, so a different
+    tokenizer must never replace it while they exist: that would break the run that made
+    them, and every later resume of it. An identical tokenizer is not written again.
+
+    Args:
+        tokenizer: the tokenizer this run will use.
+        output_dir: the run directory.
+
+    Returns:
+        The run's tokenizer directory.
+
+    Raises:
+        ValueError: ``output_dir`` has checkpoints trained with another tokenizer.
+    """
+    saved = output_dir / RUN_TOKENIZER
+    with tempfile.TemporaryDirectory(prefix="ptm-tokenizer-") as scratch:
+        tokenizer.save(Path(scratch))
+        new = {p.name: p.read_bytes() for p in sorted(Path(scratch).iterdir()) if p.is_file()}
+    if saved.is_dir():
+        old = {p.name: p.read_bytes() for p in sorted(saved.iterdir()) if p.is_file()}
+        if old == new:
+            return saved
+        checkpoint = find_latest_checkpoint(output_dir / "checkpoints")
+        if checkpoint is not None:
+            differ = sorted(n for n in old.keys() | new.keys() if old.get(n) != new.get(n))
+            raise ValueError(
+                f"{saved}: the checkpoints of this run ({checkpoint}) were trained with the "
+                f"tokenizer saved there, and the tokenizer given now differs ({', '.join(differ)}"
+                "); nothing was changed. Train with the new tokenizer in a new "
+                f"trainer.output_dir, or delete {output_dir / 'checkpoints'} to start this run "
+                "over with it"
+            )
+    with atomic_directory(saved) as tmp:
+        for name, data in new.items():
+            (tmp / name).write_bytes(data)
+    return saved
+
+
 def prepare_tokenizer(
     documents: Sequence[HasSentences],
     output_dir: Path,
@@ -79,9 +132,11 @@ def prepare_tokenizer(
     """Load the given tokenizer, reuse the run's saved one, or train one on the corpus.
 
     A run that resumes must see the same ids, so a tokenizer trained by an earlier
-    attempt of the same run (``output_dir/tokenizer``) is always reused.
+    attempt of the same run (``output_dir/tokenizer``) is always reused, and a given
+    tokenizer that differs from it is refused while the run has checkpoints
+    (:func:`keep_run_tokenizer`), before anything is written.
     """
-    saved = output_dir / "tokenizer"
+    saved = output_dir / RUN_TOKENIZER
     if tokenizer is not None:
         path = Path(tokenizer)
         loaded = (
@@ -95,7 +150,7 @@ def prepare_tokenizer(
         logger.info("training a WordPiece vocabulary of %d on the corpus", vocab_size)
         texts = (sentence for doc in documents for sentence in doc.sentences)
         loaded = WordPieceTokenizer.train(texts, vocab_size=vocab_size, lowercase=lowercase)
-    loaded.save(saved)
+    keep_run_tokenizer(loaded, output_dir)
     return loaded
 
 

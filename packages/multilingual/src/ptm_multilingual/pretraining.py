@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders import TransformerEncoder
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.seeding import derive_seed
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_multilingual.batches import XLMBatches, build_mlm_streams, build_tlm_examples
@@ -168,7 +169,7 @@ def pretrain_xlm(
         tok = SharedBPETokenizer.train(
             texts, vocab_size=vocab_size, alpha=vocab_alpha, lowercase=lowercase, seed=seed
         )
-    tok.save(saved)
+    keep_run_tokenizer(tok, output_dir)  # refuses to replace the tokenizer of checkpoints
     vocab = tok.vocab_info
 
     mlm_examples: dict[str, list[dict[str, Any]]] = {}
