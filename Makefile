@@ -20,8 +20,17 @@ export DASK_TEMPORARY_DIRECTORY := $(CURDIR)/.cache/dask
 
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
+# `setup` syncs the environment first; the fresh-clone test (tests/flows/test_fresh_clone.py)
+# sets SETUP= and RUN= to run this Makefile's demo with the test's own interpreter.
+SETUP := setup
+# Extra arguments for `ptm demo` (Hydra overrides), e.g. DEMO_ARGS="trainer.max_steps=20".
+DEMO_ARGS :=
+# Every folder the settings above point at. Prefect creates only the last level of
+# PREFECT_HOME, so on a fresh clone (no .cache/) its database cannot be opened.
+CACHE_DIRS := $(PREFECT_HOME) $(PREFECT_LOCAL_STORAGE_PATH) $(HF_HOME) $(PYSTOW_HOME) \
+	$(DASK_TEMPORARY_DIRECTORY)
 
-.PHONY: help setup demo test test-fast lint format bench clean
+.PHONY: help setup dirs demo test lint format bench clean
 
 help:
 	@echo "make demo   set up and run the demo flow (link entities, TransE, ERNIE-THU, report)"
@@ -37,10 +46,13 @@ $(CURDIR)/.tools/bin/uv:
 setup: $(UV)
 	$(UV) sync --frozen --compile-bytecode
 
-demo: setup
-	$(RUN) ptm demo --output-dir runs/demo
+dirs:
+	@mkdir -p $(CACHE_DIRS)
 
-test: setup
+demo: $(SETUP) dirs
+	$(RUN) ptm demo --output-dir runs/demo $(DEMO_ARGS)
+
+test: $(SETUP) dirs
 	$(RUN) pytest -q
 
 lint: setup
@@ -48,7 +60,7 @@ lint: setup
 	$(RUN) ruff format --check .
 	$(RUN) mypy packages/core/src/ptm_core packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
 
-bench: setup
+bench: $(SETUP) dirs
 	$(RUN) python -m benchmarks.run
 
 format: setup

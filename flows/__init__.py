@@ -4,7 +4,9 @@ Importing this package sets offline defaults before Prefect is imported (a user'
 settings win): no telemetry, a generous start-up time for the temporary local server.
 """
 
+import contextlib
 import os
+from pathlib import Path
 
 for _key, _value in {
     "DO_NOT_TRACK": "1",
@@ -14,3 +16,9 @@ for _key, _value in {
     "TOKENIZERS_PARALLELISM": "false",
 }.items():
     os.environ.setdefault(_key, _value)
+
+# Prefect creates only the last folder of PREFECT_HOME: a nested one whose parent does not
+# exist yet (a fresh clone's .cache/prefect) fails with "unable to open database file".
+if _home := os.environ.get("PREFECT_HOME"):
+    with contextlib.suppress(OSError):
+        Path(_home).expanduser().mkdir(parents=True, exist_ok=True)
