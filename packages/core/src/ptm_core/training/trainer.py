@@ -75,10 +75,28 @@ class TrainResult:
 
 
 def resolve_device(name: str) -> torch.device:
-    """Map ``"auto"`` to CUDA when available, else CPU; pass other names to ``torch.device``."""
+    """Map ``"auto"`` to CUDA when available, else CPU; check that a named CUDA device exists.
+
+    Raises:
+        ValueError: a CUDA device is named that this machine does not have.
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"trainer.device={name!r}, but torch sees no CUDA device on this machine "
+                f"(torch {torch.__version__}, CUDA build {torch.version.cuda or 'none'}); set "
+                "trainer.device=auto (a GPU when there is one) or trainer.device=cpu"
+            )
+        if device.index is not None and device.index >= count:
+            raise ValueError(
+                f"trainer.device={name!r}, but this machine has {count} CUDA device(s) "
+                f"(cuda:0..cuda:{count - 1}); pick one of those or trainer.device=auto"
+            )
+    return device
 
 
 class Trainer:
@@ -162,6 +180,8 @@ class Trainer:
         main = self.dist.is_main
         if main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
+            # Crashed writes leave `.<name>.<random>.tmp` here too (final/, metrics).
+            remove_temp_dirs(self.output_dir)
             remove_temp_dirs(self.checkpoints_dir)
         barrier()
         last_checkpoint = self._restore_or_start()
