@@ -10,6 +10,7 @@ concatenated into ptm's fused projection and split again on export.
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +101,14 @@ def read_weights(directory: Path) -> tuple[dict[str, Tensor], Path]:
             return state, bin_path
     except CheckpointError:
         raise
+    except pickle.UnpicklingError:
+        # torch's message advises weights_only=False: never pass that on for a file that
+        # may come from anyone, and this file is not damaged, it holds more than tensors.
+        raise CheckpointError(
+            f"{bin_path}: holds Python code or objects besides tensors, which ptm will not "
+            "unpickle (loading it could run that code). Use a model.safetensors file instead: "
+            "most hubs publish one, or convert this file once where you trust its source"
+        ) from None
     except Exception as exc:
         path = safetensors_path if safetensors_path.exists() else bin_path
         raise CheckpointError(
