@@ -7,6 +7,7 @@ configuration framework is imported here.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -115,6 +116,8 @@ def keep_run_tokenizer(tokenizer: SavesItself, output_dir: Path) -> Path:
                 f"trainer.output_dir, or delete {output_dir / 'checkpoints'} to start this run "
                 "over with it"
             )
+    if int(os.environ.get("RANK", "0")) != 0:
+        return saved  # under torchrun (before the process group exists) rank 0 writes
     with atomic_directory(saved) as tmp:
         for name, data in new.items():
             (tmp / name).write_bytes(data)
