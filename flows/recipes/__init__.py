@@ -9,9 +9,13 @@ that the CLI only loads the packages a run needs.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
+from hydra.errors import InstantiationException
 from omegaconf import DictConfig
+
+from flows.config import ConfigError
 
 RECIPES: dict[str, str] = {
     "text": "flows.recipes.text",
@@ -32,9 +36,23 @@ def run_recipe(cfg: DictConfig) -> Any:
 
     Raises:
         ValueError: unknown recipe name; the message lists the valid ones.
+        ConfigError: a config node cannot be built (``trainer.max_steps=abc``): the message
+            names the node and keeps the builder's own reason, without Hydra's wrapping.
     """
     name = cfg.get("recipe", "text")
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; valid recipes: {', '.join(sorted(RECIPES))}")
     module = importlib.import_module(RECIPES[name])
-    return module.run(cfg)
+    try:
+        return module.run(cfg)
+    except InstantiationException as exc:
+        raise ConfigError(instantiation_message(exc)) from None
+
+
+def instantiation_message(exc: InstantiationException) -> str:
+    """One line for a config node that failed to build: ``<key>: <the builder's reason>``."""
+    found = re.search(r"^full_key: (\S+)$", str(exc), flags=re.MULTILINE)
+    key = found.group(1) if found else "config"
+    cause = exc.__cause__
+    reason = str(cause) if cause is not None else str(exc).splitlines()[0]
+    return f"bad config at {key}: {reason}"
