@@ -4,7 +4,7 @@ The other tests set their own PREFECT_HOME and caches, so they cannot see a Make
 is broken for a new user (once, every fresh clone's demo failed because the Makefile
 pointed PREFECT_HOME at a `.cache/` folder that did not exist). This test clones HEAD into
 a temporary directory and runs the Makefile's `demo` target there: the same variables, the
-same folders, the same command line, only with this interpreter instead of `uv run`
+same folders, the same command line, only with this venv's `ptm` instead of `uv run`
 (`SETUP=` skips the environment sync) and fewer training steps.
 """
 
@@ -48,7 +48,9 @@ def test_make_demo_runs_on_a_fresh_clone(tmp_path: Path) -> None:
     python_path = os.pathsep.join(
         [str(clone), *(str(clone / "packages" / p / "src") for p in PACKAGE_SOURCES)]
     )
-    run = f"env PYTHONPATH={shlex.quote(python_path)} {shlex.quote(sys.executable)} -m flows.cli"
+    # RUN prefixes the `ptm` command: this venv's bin/ holds the `ptm` script.
+    bin_dir = Path(sys.executable).parent
+    run = f"env PYTHONPATH={shlex.quote(python_path)} PATH={shlex.quote(str(bin_dir))}:$$PATH"
     result = subprocess.run(
         [
             "make",
