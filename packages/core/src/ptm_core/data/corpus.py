@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptm_core.data.errors import DataError
+from ptm_core.data.lines import iter_lines
 
 TEXT_SUFFIX = ".txt"
 JSONL_SUFFIX = ".jsonl"
@@ -27,7 +28,6 @@ CORPUS_SUFFIXES = (TEXT_SUFFIX, JSONL_SUFFIX)
 
 CorpusPath = str | os.PathLike[str]
 
-_BOM = b"\xef\xbb\xbf"
 # C0 and C1 control characters; tab is ordinary text and JSONL text may hold line breaks.
 _CONTROL_TXT = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _CONTROL_JSONL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -265,22 +265,8 @@ def corpus_stats(documents: Iterable[Document]) -> dict[str, int]:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Decode a file line by line so invalid UTF-8 is reported with its line number."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorpusError(
-                    path,
-                    number,
-                    "encoding",
-                    f"invalid UTF-8 at byte {exc.start + 1} of the line",
-                    "re-save the file as UTF-8",
-                ) from None
-            yield number, text.rstrip("\r\n")
+    """Decode a file line by line (on ``\\n`` only) so invalid UTF-8 names its line."""
+    return iter_lines(path, CorpusError)
 
 
 def _check_control(path: Path, line: int, field: str, text: str, pattern: re.Pattern[str]) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.lines import iter_lines
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ class MetricsLog:
             return
         kept: list[str] = []
         torn = 0
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for _, line in iter_lines(self.path):
             if not line.strip():
                 continue
             try:
@@ -131,5 +132,4 @@ class MetricsLog:
         """Return all records in the file (empty if it does not exist)."""
         if not self.path.exists():
             return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        return [json.loads(line) for _, line in iter_lines(self.path) if line.strip()]
