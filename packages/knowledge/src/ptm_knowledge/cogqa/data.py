@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.lines import read_utf8
 from ptm_knowledge.kg.graph import KnowledgeGraph
 
 # relation -> (sentence verb phrase "head <phrase> tail", question noun "the <noun> of X").
@@ -232,6 +233,11 @@ def _fail(path: Path, where: str, field_name: str, problem: str, fix: str) -> Mu
     return MultiHopDataError(f"{path}: {where}: field {field_name!r}: {problem}. Fix: {fix}")
 
 
+def _data_error(path: Path, line: int | None, field_name: str, problem: str, fix: str) -> Exception:
+    where = str(path) if line is None else f"{path}:{line}"
+    return MultiHopDataError(f"{where}: field {field_name!r}: {problem}. Fix: {fix}")
+
+
 def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
@@ -246,11 +252,13 @@ def read_hotpot_json(path: str | Path) -> list[MultiHopExample]:
         The examples in file order.
 
     Raises:
-        MultiHopDataError: invalid JSON (with line/column) or a record with a missing or
-            malformed field (with the record's line, index and ``_id``).
+        MultiHopDataError: a missing file, invalid UTF-8 (with line and byte offset),
+            invalid JSON (with line/column), an empty list, a record with a missing or
+            malformed field (with the record's line, index and ``_id``), or an ``_id``
+            used twice (naming both records).
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path, _data_error)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
@@ -260,17 +268,40 @@ def read_hotpot_json(path: str | Path) -> list[MultiHopExample]:
         ) from None
     if not isinstance(data, list):
         raise _fail(path, "line 1", "<root>", "not a JSON list", "wrap the records in [...]")
+    if not data:
+        # An empty split would train nothing and score 0 everywhere, yet exit 0.
+        raise _fail(
+            path,
+            "line 1",
+            "<root>",
+            "the list holds no records",
+            "give the HotpotQA records of this split (or the right file)",
+        )
     # Approximate each record's line by locating its "_id" value in the text.
     search_from = 0
     examples: list[MultiHopExample] = []
+    first_seen: dict[str, str] = {}
     for index, record in enumerate(data):
         where = f"record {index}"
         if isinstance(record, dict) and isinstance(record.get("_id"), str):
-            pos = text.find(json.dumps(record["_id"]), search_from)
+            # The id may be written raw (our writer) or with \u escapes (json.dumps default).
+            pos = text.find(json.dumps(record["_id"], ensure_ascii=False), search_from)
+            if pos < 0:
+                pos = text.find(json.dumps(record["_id"]), search_from)
             if pos >= 0:
                 search_from = pos
                 where = f"line {_line_of(text, pos)} (record {index}, _id {record['_id']!r})"
-        examples.append(_parse_record(path, where, record))
+        example = _parse_record(path, where, record)
+        if example.id in first_seen:
+            raise _fail(
+                path,
+                where,
+                "_id",
+                f"duplicate _id {example.id!r}, first used at {first_seen[example.id]}",
+                "give every question a unique _id (drop the repeated record)",
+            )
+        first_seen[example.id] = where
+        examples.append(example)
     return examples
 
 

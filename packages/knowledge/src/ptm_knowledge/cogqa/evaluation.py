@@ -78,7 +78,15 @@ def evaluate_predictions(
     Returns:
         ``em, f1, prec, recall, sp_em, sp_f1, sp_prec, sp_recall, joint_em, joint_f1,
         joint_prec, joint_recall`` (as in the official script), each in ``[0, 1]``.
+
+    Raises:
+        ValueError: ``examples`` is empty (the scores would be a meaningless 0).
     """
+    if not examples:
+        raise ValueError(
+            "evaluate_predictions: no examples to score; the dev set is empty (check the dev "
+            "file, or num_train against the number of generated questions)"
+        )
     keys = (
         "em",
         "f1",
@@ -104,5 +112,5 @@ def evaluate_predictions(
             keys, (em, f1, p, r, sem, sf1, sp, sr, em * sem, jf1, jp, jr), strict=True
         ):
             totals[key] += value
-    n = max(len(examples), 1)
+    n = len(examples)
     return {key: value / n for key, value in totals.items()}

@@ -422,7 +422,16 @@ def train_cogqa(
 
     Returns:
         The trained system (``.reader`` doubles as the System-1-only baseline).
+
+    Raises:
+        ValueError: ``examples`` is empty (nothing would be learnt, yet training would
+            "succeed").
     """
+    if not examples:
+        raise ValueError(
+            "train_cogqa: no training questions; the train set is empty (check the train "
+            "file, or num_train)"
+        )
     config = config or CogQATrainConfig()
     torch.manual_seed(config.seed)
     reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)

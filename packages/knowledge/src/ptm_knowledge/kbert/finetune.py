@@ -13,6 +13,8 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.errors import DataError
+from ptm_core.data.lines import iter_lines
 from ptm_core.seeding import generator_for
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_knowledge.kbert.model import (
@@ -45,20 +47,36 @@ class TaggedSentence:
     tags: list[int]
 
 
+def _tsv_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` split on ``\\n`` only, BOM dropped, UTF-8 checked per line.
+
+    ``DataError`` is a ``ValueError`` reading ``file:line: problem (field '...'); fix``.
+    """
+    return iter_lines(path, DataError)
+
+
+def _empty_file(path: Path, what: str) -> ValueError:
+    return DataError(
+        path, None, "examples", f"no {what} in the file", f"add {what} (or give the right file)"
+    )
+
+
 def read_tagged_tsv(
     path: str | Path, labels: Sequence[str] | None = None
 ) -> tuple[list[TaggedSentence], list[str]]:
     """Read CoNLL-style ``word<TAB>tag`` lines, a blank line between sentences.
 
     Args:
-        path: the file.
+        path: the file (UTF-8; a byte-order mark is ignored).
         labels: tag names in index order; ``None`` = sorted names found in the file.
 
     Raises:
-        ValueError: a malformed line or unknown tag, naming ``file:line``.
+        ValueError: a missing or empty file, invalid UTF-8, a malformed line, an empty or
+            unknown tag, naming ``file:line``.
     """
+    path = Path(path)
     sentences: list[list[tuple[int, str, str]]] = [[]]
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in _tsv_lines(path):
         if not line.strip():
             if sentences[-1]:
                 sentences.append([])
@@ -71,8 +89,12 @@ def read_tagged_tsv(
                 f"{path}:{number}: expected word<TAB>tag, got {line!r}; one token per line, "
                 "a blank line between sentences"
             )
+        if not fields[1].strip():
+            raise DataError(path, number, "tag", "empty tag", "give every token a tag")
         sentences[-1].append((number, fields[0], fields[1]))
     rows = [s for s in sentences if s]
+    if not rows:
+        raise _empty_file(path, "tagged sentences")
     names = list(labels) if labels is not None else sorted({t for s in rows for _, _, t in s})
     index = {name: i for i, name in enumerate(names)}
     for sentence in rows:
@@ -92,6 +114,8 @@ def read_labeled_tsv(
     """Read ``label<TAB>text_a[<TAB>text_b]`` lines (the reference K-BERT format).
 
     A first line starting with ``label`` is a header; lines starting with ``#`` are comments.
+    The file is UTF-8; a byte-order mark is ignored (it would otherwise glue itself to the
+    first label and make a class of its own).
 
     Args:
         path: the TSV file.
@@ -101,10 +125,12 @@ def read_labeled_tsv(
         The examples and the label names.
 
     Raises:
-        ValueError: a malformed line or unknown label, naming ``file:line``.
+        ValueError: a missing file or one without examples, invalid UTF-8, a malformed
+            line, an empty or unknown label, naming ``file:line``.
     """
+    path = Path(path)
     rows: list[tuple[int, list[str]]] = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in _tsv_lines(path):
         if not line.strip() or line.startswith("#") or (not rows and line.startswith("label\t")):
             continue
         fields = line.split("\t")
@@ -113,7 +139,17 @@ def read_labeled_tsv(
                 f"{path}:{number}: expected label<TAB>text_a[<TAB>text_b], got "
                 f"{len(fields)} fields; separate the columns with one tab"
             )
+        if not fields[0].strip():
+            raise DataError(
+                path,
+                number,
+                "label",
+                "empty label",
+                "write the class name before the first tab, or drop the line",
+            )
         rows.append((number, fields))
+    if not rows:
+        raise _empty_file(path, "labelled sentences")
     names = list(labels) if labels is not None else sorted({f[0] for _, f in rows})
     index = {name: i for i, name in enumerate(names)}
     examples = []
@@ -238,6 +274,9 @@ def finetune_kbert(
         dropout: classifier dropout.
         seed: batch order seed.
     """
+    for name, examples in (("train", train), ("dev", dev)):
+        if not examples:
+            raise ValueError(f"finetune_kbert: no {name} examples; give a non-empty {name} set")
     featurizer = KBertFeaturizer(
         tokenizer,
         knowledge,
@@ -306,7 +345,7 @@ def load_kbert_classifier(
         ``label_names``, ``max_entities``, ``max_length``, ``kg``, ``visible_matrix``).
     """
     directory = Path(directory)
-    config = json.loads((directory / KBERT_CONFIG).read_text())
+    config = json.loads((directory / KBERT_CONFIG).read_text(encoding="utf-8"))
     head = KBertTagger if config.get("task") == "tagging" else KBertClassifier
     model = head(TransformerEncoder.from_pretrained(directory), len(config["label_names"]))
     missing, unexpected = model.load_state_dict(load_file(directory / HEAD_FILE), strict=False)

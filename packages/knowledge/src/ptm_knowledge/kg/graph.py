@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptm_core.data.errors import DataError
+from ptm_core.data.lines import iter_lines
 
 ENTITY_COLUMNS = ("id", "name", "type", "aliases", "description")
 ALIAS_SEPARATOR = "|"
@@ -106,21 +107,27 @@ class KnowledgeGraph:
 
 
 def _content_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of non-blank, non-comment lines; checks the encoding."""
-    if not path.is_file():
-        raise KGError(path, None, "path", "file not found", "give the path of an existing file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as err:
-        bad_line = path.read_bytes()[: err.start].count(b"\n") + 1
-        raise KGError(
-            path, bad_line, "encoding", "not valid UTF-8", "save the file as UTF-8"
-        ) from None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.rstrip("\r")
+    """``(line number, text)`` of non-blank, non-comment lines; checks the encoding.
+
+    Lines are split on ``\\n`` only (:func:`~ptm_core.data.lines.iter_lines`), so a U+2028
+    inside a cell neither splits a row nor shifts the line numbers of later errors.
+    """
+    for number, line in iter_lines(path, KGError):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         yield number, line
+
+
+def _check_nul(path: Path, number: int, field_name: str, text: str) -> None:
+    """Reject NUL: it ends strings in C tools and spaCy patterns, so a name would differ."""
+    if "\x00" in text:
+        raise KGError(
+            path,
+            number,
+            field_name,
+            f"NUL character (\\x00) at character {text.index(chr(0)) + 1}",
+            "remove it (the file may be UTF-16 or binary; re-encode it as UTF-8 text)",
+        )
 
 
 def read_entity_table(path: str | Path) -> list[Entity]:
@@ -133,8 +140,9 @@ def read_entity_table(path: str | Path) -> list[Entity]:
         The entities in file order.
 
     Raises:
-        KGError: missing or wrong header, wrong column count, empty id or name, an id
-            with whitespace, or a duplicate id (the message names both lines).
+        KGError: a missing file, invalid UTF-8, missing or wrong header, wrong column
+            count, a NUL character in a cell, empty id or name, an id with whitespace, or a
+            duplicate id (the message names both lines).
     """
     path = Path(path)
     entities: list[Entity] = []
@@ -163,6 +171,8 @@ def read_entity_table(path: str | Path) -> list[Entity]:
                 " for type, aliases and description)",
             )
         entity_id, name, type_, aliases, description = (c.strip() for c in cells)
+        for column, cell in zip(ENTITY_COLUMNS, cells, strict=True):
+            _check_nul(path, number, column, cell)
         if not entity_id or any(ch.isspace() for ch in entity_id):
             raise KGError(
                 path,
@@ -197,7 +207,8 @@ def read_triples(path: str | Path, entity_ids: Sequence[str] | set[str]) -> list
         entity_ids: the ids of the entity table.
 
     Raises:
-        KGError: a line without exactly three non-empty cells, or an unknown head/tail id.
+        KGError: a missing file, invalid UTF-8, a line without exactly three non-empty
+            cells, a NUL character in a cell, or an unknown head/tail id.
     """
     path = Path(path)
     known = set(entity_ids)
@@ -212,6 +223,8 @@ def read_triples(path: str | Path, entity_ids: Sequence[str] | set[str]) -> list
                 f"expected head<TAB>relation<TAB>tail, got {line!r}",
                 "write three non-empty tab-separated cells per line",
             )
+        for column, cell in zip(("head", "relation", "tail"), cells, strict=True):
+            _check_nul(path, number, column, cell)
         head, relation, tail = cells
         for name, value in (("head", head), ("tail", tail)):
             if value not in known:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data import read_text_corpus
+from ptm_core.data.lines import iter_lines
 from ptm_knowledge.kg.graph import KGError
 from ptm_knowledge.linking.linker import EntityLinker, Mention
 
@@ -133,9 +134,22 @@ def link_corpus_with_kg(
     return link_corpus(corpus, linker, output, batch_size=batch_size)
 
 
+# Characters that ``str.splitlines`` (and JavaScript before ES2019) treat as line breaks but
+# ``json.dumps(ensure_ascii=False)`` writes raw; escaped, every line-based reader sees one
+# record per line. JSON escapes the C0 controls (\x0b, \x0c, \x1c-\x1e) by itself.
+_LINE_BREAK_ESCAPES = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
 def write_linked_corpus(documents: Iterable[LinkedDocument], output: str | Path) -> Path:
-    """Write documents as JSON lines, atomically."""
-    lines = [json.dumps(d.to_json(), ensure_ascii=False) for d in documents]
+    """Write documents as JSON lines, atomically.
+
+    U+0085, U+2028 and U+2029 are written as JSON escapes (the text is unchanged once
+    decoded), so each record stays on one line for any line splitter.
+    """
+    lines = [
+        json.dumps(d.to_json(), ensure_ascii=False).translate(_LINE_BREAK_ESCAPES)
+        for d in documents
+    ]
     return atomic_write_text(output, "".join(line + "\n" for line in lines))
 
 
@@ -153,19 +167,17 @@ def read_linked_corpus(
         entity_ids: if given, every mention's entity must be one of them.
 
     Raises:
-        LinkedCorpusError: bad JSON, missing fields, a span outside its sentence or
-            overlapping another, text that does not match the span, an unknown entity or
-            a duplicate document id; the message names file, line and field.
+        LinkedCorpusError: a missing file, invalid UTF-8, bad JSON, missing fields, a NUL
+            in a sentence, a span outside its sentence or overlapping another, text that
+            does not match the span, a score outside [0, 1], an unknown entity or a
+            duplicate document id; the message names file, line and field.
     """
     path = Path(path)
-    if not path.is_file():
-        raise LinkedCorpusError(
-            path, None, "path", "file not found", "give an existing .jsonl file"
-        )
     known = set(entity_ids) if entity_ids is not None else None
     documents: list[LinkedDocument] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    # Split on "\n" only: U+2028/U+2029 may sit raw inside a JSON string of one record.
+    for number, raw in iter_lines(path, LinkedCorpusError):
         if not raw.strip():
             continue
         try:
@@ -193,6 +205,15 @@ def read_linked_corpus(
             raise _fail(
                 path, number, "sentences", "must be a list of strings", 'add "sentences": [...]'
             )
+        for i, sentence in enumerate(sentences):
+            if "\x00" in sentence:
+                raise _fail(
+                    path,
+                    number,
+                    f"sentences[{i}]",
+                    f"NUL character (\\x00) at character {sentence.index(chr(0)) + 1}",
+                    "remove it from the source text and link the corpus again",
+                )
         mentions: list[SentenceMention] = []
         for k, item in enumerate(record.get("mentions", [])):
             where = f"mentions[{k}]"
@@ -244,7 +265,20 @@ def read_linked_corpus(
                     f"unknown entity id {entity!r}",
                     "use an id of the entity table",
                 )
-            mentions.append(SentenceMention(index, start, end, entity, item.get("score")))
+            score = item.get("score")
+            if score is not None and not (
+                isinstance(score, int | float)
+                and not isinstance(score, bool)
+                and 0.0 <= score <= 1.0
+            ):
+                raise _fail(
+                    path,
+                    number,
+                    f"{where}.score",
+                    f"score {score!r} is not a number in [0, 1]",
+                    "write the linker's probability (0 to 1) or leave score out",
+                )
+            mentions.append(SentenceMention(index, start, end, entity, score))
         ordered = sorted(mentions, key=lambda m: (m.sentence, m.start))
         for a, b in itertools.pairwise(ordered):
             if a.sentence == b.sentence and b.start < a.end:
