@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ptm_core.data import CorpusError
+from ptm_core.data.lines import iter_lines
 
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]+)?$")
 
@@ -45,21 +46,21 @@ def _check_lang(code: str, path: Path) -> str:
     return code
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise CorpusError(path, None, "path", "file not found", "check the path") from None
-    except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Stream ``(line number, text)``, split on ``\\n`` only (U+2028 is text, not a break)."""
+    return iter_lines(path, CorpusError)
+
+
+def _check_nul(path: Path, number: int, field: str, text: str) -> None:
+    """NUL is never text: it comes from binary or UTF-16 files and breaks tokenizers."""
+    if "\x00" in text:
         raise CorpusError(
-            path, line, "encoding", "not valid UTF-8", "re-save the file as UTF-8"
-        ) from None
-    text = text.removeprefix("\ufeff")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
+            path,
+            number,
+            field,
+            f"NUL character (\\x00) at character {text.index(chr(0)) + 1}",
+            "remove it (a UTF-16 or binary file must be re-encoded as UTF-8 text)",
+        )
 
 
 def _files(path: str | Path | Sequence[str | Path]) -> list[Path]:
@@ -85,14 +86,19 @@ def read_monolingual_corpora(path: str | Path | Sequence[str | Path]) -> dict[st
         language -> sentences (whitespace-stripped), languages sorted by name.
 
     Raises:
-        CorpusError: bad file name, encoding, or a language with no sentence.
+        CorpusError: bad file name, invalid UTF-8 (``file:line``), a NUL character, or a
+            language with no sentence.
     """
     corpora: dict[str, list[str]] = {}
     for file in _files(path):
         if file.suffix != ".txt":
             continue
         lang = _check_lang(file.stem, file)
-        sentences = [line.strip() for line in _read_lines(file) if line.strip()]
+        sentences = []
+        for number, line in _lines(file):
+            _check_nul(file, number, "text", line)
+            if line.strip():
+                sentences.append(line.strip())
         if not sentences:
             raise CorpusError(file, None, "text", "no sentences", "add one sentence per line")
         corpora.setdefault(lang, []).extend(sentences)
@@ -120,12 +126,13 @@ def read_parallel_tsv(path: str | Path) -> ParallelCorpus:
     """Read ``<src>-<tgt>.tsv``: ``source<TAB>target`` per line.
 
     Raises:
-        CorpusError: ``file:line`` of a line without exactly one tab or with an empty side.
+        CorpusError: ``file:line`` of invalid UTF-8, a line without exactly one tab, or
+            with an empty side or a NUL character (field: the side's language).
     """
     file = Path(path)
     src, tgt = _pair_langs(file.stem, file)
     pairs: list[tuple[str, str]] = []
-    for number, line in enumerate(_read_lines(file), start=1):
+    for number, line in _lines(file):
         if not line.strip():
             raise CorpusError(
                 file, number, "pair", "blank line", "remove it: every line is one sentence pair"
@@ -144,6 +151,7 @@ def read_parallel_tsv(path: str | Path) -> ParallelCorpus:
                 raise CorpusError(
                     file, number, field, "empty side", "give both sentences of the pair or drop it"
                 )
+            _check_nul(file, number, field, text)
         pairs.append((columns[0].strip(), columns[1].strip()))
     if not pairs:
         raise CorpusError(file, None, "pair", "no sentence pairs", "add source<TAB>target lines")
@@ -155,11 +163,15 @@ def read_parallel_files(source_file: str | Path, target_file: str | Path) -> Par
 
     Raises:
         CorpusError: different line counts (names both files, their counts and the first
-            line that has no partner) or an empty side (``file:line``).
+            line that has no partner), invalid UTF-8, an empty side or a NUL character
+            (``file:line``).
     """
     sfile, tfile = Path(source_file), Path(target_file)
     src, tgt = _check_lang(sfile.suffix[1:], sfile), _check_lang(tfile.suffix[1:], tfile)
-    slines, tlines = _read_lines(sfile), _read_lines(tfile)
+    # Both sides are held anyway (the pairs are returned), and the line counts are compared
+    # before any line so a misaligned pair of files is reported as such.
+    slines = [text for _, text in _lines(sfile)]
+    tlines = [text for _, text in _lines(tfile)]
     if len(slines) != len(tlines):
         shorter = sfile if len(slines) < len(tlines) else tfile
         longer = tfile if shorter == sfile else sfile
@@ -177,6 +189,7 @@ def read_parallel_files(source_file: str | Path, target_file: str | Path) -> Par
                 raise CorpusError(
                     file, number, "text", "empty side", "give both sentences of the pair or drop it"
                 )
+            _check_nul(file, number, "text", text)
     pairs = tuple((s.strip(), t.strip()) for s, t in zip(slines, tlines, strict=True))
     return ParallelCorpus(src, tgt, pairs, f"{sfile}+{tfile}")
 
