@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ptm_core.data.lines import iter_lines
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.boxes import encode_boxes
@@ -41,12 +42,24 @@ class ImageTextDataset:
     root: Path | None = None
 
 
+def _image_text_error(
+    path: Path, line: int | None, field_name: str, problem: str, fix: str
+) -> ImageTextError:
+    where = str(path) if line is None else f"{path}:{line}"
+    return ImageTextError(f"{where}: field {field_name!r}: {problem}; {fix}")
+
+
 def read_image_text_pairs(directory: str | Path) -> ImageTextDataset:
     """Read ``pairs.jsonl`` and the region features beside it, validating both.
 
+    ``pairs.jsonl`` is streamed line by line, split on ``\\n`` only (a U+2028 inside a
+    caption is text, not a line break).
+
     Raises:
-        ImageTextError: a bad line (``file:line: field ...``) or a caption whose image has
-            no features.
+        ImageTextError: a bad line (``file:line: field ...``): invalid UTF-8 or JSON, a
+            missing, empty or NUL-holding ``image_id``/``caption``, or a caption whose
+            image has no features.
+        RegionFeatureError: the features beside it are malformed, damaged or truncated.
     """
     directory = Path(directory)
     path = directory / "pairs.jsonl"
@@ -54,16 +67,29 @@ def read_image_text_pairs(directory: str | Path) -> ImageTextDataset:
         raise ImageTextError(f"{path}: missing; see data_specs/image_text/README.md")
     features = read_region_features(directory)
     pairs: list[ImageTextPair] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in iter_lines(path, _image_text_error):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ImageTextError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise ImageTextError(
+                f"{path}:{number}: not a JSON object; write one "
+                '{"image_id": ..., "caption": ...} per line'
+            )
         for key in ("image_id", "caption"):
             if not isinstance(row.get(key), str) or not row[key].strip():
                 raise ImageTextError(f"{path}:{number}: field {key!r} must be a non-empty string")
+            if "\x00" in row[key]:
+                raise _image_text_error(
+                    path,
+                    number,
+                    key,
+                    f"NUL character (\\x00) at character {row[key].index(chr(0)) + 1}",
+                    "remove it",
+                )
         if row["image_id"] not in features.images:
             raise ImageTextError(
                 f"{path}:{number}: field 'image_id' {row['image_id']!r} has no entry in "

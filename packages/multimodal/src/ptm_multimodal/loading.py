@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import safetensors.torch
-
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.tokenization import WordPieceTokenizer
@@ -71,11 +69,18 @@ def load_multimodal(
 
     Raises:
         FeatureMismatchError: ``features`` differ from the checkpoint's.
-        CheckpointError: unknown architecture/objective, or tensors that do not fit.
+        CheckpointError: an unreadable config, unknown architecture/objective, a truncated
+            or damaged weights file, or tensors that do not fit.
     """
     directory = Path(directory)
     source = str(directory / "config.json")
-    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    try:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(
+            f"{source}: cannot read the config ({type(exc).__name__}: {exc}); is {directory} "
+            "a final/ directory written by pretrain_multimodal?"
+        ) from None
     model = _build(config, source)
     if features is not None:
         model.check_features(features, source="the given features")
@@ -93,7 +98,8 @@ def load_multimodal(
         objectives[name] = cls(model, vocab)
         weights[name] = float(entry.get("weight", 1.0))
     wrapped = MultimodalPretraining(model, ObjectiveMix(objectives, weights))
-    state = safetensors.torch.load_file(str(directory / "model.safetensors"))
+    # read_weights turns a truncated or damaged file into a one-line CheckpointError.
+    state, _ = read_weights(directory)
     missing, unexpected = wrapped.load_state_dict(state, strict=False)
     # the MLM decoder is tied to the word table; safetensors stores the shared tensor once
     missing = [k for k in missing if not k.endswith("head.decoder.weight")]

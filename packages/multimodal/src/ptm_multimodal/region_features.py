@@ -20,13 +20,22 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.lines import read_utf8
 from ptm_multimodal.feature_spec import FeatureSpec
 
 FORMAT = "ptm-region-features/1"
+SPEC_README = "data_specs/image_text/README.md"
 
 
 class RegionFeatureError(ValueError):
     """A region-feature file is malformed; the message names the file, entry and field."""
+
+
+def _region_error(
+    path: Path, line: int | None, field_name: str, problem: str, fix: str
+) -> RegionFeatureError:
+    where = str(path) if line is None else f"{path}:{line}"
+    return RegionFeatureError(f"{where}: field {field_name!r}: {problem}; {fix}")
 
 
 @dataclass
@@ -97,8 +106,10 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
     """Read and validate a region-feature directory.
 
     Raises:
-        RegionFeatureError: missing files, a bad index entry, tensor shapes that disagree
-            with ``spec.feature_size``/``num_classes``, or boxes outside the image.
+        RegionFeatureError: missing files, invalid UTF-8 or JSON, a bad or repeated index
+            entry (``features.json:line``), a truncated or damaged ``features.safetensors``,
+            tensor shapes that disagree with ``spec.feature_size``/``num_classes``, or boxes
+            outside the image.
     """
     directory = Path(directory)
     index_path = directory / "features.json"
@@ -109,10 +120,13 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
                 f"{path}: missing; a region-feature directory needs features.json and "
                 "features.safetensors (see data_specs/image_text/README.md)"
             )
+    text = read_utf8(index_path, _region_error)
     try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
+        index = json.loads(text)
     except json.JSONDecodeError as exc:
         raise RegionFeatureError(f"{index_path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(index, dict):
+        raise RegionFeatureError(f"{index_path}: not a JSON object; see {SPEC_README}")
     if index.get("format") != FORMAT:
         raise RegionFeatureError(
             f"{index_path}: field 'format' is {index.get('format')!r}, expected {FORMAT!r}"
@@ -121,7 +135,16 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
         spec = FeatureSpec.from_dict(index.get("spec", {}), source=f"{index_path}: spec")
     except ValueError as exc:
         raise RegionFeatureError(str(exc)) from None
-    tensors = load_file(str(tensors_path))
+    try:
+        tensors = load_file(str(tensors_path))
+    except Exception as exc:  # safetensors raises its own error type for a cut-off file
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise RegionFeatureError(
+            f"{tensors_path}: cannot read the region tensors ({reason}); the file is truncated "
+            "or damaged. Regenerate it by running the feature extraction again "
+            "(write_region_features), or `python -m ptm_multimodal.synthetic DIR` for a "
+            "synthetic set"
+        ) from None
     features, boxes = tensors.get("features"), tensors.get("boxes")
     if features is None or boxes is None:
         raise RegionFeatureError(f"{tensors_path}: needs tensors 'features' and 'boxes'")
@@ -137,12 +160,31 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
             f"{None if classes is None else tuple(classes.shape)}"
         )
     images: dict[str, ImageRegions] = {}
+    first_seen: dict[str, str] = {}
     start = 0
+    search_from = 0
     for number, entry in enumerate(index.get("images", [])):
-        where = f"{index_path}: images[{number}]"
+        label, where = f"images[{number}]", f"{index_path}: images[{number}]"
+        # The entry's line: where its "image_id" key sits (entries are in file order).
+        pos = text.find('"image_id"', search_from)
+        if pos >= 0:
+            search_from = pos + 1
+            line = text.count("\n", 0, pos) + 1
+            label, where = f"line {line}, {label}", f"{index_path}:{line}: {label}"
+        if not isinstance(entry, dict):
+            raise RegionFeatureError(f"{where}: not a JSON object")
         for key in ("image_id", "width", "height", "num_regions"):
             if key not in entry:
                 raise RegionFeatureError(f"{where}: field {key!r} is missing")
+        image_id = str(entry["image_id"])
+        # Checked before the region counts: a repeated entry would otherwise surface as a
+        # confusing "regions run past the tensors" error.
+        if image_id in first_seen:
+            raise RegionFeatureError(
+                f"{where}: field 'image_id': duplicate image_id {image_id!r} (first at "
+                f"{first_seen[image_id]}); list each image once"
+            )
+        first_seen[image_id] = label
         end = start + int(entry["num_regions"])
         if end > len(features):
             raise RegionFeatureError(
@@ -154,7 +196,7 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
             bool((box < 0).any()) or bool((box[:, 2] > w).any()) or bool((box[:, 3] > h).any())
         ):
             raise RegionFeatureError(f"{where}: a box lies outside the {w}x{h} image")
-        images[str(entry["image_id"])] = ImageRegions(
+        images[image_id] = ImageRegions(
             features=features[start:end],
             boxes=box,
             width=w,
