@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from torch import Tensor
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, save_safetensors
 from ptm_core.data.lines import read_utf8
 from ptm_multimodal.feature_spec import FeatureSpec
 
@@ -87,9 +87,7 @@ def write_region_features(directory: str | Path, feature_set: RegionFeatureSet) 
     }
     if feature_set.spec.num_classes is not None:
         tensors["classes"] = torch.cat([r.classes.float() for r in regions]).contiguous()  # type: ignore[union-attr]
-    tmp = directory / "features.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    tmp.replace(directory / "features.safetensors")
+    save_safetensors(tensors, directory / "features.safetensors")
     index = {
         "format": FORMAT,
         "spec": feature_set.spec.to_dict(),

@@ -305,13 +305,11 @@ def finetune_kbert(
         model, FeaturizedBatches(featurize(dev), featurizer.collate, batch_size, None)
     )
     final = result.output_dir / "final"
-    model.encoder.save_pretrained(final, extra_writers=[tokenizer.save])
     heads = {
         name: t.detach().cpu().contiguous()
         for name, t in model.state_dict().items()
         if not name.startswith("encoder.")
     }
-    save_file(heads, str(final / HEAD_FILE))
     config = {
         "task": "tagging" if tagging else "classification",
         "label_names": list(label_names),
@@ -320,7 +318,13 @@ def finetune_kbert(
         "kg": kg,
         "visible_matrix": visible_matrix,
     }
-    atomic_write_text(final / KBERT_CONFIG, json.dumps(config, indent=2) + "\n")
+
+    def write_heads(directory: Path) -> None:
+        save_file(heads, str(directory / HEAD_FILE))
+        (directory / KBERT_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+
+    # One atomic directory: encoder, tokenizer, heads and config appear together or not at all.
+    model.encoder.save_pretrained(final, extra_writers=[tokenizer.save, write_heads])
     final_metrics = {
         **(result.history[-1] if result.history else {}),
         **{f"dev/{k}": v for k, v in dev_metrics.items()},
