@@ -7,14 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+from filelock import BaseFileLock, FileLock, Timeout
 from prefect import flow, task
 
 from flows.config import project_root
 from flows.evaluate import DEFAULT_EVAL_CORPUS, evaluate_language_model
 from flows.pretrain import pretrain
-from flows.registry import ModelRegistry
+from flows.registry import LockHeldError, ModelRegistry
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data import corpus_files
+
+# Corpora are gigabytes: hash them in pieces rather than reading whole files into memory.
+FINGERPRINT_CHUNK_BYTES = 1 << 20
 
 
 @task(name="fingerprint-data", retries=2, retry_delay_seconds=[1, 5])
@@ -23,8 +27,72 @@ def fingerprint_data(corpus: str) -> str:
     digest = hashlib.sha256()
     for path in corpus_files(corpus):
         digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        with path.open("rb") as handle:
+            while chunk := handle.read(FINGERPRINT_CHUNK_BYTES):
+                digest.update(chunk)
     return digest.hexdigest()
+
+
+def _considered_dirs(registry: ModelRegistry) -> set[Path]:
+    """Run folders of every candidate the registry has seen, the champion's included."""
+    records = [*registry.history(), registry.champion() or {}]
+    return {Path(r["model_dir"]).resolve().parent for r in records if "model_dir" in r}
+
+
+def lock_run_dir(run_dir: Path) -> BaseFileLock:
+    """Take ``<run_dir>.lock`` without waiting, so two retrains never share a run folder.
+
+    Returns:
+        The held lock; release it when the candidate has been considered.
+
+    Raises:
+        LockHeldError: another retrain holds the lock (one line, naming the lock file).
+    """
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(run_dir.with_name(run_dir.name + ".lock"))
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise LockHeldError(
+            f"{run_dir}: another retrain holds {lock.lock_file} and is training into this "
+            "folder; wait for it to finish, or remove the lock file if it is stale (only if "
+            "no such retrain process runs)"
+        ) from None
+    return lock
+
+
+def claim_run_dir(
+    registry_dir: str | Path, fingerprint: str, registry: ModelRegistry
+) -> tuple[Path, BaseFileLock]:
+    """The candidate's own run folder, ``runs/<fingerprint16>-<attempt>``, locked.
+
+    A folder the registry has seen (the champion's, or any candidate already considered)
+    is never reused, so a candidate never writes over the champion's files or is compared
+    with itself. The first attempt not yet considered is returned: a new folder, or one
+    whose run crashed before it was considered (pre-training then resumes there).
+
+    Args:
+        registry_dir: the registry directory.
+        fingerprint: the data fingerprint (its first 16 hex digits name the folder).
+        registry: the registry whose history decides which folders are taken.
+
+    Returns:
+        The run folder and its held lock.
+
+    Raises:
+        LockHeldError: another retrain is training into that folder now.
+    """
+    runs = Path(registry_dir).resolve() / "runs"
+    attempt = 1
+    while True:
+        run_dir = runs / f"{fingerprint[:16]}-{attempt}"
+        if run_dir not in _considered_dirs(registry):
+            lock = lock_run_dir(run_dir)
+            # Another retrain may have finished with this folder while we looked.
+            if run_dir not in _considered_dirs(registry):
+                return run_dir, lock
+            lock.release()
+        attempt += 1
 
 
 @flow(name="retrain", log_prints=True)
@@ -41,22 +109,28 @@ def retrain(
 
     1. Fingerprint the corpus; if it has not changed since the last run (and a champion
        exists), stop: there is nothing new to learn.
-    2. Continue pre-training from the champion (or from scratch the first time) into
-       ``<registry_dir>/runs/<fingerprint>``; a re-run after a crash resumes that run.
+    2. Continue pre-training from the champion (or from scratch the first time) into a
+       folder of the candidate's own, ``<registry_dir>/runs/<fingerprint16>-<attempt>``
+       (see :func:`claim_run_dir`): the champion's files are only read. A re-run after a
+       crash resumes the unfinished candidate; a second retrain while one is training into
+       that folder is refused (``<folder>.lock``).
     3. Score the candidate and re-score the champion on the same evaluation data and masks.
     4. Promote the candidate only if its ``metric`` is not worse; the registry
-       (``champion.json``, ``history.json``) is written atomically.
+       (``champion.json``, ``history.json``) is written atomically under a file lock.
 
     Args:
         corpus: the (growing) training corpus, file or directory.
         registry_dir: registry directory.
         overrides: Hydra overrides for the pre-training (e.g. ``experiment=bert_tiny``).
         eval_corpus: held-out evaluation corpus (default: the bundled JSONL sample).
-        metric: language-model metric to gate on (masked LM, or permutation LM for XLNet): ``loss`` (default; smooth, lower is better),
-            ``perplexity`` (lower is better) or ``accuracy`` (higher is better, noisy on
-            small evaluation sets).
+        metric: language-model metric to gate on (masked LM, or permutation LM for
+            XLNet): ``loss`` (default; smooth, lower is better), ``perplexity`` (lower is
+            better) or ``accuracy`` (higher is better, noisy on small evaluation sets).
         seed: evaluation seed.
         force: retrain even when the data has not changed.
+
+    Raises:
+        LockHeldError: another retrain is training into the same run folder.
     """
     registry = ModelRegistry(registry_dir)
     state_path = Path(registry_dir) / "state.json"
@@ -67,7 +141,29 @@ def retrain(
         print("no new data since the last run; the champion stays")
         return {"status": "no new data", "champion": champion}
 
-    run_dir = Path(registry_dir).resolve() / "runs" / fingerprint[:16]
+    run_dir, run_lock = claim_run_dir(registry_dir, fingerprint, registry)
+    try:
+        return _train_and_consider(
+            registry, run_dir, corpus, overrides, eval_corpus, metric, seed, fingerprint
+        )
+    finally:
+        # Held until the candidate is in the history: a retrain started meanwhile must not
+        # resume this folder.
+        run_lock.release()
+
+
+def _train_and_consider(
+    registry: ModelRegistry,
+    run_dir: Path,
+    corpus: str,
+    overrides: list[str] | None,
+    eval_corpus: str | None,
+    metric: str,
+    seed: int,
+    fingerprint: str,
+) -> dict[str, Any]:
+    champion = registry.champion()
+    print(f"training the candidate in {run_dir}")
     run_overrides = [
         *(overrides or []),
         f"data.corpus={Path(corpus).resolve()}",
@@ -80,16 +176,28 @@ def retrain(
     eval_corpus = eval_corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
     scores = evaluate_language_model(summary["encoder_dir"], eval_corpus, seed)
     extra: dict[str, Any] = {"data_fingerprint": fingerprint, "eval_corpus": eval_corpus}
-    if champion is not None:
-        champion_scores = evaluate_language_model(champion["model_dir"], eval_corpus, seed)
-        registry.rescore_champion(champion_scores[metric])
-    decision = registry.consider(
-        summary["encoder_dir"],
-        scores,
-        metric=metric,
-        higher_is_better=metric not in ("loss", "perplexity"),
-        extra=extra,
+    champion_scores = (
+        evaluate_language_model(champion["model_dir"], eval_corpus, seed) if champion else None
     )
+    # Re-score and decide in one locked step, against the champion that was re-scored.
+    with registry.locked():
+        now = registry.champion()
+        if (now or {}).get("model_dir") != (champion or {}).get("model_dir"):
+            raise ValueError(
+                f"{registry.champion_path}: the champion changed to {now and now['model_dir']} "
+                f"while this retrain ran; run it again to compare {summary['encoder_dir']} "
+                "with the new champion (the candidate's run folder is resumed)"
+            )
+        if champion_scores is not None:
+            registry.rescore_champion(champion_scores[metric])
+        decision = registry.consider(
+            summary["encoder_dir"],
+            scores,
+            metric=metric,
+            higher_is_better=metric not in ("loss", "perplexity"),
+            extra=extra,
+        )
+    state_path = registry.root / "state.json"
     atomic_write_text(state_path, json.dumps({"data_fingerprint": fingerprint}, indent=2))
     print(("promoted: " if decision.promoted else "kept the champion: ") + decision.reason)
     return {
