@@ -7,7 +7,12 @@ from ptm_knowledge.ernie.dea import (
     corrupt_entities,
 )
 from ptm_knowledge.ernie.evaluation import evaluate_ernie_thu, is_ernie_thu_checkpoint
-from ptm_knowledge.ernie.examples import annotate_documents, build_knowledge_examples
+from ptm_knowledge.ernie.examples import (
+    MentionCoverage,
+    annotate_documents,
+    build_knowledge_examples,
+    check_mention_coverage,
+)
 from ptm_knowledge.ernie.knowledge_masking import (
     LEVELS,
     KnowledgeMaskingObjective,
@@ -39,12 +44,14 @@ __all__ = [
     "KnowledgeMaskingObjective",
     "KnowledgeableEncoder",
     "MaskingSchedule",
+    "MentionCoverage",
     "NounChunkPhrases",
     "PhraseExtractor",
     "StagedMaskingBatches",
     "annotate_documents",
     "build_knowledge_examples",
     "build_phrase_extractor",
+    "check_mention_coverage",
     "corrupt_entities",
     "evaluate_ernie_thu",
     "is_ernie_thu_checkpoint",

@@ -73,7 +73,9 @@ class DenoisingEntityAutoencoderObjective(Objective):
     entity, 15 % dropped, 80 % kept); the original ids become ``dea_labels``. Loss side:
     for every aligned token, ``p(e | w) = softmax_e(head(w) . E_e)`` over the entities
     present in the batch (``E`` = the frozen KG table), cross-entropy against the
-    aligned entity. Chance accuracy is ``1 / candidates`` (logged).
+    aligned entity. Chance accuracy is ``1 / candidates`` (logged), and ``mentions``
+    (aligned tokens in the batch) is logged at every step: ``dea/mentions 0`` means the
+    step's ``dea/loss 0.0`` taught nothing.
 
     Args:
         encoder: the :class:`KnowledgeableEncoder` (for widths and the entity table).
@@ -126,9 +128,23 @@ class DenoisingEntityAutoencoderObjective(Objective):
     def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
         labels = batch["dea_labels"]
         aligned = labels >= 0
+        # ``mentions`` is logged at every step so that a batch without aligned tokens (a
+        # zero loss that teaches nothing) is visible as ``dea/mentions 0``, not mistaken
+        # for learning. Every branch writes the same keys: under DDP each rank reduces
+        # the same metric names in the same order.
+        mentions = aligned.sum().float().detach()
         if not aligned.any():
             zero = encoder_output.last_hidden_state.sum() * 0.0
-            return ObjectiveOutput(loss=zero, metrics={"accuracy": zero.detach()})
+            nothing = zero.detach()
+            return ObjectiveOutput(
+                loss=zero,
+                metrics={
+                    "accuracy": nothing,
+                    "candidates": nothing,
+                    "chance": nothing,
+                    "mentions": mentions,
+                },
+            )
         candidates, targets = torch.unique(labels[aligned], return_inverse=True)
         table = self._encoder[0].entity_table[candidates]  # (C, k), frozen
         predicted = self.head(encoder_output.last_hidden_state[aligned])  # (N, k)
@@ -137,8 +153,9 @@ class DenoisingEntityAutoencoderObjective(Objective):
             loss=F.cross_entropy(logits, targets),
             metrics={
                 "accuracy": accuracy(logits, targets),
-                "candidates": torch.tensor(float(len(candidates))),
-                "chance": torch.tensor(1.0 / len(candidates)),
+                "candidates": torch.tensor(float(len(candidates)), device=logits.device),
+                "chance": torch.tensor(1.0 / len(candidates), device=logits.device),
+                "mentions": mentions,
             },
         )
 

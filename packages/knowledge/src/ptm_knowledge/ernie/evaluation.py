@@ -17,7 +17,7 @@ from ptm_core.pretraining import load_heads
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
-from ptm_knowledge.ernie.examples import build_knowledge_examples
+from ptm_knowledge.ernie.examples import build_knowledge_examples, check_mention_coverage
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
 from ptm_knowledge.linking import read_linked_corpus
 
@@ -45,6 +45,10 @@ def evaluate_ernie_thu(
     Returns:
         Averaged metrics (``loss``, ``mlm/accuracy``, ``dea/accuracy``, ...) plus
         ``dea/chance`` (mean 1 / number of candidate entities per batch row set).
+
+    Raises:
+        ValueError: no mention of the corpus has an entity of the model's table (see
+            :func:`~ptm_knowledge.ernie.examples.check_mention_coverage`).
     """
     directory = Path(model_dir)
     tokenizer = WordPieceTokenizer.from_directory(directory)
@@ -74,9 +78,14 @@ def evaluate_ernie_thu(
         segment_pairs=True,
         rng=random.Random(derive_seed(seed, "evaluate-examples")),
     )
+    # dEA scores on a corpus linked against another KG would be a meaningless 0.
+    if examples.coverage is not None:
+        check_mention_coverage(
+            examples.coverage, entity_source=f"{directory} (entity_ids)", max_length=max_length
+        )
     generator = generator_for(seed, "evaluate-static")
-    examples = [mix.prepare_example(e, generator) for e in examples]
+    prepared = [mix.prepare_example(e, generator) for e in examples]
     batches = PretrainingBatches(
-        examples, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed, shuffle=False
+        prepared, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed, shuffle=False
     )
     return average_metrics(ErnieThuPretrainingModel(encoder, mix), batches)

@@ -10,12 +10,18 @@ positions are mapped back to token ids and to the per-token annotations:
   single units), so no row ever holds part of a unit;
 * ``entity_ids``: the ERNIE-THU alignment, the entity index on the first piece of each
   mention and ``-1`` elsewhere.
+
+Every step is linear in the corpus size: a corpus line of one huge sentence costs no
+more than the same text split into many lines.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ptm_core.data.segments import build_segment_pair_examples, build_single_segment_examples
@@ -27,6 +33,8 @@ from ptm_knowledge.linking.alignment import (
     mention_piece_spans,
 )
 from ptm_knowledge.linking.corpus import LinkedDocument
+
+logger = logging.getLogger(__name__)
 
 # Stand-in ids for [CLS] and [SEP] while rows hold global positions (never >= 0).
 _CLS, _SEP = -2, -3
@@ -61,6 +69,12 @@ def annotate_documents(
     out: list[list[list[int]]] = []
     k = 0
     for doc in documents:
+        # One pass over the document's mentions (``sentence_mentions`` per sentence would
+        # rescan them all for every sentence: quadratic in a long document).
+        by_sentence: list[list[tuple[int, int, str]]] = [[] for _ in doc.sentences]
+        for m in doc.mentions:
+            if 0 <= m.sentence < len(by_sentence):  # as sentence_mentions: others unused
+                by_sentence[m.sentence].append((m.start, m.end, m.entity_id))
         doc_positions: list[list[int]] = []
         for index, text in enumerate(doc.sentences):
             enc = encodings[k]
@@ -68,7 +82,7 @@ def annotate_documents(
             # Drop [CLS]/[SEP]: the row builder adds its own.
             body = [i for i, s in enumerate(enc.special_tokens_mask) if not s]
             offsets = [enc.offsets[i] for i in body]
-            mentions = doc.sentence_mentions(index)
+            mentions = by_sentence[index]
             per_token = {
                 "phrase_units": [-1] * len(body),
                 "entity_units": [-1] * len(body),
@@ -136,6 +150,145 @@ def _whole_units_only(values: list[int], positions: list[int], column: Sequence[
     return [local.get(v, -1) if v != -1 else -1 for v in values]
 
 
+@dataclass(frozen=True)
+class MentionCoverage:
+    """How many linked mentions reach the rows (ERNIE-THU's token-entity alignment).
+
+    Attributes:
+        mentions: mentions in the linked corpus.
+        known: mentions whose entity is in ``entity_index`` (has a KG embedding).
+        aligned: word pieces carrying an entity after alignment (a mention that covers
+            no piece, or shares its first piece with another mention, is lost here).
+        in_rows: of those pieces, the ones that made it into at least one row (the rest
+            were cut by truncation or left out by the row builder).
+    """
+
+    mentions: int
+    known: int
+    aligned: int
+    in_rows: int
+
+    def describe(self) -> str:
+        """One line of counts for logs and error messages."""
+        return (
+            f"{self.mentions:,} linked mentions, {self.known:,} with an entity in the KG "
+            f"embeddings, {self.aligned:,} aligned to a word piece, {self.in_rows:,} in "
+            "training rows"
+        )
+
+
+class KnowledgeExamples(list[dict[str, Any]]):
+    """The rows of :func:`build_knowledge_examples` (a plain list) plus their
+    :class:`MentionCoverage` (``None`` without an ``entity_index``)."""
+
+    coverage: MentionCoverage | None = None
+
+
+# Below this share of linked mentions reaching the rows, ERNIE-THU warns (dEA and the
+# aggregators see little knowledge); at zero it refuses to train.
+MIN_MENTION_FRACTION = 0.1
+
+
+def check_mention_coverage(
+    coverage: MentionCoverage,
+    *,
+    entity_source: str | Path | None = None,
+    max_length: int | None = None,
+    min_fraction: float = MIN_MENTION_FRACTION,
+) -> None:
+    """Refuse a linked corpus none of whose mentions reach ERNIE-THU's rows; warn on few.
+
+    Without aligned entities the dEA loss is a constant 0.0 and the aggregators see no
+    knowledge: a run would look healthy and learn plain BERT. The counts say where the
+    mentions were lost, and the message names the likely cause.
+
+    Args:
+        coverage: the counts from :func:`build_knowledge_examples`.
+        entity_source: where the KG embeddings came from (a directory, or a note such
+            as "TransE on <kg>"), for the message.
+        max_length: the row length, for the message.
+        min_fraction: share of mentions in rows below which a warning is logged.
+
+    Raises:
+        ValueError: no mention of the corpus is in any training row.
+    """
+    source = f"the KG embeddings ({entity_source})" if entity_source else "the KG embeddings"
+    counts = coverage.describe()
+    if coverage.mentions == 0:
+        cause = (
+            "the linked corpus has no mentions: link it against the KG first "
+            "(ptm link --kg <kg>), and check that the KG's names occur in the text"
+        )
+    elif coverage.known == 0:
+        cause = (
+            f"0 of {coverage.mentions:,} linked mentions have an entity in {source}: the "
+            "linked corpus and the KG embeddings were made from different KGs; re-run "
+            "ptm link / ptm embed-kg with the same --kg (or set data.kg to the KG the "
+            "corpus was linked with)"
+        )
+    elif coverage.aligned == 0:
+        cause = (
+            f"none of the {coverage.known:,} known mentions covers a word piece: the mention "
+            "offsets do not match the sentences (was the corpus edited after linking?)"
+        )
+    else:
+        cause = (
+            f"the {coverage.aligned:,} aligned mentions were all cut from the rows by "
+            f"truncation (max_length={max_length}); use longer rows"
+        )
+    if coverage.in_rows == 0:
+        raise ValueError(f"ERNIE-THU would train on no entity: {counts}; {cause}")
+    fraction = coverage.in_rows / coverage.mentions
+    if fraction < min_fraction:
+        worst = min(
+            ("known", coverage.known / coverage.mentions),
+            ("aligned", coverage.aligned / max(coverage.known, 1)),
+            ("in_rows", coverage.in_rows / max(coverage.aligned, 1)),
+            key=lambda item: item[1],
+        )[0]
+        hints = {
+            "known": f"most entities are missing from {source} (different KGs?)",
+            "aligned": "most mentions cover no word piece (offsets off the text?)",
+            "in_rows": f"most aligned mentions were cut by truncation (max_length={max_length})",
+        }
+        logger.warning(
+            "ERNIE-THU: only %.1f%% of the linked mentions reach the training rows (%s): %s",
+            100 * fraction,
+            counts,
+            hints[worst],
+        )
+    else:
+        logger.info("ERNIE-THU: %s", counts)
+
+
+def _one_row_sentences(documents: list[list[list[int]]], budget: int) -> list[list[list[int]]]:
+    """Sentences cut into pieces of at most ``budget`` positions.
+
+    The single-segment builder fills rows from the concatenated sentences of a
+    document, so the rows are the same; but it re-slices the rest of a sentence for
+    every row, which is quadratic in the length of one huge sentence.
+    """
+    return [[s[i : i + budget] for s in doc for i in range(0, len(s), budget)] for doc in documents]
+
+
+def _coverage(
+    documents: Sequence[LinkedDocument],
+    entity_index: Mapping[str, int],
+    table: Mapping[str, list[int]],
+    rows: Sequence[Mapping[str, Any]],
+) -> MentionCoverage:
+    entity_column = table["entity_ids"]
+    in_rows = {
+        p for row in rows for p in row["input_ids"] if p >= 0 and entity_column[p] != NO_ENTITY
+    }
+    return MentionCoverage(
+        mentions=sum(len(d.mentions) for d in documents),
+        known=sum(m.entity_id in entity_index for d in documents for m in d.mentions),
+        aligned=sum(e != NO_ENTITY for e in entity_column),
+        in_rows=len(in_rows),
+    )
+
+
 def build_knowledge_examples(
     documents: Sequence[LinkedDocument],
     tokenizer: WordPieceTokenizer,
@@ -147,7 +300,7 @@ def build_knowledge_examples(
     rng: random.Random | None = None,
     random_next_prob: float = 0.5,
     short_seq_prob: float = 0.1,
-) -> list[dict[str, Any]]:
+) -> KnowledgeExamples:
     """Rows with ``input_ids``, ``token_type_ids``, ``special_tokens_mask`` and annotations.
 
     Args:
@@ -160,6 +313,10 @@ def build_knowledge_examples(
             segments.
         rng: randomness of the pair builder.
         random_next_prob, short_seq_prob: as :func:`build_segment_pair_examples`.
+
+    Returns:
+        The rows (a list); with ``entity_index``, ``.coverage`` counts the mentions that
+        reach them (:class:`MentionCoverage`).
     """
     position_docs, table = annotate_documents(
         documents, tokenizer, phrases=phrases, entity_index=entity_index
@@ -175,6 +332,15 @@ def build_knowledge_examples(
             short_seq_prob=short_seq_prob,
         )
     else:
-        rows = build_single_segment_examples(position_docs, _POSITION_VOCAB, max_length)
+        rows = build_single_segment_examples(
+            _one_row_sentences(position_docs, max(max_length - 2, 1)),
+            _POSITION_VOCAB,
+            max_length,
+        )
     keys = ["phrase_units", "entity_units", "entity_ids"]
-    return [_materialise(row, table, tokenizer.vocab_info, keys) for row in rows]
+    examples = KnowledgeExamples(
+        _materialise(row, table, tokenizer.vocab_info, keys) for row in rows
+    )
+    if entity_index is not None:
+        examples.coverage = _coverage(documents, entity_index, table, rows)
+    return examples

@@ -19,7 +19,7 @@ from ptm_core.seeding import derive_seed
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.metrics import MetricsLog
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
-from ptm_knowledge.ernie.examples import build_knowledge_examples
+from ptm_knowledge.ernie.examples import build_knowledge_examples, check_mention_coverage
 from ptm_knowledge.ernie.knowledge_masking import (
     KnowledgeMaskingObjective,
     MaskingSchedule,
@@ -174,6 +174,7 @@ def pretrain_ernie_thu(
     entity_objectives: Mapping[str, Callable[..., Any]] | None = None,
     weights: Mapping[str, float] | None = None,
     callbacks: Sequence[object] = (),
+    entity_source: str | Path | None = None,
 ) -> PretrainResult:
     """ERNIE (Zhang et al., 2019) pre-training: MLM + NSP + dEA on a linked corpus.
 
@@ -196,7 +197,15 @@ def pretrain_ernie_thu(
         entity_objectives: name -> factory ``(encoder=, vocab=)`` needing the
             knowledgeable encoder (default ``{"dea": DenoisingEntityAutoencoderObjective}``).
         weights: name -> loss weight (default 1 each).
+        entity_source: where ``entity_embeddings`` came from, named in the error when
+            the corpus's mentions do not match them.
         (others as :func:`pretrain_ernie_baidu`)
+
+    Raises:
+        ValueError: no linked mention reaches a training row (counts and likely cause in
+            the message; see :func:`check_mention_coverage`). Fewer than
+            :data:`~ptm_knowledge.ernie.examples.MIN_MENTION_FRACTION` of them logs a
+            warning.
     """
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -232,12 +241,14 @@ def pretrain_ernie_thu(
         random_next_prob=nsp.random_next_prob if nsp is not None else 0.5,
         short_seq_prob=nsp.short_seq_prob if nsp is not None else 0.1,
     )
+    assert examples.coverage is not None  # an entity_index was given
+    check_mention_coverage(examples.coverage, entity_source=entity_source, max_length=max_length)
     from ptm_core.seeding import generator_for
 
     generator = generator_for(seed, "static")
-    examples = [mix.prepare_example(e, generator) for e in examples]
+    prepared = [mix.prepare_example(e, generator) for e in examples]
     batches = PretrainingBatches(
-        examples, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
+        prepared, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
     )
     model = ErnieThuPretrainingModel(model_encoder, mix)
     result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
