@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import Flow, task
 
 from flows.artifacts import markdown_table, publish_markdown, write_report
 from flows.config import project_root
@@ -46,28 +48,134 @@ FAMILIES = {
 }
 
 
+# Keys a ptm encoder's config.json must have: they fix the weights' shapes, so a default in
+# their place would build another architecture and fail later with a list of mismatches.
+ENCODER_SHAPE_KEYS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
+# Families whose evaluation data has no bundled default: what ``corpus`` must be.
+NEEDS_CORPUS = {
+    "ernie_thu": "linked corpus .jsonl",
+    "cogqa": "HotpotQA-format .json",
+    "xlm": "parallel corpus",
+    "multimodal": "image-text pairs directory",
+}
+
+
+def _read_json(path: Path) -> Any:
+    """Parse a JSON file; every failure is one line naming the file and what is wrong."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{path}: missing; the model directory is incomplete, copy the whole final/ "
+            "directory of the run"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.start}); restore the file from the run"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg}); "
+            "restore the file from the run or re-save the model"
+        ) from None
+
+
+def _read_json_object(
+    path: Path, required: tuple[str, ...] = (), *, within: str | None = None
+) -> dict[str, Any]:
+    """A JSON object with ``required`` keys (of its ``within`` member, when given)."""
+    data = _read_json(path)
+    node = data.get(within) if isinstance(data, dict) and within else data
+    where = f"{within!r} in " if within else ""
+    if not isinstance(node, dict):
+        found = "nothing" if node is None else f"a JSON {type(node).__name__}"
+        raise ValueError(f"{path}: expected a JSON object {where}the file, found {found}")
+    missing = [key for key in required if key not in node]
+    if missing:
+        keys = ", ".join(repr(key) for key in missing)
+        plural = "s" if len(missing) > 1 else ""
+        scope = f" in {within!r}" if within else ""
+        raise ValueError(
+            f"{path}: missing key{plural} {keys}{scope}; restore the file from the run or "
+            "re-save the model"
+        )
+    return data
+
+
 def model_family(model_dir: str | Path) -> str:
-    """Which evaluation fits a directory (see :data:`FAMILIES`)."""
+    """Which evaluation fits a directory (see :data:`FAMILIES`).
+
+    The marker files that decide the family are read and checked here, so a missing
+    directory or a broken file is reported before any model is loaded.
+
+    Raises:
+        FileNotFoundError: the directory (or a file the family needs) does not exist.
+        ValueError: a JSON file is invalid or lacks a key, or no family fits.
+    """
     directory = Path(model_dir)
+    if not directory.exists():
+        raise FileNotFoundError(
+            f"{directory}: the model directory does not exist; pass a run's final/ directory "
+            "(or a KG-embedding directory)"
+        )
+    if not directory.is_dir():
+        raise ValueError(f"{directory}: is a file; pass the model directory that holds it")
+    config_path = directory / "config.json"
     if (directory / "knowledge_config.json").exists():
+        _read_json_object(directory / "knowledge_config.json")
         return "ernie_thu"
     if (directory / "languages.json").exists():
+        _read_json(directory / "languages.json")
+        if _read_json_object(config_path).get("model_type") != "xlm":  # else Hugging Face's
+            _read_json_object(config_path, ("encoder", "languages"))
+            _read_json_object(config_path, ENCODER_SHAPE_KEYS, within="encoder")
         return "xlm"
     if (directory / "cogqa.json").exists():
+        _read_json_object(directory / "cogqa.json")
         return "cogqa"
-    config = directory / "config.json"
-    if config.exists() and "feature_spec" in json.loads(config.read_text()):
+    config = _read_json_object(config_path) if config_path.exists() else None
+    if config is not None and "feature_spec" in config:
         return "multimodal"
     if (directory / "entity_embeddings.safetensors").exists():
+        metrics_path = directory / "metrics.json"
+        if not metrics_path.exists():
+            raise FileNotFoundError(
+                f"{metrics_path}: missing; KG embeddings are judged by the test scores "
+                "`ptm embed-kg` writes there, re-run it"
+            )
+        _read_json_object(metrics_path, ("test",))
         return "kg_embeddings"
-    if (directory / "config.json").exists() and (directory / "heads.safetensors").exists():
-        encoder = json.loads((directory / "config.json").read_text())
-        return "permutation_lm" if encoder.get("position_encoding") == "relative" else "masked_lm"
+    if config is not None and (directory / "heads.safetensors").exists():
+        if "model_type" not in config:  # a ptm config; Hugging Face's use other names
+            _read_json_object(config_path, ENCODER_SHAPE_KEYS)
+        return "permutation_lm" if config.get("position_encoding") == "relative" else "masked_lm"
     raise ValueError(
         f"{directory}: cannot tell which evaluation fits; expected a pre-training run's final/ "
         "directory (config.json + heads.safetensors), an ERNIE-THU final/ directory "
         "(knowledge_config.json) or KG embeddings (entity_embeddings.safetensors)"
     )
+
+
+def check_evaluation(
+    model_dir: str | Path, corpus: str | None = None, baseline: str = "random"
+) -> str:
+    """Check what :func:`evaluate` needs before it starts; return the model's family.
+
+    Raises:
+        FileNotFoundError: the model or baseline directory does not exist.
+        ValueError: a broken file, no family that fits, or a family without its ``corpus``.
+    """
+    family = model_family(model_dir)
+    if family in NEEDS_CORPUS and corpus is None:
+        raise ValueError(
+            f"evaluating a {family} model needs corpus=<{NEEDS_CORPUS[family]}> (--corpus)"
+        )
+    if baseline != "random" and not Path(baseline).exists():
+        raise FileNotFoundError(
+            f"{baseline}: the baseline directory does not exist; pass another model "
+            "directory or 'random'"
+        )
+    return family
 
 
 @task(name="evaluate-masked-lm")
@@ -136,9 +244,13 @@ def _reinitialise(module: Any, seed: int) -> None:
 def evaluate_xlm_task(
     model_dir: str, parallel: str, seed: int, random_init: bool = False
 ) -> dict[str, Any]:
-    """Retrieval accuracy on every parallel corpus under ``parallel``, both directions."""
+    """Retrieval accuracy on every parallel corpus under ``parallel``, both directions.
+
+    ``retrieval/mean`` averages every pair's directions (see
+    :func:`~ptm_multilingual.evaluation.average_retrieval`).
+    """
     from ptm_multilingual.corpora import read_parallel_corpora
-    from ptm_multilingual.evaluation import retrieval_accuracy
+    from ptm_multilingual.evaluation import average_retrieval, retrieval_accuracy
     from ptm_multilingual.model import XLMEncoder
     from ptm_multilingual.tokenizer import SharedBPETokenizer
 
@@ -147,15 +259,15 @@ def evaluate_xlm_task(
         _reinitialise(encoder, seed)
     tokenizer = SharedBPETokenizer.from_directory(model_dir)
     scores: dict[str, Any] = {}
+    by_pair: dict[str, dict[str, float]] = {}
     for corpus in read_parallel_corpora(parallel):
         pair = f"{corpus.source_lang}-{corpus.target_lang}"
-        result = retrieval_accuracy(
+        by_pair[pair] = retrieval_accuracy(
             encoder, tokenizer, corpus.pairs, corpus.source_lang, corpus.target_lang
         )
-        for key, value in result.items():
+        for key, value in by_pair[pair].items():
             scores[f"retrieval/{pair}/{key}"] = value
-    values = [v for k, v in scores.items() if isinstance(v, float) and "accuracy" in k]
-    scores["retrieval/mean"] = sum(values) / max(len(values), 1)
+    scores["retrieval/mean"] = average_retrieval(by_pair)
     return scores
 
 
@@ -210,7 +322,30 @@ def _kg_scores(model_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return metrics["test"], metrics.get("random_baseline", {})
 
 
-@flow(name="evaluate", log_prints=True)
+class _CheckedFlow(Flow[..., dict[str, Any]]):
+    """The evaluate flow, with its arguments checked before Prefect starts a run.
+
+    A user's mistake (a missing directory, a broken ``config.json``) then reaches the
+    caller, and ``ptm evaluate``, as one line: no temporary API server is started and no
+    failed run is logged with a traceback. Deployed runs check inside the flow instead.
+    """
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        params = {k: v for k, v in kwargs.items() if k not in ("return_state", "wait_for")}
+        bound = inspect.signature(self.fn).bind(*args, **params)
+        bound.apply_defaults()
+        arguments = bound.arguments
+        check_evaluation(arguments["model_dir"], arguments["corpus"], arguments["baseline"])
+        return super().__call__(*args, **kwargs)
+
+
+def _checked_flow(fn: Callable[..., dict[str, Any]]) -> _CheckedFlow:
+    # Decorating keeps the function's name, so the deployment entrypoint
+    # (flows/evaluate.py:evaluate) still names this flow object.
+    return _CheckedFlow(fn, name="evaluate", log_prints=True)
+
+
+@_checked_flow
 def evaluate(
     model_dir: str,
     corpus: str | None = None,
@@ -239,7 +374,7 @@ def evaluate(
     Returns:
         ``{"family", "metric", "model", "baseline", "report"}``.
     """
-    family = model_family(model_dir)
+    family = check_evaluation(model_dir, corpus, baseline)
     metric, higher, what = FAMILIES[family]
     if family == "kg_embeddings":
         scores, base = _kg_scores(model_dir)
@@ -249,8 +384,7 @@ def evaluate(
             base_name = f"`{baseline}`"
         corpus_note = "PyKEEN test split"
     elif family == "ernie_thu":
-        if corpus is None:
-            raise ValueError("evaluating an ERNIE-THU model needs corpus=<linked corpus .jsonl>")
+        assert corpus is not None  # check_evaluation
         scores = evaluate_ernie_thu_task(model_dir, corpus, seed)
         random_base = baseline == "random"
         base = evaluate_ernie_thu_task(
@@ -259,8 +393,7 @@ def evaluate(
         base_name = "random init" if random_base else f"`{baseline}`"
         corpus_note = corpus
     elif family == "cogqa":
-        if corpus is None:
-            raise ValueError("evaluating a CogQA model needs corpus=<HotpotQA-format .json>")
+        assert corpus is not None  # check_evaluation
         scores = evaluate_cogqa_task(model_dir, corpus)
         if baseline == "random":  # the issue's baseline: System 1 without the graph
             base, base_name = evaluate_cogqa_task(model_dir, corpus, True), "System 1 only"
@@ -268,9 +401,7 @@ def evaluate(
             base, base_name = evaluate_cogqa_task(baseline, corpus), f"`{baseline}`"
         corpus_note = corpus
     elif family in ("xlm", "multimodal"):
-        if corpus is None:
-            needs = "parallel corpus" if family == "xlm" else "image-text pairs directory"
-            raise ValueError(f"evaluating a {family} model needs corpus=<{needs}>")
+        assert corpus is not None  # check_evaluation
         score = evaluate_xlm_task if family == "xlm" else evaluate_multimodal_task
         scores = score(model_dir, corpus, seed)
         random_base = baseline == "random"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -81,6 +82,33 @@ def retrieval_accuracy(
         f"{target_lang}->{source_lang}": backward,
         "mean": (forward + backward) / 2,
     }
+
+
+def average_retrieval(results: Mapping[str, Mapping[str, float]]) -> float:
+    """One retrieval score over several language pairs: the mean of every direction.
+
+    Each pair contributes its two directions (its ``"mean"`` entry is their average and is
+    not counted again), so every pair weighs the same. A direction without a finite score
+    is left out rather than counted as zero.
+
+    Args:
+        results: pair name (``"en-fr"``) -> what :func:`retrieval_accuracy` returned.
+
+    Returns:
+        The average accuracy, in ``[0, 1]``.
+
+    Raises:
+        ValueError: no pair has a finite score.
+    """
+    values = [
+        float(value)
+        for scores in results.values()
+        for direction, value in scores.items()
+        if direction != "mean" and math.isfinite(value)
+    ]
+    if not values:
+        raise ValueError(f"no retrieval scores to average (pairs: {sorted(results) or 'none'})")
+    return sum(values) / len(values)
 
 
 def zero_shot_transfer(
