@@ -68,12 +68,21 @@ def barrier() -> None:
 
 
 def mean_across_ranks(value: torch.Tensor) -> torch.Tensor:
-    """All-reduce mean of a scalar for logging (identity when not distributed)."""
+    """All-reduce mean of a tensor for logging (identity when not distributed).
+
+    NCCL reduces only CUDA tensors, so the value travels on this rank's GPU there and
+    comes back on the device it came from.
+    """
     if not dist.is_initialized():
         return value
-    reduced = value.detach().clone().float()
+    device = (
+        torch.device("cuda", torch.cuda.current_device())
+        if dist.get_backend() == "nccl"
+        else value.device
+    )
+    reduced = value.detach().to(device=device, dtype=torch.float32, copy=True)
     dist.all_reduce(reduced)
-    return reduced / dist.get_world_size()
+    return (reduced / dist.get_world_size()).to(value.device)
 
 
 class ShardedBatches:

@@ -328,7 +328,10 @@ class Trainer:
         self._window.reset()
         if self.dist.enabled:
             # Every rank takes part in the reductions; only rank 0 writes.
-            means = {k: float(mean_across_ranks(torch.tensor(v))) for k, v in means.items()}
+            # One all-reduce for every metric (rank metric names match: see dEA's logging).
+            names = sorted(means)
+            reduced = mean_across_ranks(torch.tensor([means[k] for k in names])).tolist()
+            means = dict(zip(names, reduced, strict=True))
             tokens_per_s *= self.dist.world_size
         record: dict[str, Any] = {
             "step": self.step,
