@@ -179,8 +179,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"metrics        {result.metrics_path}")
         print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
         return 0
+    from flows.server import temporary_server
+
     try:
-        _run(args)
+        with temporary_server():  # dies with this process, even on kill -9
+            _run(args)
     except ConfigError as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,286 @@
+"""The temporary Prefect server of a ``ptm`` command, bound to the life of that command.
+
+With no ``PREFECT_API_URL``, Prefect 3 starts a temporary API server on first use
+(``prefect.server.api.server.SubprocessASGIServer``: ``python -m uvicorn ...`` in a child
+process, about 230 MB) and stops it from an ``atexit`` hook. A ``kill -9`` (or an OOM
+kill) of the command skips that hook, and the server then runs on, orphaned, forever.
+
+:func:`temporary_server` starts that server itself, before any flow runs, and points
+Prefect at it, so that:
+
+- on Linux the child asks the kernel for ``SIGTERM`` when its parent dies
+  (``prctl(PR_SET_PDEATHSIG)``, set in the child before it execs uvicorn, so no Python
+  code runs between ``fork`` and ``exec``);
+- on every platform the server's pid is recorded under ``PREFECT_HOME/ptm-servers``, and
+  the next ``ptm`` command reaps a server whose command is gone (a second line of defence,
+  and the only one where ``prctl`` does not exist).
+
+Nothing is started when the user set ``PREFECT_API_URL`` (their own server) or disabled
+Prefect's ephemeral mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prefect.server.api.server import SubprocessASGIServer
+
+logger = logging.getLogger(__name__)
+
+#: Folder under ``PREFECT_HOME`` with one ``<pid>.json`` record per running server.
+RECORDS_DIR = "ptm-servers"
+
+#: Signal the kernel sends the server when its parent dies. SIGTERM lets uvicorn close
+#: the SQLite database cleanly; it exits in well under a second with no client left.
+PARENT_DEATH_SIGNAL = signal.SIGTERM
+
+# Run by the child's interpreter: ask for PARENT_DEATH_SIGNAL on the parent's death, then
+# exec the real command. A parent that died before prctl took effect is caught by the
+# getppid() check (the child was re-parented already), so the window is closed both ways.
+_BOOTSTRAP = """\
+import ctypes, os, sys
+parent, signum = int(sys.argv[1]), int(sys.argv[2])
+PR_SET_PDEATHSIG = 1
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+if os.getppid() != parent:
+    os._exit(1)
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
+class ParentBoundServer(SubprocessASGIServer):
+    """Prefect's temporary API server, started so that it dies with this process.
+
+    The uvicorn command and its environment are those of Prefect 3's own
+    ``SubprocessASGIServer._run_uvicorn_command``; only the launch differs (through
+    :data:`_BOOTSTRAP` on Linux), and each launch is recorded under ``records`` (when
+    set) for :func:`reap_orphaned_servers`. Start it from a thread that outlives its use:
+    the kernel signals the child when the *thread* that forked it exits.
+    """
+
+    records: Path | None = None
+    _record: Path | None = None
+
+    def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
+        import prefect
+        from prefect.settings import get_current_settings
+
+        command = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(prefect.__module_path__.parent),
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--host",
+            "127.0.0.1",  # loopback only
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+            "--lifespan",
+            "on",
+        ]
+        if sys.platform.startswith("linux"):
+            command = [
+                sys.executable,
+                "-c",
+                _BOOTSTRAP,
+                str(os.getpid()),
+                str(int(PARENT_DEATH_SIGNAL)),
+                *command,
+            ]
+        process = subprocess.Popen(
+            command,
+            env={
+                **os.environ,
+                "PREFECT_UI_ENABLED": "0",
+                "PREFECT__SERVER_EPHEMERAL": "1",
+                "PREFECT__SERVER_FINAL": "1",
+                **get_current_settings().to_environment_variables(exclude_unset=True),
+            },
+        )
+        self._forget()  # a relaunch on another port (uvicorn exit code 3) replaces it
+        if self.records is not None:
+            self._record = _write_record(self.records, process.pid)
+        return process
+
+    def stop(self) -> None:
+        """Stop the server (Prefect's own stop) and drop its record."""
+        super().stop()
+        self._forget()
+
+    def _forget(self) -> None:
+        if self._record is not None:
+            with contextlib.suppress(OSError):
+                self._record.unlink()
+            self._record = None
+
+
+def _started_at(pid: int) -> float | None:
+    """Creation time of process ``pid`` (tells a live process from a reused pid), or None."""
+    try:
+        import psutil  # ships with prefect-dask (through distributed)
+    except ImportError:
+        return None
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(process.create_time())
+    except psutil.Error:
+        return None
+
+
+def _is_running(pid: int, started: float) -> bool:
+    now = _started_at(pid)
+    return now is not None and abs(now - started) < 1.0
+
+
+def _write_record(folder: Path, pid: int) -> Path | None:
+    from ptm_core.atomic import atomic_write_text
+
+    started, parent_started = _started_at(pid), _started_at(os.getpid())
+    if started is None or parent_started is None:
+        return None  # unverifiable later (no psutil): no record rather than a risky kill
+    path = folder / f"{pid}.json"
+    record = {
+        "pid": pid,
+        "started": started,
+        "parent": os.getpid(),
+        "parent_started": parent_started,
+    }
+    try:
+        atomic_write_text(path, json.dumps(record))
+    except OSError:
+        return None
+    return path
+
+
+def _stop_pid(pid: int, started: float, timeout: float = 5.0) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _is_running(pid, started):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def reap_orphaned_servers(home: str | Path) -> list[int]:
+    """Stop temporary servers recorded under ``home`` whose ``ptm`` command is gone.
+
+    A record whose command still runs belongs to another live command and is left alone;
+    a recorded pid that now names another process (pid reuse) is never signalled.
+
+    Args:
+        home: the ``PREFECT_HOME`` the servers were started with.
+
+    Returns:
+        The pids of the servers stopped.
+    """
+    reaped: list[int] = []
+    folder = Path(home) / RECORDS_DIR
+    if not folder.is_dir() or _started_at(os.getpid()) is None:
+        return reaped  # nothing recorded, or no psutil to tell live from dead
+    for path in sorted(folder.glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            pid, started = int(record["pid"]), float(record["started"])
+            parent, parent_started = int(record["parent"]), float(record["parent_started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            record = None  # unreadable (half-written by hand?): drop it, signal nothing
+        if record is not None and _is_running(parent, parent_started):
+            continue
+        if record is not None and _is_running(pid, started):
+            logger.warning("stopping Prefect server %d, left running by a killed command", pid)
+            _stop_pid(pid, started)
+            reaped.append(pid)
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return reaped
+
+
+def _drain_prefect_workers(timeout: float = 30.0) -> None:
+    """Send the logs and events Prefect still queues to the server before it stops.
+
+    Prefect drains these workers at interpreter exit, after its own server's ``atexit``
+    stop; this server stops earlier (when the command's work is done), so drain first,
+    as ``prefect_test_harness`` does, or the last records fail with "connection refused".
+    """
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        with contextlib.suppress(Exception):  # best effort: never mask the command's result
+            worker.drain_all(timeout=timeout, at_exit=False)
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def temporary_server() -> Iterator[str | None]:
+    """Run the body against a temporary Prefect server that dies with this process.
+
+    Starts nothing (yields ``None``) when ``PREFECT_API_URL`` is set or Prefect's
+    ephemeral mode is disabled. Otherwise reaps servers orphaned by killed commands,
+    starts a :class:`ParentBoundServer` on a free loopback port, points this process at
+    it (settings, and the environment so that child processes such as Dask workers use
+    it too), and stops it on exit. Enter it from the main thread (see
+    :class:`ParentBoundServer`).
+
+    Yields:
+        The API URL of the server started, or ``None``.
+    """
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
+
+    settings = get_current_settings()
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        yield None
+        return
+    records = Path(settings.home).expanduser() / RECORDS_DIR
+    with contextlib.suppress(OSError):
+        reap_orphaned_servers(records.parent)
+    server = ParentBoundServer(port=_free_port())
+    server.records = records
+    # Threads started without a copy of our context read Prefect's import-time settings
+    # (no API URL) and ask SubprocessASGIServer() for the default server: make that this
+    # one, not a second, unbound server (prefect_test_harness does the same).
+    instances = SubprocessASGIServer._instances
+    prior_default = instances.get(None)
+    instances[None] = server
+    prior_env = os.environ.get("PREFECT_API_URL")
+    try:
+        server.start()
+        os.environ["PREFECT_API_URL"] = server.api_url
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield server.api_url
+    finally:
+        _drain_prefect_workers()
+        if prior_env is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = prior_env
+        server.stop()
+        if prior_default is not None:
+            instances[None] = prior_default
+        else:
+            instances.pop(None, None)
