@@ -18,6 +18,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ptm_core.atomic import DiskFullError
+
+# Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, DiskFullError)
+
 EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, model=bert_mini)
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
 
@@ -144,11 +149,56 @@ def _run(args: argparse.Namespace) -> Any:
     raise AssertionError(args.command)
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at each record (a stream captured by a test or
+    replaced by a tool), never to the one that was current when logging was set up."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+class _UserErrorWithoutTraceback(logging.Filter):
+    """Prefect logs a failed run's exception with its traceback; for an error in the
+    user's data or settings the one ``ptm:`` line says it all, so the traceback goes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, USER_ERRORS):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, _CurrentStderr) for h in root.handlers):
+        handler = _CurrentStderr()
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _UserErrorWithoutTraceback) for f in logger.filters):
+            logger.addFilter(_UserErrorWithoutTraceback())
+
+
+def _check_before_server(args: argparse.Namespace) -> None:
+    """Arguments that can be checked without Prefect fail before its server starts."""
+    if args.command == "evaluate":
+        from flows.evaluate import check_evaluation
+
+        check_evaluation(args.model_dir, args.corpus, args.baseline)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ptm`` script; returns the process exit code."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    _setup_logging()
     from flows.config import ConfigError
 
     if args.command in ("pretrain", "config"):
@@ -168,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             result = run_recipe(cfg)
-        except (ValueError, FileNotFoundError) as exc:
+        except ConfigError as exc:
+            print(f"ptm: {exc}", file=sys.stderr)
+            return 2
+        except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
         print(f"experiment     {cfg.experiment_name}")
@@ -182,12 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from flows.server import temporary_server
 
     try:
+        _check_before_server(args)
         with temporary_server():  # dies with this process, even on kill -9
             _run(args)
     except ConfigError as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError) as exc:
+    except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -11,6 +11,14 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _prefect_logging_on_the_real_stderr() -> None:
+    """Prefect ties its console handler to ``sys.stderr`` as it is when its logging is first
+    set up. Set up here, before any test captures stderr (``capsys``), so a later flow
+    never writes to a capture that is already closed."""
+    import prefect.main  # noqa: F401
+
+
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     home = tmp_path_factory.mktemp("prefect-home")

@@ -59,3 +59,53 @@ def test_device_cuda_without_a_gpu_is_one_line(
     assert code != 0
     line = _one_error_line(capsys)
     assert "trainer.device='cuda'" in line and "trainer.device=cpu" in line
+
+
+def test_a_full_disk_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.recipes
+    from ptm_core.atomic import DiskFullError
+
+    def full(cfg: object) -> None:
+        raise DiskFullError(tmp_path / "final", free=0)
+
+    monkeypatch.setattr(flows.recipes, "run_recipe", full)
+    code = main(["pretrain", "experiment=bert_tiny", f"trainer.output_dir={tmp_path}"])
+    assert code == 1
+    line = _one_error_line(capsys)
+    assert "no space left on the device while writing" in line and str(tmp_path) in line
+
+
+def test_evaluate_on_a_missing_directory_prints_only_the_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope"
+    assert main(["evaluate", str(missing)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    # Checked before Prefect's temporary server starts: no server notices, one line.
+    assert len(err) == 1, err
+    assert err[0].startswith(f"ptm: {missing}") and "does not exist" in err[0]
+
+
+def test_prefect_run_logs_keep_the_message_but_not_the_traceback_of_user_errors(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from flows.cli import _setup_logging
+
+    _setup_logging()
+    logger = logging.getLogger("prefect.flow_runs")
+    with caplog.at_level(logging.ERROR, logger="prefect.flow_runs"):
+        try:
+            raise ValueError("kg/entities.tsv:3: bad row")
+        except ValueError:
+            logger.exception("Encountered exception during execution")
+        try:
+            raise KeyError("a bug")
+        except KeyError:
+            logger.exception("Encountered exception during execution")
+    user, bug = caplog.records[-2:]
+    assert user.exc_info is None  # the ptm: line names the problem
+    assert bug.exc_info is not None  # a bug keeps its traceback

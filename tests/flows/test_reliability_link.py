@@ -23,17 +23,6 @@ CORPUS = ROOT / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
 KG = ROOT / "data_specs" / "knowledge_graph" / "sample"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _prefect_logging_outside_capsys() -> None:
-    """Set Prefect's logging up before any capsys test runs a flow.
-
-    Prefect configures logging on first use (``import prefect.main``) and binds its
-    console handler to the ``sys.stderr`` of that moment: under capsys, a stream that is
-    closed after the test, which breaks every later flow's logging in the session.
-    """
-    import prefect.main  # noqa: F401
-
-
 def _corpus(tmp_path: Path, documents: int = 8) -> Path:
     corpus = tmp_path / "corpus.txt"
     kept = CORPUS.read_text(encoding="utf-8").strip().split("\n\n")[:documents]
