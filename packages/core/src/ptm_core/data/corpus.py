@@ -206,17 +206,9 @@ def iter_text_corpus(paths: CorpusPath | Sequence[CorpusPath]) -> Iterator[Docum
     files = corpus_files(paths)
     seen: dict[str, str] = {}
     for file in files:
-        reader = _read_jsonl if file.suffix.lower() == JSONL_SUFFIX else _read_txt
-        for document, line in reader(file):
-            if document.doc_id in seen:
-                raise CorpusError(
-                    file,
-                    line,
-                    "id",
-                    f"document id {document.doc_id!r} already used at {seen[document.doc_id]}",
-                    'give each document a unique "id" (and each .txt file a unique name)',
-                )
-            seen[document.doc_id] = document.source
+        kind = "jsonl" if file.suffix.lower() == JSONL_SUFFIX else "txt"
+        for document, line in parse_corpus_lines(file, _lines(file), kind):
+            check_unique_id(file, document, line, seen)
             yield document
     if not seen:
         names = ", ".join(str(f) for f in files)
@@ -269,6 +261,99 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     return iter_lines(path, CorpusError)
 
 
+# Stands for a JSON key that is absent (a present key may hold null).
+_MISSING = object()
+
+
+def check_unique_id(path: Path, document: Document, line: int, seen: dict[str, str]) -> None:
+    """Fail if ``document``'s id was seen before; else remember it.
+
+    Args:
+        path: The file ``document`` comes from.
+        document: The document just read.
+        line: Its line in its file.
+        seen: ``doc_id -> source`` of the documents read so far (updated).
+
+    Raises:
+        CorpusError: The id is already used, naming both places.
+    """
+    if document.doc_id in seen:
+        raise CorpusError(
+            path,
+            line,
+            "id",
+            f"document id {document.doc_id!r} already used at {seen[document.doc_id]}",
+            'give each document a unique "id" (and each .txt file a unique name)',
+        )
+    seen[document.doc_id] = document.source
+
+
+def parse_corpus_lines(
+    path: Path, lines: Iterable[tuple[int, str]], kind: str, *, text_field: str = "text"
+) -> Iterator[tuple[Document, int]]:
+    """Validate numbered lines of a corpus file and group them into documents.
+
+    The one place where a corpus line is checked: :func:`iter_text_corpus` feeds it a whole
+    file, ``ptm prepare`` a byte range of a file or a decompressed stream. Lines may start
+    anywhere in the file (their numbers say where); a ``.txt`` range must then start after
+    a blank line, so that no document is cut.
+
+    Args:
+        path: The file (for messages and ``Document.source``).
+        lines: ``(line number, text)`` as :func:`ptm_core.data.lines.iter_lines` yields them.
+        kind: ``"txt"`` or ``"jsonl"``.
+        text_field: The JSONL key holding a document's text.
+
+    Yields:
+        ``(document, line of its start)``; ids of documents without a JSONL ``"id"`` count
+        from 0 at the first line given.
+
+    Raises:
+        CorpusError: On the first bad line.
+    """
+    if kind == "txt":
+        return _txt_documents(path, lines)
+    if kind == "jsonl":
+        return _jsonl_documents(path, lines, text_field)
+    raise ValueError(f"unknown corpus kind {kind!r}; use 'txt' or 'jsonl'")
+
+
+def check_document_text(path: Path, line: int, field: str, text: object) -> str:
+    """Check a document's text as the JSONL reader does: a non-empty string, no control chars.
+
+    Args:
+        path: The file, for the message.
+        line: The line (or 1-based row) the text comes from.
+        field: The key or column holding it.
+        text: The value found there.
+
+    Returns:
+        ``text``, checked.
+
+    Raises:
+        CorpusError: ``text`` is not a string, is blank, or holds a control character.
+    """
+    if not isinstance(text, str):
+        problem = "missing" if text is _MISSING else f"a {type(text).__name__}"
+        raise CorpusError(
+            path,
+            line,
+            field,
+            f'"{field}" is {problem}, not a string',
+            f'give every line a "{field}" string holding the document',
+        )
+    if not text.strip():
+        raise CorpusError(
+            path,
+            line,
+            field,
+            f'"{field}" is empty',
+            "drop the line or put the document's text in it",
+        )
+    _check_control(path, line, field, text, _CONTROL_JSONL)
+    return text
+
+
 def _check_control(path: Path, line: int, field: str, text: str, pattern: re.Pattern[str]) -> None:
     match = pattern.search(text)
     if match:
@@ -281,11 +366,11 @@ def _check_control(path: Path, line: int, field: str, text: str, pattern: re.Pat
         )
 
 
-def _read_txt(path: Path) -> Iterator[tuple[Document, int]]:
+def _txt_documents(path: Path, lines: Iterable[tuple[int, str]]) -> Iterator[tuple[Document, int]]:
     sentences: list[str] = []
     start = 0
     index = 0
-    for number, text in _lines(path):
+    for number, text in lines:
         _check_control(path, number, "sentence", text, _CONTROL_TXT)
         sentence = text.strip()
         if sentence:
@@ -299,9 +384,11 @@ def _read_txt(path: Path) -> Iterator[tuple[Document, int]]:
         yield Document(tuple(sentences), f"{path}:{start}", f"{path.name}#{index}"), start
 
 
-def _read_jsonl(path: Path) -> Iterator[tuple[Document, int]]:
+def _jsonl_documents(
+    path: Path, lines: Iterable[tuple[int, str]], text_field: str
+) -> Iterator[tuple[Document, int]]:
     index = 0
-    for number, line in _lines(path):
+    for number, line in lines:
         if not line.strip():
             continue  # a trailing or separating blank line is harmless
         try:
@@ -312,7 +399,7 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Document, int]]:
                 number,
                 "json",
                 f"invalid JSON at character {exc.colno}: {exc.msg}",
-                'write one JSON object per line, e.g. {"text": "One sentence. Another."}',
+                f'write one JSON object per line, e.g. {{"{text_field}": "One sentence. Another."}}',
             ) from None
         if not isinstance(record, dict):
             raise CorpusError(
@@ -320,27 +407,9 @@ def _read_jsonl(path: Path) -> Iterator[tuple[Document, int]]:
                 number,
                 "json",
                 f"expected a JSON object, got {type(record).__name__}",
-                'write one object per line, e.g. {"text": "One sentence. Another."}',
+                f'write one object per line, e.g. {{"{text_field}": "One sentence. Another."}}',
             )
-        text = record.get("text")
-        if not isinstance(text, str):
-            problem = "missing" if "text" not in record else f"a {type(text).__name__}"
-            raise CorpusError(
-                path,
-                number,
-                "text",
-                f'"text" is {problem}, not a string',
-                'give every line a "text" string holding the document',
-            )
-        if not text.strip():
-            raise CorpusError(
-                path,
-                number,
-                "text",
-                '"text" is empty',
-                "drop the line or put the document's text in it",
-            )
-        _check_control(path, number, "text", text, _CONTROL_JSONL)
+        text = check_document_text(path, number, text_field, record.get(text_field, _MISSING))
         doc_id = record.get("id", f"{path.name}#{index}")
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or doc_id == "":
             raise CorpusError(
