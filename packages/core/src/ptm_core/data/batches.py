@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import DataLoader, Dataset
 
 from ptm_core.modules.attention_masks import block_diagonal_mask
 from ptm_core.seeding import generator_for
@@ -63,17 +64,26 @@ class PretrainingBatches:
     Each epoch visits every example once in an order drawn from ``(seed, epoch)``; batch
     ``i`` of epoch ``e`` is padded and passed through ``transform`` with a generator
     seeded by ``(seed, e, i)``. So a batch depends only on its position, which lets the
-    trainer resume mid-epoch by position alone, and dynamic masks differ between epochs.
+    trainer resume mid-epoch by position alone, lets DDP ranks build only their own
+    batches, and lets worker processes build batches in any order: the result is the same.
     The global RNG is never touched.
 
+    ``examples`` may be a lazy sequence (rows planned over a memory-mapped corpus, see
+    :mod:`ptm_core.data.layouts`): it is indexed, never copied, so memory does not grow
+    with the corpus.
+
     Args:
-        examples: the prepared examples.
+        examples: the examples (any sequence; indexed lazily).
         batch_size: examples per batch.
         pad_id: padding id.
         transform: the objectives' dynamic data side.
         seed: base seed.
         shuffle: shuffle each epoch.
         drop_last: drop a final short batch.
+        num_workers: worker processes that build batches off the training loop (a
+            ``torch.utils.data.DataLoader``); 0 builds them in the training process.
+        pin_memory: page-lock batches for faster copies to a GPU (with workers).
+        prefetch_factor: batches each worker prepares ahead.
     """
 
     def __init__(
@@ -86,43 +96,49 @@ class PretrainingBatches:
         seed: int = 0,
         shuffle: bool = True,
         drop_last: bool = False,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        prefetch_factor: int = 4,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if not examples:
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        if not len(examples):
             raise ValueError("no examples to batch: the corpus produced no training rows")
-        self.examples = list(examples)
+        self.examples = examples
         self.batch_size = batch_size
         self.pad_id = pad_id
         self.transform = transform
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
-        self._order_cache: tuple[int, list[int]] | None = None
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.prefetch_factor = prefetch_factor
+        self._order_cache: tuple[int, Tensor] | None = None
 
     @property
     def batches_per_epoch(self) -> int:
         full, rest = divmod(len(self.examples), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
-    def order(self, epoch: int) -> list[int]:
-        """Example indices in the order epoch ``epoch`` visits them (kept for the last epoch
-        asked, so building batches one by one does not redraw it)."""
+    def order(self, epoch: int) -> Tensor:
+        """``int64 (N,)`` example indices in the order epoch ``epoch`` visits them (kept for
+        the last epoch asked, so building batches one by one does not redraw it)."""
         if self._order_cache is not None and self._order_cache[0] == epoch:
             return self._order_cache[1]
         if not self.shuffle:
-            order = list(range(len(self.examples)))
+            order = torch.arange(len(self.examples))
         else:
-            order = torch.randperm(
-                len(self.examples), generator=generator_for(self.seed, epoch)
-            ).tolist()
+            order = torch.randperm(len(self.examples), generator=generator_for(self.seed, epoch))
         self._order_cache = (epoch, order)
         return order
 
-    def batch(self, epoch: int, index: int, order: list[int] | None = None) -> Batch:
+    def batch(self, epoch: int, index: int, order: Tensor | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""
         order = order if order is not None else self.order(epoch)
-        chosen = order[index * self.batch_size : (index + 1) * self.batch_size]
+        chosen = order[index * self.batch_size : (index + 1) * self.batch_size].tolist()
         batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
         if "document_ids" in batch:  # packed rows: each example sees only itself
             batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
@@ -138,9 +154,41 @@ class PretrainingBatches:
 
     def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         """Yield the batches of ``epoch`` from position ``start`` on."""
-        order = self.order(epoch)
-        for index in range(start, self.batches_per_epoch):
-            yield self.batch(epoch, index, order)
+        return self.iter_indices(epoch, range(start, self.batches_per_epoch))
+
+    def iter_indices(self, epoch: int, indices: Iterable[int]) -> Iterator[Batch]:
+        """Yield batches ``indices`` of ``epoch`` in that order, built in worker processes
+        when ``num_workers > 0`` (a DDP rank asks for its own indices only)."""
+        indices = list(indices)
+        if self.num_workers == 0 or len(indices) < 2:
+            order = self.order(epoch)
+            for index in indices:
+                yield self.batch(epoch, index, order)
+            return
+        loader = DataLoader(
+            _BatchesOfEpoch(self, epoch, indices),
+            batch_size=None,  # items are whole batches already
+            shuffle=False,
+            num_workers=min(self.num_workers, len(indices)),
+            pin_memory=self.pin_memory,
+            prefetch_factor=self.prefetch_factor,
+        )
+        yield from loader
 
     def __len__(self) -> int:
         return self.batches_per_epoch
+
+
+class _BatchesOfEpoch(Dataset[Batch]):
+    """Item ``k`` is batch ``indices[k]`` of one epoch (what a DataLoader worker builds)."""
+
+    def __init__(self, source: PretrainingBatches, epoch: int, indices: list[int]) -> None:
+        self.source = source
+        self.epoch = epoch
+        self.indices = indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, item: int) -> Batch:
+        return self.source.batch(self.epoch, self.indices[item])

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor, nn
 
+from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput
 
 Example = dict[str, Any]
@@ -65,7 +66,15 @@ class Objective(nn.Module):
 
 @runtime_checkable
 class BuildsExamples(Protocol):
-    """An objective that decides how documents become examples (NSP, SOP pairing)."""
+    """An objective that decides how documents become examples (NSP, SOP, UniLM pairing).
+
+    ``rows`` plans the layout once from the store's boundaries (cached beside a prepared
+    corpus) and returns a sequence that builds each example when it is indexed, so the
+    corpus is never held in memory; ``build_examples`` builds every example of in-memory
+    documents with the same plan.
+    """
+
+    def rows(self, store: TokenStore, max_length: int, seed: int) -> Sequence[Example]: ...
 
     def build_examples(
         self, documents: Sequence[Sequence[Sequence[int]]], max_length: int, rng: random.Random

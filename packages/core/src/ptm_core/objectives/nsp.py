@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 import torch.nn.functional as F
 
+from ptm_core.data.layouts import SegmentPairRows, cached_plan, plan_segment_pairs
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
+from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.heads.sentence_pair import SentencePairHead
 from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
@@ -51,6 +53,28 @@ class NextSentenceObjective(Objective):
         self.random_next_prob = random_next_prob
         self.short_seq_prob = short_seq_prob
         self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+
+    def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
+        """Segment pairs with ``next_sentence_label``, planned once and built per index."""
+        settings = {
+            "max_length": max_length,
+            "seed": seed,
+            "random_next_prob": self.random_next_prob,
+            "short_seq_prob": self.short_seq_prob,
+        }
+        plan = cached_plan(
+            store,
+            "nsp",
+            settings,
+            lambda: plan_segment_pairs(
+                store,
+                max_length,
+                random.Random(seed),
+                random_next_prob=self.random_next_prob,
+                short_seq_prob=self.short_seq_prob,
+            ),
+        )
+        return SegmentPairRows(store, plan, self.vocab, label_key="next_sentence_label")
 
     def build_examples(
         self,

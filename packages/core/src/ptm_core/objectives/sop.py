@@ -5,9 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+import numpy as np
 import torch.nn.functional as F
 
-from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
+from ptm_core.data.layouts import SegmentPairRows, cached_plan, draw_swaps, plan_segment_pairs
+from ptm_core.data.segments import TokenizedDocument
+from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.heads.sentence_pair import SentencePairHead
 from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
@@ -50,19 +53,37 @@ def build_sentence_order_examples(
         Examples with ``input_ids``, ``token_type_ids``, ``special_tokens_mask``,
         ``sentence_order_label`` (1 = swapped).
     """
+    store = InMemoryTokenStore(documents)
+    plan = plan_sentence_order(store, max_length, rng, swap_prob, short_seq_prob)
+    return list(sentence_order_rows(store, plan, vocab))
+
+
+def plan_sentence_order(
+    store: TokenStore,
+    max_length: int,
+    rng: random.Random,
+    swap_prob: float = 0.5,
+    short_seq_prob: float = 0.1,
+) -> np.ndarray:
+    """Consecutive pairs (no random B), then one swap draw per pair, in plan order."""
     if not 0.0 <= swap_prob <= 1.0:
         raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
-    pairs = build_segment_pair_examples(
-        documents, vocab, max_length, rng, random_next_prob=0.0, short_seq_prob=short_seq_prob
+    pairs = plan_segment_pairs(
+        store, max_length, rng, random_next_prob=0.0, short_seq_prob=short_seq_prob
     )
-    examples: list[Example] = []
-    for pair in pairs:
-        a, b = split_segment_pair(pair)
-        swapped = rng.random() < swap_prob
-        example = encode_segment_pair(b, a, vocab) if swapped else encode_segment_pair(a, b, vocab)
-        example["sentence_order_label"] = int(swapped)
-        examples.append(example)
-    return examples
+    return draw_swaps(pairs, rng, swap_prob)
+
+
+def sentence_order_rows(store: TokenStore, plan: np.ndarray, vocab: VocabInfo) -> SegmentPairRows:
+    """``[CLS] B [SEP] A [SEP]`` where the plan says swapped, with ``sentence_order_label``."""
+    return SegmentPairRows(
+        store,
+        plan,
+        vocab,
+        label_key="sentence_order_label",
+        swap_on_label=True,
+        with_documents=False,
+    )
 
 
 class SentenceOrderObjective(Objective):
@@ -100,6 +121,24 @@ class SentenceOrderObjective(Objective):
         self.swap_prob = swap_prob
         self.short_seq_prob = short_seq_prob
         self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+
+    def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
+        """Ordered/swapped pairs, planned once and built per index."""
+        settings = {
+            "max_length": max_length,
+            "seed": seed,
+            "swap_prob": self.swap_prob,
+            "short_seq_prob": self.short_seq_prob,
+        }
+        plan = cached_plan(
+            store,
+            "sop",
+            settings,
+            lambda: plan_sentence_order(
+                store, max_length, random.Random(seed), self.swap_prob, self.short_seq_prob
+            ),
+        )
+        return sentence_order_rows(store, plan, self.vocab)
 
     def build_examples(
         self, documents: Sequence[TokenizedDocument], max_length: int, rng: random.Random

@@ -8,7 +8,9 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
+from ptm_core.data.layouts import SegmentPairRows, cached_plan, plan_segment_pairs
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
+from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules.attention_masks import UNILM_MASK_KINDS, unilm_mask
 from ptm_core.objectives.base import Batch, Example, ObjectiveOutput
@@ -89,6 +91,23 @@ class UniLMObjective(MaskedLMObjective):
         total = sum(given.values())
         self.proportions = {kind: given.get(kind, 0.0) / total for kind in UNILM_MASK_KINDS}
         self.short_seq_prob = short_seq_prob
+
+    def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
+        """Source/target pairs (no random B, no label), planned once and built per index."""
+        settings = {"max_length": max_length, "seed": seed, "short_seq_prob": self.short_seq_prob}
+        plan = cached_plan(
+            store,
+            "unilm",
+            settings,
+            lambda: plan_segment_pairs(
+                store,
+                max_length,
+                random.Random(seed),
+                random_next_prob=0.0,
+                short_seq_prob=self.short_seq_prob,
+            ),
+        )
+        return SegmentPairRows(store, plan, self.vocab, label_key=None)
 
     def build_examples(
         self,

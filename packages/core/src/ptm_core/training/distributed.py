@@ -117,6 +117,11 @@ class ShardedBatches:
     def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         wanted = start * self.world_size + self.rank
         stop = self.batches_per_epoch * self.world_size
+        own = getattr(self.source, "iter_indices", None)
+        if callable(own):
+            # Only this rank's batches are built (in worker processes when the source has them).
+            yield from own(epoch, range(wanted, stop, self.world_size))
+            return
         build = getattr(self.source, "batch", None)
         if callable(build):
             # A source with random access (``batch(epoch, index)``, as every ptm batch

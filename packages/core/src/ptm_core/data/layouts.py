@@ -1,0 +1,405 @@
+"""Example layouts planned as token spans, built one example at a time.
+
+A layout turns a :class:`~ptm_core.data.token_store.TokenStore` into training rows in two
+steps, as Megatron-LM's sample index does:
+
+1. **Plan** (once; cached beside a prepared corpus): read only sentence and document
+   boundaries and decide every row as spans of global token offsets. A plan is a small
+   ``int64`` array, about 40 bytes a row: 2M rows of a 1 GB corpus take 80 MB, and it is
+   memory-mapped when read back.
+2. **Build** (per index, lazily): read the row's token ids from the store and add the
+   special tokens. :class:`SegmentRows` and :class:`SegmentPairRows` are sequences of
+   examples that do this in ``__getitem__``.
+
+Both layouts of BERT-style pre-training are here: RoBERTa's DOC-SENTENCES single segments
+(:func:`plan_single_segments`) and Google's segment pairs for NSP, SOP and UniLM
+(:func:`plan_segment_pairs`). The in-memory builders in :mod:`ptm_core.data.segments` are
+this plan followed by building every row, so the raw and prepared paths cannot drift.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+
+from ptm_core.atomic import atomic_write_bytes
+from ptm_core.data.token_store import TokenStore
+from ptm_core.seeding import derive_seed
+from ptm_core.tokenization import VocabInfo
+
+Example = dict[str, Any]
+
+# Columns of a pair plan.
+A_START, A_LEN, B_START, B_LEN, LABEL, A_DOC, B_DOC = range(7)
+PAIR_COLUMNS = 7
+
+
+def trim_counts(
+    length_a: int, length_b: int, max_tokens: int, rng: random.Random
+) -> tuple[int, int, int, int]:
+    """How many tokens BERT's pair truncation cuts from each end of two segments.
+
+    The longer segment loses one token at a time, from the front or the back with equal
+    probability, until both fit ``max_tokens`` (``truncate_seq_pair`` of Google's
+    ``create_pretraining_data.py``). Only the counts are drawn here, with the same random
+    draws, so a huge sentence costs O(n) and no list is copied.
+
+    Returns:
+        ``(a_front, a_back, b_front, b_back)``.
+    """
+    cut = [0, 0, 0, 0]
+    while length_a + length_b > max_tokens:
+        if length_a > length_b:
+            cut[0 if rng.random() < 0.5 else 1] += 1
+            length_a -= 1
+        else:
+            cut[2 if rng.random() < 0.5 else 3] += 1
+            length_b -= 1
+    return cut[0], cut[1], cut[2], cut[3]
+
+
+def iter_document_spans(store: TokenStore) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(starts, ends)`` token offsets of the store's documents, chunk by chunk."""
+    for bounds in store.document_offsets():
+        yield bounds[:-1], bounds[1:]
+
+
+def plan_single_segments(store: TokenStore, max_length: int) -> np.ndarray:
+    """RoBERTa's DOC-SENTENCES rows: full rows of consecutive text that never cross a document.
+
+    A row holds ``max_length - 2`` tokens (``[CLS]`` and ``[SEP]`` added when built), the
+    last row of a document what is left; a sentence longer than a row is split across rows.
+
+    Args:
+        store: the tokenised corpus.
+        max_length: row length including the two special tokens.
+
+    Returns:
+        ``int64 (N, 2)``: ``(start, length)`` of each row's tokens, in corpus order.
+    """
+    if max_length < 3:
+        raise ValueError(f"max_length must be at least 3, got {max_length}")
+    budget = max_length - 2
+    chunks = []
+    for starts, ends in iter_document_spans(store):
+        lengths = ends - starts
+        rows_per_doc = (lengths + budget - 1) // budget  # (D,)
+        first_row = np.repeat(starts, rows_per_doc)
+        # Index of each row within its document: 0, 1, ... per document.
+        offsets = np.arange(rows_per_doc.sum()) - np.repeat(
+            np.cumsum(rows_per_doc) - rows_per_doc, rows_per_doc
+        )
+        row_start = first_row + offsets * budget
+        row_len = np.minimum(budget, np.repeat(ends, rows_per_doc) - row_start)
+        chunks.append(np.stack([row_start, row_len], axis=1))
+    if not chunks:
+        return np.zeros((0, 2), dtype=np.int64)
+    return np.concatenate(chunks).astype(np.int64, copy=False)
+
+
+def plan_segment_pairs(
+    store: TokenStore,
+    max_length: int,
+    rng: random.Random,
+    *,
+    random_next_prob: float = 0.5,
+    short_seq_prob: float = 0.1,
+) -> np.ndarray:
+    """``[CLS] A [SEP] B [SEP]`` pairs for NSP (Devlin et al., 2019), planned as spans.
+
+    Follows Google's ``create_instances_from_document``: sentences are accumulated into a
+    chunk up to a target length (shorter with probability ``short_seq_prob``), A is the
+    first ``a_end`` sentences, B the rest. One change makes the label rate exact: the
+    label is drawn first, with probability ``random_next_prob`` of "random". The reference
+    forces "random" whenever a chunk holds a single sentence, which pushes the negative
+    rate above one half; here a true pair is completed by the next sentence or, at a
+    document's end, by splitting the sentence at a random token. Random B segments start
+    at a random sentence of a *different* document, and the sentences of the chunk not
+    used as A go back to be used again. Pairs are truncated as BERT does
+    (:func:`trim_counts`); A and B stay contiguous runs of tokens either way.
+
+    Args:
+        store: the tokenised corpus.
+        max_length: total length including ``[CLS]`` and two ``[SEP]``.
+        rng: seeded random source (the same draws as the in-memory builder).
+        random_next_prob: probability of a random B.
+        short_seq_prob: probability of a target length drawn from ``[2, max_length - 3]``.
+
+    Returns:
+        ``int64 (N, 7)``: ``a_start, a_len, b_start, b_len, label (1 = random B),
+        a_document, b_document`` per pair.
+
+    Raises:
+        ValueError: fewer than two documents while negatives are requested, or
+            ``max_length`` too small.
+    """
+    if max_length < 5:
+        raise ValueError(f"max_length must be at least 5 for a segment pair, got {max_length}")
+    num_docs = store.num_documents
+    if random_next_prob > 0 and num_docs < 2:
+        raise ValueError(
+            "next-sentence prediction needs at least two non-empty documents for its random "
+            f"segments, got {num_docs}; separate documents with a blank line"
+        )
+    max_tokens = max_length - 3
+    rows: list[tuple[int, ...]] = []
+    for doc_index in range(num_docs):
+        bounds = store.sentence_offsets(doc_index).tolist()  # n + 1 offsets
+        sentences = len(bounds) - 1
+        target = max_tokens
+        if rng.random() < short_seq_prob:
+            target = rng.randint(2, max_tokens)
+        first = 0  # first sentence of the current chunk
+        chunk = 0  # sentences in the chunk
+        length = 0
+        is_random = False
+        i = 0
+        while i < sentences:
+            if not chunk:
+                first = i
+                is_random = rng.random() < random_next_prob  # one label per chunk
+            chunk += 1
+            length += bounds[i + 1] - bounds[i]
+            at_end = i == sentences - 1
+            need_more = not is_random and chunk < 2 and not at_end
+            if (at_end or length >= target) and not need_more:
+                a_end = rng.randint(1, chunk - 1) if chunk >= 2 else 1
+                a_start, a_len = bounds[first], bounds[first + a_end] - bounds[first]
+                if is_random:
+                    other = rng.randrange(num_docs - 1)
+                    b_doc = other + (other >= doc_index)
+                    other_bounds = store.sentence_offsets(b_doc).tolist()
+                    start = rng.randrange(len(other_bounds) - 1)
+                    wanted = max(target - a_len, 1)
+                    stop = start + 1
+                    while other_bounds[stop] - other_bounds[start] < wanted:
+                        if stop == len(other_bounds) - 1:
+                            break
+                        stop += 1
+                    b_start, b_len = other_bounds[start], other_bounds[stop] - other_bounds[start]
+                    i -= chunk - a_end  # unused sentences are used again
+                elif chunk >= 2:
+                    b_doc = doc_index
+                    b_start = bounds[first + a_end]
+                    b_len = bounds[first + chunk] - b_start
+                else:
+                    sentence_len = bounds[first + 1] - bounds[first]
+                    if sentence_len < 2:
+                        chunk, length = 0, 0
+                        i += 1
+                        continue
+                    cut = rng.randint(1, sentence_len - 1)
+                    a_len, b_start, b_len, b_doc = cut, a_start + cut, sentence_len - cut, doc_index
+                a_front, a_back, b_front, b_back = trim_counts(a_len, b_len, max_tokens, rng)
+                a_len -= a_front + a_back
+                b_len -= b_front + b_back
+                if a_len and b_len:
+                    rows.append(
+                        (
+                            a_start + a_front,
+                            a_len,
+                            b_start + b_front,
+                            b_len,
+                            int(is_random),
+                            doc_index,
+                            b_doc,
+                        )
+                    )
+                chunk, length = 0, 0
+                if target != max_tokens and rng.random() >= short_seq_prob:
+                    target = max_tokens
+            i += 1
+    if not rows:
+        return np.zeros((0, PAIR_COLUMNS), dtype=np.int64)
+    return np.asarray(rows, dtype=np.int64)
+
+
+def draw_swaps(plan: np.ndarray, rng: random.Random, swap_prob: float) -> np.ndarray:
+    """SOP labels for a pair plan (ALBERT): 1 = the two segments are swapped.
+
+    Drawn in plan order after the pairs, as the in-memory builder draws them.
+
+    Returns:
+        The plan with its label column replaced by the swap draws.
+    """
+    swapped = plan.copy()
+    swapped[:, LABEL] = [int(rng.random() < swap_prob) for _ in range(len(plan))]
+    return swapped
+
+
+def _pair_example(a: list[int], b: list[int], vocab: VocabInfo) -> Example:
+    ids = [vocab.cls_id, *a, vocab.sep_id, *b, vocab.sep_id]
+    types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    special = [0] * len(ids)
+    special[0] = special[len(a) + 1] = special[-1] = 1
+    return {"input_ids": ids, "token_type_ids": types, "special_tokens_mask": special}
+
+
+class _PlannedRows(Sequence[Example]):
+    """A sequence of examples built on demand from a plan over a store."""
+
+    def __init__(self, store: TokenStore, plan: np.ndarray, vocab: VocabInfo) -> None:
+        self.store = store
+        self.plan = plan
+        self.vocab = vocab
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    @overload
+    def __getitem__(self, index: int) -> Example: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Example]: ...
+    def __getitem__(self, index: int | slice) -> Example | list[Example]:
+        if isinstance(index, slice):
+            return [self._build(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"row {index} of {len(self)}")
+        return self._build(index)
+
+    def _tokens(self, start: int, length: int) -> list[int]:
+        return self.store.tokens(start, start + length).tolist()
+
+    def _build(self, index: int) -> Example:
+        raise NotImplementedError
+
+    def lengths(self) -> np.ndarray:
+        """Row lengths with special tokens, from the plan alone (for packing)."""
+        raise NotImplementedError
+
+
+class SegmentRows(_PlannedRows):
+    """``[CLS] tokens [SEP]`` rows of a single-segment plan (:func:`plan_single_segments`).
+
+    Args:
+        store: the tokenised corpus.
+        plan: ``(N, 2)`` ``(start, length)`` rows.
+        vocab: special ids.
+    """
+
+    def _build(self, index: int) -> Example:
+        start, length = (int(v) for v in self.plan[index])
+        ids = [self.vocab.cls_id, *self._tokens(start, length), self.vocab.sep_id]
+        special = [0] * len(ids)
+        special[0] = special[-1] = 1
+        return {"input_ids": ids, "token_type_ids": [0] * len(ids), "special_tokens_mask": special}
+
+    def lengths(self) -> np.ndarray:
+        return self.plan[:, 1] + 2
+
+
+class SegmentPairRows(_PlannedRows):
+    """``[CLS] A [SEP] B [SEP]`` rows of a pair plan (:func:`plan_segment_pairs`).
+
+    Args:
+        store: the tokenised corpus.
+        plan: ``(N, 7)`` pair rows.
+        vocab: special ids.
+        label_key: batch key of the plan's label column (``"next_sentence_label"``,
+            ``"sentence_order_label"``), or ``None`` for no label (UniLM).
+        swap_on_label: build ``[CLS] B [SEP] A [SEP]`` where the label is 1 (SOP).
+        with_documents: add ``meta_documents`` ``(a_document, b_document)``.
+    """
+
+    def __init__(
+        self,
+        store: TokenStore,
+        plan: np.ndarray,
+        vocab: VocabInfo,
+        *,
+        label_key: str | None,
+        swap_on_label: bool = False,
+        with_documents: bool = True,
+    ) -> None:
+        super().__init__(store, plan, vocab)
+        self.label_key = label_key
+        self.swap_on_label = swap_on_label
+        self.with_documents = with_documents
+
+    def _build(self, index: int) -> Example:
+        a_start, a_len, b_start, b_len, label, a_doc, b_doc = (int(v) for v in self.plan[index])
+        a, b = self._tokens(a_start, a_len), self._tokens(b_start, b_len)
+        if self.swap_on_label and label:
+            a, b = b, a
+        example = _pair_example(a, b, self.vocab)
+        if self.label_key is not None:
+            example[self.label_key] = label
+        if self.with_documents:
+            example["meta_documents"] = (a_doc, b_doc)
+        return example
+
+    def lengths(self) -> np.ndarray:
+        return self.plan[:, A_LEN] + self.plan[:, B_LEN] + 3
+
+
+def plan_packing(lengths: np.ndarray, max_length: int) -> np.ndarray:
+    """Greedy packing of consecutive rows into rows of at most ``max_length`` tokens.
+
+    Args:
+        lengths: ``(N,)`` row lengths.
+        max_length: packed row length.
+
+    Returns:
+        ``int64 (G + 1,)`` boundaries: packed row ``g`` holds rows ``[out[g], out[g + 1])``.
+
+    Raises:
+        ValueError: a row is longer than ``max_length``.
+    """
+    too_long = np.flatnonzero(lengths > max_length)
+    if len(too_long):
+        raise ValueError(
+            f"an example of {int(lengths[too_long[0]])} tokens does not fit a packed row of "
+            f"{max_length}"
+        )
+    bounds = [0]
+    used = 0
+    for index, length in enumerate(lengths.tolist()):
+        if used and used + length > max_length:
+            bounds.append(index)
+            used = 0
+        used += length
+    if len(lengths):
+        bounds.append(len(lengths))
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def cached_plan(
+    store: TokenStore, kind: str, settings: Mapping[str, Any], compute: Callable[[], np.ndarray]
+) -> np.ndarray:
+    """A plan computed once per store and settings, memory-mapped from then on.
+
+    A store with a ``cache_dir`` (a prepared corpus) keeps plans there as
+    ``<kind>-<key>.npy``, so a second run, a resume or another process starts at once; a
+    store without one (in memory) computes the plan each time.
+
+    Args:
+        store: the tokenised corpus.
+        kind: the layout's name (file name prefix).
+        settings: everything the plan depends on besides the store (lengths, seed, rates).
+        compute: builds the plan.
+
+    Returns:
+        The plan (read-only and memory-mapped when cached).
+    """
+    cache_dir = getattr(store, "cache_dir", None)
+    if cache_dir is None:
+        return compute()
+    key = derive_seed(kind, json.dumps(dict(settings), sort_keys=True))
+    path = Path(cache_dir) / f"{kind}-{key:016x}.npy"
+    if path.is_file():
+        try:
+            return np.load(path, mmap_mode="r")
+        except (ValueError, OSError):
+            pass  # a damaged cache entry is only a cache entry: build it again
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(compute(), dtype=np.int64))
+    atomic_write_bytes(path, buffer.getvalue())
+    return np.load(path, mmap_mode="r")
