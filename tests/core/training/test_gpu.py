@@ -31,7 +31,7 @@ from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.distributed import barrier, mean_across_ranks
-from ptm_core.training.trainer import resolve_device
+from ptm_core.training.trainer import TIMING_KEYS, resolve_device
 
 pytestmark = pytest.mark.gpu
 
@@ -58,7 +58,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _without_timing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in records]
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
 
 
 @pytest.fixture

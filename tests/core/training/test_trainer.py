@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from ptm_core.training import Trainer, TrainerCallback, load_checkpoint
+from ptm_core.training.trainer import TIMING_KEYS
 
 
 class Crash(Exception):
@@ -41,7 +42,7 @@ class Recorder:
 
 
 def _without_timing(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "tokens_per_s"} for r in records]
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in records]
 
 
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
@@ -89,9 +90,11 @@ def test_loss_falls_and_metrics_lines(make_model, make_source, make_config) -> N
     assert records == result.history
     for record in records:
         assert set(record) == {
-            "step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s", "accuracy", "tokens",
+            "step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s", "data_wait_share",
+            "accuracy", "tokens",
         }  # fmt: skip
         assert record["tokens_per_s"] > 0
+        assert 0 <= record["data_wait_share"] < 1
     assert records[-1]["loss"] < 0.5 * records[0]["loss"]
     assert records[-1]["accuracy"] > records[0]["accuracy"]
     assert records[-1]["epoch"] == pytest.approx(60 / 7)

@@ -42,7 +42,9 @@ from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 logger = logging.getLogger(__name__)
 
 # Keys the trainer writes itself; a model metric with one of these names is logged as model/<name>.
-_RESERVED_KEYS = {"step", "epoch", "loss", "lr", "grad_norm", "tokens_per_s"}
+# Logged keys that measure time: they differ between runs of the same seed.
+TIMING_KEYS = ("tokens_per_s", "data_wait_share")
+_RESERVED_KEYS = {"step", "epoch", "loss", "lr", "grad_norm", *TIMING_KEYS}
 # Settings that change nothing about the trajectory, so a resume may change them silently.
 _COSMETIC_KEYS = {
     "output_dir",
@@ -158,6 +160,7 @@ class Trainer:
         self.step = 0
         self._window = MetricsWindow()
         self._lr = 0.0  # rate used by the last step, for logging
+        self._data_wait = 0.0  # seconds spent waiting for batches since the last log line
         self._fit_called = False
 
     def fit(self) -> TrainResult:
@@ -196,13 +199,14 @@ class Trainer:
             disable=None if self.config.progress and main else True,  # None: only on a TTY
             dynamic_ncols=True,
         )
-        tokens, since = 0, time.perf_counter()
+        tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
         try:
             while self.step < self.config.max_steps:
                 tokens += self._train_step()
                 bar.update(1)
                 if self.step % self.config.log_every == 0 or self.step == self.config.max_steps:
-                    record = self._log(tokens / max(time.perf_counter() - since, 1e-9))
+                    elapsed = max(time.perf_counter() - since, 1e-9)
+                    record = self._log(tokens / elapsed, self._data_wait / elapsed)
                     history.append(record)
                     bar.set_postfix(
                         loss=f"{record['loss']:.4f}",
@@ -210,7 +214,7 @@ class Trainer:
                         tok_s=f"{record['tokens_per_s']:.0f}",
                         refresh=False,
                     )
-                    tokens, since = 0, time.perf_counter()
+                    tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
                     if main:
                         last_checkpoint = self._save()
@@ -289,7 +293,9 @@ class Trainer:
         accumulation = self.config.gradient_accumulation_steps
         tokens = 0
         for _ in range(accumulation):
+            waited = time.perf_counter()
             batch = next(self.cursor)
+            self._data_wait += time.perf_counter() - waited
             tokens += count_tokens(batch)  # on the host copy: no device sync
             output = self._forward_batch(batch)
             (output.loss / accumulation).backward()
@@ -323,7 +329,7 @@ class Trainer:
         with autocast:
             return cast(ModelOutput, self._forward(on_device))
 
-    def _log(self, tokens_per_s: float) -> dict[str, Any]:
+    def _log(self, tokens_per_s: float, data_wait_share: float) -> dict[str, Any]:
         means = self._window.means()
         self._window.reset()
         if self.dist.enabled:
@@ -340,6 +346,8 @@ class Trainer:
             "lr": self._lr,
             "grad_norm": means.pop("grad_norm"),
             "tokens_per_s": tokens_per_s,
+            # Fraction of the wall time since the last line spent waiting for batches.
+            "data_wait_share": data_wait_share,
         }
         record.update(means)
         if not self.dist.is_main:
