@@ -22,5 +22,12 @@ class DataError(ValueError):
         self.path = str(path)
         self.line = line
         self.field = field
+        self.problem = problem
+        self.fix = fix
         where = self.path if line is None else f"{self.path}:{line}"
         super().__init__(f"{where}: {problem} (field '{field}'); {fix}")
+
+    def __reduce__(self) -> tuple[type[DataError], tuple[str, int | None, str, str, str]]:
+        # Rebuilt from its parts, not from the message: the error crosses process
+        # boundaries (``ptm prepare`` workers, Prefect process pools, Dask).
+        return type(self), (self.path, self.line, self.field, self.problem, self.fix)
