@@ -3,9 +3,11 @@
 Used by the data-pipeline benchmarks, where preparation forks worker processes and
 training may start DataLoader workers: the peak of one process would miss them.
 
-Two peaks are kept: of the command's own process, and of the sum over the tree. The sum
-counts pages shared by several processes (copy-on-write pages after a fork, the same
-memory-mapped file read by two workers) once per process, so it is an upper bound.
+Three peaks are kept: the RSS of the command's own process, the RSS summed over the
+tree, and the PSS (proportional set size) summed over the tree. The RSS sum counts pages
+shared by several processes (copy-on-write pages after a fork, the same memory-mapped file
+read by two workers) once per process, so it is an upper bound; the PSS sum splits each
+shared page between its processes, so it is what the tree costs the machine.
 Polled every ``interval`` seconds: a spike shorter than that can be missed.
 """
 
@@ -32,7 +34,9 @@ class Measured:
         wall_s: seconds from start to exit (or to the kill).
         peak_rss_mb: peak RSS of the command's own process, MiB.
         peak_tree_rss_mb: peak of the summed RSS of the process and its descendants, MiB.
+        peak_tree_pss_mb: peak of the summed PSS of the process and its descendants, MiB.
         timed_out: killed at ``timeout``.
+        killed_at_mb: the tree's PSS when it was killed at ``rss_limit_mb`` (else ``None``).
         first_line_s: seconds until ``watch`` first held a complete line (``None`` if never).
         output: the last 4,000 characters of stdout and stderr together.
     """
@@ -41,7 +45,9 @@ class Measured:
     wall_s: float
     peak_rss_mb: float
     peak_tree_rss_mb: float
+    peak_tree_pss_mb: float
     timed_out: bool = False
+    killed_at_mb: float | None = None
     first_line_s: float | None = None
     output: str = ""
 
@@ -52,18 +58,21 @@ class Measured:
         return out
 
 
-def _tree_rss(proc: psutil.Process) -> tuple[int, int]:
-    """(RSS of ``proc``, summed RSS of ``proc`` and every descendant), bytes."""
+def _tree_memory(proc: psutil.Process) -> tuple[int, int, int]:
+    """(RSS of ``proc``, summed RSS, summed PSS of ``proc`` and every descendant), bytes."""
     try:
-        own = proc.memory_info().rss
         children = proc.children(recursive=True)
     except psutil.Error:
-        return 0, 0
-    total = own
-    for child in children:
+        return 0, 0, 0
+    own = rss = pss = 0
+    for i, member in enumerate([proc, *children]):
         with contextlib.suppress(psutil.Error):
-            total += child.memory_info().rss
-    return own, total
+            info = member.memory_full_info()
+            rss += info.rss
+            pss += info.pss
+            if i == 0:
+                own = info.rss
+    return own, rss, pss
 
 
 def _has_line(path: Path) -> bool:
@@ -83,6 +92,7 @@ def run_measured(
     interval: float = 0.1,
     watch: Path | None = None,
     log: Path | None = None,
+    rss_limit_mb: float | None = None,
 ) -> Measured:
     """Run ``command`` to completion (or ``timeout``), polling its tree's RSS.
 
@@ -95,13 +105,15 @@ def run_measured(
         watch: a file whose first complete line is timed (``first_line_s``), e.g. a
             training run's ``metrics.jsonl``.
         log: file that receives the full stdout + stderr (default: a temporary file).
+        rss_limit_mb: kill the tree when its summed PSS passes this (the machine is
+            shared: a run that would swap it is stopped and reported as ``killed_at_mb``).
 
     Returns:
         The :class:`Measured` figures.
     """
     log_path = log or Path(f"/tmp/ptm-bench/logs/run-{os.getpid()}-{time.time_ns()}.log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    peak_own = peak_tree = 0
+    peak_own = peak_tree = peak_pss = 0
     first_line = None
     with log_path.open("wb") as sink:
         start = time.perf_counter()
@@ -115,12 +127,19 @@ def run_measured(
         )
         proc = psutil.Process(popen.pid)
         timed_out = False
+        killed_at = None
         while popen.poll() is None:
-            own, tree = _tree_rss(proc)
+            own, tree, pss = _tree_memory(proc)
             peak_own, peak_tree = max(peak_own, own), max(peak_tree, tree)
+            peak_pss = max(peak_pss, pss)
             elapsed = time.perf_counter() - start
             if watch is not None and first_line is None and _has_line(watch):
                 first_line = elapsed
+            if rss_limit_mb is not None and pss / 2**20 > rss_limit_mb:
+                killed_at = pss / 2**20
+                _kill_tree(proc)
+                popen.wait()
+                break
             if timeout is not None and elapsed > timeout:
                 timed_out = True
                 _kill_tree(proc)
@@ -132,11 +151,13 @@ def run_measured(
         first_line = wall
     text = log_path.read_text(encoding="utf-8", errors="replace")
     return Measured(
-        returncode=None if timed_out else popen.returncode,
+        returncode=None if timed_out or killed_at else popen.returncode,
         wall_s=wall,
         peak_rss_mb=peak_own / 2**20,
         peak_tree_rss_mb=peak_tree / 2**20,
+        peak_tree_pss_mb=peak_pss / 2**20,
         timed_out=timed_out,
+        killed_at_mb=killed_at,
         first_line_s=first_line,
         output=text[-4000:],
     )
