@@ -22,8 +22,8 @@ from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective, Source
 from ptm_core.pretraining import PretrainResult, prepare_tokenizer, tokenize_documents
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo
-from ptm_core.training import Trainer, TrainerConfig
-from ptm_core.training.distributed import barrier, is_main_process
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import train_and_save
 
 logger = logging.getLogger(__name__)
 
@@ -163,21 +163,24 @@ def pretrain_seq2seq(
     sources = chunk_documents(tokenize_documents(documents, tok), max_length - 2)
     batches = Seq2SeqBatches(sources, noise, batch_size, seed)
     logger.info("%d documents -> %d sources", len(documents), len(sources))
-    result = Trainer(
-        Seq2SeqPretrainingModel(network, noise.name), batches, trainer, callbacks=callbacks
-    ).fit()
-    final_dir = output_dir / "final"
-    if is_main_process():
-        network.save_pretrained(final_dir)
-        tok.save(final_dir / "tokenizer")
-    barrier()
-    final_metrics = result.history[-1] if result.history else {}
+
+    def save_final(final: Path) -> None:
+        network.save_pretrained(final)
+        tok.save(final / "tokenizer")
+
+    run = train_and_save(
+        Seq2SeqPretrainingModel(network, noise.name),
+        batches,
+        trainer,
+        callbacks=callbacks,
+        save_final=save_final,
+    )
     return PretrainResult(
         output_dir=output_dir,
-        encoder_dir=final_dir,
+        encoder_dir=run.final_dir,
         tokenizer_dir=output_dir / "tokenizer",
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        final_metrics=final_metrics,
+        metrics_path=run.result.metrics_path,
+        last_checkpoint=run.result.last_checkpoint,
+        final_metrics=run.final_metrics,
         num_examples=len(sources),
     )

@@ -15,7 +15,8 @@ from ptm_core.encoders import TransformerEncoder
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.seeding import derive_seed
-from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import train_and_save
 from ptm_multilingual.batches import XLMBatches, build_mlm_streams, build_tlm_examples
 from ptm_multilingual.corpora import (
     ParallelCorpus,
@@ -230,11 +231,15 @@ def pretrain_xlm(
         tlm_steps=tlm_steps,
         batches_per_epoch=batches_per_epoch,
     )
-    model = XLMPretrainingModel(xlm, mix)
-    result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
+    run = train_and_save(
+        XLMPretrainingModel(xlm, mix),
+        batches,
+        trainer,
+        callbacks=callbacks,
+        save_final=lambda final: xlm.cpu().save_pretrained(final, extra_writers=[tok.save]),
+    )
+    result, encoder_dir, final = run.result, run.final_dir, run.final_metrics
     xlm = xlm.cpu()
-    encoder_dir = xlm.save_pretrained(output_dir / "final", extra_writers=[tok.save])
-    final = dict(result.history[-1]) if result.history else {}
     if evaluation_parallel is not None:
         for corpus in read_parallel_corpora(evaluation_parallel):
             scores = retrieval_accuracy(

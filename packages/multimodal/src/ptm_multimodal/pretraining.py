@@ -17,7 +17,8 @@ from ptm_core.atomic import atomic_directory, atomic_write_text
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import train_and_save
 from ptm_multimodal.data import ImageTextBatches, ImageTextDataset, read_image_text_pairs
 from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
@@ -171,14 +172,19 @@ def pretrain_multimodal(
         seed=seed,
         max_length=max_length,
     )
-    result = Trainer(wrapped, batches, trainer).fit()
+
+    def save_final(directory: Path) -> None:
+        wrapped.to("cpu")
+        with atomic_directory(directory) as tmp:
+            safetensors.torch.save_model(wrapped, str(tmp / "model.safetensors"))
+            (tmp / "config.json").write_text(
+                json.dumps(wrapped.checkpoint_config(), indent=2, sort_keys=True) + "\n"
+            )
+            tokenizer.save(tmp)
+
+    run = train_and_save(wrapped, batches, trainer, save_final=save_final, final_dir=final_dir)
+    result = run.result
     wrapped.to("cpu")
-    with atomic_directory(final_dir) as tmp:
-        safetensors.torch.save_model(wrapped, str(tmp / "model.safetensors"))
-        (tmp / "config.json").write_text(
-            json.dumps(wrapped.checkpoint_config(), indent=2, sort_keys=True) + "\n"
-        )
-        tokenizer.save(tmp)
     report: dict[str, Any] = {}
     if evaluation is not None:
         eval_batches = ImageTextBatches(
@@ -200,6 +206,6 @@ def pretrain_multimodal(
         encoder_dir=final_dir,
         metrics_path=result.metrics_path,
         last_checkpoint=result.last_checkpoint,
-        final_metrics=result.history[-1] if result.history else {},
+        final_metrics=run.final_metrics,
         evaluation=report,
     )

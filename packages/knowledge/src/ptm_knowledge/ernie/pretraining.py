@@ -16,8 +16,8 @@ from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.pretraining import PretrainResult, prepare_tokenizer, save_heads
 from ptm_core.seeding import derive_seed
-from ptm_core.training import Trainer, TrainerConfig
-from ptm_core.training.metrics import MetricsLog
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import TrainingRun, train_and_save
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
 from ptm_knowledge.ernie.examples import build_knowledge_examples, check_mention_coverage
 from ptm_knowledge.ernie.knowledge_masking import (
@@ -49,26 +49,14 @@ def _text_encoder(source: EncoderSource, vocab_size: int, seed: int) -> Transfor
     return source(vocab_size=vocab_size)
 
 
-def _finish(
-    output_dir: Path,
-    trainer_result: Any,
-    text_encoder: TransformerEncoder,
-    writers: Sequence[Callable[[Path], object]],
-    num_examples: int,
-) -> PretrainResult:
-    encoder_dir = text_encoder.save_pretrained(output_dir / "final", extra_writers=list(writers))
-    final = (
-        trainer_result.history[-1]
-        if trainer_result.history
-        else MetricsLog(trainer_result.metrics_path).last()
-    )
+def _finish(run: TrainingRun, output_dir: Path, num_examples: int) -> PretrainResult:
     return PretrainResult(
         output_dir=output_dir,
-        encoder_dir=encoder_dir,
+        encoder_dir=run.final_dir,
         tokenizer_dir=output_dir / "tokenizer",
-        metrics_path=trainer_result.metrics_path,
-        last_checkpoint=trainer_result.last_checkpoint,
-        final_metrics=final,
+        metrics_path=run.result.metrics_path,
+        last_checkpoint=run.result.last_checkpoint,
+        final_metrics=run.final_metrics,
         num_examples=num_examples,
     )
 
@@ -149,8 +137,14 @@ def pretrain_ernie_baidu(
     logger.info(
         "ERNIE-Baidu: %d rows, %d phrase pairs", len(examples), len(getattr(extractor, "pairs", ()))
     )
-    result = Trainer(PretrainingModel(text, mix), batches, trainer, callbacks=callbacks).fit()
-    return _finish(output_dir, result, text, [tok.save], len(examples))
+    run = train_and_save(
+        PretrainingModel(text, mix),
+        batches,
+        trainer,
+        callbacks=callbacks,
+        save_final=lambda final: text.save_pretrained(final, extra_writers=[tok.save]),
+    )
+    return _finish(run, output_dir, len(examples))
 
 
 def pretrain_ernie_thu(
@@ -250,20 +244,15 @@ def pretrain_ernie_thu(
     batches = PretrainingBatches(
         prepared, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
     )
-    model = ErnieThuPretrainingModel(model_encoder, mix)
-    result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
-    final = result.history[-1] if result.history else MetricsLog(result.metrics_path).last()
-    encoder_dir = model_encoder.save_pretrained(
-        output_dir / "final",
-        entity_ids=entity_ids,
-        extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
+    run = train_and_save(
+        ErnieThuPretrainingModel(model_encoder, mix),
+        batches,
+        trainer,
+        callbacks=callbacks,
+        save_final=lambda final: model_encoder.save_pretrained(
+            final,
+            entity_ids=entity_ids,
+            extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
+        ),
     )
-    return PretrainResult(
-        output_dir=output_dir,
-        encoder_dir=encoder_dir,
-        tokenizer_dir=output_dir / "tokenizer",
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        final_metrics=final,
-        num_examples=len(examples),
-    )
+    return _finish(run, output_dir, len(examples))

@@ -16,7 +16,8 @@ from ptm_core.atomic import atomic_write_text
 from ptm_core.data.errors import DataError
 from ptm_core.data.lines import iter_lines
 from ptm_core.seeding import generator_for
-from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import train_and_save
 from ptm_knowledge.kbert.model import (
     KBertClassifier,
     KBertFeaturizer,
@@ -298,18 +299,6 @@ def finetune_kbert(
         if tagging
         else KBertClassifier(encoder, len(label_names), dropout=dropout)
     )
-    result = Trainer(
-        model, FeaturizedBatches(featurize(train), featurizer.collate, batch_size, seed), trainer
-    ).fit()
-    dev_metrics = evaluate_kbert(
-        model, FeaturizedBatches(featurize(dev), featurizer.collate, batch_size, None)
-    )
-    final = result.output_dir / "final"
-    heads = {
-        name: t.detach().cpu().contiguous()
-        for name, t in model.state_dict().items()
-        if not name.startswith("encoder.")
-    }
     config = {
         "task": "tagging" if tagging else "classification",
         "label_names": list(label_names),
@@ -320,11 +309,27 @@ def finetune_kbert(
     }
 
     def write_heads(directory: Path) -> None:
+        heads = {
+            name: t.detach().cpu().contiguous()
+            for name, t in model.state_dict().items()
+            if not name.startswith("encoder.")
+        }
         save_file(heads, str(directory / HEAD_FILE))
         (directory / KBERT_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
     # One atomic directory: encoder, tokenizer, heads and config appear together or not at all.
-    model.encoder.save_pretrained(final, extra_writers=[tokenizer.save, write_heads])
+    run = train_and_save(
+        model,
+        FeaturizedBatches(featurize(train), featurizer.collate, batch_size, seed),
+        trainer,
+        save_final=lambda final: model.encoder.save_pretrained(
+            final, extra_writers=[tokenizer.save, write_heads]
+        ),
+    )
+    result, final = run.result, run.final_dir
+    dev_metrics = evaluate_kbert(
+        model, FeaturizedBatches(featurize(dev), featurizer.collate, batch_size, None)
+    )
     final_metrics = {
         **(result.history[-1] if result.history else {}),
         **{f"dev/{k}": v for k, v in dev_metrics.items()},
