@@ -241,7 +241,27 @@ def _pair_example(a: list[int], b: list[int], vocab: VocabInfo) -> Example:
     return {"input_ids": ids, "token_type_ids": types, "special_tokens_mask": special}
 
 
-class _PlannedRows(Sequence[Example]):
+class LazyRows(Sequence[Any]):
+    """A sequence whose items are built when indexed (``_build``); slices build each item."""
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._build(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"row {index} of {len(self)}")
+        return self._build(index)
+
+    def _build(self, index: int) -> Any:
+        raise NotImplementedError
+
+
+class _PlannedRows(LazyRows):
     """A sequence of examples built on demand from a plan over a store."""
 
     def __init__(self, store: TokenStore, plan: np.ndarray, vocab: VocabInfo) -> None:
@@ -252,24 +272,8 @@ class _PlannedRows(Sequence[Example]):
     def __len__(self) -> int:
         return len(self.plan)
 
-    @overload
-    def __getitem__(self, index: int) -> Example: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Example]: ...
-    def __getitem__(self, index: int | slice) -> Example | list[Example]:
-        if isinstance(index, slice):
-            return [self._build(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"row {index} of {len(self)}")
-        return self._build(index)
-
     def _tokens(self, start: int, length: int) -> list[int]:
         return self.store.tokens(start, start + length).tolist()
-
-    def _build(self, index: int) -> Example:
-        raise NotImplementedError
 
     def lengths(self) -> np.ndarray:
         """Row lengths with special tokens, from the plan alone (for packing)."""

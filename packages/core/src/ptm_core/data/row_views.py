@@ -7,12 +7,12 @@ memory-mapped corpus stays a few arrays, whatever the corpus size.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import torch
 
-from ptm_core.data.layouts import plan_packing
+from ptm_core.data.layouts import LazyRows, plan_packing
 from ptm_core.data.packing import pack_examples
 from ptm_core.seeding import generator_for
 
@@ -20,25 +20,7 @@ Example = dict[str, Any]
 StaticStep = Callable[[Example, torch.Generator], Example]
 
 
-class _LazySequence(Sequence[Example]):
-    @overload
-    def __getitem__(self, index: int) -> Example: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Example]: ...
-    def __getitem__(self, index: int | slice) -> Example | list[Example]:
-        if isinstance(index, slice):
-            return [self._build(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"row {index} of {len(self)}")
-        return self._build(index)
-
-    def _build(self, index: int) -> Example:
-        raise NotImplementedError
-
-
-class StaticDataSide(_LazySequence):
+class StaticDataSide(LazyRows):
     """Rows with the objectives' static data side applied when indexed (static masking).
 
     Row ``i`` is corrupted with a generator seeded by ``(seed, "static", i)``, so it is the
@@ -67,7 +49,7 @@ class StaticDataSide(_LazySequence):
         return row_lengths(self.rows)
 
 
-class PackedRows(_LazySequence):
+class PackedRows(LazyRows):
     """Consecutive rows packed into rows of at most ``max_length`` tokens (see
     :func:`~ptm_core.data.packing.pack_examples`), planned from row lengths alone.
 
