@@ -128,6 +128,8 @@ def run(size: str, workers: int, repeat: int, fmt: str = "txt") -> dict[str, Any
             ),
             "ptm_peak_tree_rss_mb": max(r["ptm"]["peak_tree_rss_mb"] for r in rounds),
             "datasets_peak_tree_rss_mb": max(r["datasets"]["peak_tree_rss_mb"] for r in rounds),
+            "ptm_peak_tree_pss_mb": max(r["ptm"]["peak_tree_pss_mb"] for r in rounds),
+            "datasets_peak_tree_pss_mb": max(r["datasets"]["peak_tree_pss_mb"] for r in rounds),
             "ptm_disk_mb": rounds[-1]["ptm"]["disk_bytes"] / 1e6,
             "datasets_disk_mb": rounds[-1]["datasets"]["disk_bytes"] / 1e6,
         },
@@ -155,8 +157,9 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{s['datasets_no_save_mb_per_s']:.2f} |",
                 f"| ptm speed / this (paired median) | | **{s['ptm_over_datasets_speed']:.2f}x** | "
                 f"{s['ptm_over_datasets_no_save_speed']:.2f}x |",
-                f"| peak RSS, process tree, MiB | {s['ptm_peak_tree_rss_mb']:.0f} | "
-                f"{s['datasets_peak_tree_rss_mb']:.0f} | |",
+                f"| peak memory of the process tree, PSS (RSS), MiB | "
+                f"{s['ptm_peak_tree_pss_mb']:.0f} ({s['ptm_peak_tree_rss_mb']:.0f}) | "
+                f"{s['datasets_peak_tree_pss_mb']:.0f} ({s['datasets_peak_tree_rss_mb']:.0f}) | |",
                 f"| output on disk, MB | {s['ptm_disk_mb']:.1f} | {s['datasets_disk_mb']:.1f} | |",
             ]
         )

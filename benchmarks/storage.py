@@ -418,17 +418,17 @@ def markdown(results: dict[str, Any]) -> str:
         f"{m['write_s_median']:.1f} | {a['write_s_median'] / m['write_s_median']:.2f} |",
         f"| write, MB/s of text | {mb / a['write_s_median']:.2f} | "
         f"{mb / m['write_s_median']:.2f} | |",
-        f"| write, peak RSS of the process tree, MB | {a['write_peak_tree_rss_mb_max']:.0f} | "
+        f"| write, peak RSS of the process tree, MiB | {a['write_peak_tree_rss_mb_max']:.0f} | "
         f"{m['write_peak_tree_rss_mb_max']:.0f} | |",
         f"| bytes on disk, MB | {a['disk_bytes'] / 1e6:.1f} (+ {a['cache_bytes'] / 1e6:.0f} "
         f"cache) | {m['disk_bytes'] / 1e6:.1f} | {a['disk_bytes'] / m['disk_bytes']:.2f} |",
         f"| open, ms (after imports) | {1000 * a['open_s_median']:.1f} | "
         f"{1000 * m['open_s_median']:.2f} | |",
-        f"| RSS added by open, MB | {a['rss_open_delta_mb_median']:.1f} | "
+        f"| RSS added by open, MiB | {a['rss_open_delta_mb_median']:.1f} | "
         f"{m['rss_open_delta_mb_median']:.1f} | |",
-        f"| RSS after imports + open, MB | {a['rss_after_open_mb_median']:.0f} | "
+        f"| RSS after imports + open, MiB | {a['rss_after_open_mb_median']:.0f} | "
         f"{m['rss_after_open_mb_median']:.0f} | |",
-        f"| anonymous RSS after 1k random documents, MB | "
+        f"| anonymous RSS after 1k random documents, MiB | "
         f"{a['rss_anon_after_1k_reads_mb_median']:.0f} | "
         f"{m['rss_anon_after_1k_reads_mb_median']:.0f} | |",
     ]
