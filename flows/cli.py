@@ -5,6 +5,7 @@ ptm config experiment=bert_tiny                          # print the composed co
 ptm demo                                                 # end-to-end demo flow
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
 ptm evaluate runs/demo/final                             # evaluate flow + report
+ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]
 ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
 ptm deploy retrain --cron "0 3 * * *" --param corpus=data/
 """
@@ -60,6 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     link.add_argument("--shard-size", type=int, default=8)
     link.add_argument("--dask", action="store_true", help="run shards on a local Dask cluster")
     link.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
+    prepare = commands.add_parser(
+        "prepare", help="tokenize a corpus once into memory-mapped shards (cached, resumable)"
+    )
+    prepare.add_argument("inputs", nargs="+", metavar="INPUT", help="files, folders, globs")
+    prepare.add_argument("--output", required=True, help="the prepared corpus folder")
+    prepare.add_argument("--tokenizer", default=None, help="vocab.txt or folder (default: train)")
+    prepare.add_argument("--vocab-size", type=int, default=8000, help="of a trained tokenizer")
+    prepare.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    prepare.add_argument("--text-field", default="text", help="JSONL key / Arrow column")
+    prepare.add_argument("--dask", action="store_true", help="build shards on a local Dask cluster")
+    prepare.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
     embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
     embed.add_argument("--kg", required=True)
     embed.add_argument("--output", required=True)
@@ -121,6 +133,25 @@ def _run(args: argparse.Namespace) -> Any:
             )
             flow_fn = link_entities.with_options(task_runner=runner)  # type: ignore[arg-type]
         return flow_fn(args.corpus, args.kg, args.output, args.shard_size)
+    if args.command == "prepare":
+        from flows.prepare_corpus import prepare_corpus
+
+        prepare_fn = prepare_corpus
+        if args.dask or args.dask_address:
+            from prefect_dask import DaskTaskRunner
+
+            runner = (
+                DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
+            )
+            prepare_fn = prepare_corpus.with_options(task_runner=runner)  # type: ignore[arg-type]
+        return prepare_fn(
+            args.inputs,
+            args.output,
+            tokenizer=args.tokenizer,
+            vocab_size=args.vocab_size,
+            workers=0 if args.dask or args.dask_address else args.workers,
+            text_field=args.text_field,
+        )
     if args.command == "embed-kg":
         from flows.embed_knowledge_graph import embed_knowledge_graph
 
@@ -193,6 +224,10 @@ def _check_before_server(args: argparse.Namespace) -> None:
         from flows.evaluate import check_evaluation
 
         check_evaluation(args.model_dir, args.corpus, args.baseline)
+    if args.command == "prepare":
+        from ptm_core.data.sources import find_inputs
+
+        find_inputs(args.inputs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
