@@ -17,6 +17,7 @@ export PREFECT_HOME := $(CURDIR)/.cache/prefect
 export PREFECT_LOCAL_STORAGE_PATH := $(CURDIR)/.cache/prefect/storage
 export PYSTOW_HOME := $(CURDIR)/.cache/pystow
 export DASK_TEMPORARY_DIRECTORY := $(CURDIR)/.cache/dask
+export PTM_CACHE_DIR := $(CURDIR)/.cache/ptm
 
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.tools/bin/uv)
 RUN := $(UV) run --frozen
@@ -28,7 +29,7 @@ DEMO_ARGS :=
 # Every folder the settings above point at. Prefect creates only the last level of
 # PREFECT_HOME, so on a fresh clone (no .cache/) its database cannot be opened.
 CACHE_DIRS := $(PREFECT_HOME) $(PREFECT_LOCAL_STORAGE_PATH) $(HF_HOME) $(PYSTOW_HOME) \
-	$(DASK_TEMPORARY_DIRECTORY)
+	$(DASK_TEMPORARY_DIRECTORY) $(PTM_CACHE_DIR)
 
 .PHONY: help setup dirs demo test lint format bench clean
 

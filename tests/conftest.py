@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Raw corpora are prepared into a cache: one per test session, never the user's.
+os.environ["PTM_CACHE_DIR"] = tempfile.mkdtemp(prefix="ptm-test-cache-")
 
 import pytest
 import torch

@@ -31,12 +31,15 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
+    prepared = data.get("prepared")
     return pretrain_seq2seq(
-        data.corpus,
+        None if prepared else data.corpus,
+        prepared=prepared,
         model=instantiate(cfg.model),
         objective=instantiate(_objective_node(cfg)),
         trainer=trainer,
-        tokenizer=data.tokenizer,
+        cache_dir=data.get("cache_dir"),
+        tokenizer=None if prepared else data.tokenizer,
         vocab_size=data.vocab_size,
         lowercase=data.lowercase,
         max_length=data.max_length,

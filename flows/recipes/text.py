@@ -23,13 +23,15 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
+    prepared = data.get("prepared")
     return pretrain(
-        data.corpus,
+        None if prepared else data.corpus,
+        prepared=prepared,
         encoder=instantiate(cfg.model),
         objectives=objectives,
         weights=weights,  # type: ignore[arg-type]
         trainer=trainer,
-        tokenizer=data.tokenizer,
+        tokenizer=None if prepared else data.tokenizer,
         vocab_size=data.vocab_size,
         lowercase=data.lowercase,
         max_length=data.max_length,
@@ -37,4 +39,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         pack=data.get("pack", False),
         seed=cfg.seed,
         init_from=cfg.get("init_from"),
+        num_workers=data.get("num_workers", 0),
+        cache_dir=data.get("cache_dir"),
     )

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,20 +19,20 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.data.batches import PretrainingBatches
-from ptm_core.data.corpus import Document, read_text_corpus
-from ptm_core.data.packing import pack_examples
-from ptm_core.data.segments import build_single_segment_examples
+from ptm_core.data.corpus import Document
+from ptm_core.data.layouts import SegmentRows, cached_plan, plan_single_segments
+from ptm_core.data.row_views import PackedRows, StaticDataSide
+from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.whole_word import UsesWordBoundaries
-from ptm_core.seeding import derive_seed, generator_for
+from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_core.training import Trainer, TrainerConfig
+from ptm_core.training import TrainerConfig
 from ptm_core.training.checkpointing import find_latest_checkpoint
-from ptm_core.training.distributed import barrier, is_main_process
-from ptm_core.training.metrics import MetricsLog
+from ptm_core.training.run import train_and_save
 
 logger = logging.getLogger(__name__)
 
@@ -173,38 +172,130 @@ def tokenize_documents(
 
 def build_examples(
     mix: ObjectiveMix,
-    documents: Sequence[Sequence[Sequence[int]]],
+    documents: TokenStore | Sequence[Sequence[Sequence[int]]],
     vocab: VocabInfo,
     max_length: int,
     seed: int,
-) -> list[dict[str, Any]]:
-    """Examples for a mix: the pairing objective's layout (NSP/SOP) or single segments.
+) -> Sequence[dict[str, Any]]:
+    """Examples for a mix, built lazily: the pairing objective's layout (NSP, SOP, UniLM)
+    or single segments, then every objective's static data side per example.
 
-    Then every objective's static data side runs once per example.
+    Args:
+        mix: the objectives.
+        documents: a token store (a prepared corpus), or tokenised documents in memory.
+        vocab: special ids.
+        max_length: row length with special tokens.
+        seed: seed of the layout and of the static data side.
+
+    Returns:
+        A sequence that builds example ``i`` when indexed (nothing is held per example).
     """
+    store = documents if isinstance(documents, TokenStore) else InMemoryTokenStore(documents)
     builders = [(n, o) for n, o in mix if isinstance(o, BuildsExamples)]
     if len(builders) > 1:
         raise ValueError(
             f"objectives {[n for n, _ in builders]} each decide how segments are paired; "
             "use only one of them"
         )
+    rows: Sequence[dict[str, Any]]
     if builders:
         name, objective = builders[0]
-        examples = objective.build_examples(
-            documents, max_length, random.Random(derive_seed(seed, "examples", name))
-        )
+        rows = objective.rows(store, max_length, derive_seed(seed, "examples", name))
     else:
-        examples = build_single_segment_examples(documents, vocab, max_length)
-    generator = generator_for(seed, "static")
-    return [mix.prepare_example(example, generator) for example in examples]
+        plan = cached_plan(
+            store,
+            "single",
+            {"max_length": max_length},
+            lambda: plan_single_segments(store, max_length),
+        )
+        rows = SegmentRows(store, plan, vocab)
+    if all(type(o).prepare_example is Objective.prepare_example for _, o in mix):
+        return rows  # no static data side
+    return StaticDataSide(rows, mix.prepare_example, seed)
+
+
+def open_training_corpus(
+    corpus: str | Path | Sequence[str | Path] | None,
+    prepared: str | Path | None,
+    *,
+    tokenizer: str | Path | None = None,
+    vocab_size: int = 8000,
+    lowercase: bool = True,
+    cache_dir: str | Path | None = None,
+    workers: int | None = None,
+    run_dir: Path | None = None,
+) -> tuple[TokenStore, WordPieceTokenizer]:
+    """The memory-mapped corpus to train on, and the tokenizer its ids come from.
+
+    With ``run_dir``, the tokenizer is also kept as that run's (:func:`keep_run_tokenizer`).
+
+    ``prepared`` is a directory written by ``ptm prepare``. Raw ``corpus`` files are
+    prepared first into ``cache_dir`` (default ``$PTM_CACHE_DIR/prepared``, else
+    ``~/.cache/ptm/prepared``) under their fingerprint, so the work is done once: a second
+    run, a resume or a retrain on the same files opens the prepared copy at once.
+
+    Raises:
+        ValueError: neither or both of ``corpus`` and ``prepared``; a ``tokenizer`` that
+            is not the one ``prepared`` was tokenised with.
+    """
+    from ptm_core.data.prepare import prepare_corpus, prepared_cache_dir
+    from ptm_core.data.prepared import PreparedCorpus
+
+    if (corpus is None) == (prepared is None):
+        raise ValueError(
+            "give the training data once: data.corpus=<text files> (prepared into a cache "
+            "first) or data.prepared=<a directory written by `ptm prepare`>"
+        )
+    if prepared is not None:
+        store = PreparedCorpus.open(prepared)
+        if tokenizer is not None:
+            _check_same_tokenizer(Path(tokenizer), store.tokenizer_dir, lowercase)
+    else:
+        assert corpus is not None
+        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        settings = {"tokenizer": tokenizer, "vocab_size": vocab_size, "lowercase": lowercase}
+        target = prepared_cache_dir(corpus, root, **settings)
+        store = prepare_corpus(corpus, target, workers=workers, **settings)
+    tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
+    if run_dir is not None:
+        keep_run_tokenizer(tok, run_dir)
+    return store, tok
+
+
+def default_cache_dir() -> Path:
+    """Where raw corpora are prepared: ``$PTM_CACHE_DIR/prepared`` or ``~/.cache/ptm/prepared``."""
+    root = os.environ.get("PTM_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "ptm") / "prepared"
+
+
+def _check_same_tokenizer(given: Path, prepared: Path, lowercase: bool) -> None:
+    tokenizer = (
+        WordPieceTokenizer.from_vocab(given, lowercase=lowercase)
+        if given.is_file()
+        else WordPieceTokenizer.from_directory(given)
+    )
+    with tempfile.TemporaryDirectory(prefix="ptm-tokenizer-") as scratch:
+        tokenizer.save(Path(scratch))
+        same = all(
+            (prepared / p.name).is_file() and (prepared / p.name).read_bytes() == p.read_bytes()
+            for p in Path(scratch).iterdir()
+            if p.is_file()
+        )
+    if not same:
+        raise ValueError(
+            f"data.tokenizer={given} is not the tokenizer data.prepared was tokenised with "
+            f"({prepared}); leave data.tokenizer=null to use that one, or prepare the corpus "
+            "again with this tokenizer (`ptm prepare ... --tokenizer`)"
+        )
 
 
 def pretrain(
-    corpus: str | Path | Sequence[str | Path],
+    corpus: str | Path | Sequence[str | Path] | None = None,
     *,
     encoder: EncoderFactory | TransformerEncoder,
     objectives: Mapping[str, ObjectiveFactory],
     trainer: TrainerConfig,
+    prepared: str | Path | None = None,
     weights: Mapping[str, float] | None = None,
     tokenizer: str | Path | None = None,
     vocab_size: int = 8000,
@@ -215,17 +306,26 @@ def pretrain(
     callbacks: Sequence[object] = (),
     init_from: str | Path | None = None,
     pack: bool = False,
+    num_workers: int = 0,
+    cache_dir: str | Path | None = None,
 ) -> PretrainResult:
     """Pre-train an encoder on a text corpus with a mix of objectives.
 
+    The corpus is read from a prepared, memory-mapped dataset (``ptm prepare``): raw
+    ``corpus`` files are prepared into a cache first (once; see
+    :func:`open_training_corpus`). Examples are planned once from the sentence and
+    document boundaries and built per batch, in ``num_workers`` processes when asked, so
+    memory does not grow with the corpus.
+
     Args:
-        corpus: text-corpus file(s) or directory (see ``data_specs/text_corpus``).
+        corpus: text-corpus file(s) or directory (see ``data_specs/text_corpus``); or
+        prepared: a directory written by ``ptm prepare`` (give one of the two).
         encoder: a built encoder, or a factory called with ``vocab_size=`` of the tokenizer.
         objectives: name -> factory called with ``encoder=`` and ``vocab=``.
         trainer: trainer settings (``output_dir`` is the run directory).
         weights: name -> loss weight (default 1 each).
         tokenizer: a ``vocab.txt`` or tokenizer directory; ``None`` trains a WordPiece
-            vocabulary of ``vocab_size`` on the corpus.
+            vocabulary of ``vocab_size`` on the corpus (from a sample of its stream).
         vocab_size: size of a trained vocabulary.
         lowercase: lower-case text (trained or ``vocab.txt`` tokenizers).
         max_length: tokens per row, special tokens included.
@@ -239,17 +339,25 @@ def pretrain(
             per example) so no compute goes to padding; for single-segment objectives
             (MLM, SpanBERT, WWM), not for NSP/SOP pairs or objectives that build their
             own attention masks (GPT, UniLM).
+        num_workers: DataLoader worker processes that build batches (masking, padding)
+            off the training loop; 0 builds them in the training process.
+        cache_dir: where raw corpora are prepared (default :func:`default_cache_dir`).
 
     Returns:
         :class:`PretrainResult`.
     """
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    documents = read_text_corpus(corpus)
-    if init_from is not None and tokenizer is None:
+    if init_from is not None and tokenizer is None and prepared is None:
         tokenizer = init_from
-    tok = prepare_tokenizer(
-        documents, output_dir, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
+    store, tok = open_training_corpus(
+        corpus,
+        prepared,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        lowercase=lowercase,
+        cache_dir=cache_dir,
+        run_dir=output_dir,
     )
     vocab = tok.vocab_info
     # Initial weights depend on the seed only, not on what ran before in this process.
@@ -274,41 +382,46 @@ def pretrain(
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
     if init_from is not None:
         load_heads(mix, Path(init_from))
-    examples = build_examples(mix, tokenize_documents(documents, tok), vocab, max_length, seed)
+    examples = build_examples(mix, store, vocab, max_length, seed)
     if pack:
         if any(isinstance(o, BuildsExamples) for _, o in mix):
             raise ValueError(
                 "data.pack=true needs single-segment objectives; sentence-pair objectives "
                 "(NSP, SOP) label whole rows. Set data.pack=false"
             )
-        examples = pack_examples(examples, max_length)
+        examples = PackedRows(examples, max_length)
     batches = PretrainingBatches(
-        examples, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed
+        examples,
+        batch_size,
+        pad_id=vocab.pad_id,
+        transform=mix.collate,
+        seed=seed,
+        num_workers=num_workers,
+        pin_memory=torch.cuda.is_available(),
     )
     logger.info(
-        "%d documents -> %d examples, %d batches per epoch",
-        len(documents),
+        "%d documents, %d tokens -> %d examples, %d batches per epoch",
+        store.num_documents,
+        store.num_tokens,
         len(examples),
         batches.batches_per_epoch,
     )
-    model = PretrainingModel(model_encoder, mix)
-    result = Trainer(model, batches, trainer, callbacks=callbacks).fit()
-    tokenizer_dir = output_dir / "tokenizer"
-    encoder_dir = output_dir / "final"
-    if is_main_process():  # in a torchrun job, rank 0 writes
-        model_encoder.save_pretrained(
-            encoder_dir,
-            extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
-        )
-    barrier()
-    final_metrics = result.history[-1] if result.history else MetricsLog(result.metrics_path).last()
+    run = train_and_save(
+        PretrainingModel(model_encoder, mix),
+        batches,
+        trainer,
+        callbacks=callbacks,
+        save_final=lambda final: model_encoder.save_pretrained(
+            final, extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)]
+        ),
+    )
     return PretrainResult(
         output_dir=output_dir,
-        encoder_dir=encoder_dir,
-        tokenizer_dir=tokenizer_dir,
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        final_metrics=final_metrics,
+        encoder_dir=run.final_dir,
+        tokenizer_dir=output_dir / RUN_TOKENIZER,
+        metrics_path=run.result.metrics_path,
+        last_checkpoint=run.result.last_checkpoint,
+        final_metrics=run.final_metrics,
         num_examples=len(examples),
     )
 

@@ -8,18 +8,21 @@ the same corpus and tokenizer, cuts documents into chunks of whole sentences, an
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-from ptm_core.data.corpus import read_text_corpus
+from ptm_core.data.layouts import LazyRows, cached_plan
+from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
 from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective, Source
-from ptm_core.pretraining import PretrainResult, prepare_tokenizer, tokenize_documents
+from ptm_core.pretraining import PretrainResult, open_training_corpus
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import TrainerConfig
@@ -28,29 +31,53 @@ from ptm_core.training.run import train_and_save
 logger = logging.getLogger(__name__)
 
 
+def plan_sentence_chunks(store: TokenStore, max_tokens: int) -> np.ndarray:
+    """Runs of consecutive whole sentences of each document, of at most ``max_tokens``.
+
+    A sentence longer than ``max_tokens`` is truncated (when built) and forms its own chunk.
+
+    Returns:
+        ``int64 (N, 3)``: ``(document, first sentence, sentences)`` per chunk.
+    """
+    rows: list[tuple[int, int, int]] = []
+    for document in range(store.num_documents):
+        lengths = np.minimum(np.diff(store.sentence_offsets(document)), max_tokens).tolist()
+        first, size = 0, 0
+        for index, length in enumerate(lengths):
+            if index > first and size + length > max_tokens:
+                rows.append((document, first, index - first))
+                first, size = index, 0
+            size += length
+        rows.append((document, first, len(lengths) - first))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
+class SentenceChunks(LazyRows):
+    """The chunks of :func:`plan_sentence_chunks`, built (sentences of ids) when indexed."""
+
+    def __init__(self, store: TokenStore, plan: np.ndarray, max_tokens: int) -> None:
+        self.store = store
+        self.plan = plan
+        self.max_tokens = max_tokens
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    def _build(self, index: int) -> Source:
+        document, first, count = (int(v) for v in self.plan[index])
+        bounds = self.store.sentence_offsets(document)[first : first + count + 1].tolist()
+        return [
+            self.store.tokens(start, min(stop, start + self.max_tokens)).tolist()
+            for start, stop in itertools.pairwise(bounds)
+        ]
+
+
 def chunk_documents(
     documents: Sequence[Sequence[Sequence[int]]], max_tokens: int
 ) -> list[list[list[int]]]:
-    """Cut each document into runs of consecutive whole sentences of <= ``max_tokens``.
-
-    A sentence longer than ``max_tokens`` is truncated and forms its own chunk.
-    """
-    chunks: list[list[list[int]]] = []
-    for document in documents:
-        current: list[list[int]] = []
-        size = 0
-        for sentence in document:
-            sentence = list(sentence)[:max_tokens]
-            if not sentence:
-                continue
-            if current and size + len(sentence) > max_tokens:
-                chunks.append(current)
-                current, size = [], 0
-            current.append(sentence)
-            size += len(sentence)
-        if current:
-            chunks.append(current)
-    return chunks
+    """Every chunk of in-memory documents (see :func:`plan_sentence_chunks`)."""
+    store = InMemoryTokenStore(documents)
+    return list(SentenceChunks(store, plan_sentence_chunks(store, max_tokens), max_tokens))
 
 
 class Seq2SeqBatches:
@@ -73,17 +100,21 @@ class Seq2SeqBatches:
             raise ValueError("no training sources: the corpus produced no sentences")
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        self.sources = list(sources)
+        self.sources = sources  # indexed lazily, never copied
         self.objective = objective
         self.batch_size = batch_size
         self.seed = seed
+        self._order: tuple[int, torch.Tensor] | None = None
 
     @property
     def batches_per_epoch(self) -> int:
         return -(-len(self.sources) // self.batch_size)
 
     def batch(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
-        order = torch.randperm(len(self.sources), generator=generator_for(self.seed, epoch))
+        if self._order is None or self._order[0] != epoch:
+            generator = generator_for(self.seed, epoch)
+            self._order = (epoch, torch.randperm(len(self.sources), generator=generator))
+        order = self._order[1]
         chosen = order[index * self.batch_size : (index + 1) * self.batch_size].tolist()
         generator = generator_for(self.seed, epoch, index, "noise")
         return self.objective.collate([self.sources[i] for i in chosen], generator)
@@ -113,11 +144,12 @@ def build_model(factory: ModelFactory, vocab: VocabInfo, objective: Seq2SeqObjec
 
 
 def pretrain_seq2seq(
-    corpus: str | Path | Sequence[str | Path],
+    corpus: str | Path | Sequence[str | Path] | None = None,
     *,
     model: ModelFactory,
     objective: ObjectiveFactory,
     trainer: TrainerConfig,
+    prepared: str | Path | None = None,
     tokenizer: str | Path | None = None,
     vocab_size: int = 8000,
     lowercase: bool = True,
@@ -125,11 +157,17 @@ def pretrain_seq2seq(
     batch_size: int = 16,
     seed: int = 0,
     callbacks: Sequence[object] = (),
+    cache_dir: str | Path | None = None,
 ) -> PretrainResult:
     """Pre-train an encoder-decoder with one sequence-to-sequence objective.
 
+    The corpus is read from a prepared, memory-mapped dataset, as :func:`~ptm_core.
+    pretraining.pretrain` reads it; sources (chunks of whole sentences) are planned once
+    and built per batch.
+
     Args:
-        corpus: text-corpus file(s) or directory.
+        corpus: text-corpus file(s) or directory (prepared into a cache first); or
+        prepared: a directory written by ``ptm prepare``.
         model: factory of :class:`EncoderDecoderModel` (see :func:`build_model`).
         objective: factory called with ``vocab=`` and ``max_length=``.
         trainer: trainer settings (``output_dir`` is the run directory).
@@ -140,6 +178,7 @@ def pretrain_seq2seq(
         batch_size: sources per batch.
         seed: seed of initialisation, noise and order.
         callbacks: trainer callbacks.
+        cache_dir: where raw corpora are prepared.
 
     Returns:
         :class:`~ptm_core.pretraining.PretrainResult`; ``encoder_dir`` is ``final/`` holding
@@ -147,9 +186,14 @@ def pretrain_seq2seq(
     """
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    documents = read_text_corpus(corpus)
-    tok = prepare_tokenizer(
-        documents, output_dir, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
+    store, tok = open_training_corpus(
+        corpus,
+        prepared,
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        lowercase=lowercase,
+        cache_dir=cache_dir,
+        run_dir=output_dir,
     )
     vocab = tok.vocab_info
     torch.manual_seed(derive_seed(seed, "init"))
@@ -160,9 +204,16 @@ def pretrain_seq2seq(
             f"data max_length={max_length} exceeds the model's max_positions="
             f"{network.config.max_positions}; lower max_length or raise max_positions"
         )
-    sources = chunk_documents(tokenize_documents(documents, tok), max_length - 2)
+    max_tokens = max_length - 2
+    plan = cached_plan(
+        store,
+        "seq2seq-chunks",
+        {"max_tokens": max_tokens},
+        lambda: plan_sentence_chunks(store, max_tokens),
+    )
+    sources = SentenceChunks(store, plan, max_tokens)
     batches = Seq2SeqBatches(sources, noise, batch_size, seed)
-    logger.info("%d documents -> %d sources", len(documents), len(sources))
+    logger.info("%d documents -> %d sources", store.num_documents, len(sources))
 
     def save_final(final: Path) -> None:
         network.save_pretrained(final)

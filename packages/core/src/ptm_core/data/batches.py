@@ -172,6 +172,10 @@ class PretrainingBatches:
             num_workers=min(self.num_workers, len(indices)),
             pin_memory=self.pin_memory,
             prefetch_factor=self.prefetch_factor,
+            # A loader draws its workers' base seed from this generator, by default the
+            # global RNG, which dropout uses too: a resumed run would then draw dropout
+            # masks from another point of the stream. Batches depend on their position only.
+            generator=torch.Generator().manual_seed(self.seed),
         )
         yield from loader
 
