@@ -253,9 +253,17 @@ def open_training_corpus(
     else:
         assert corpus is not None
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        settings = {"tokenizer": tokenizer, "vocab_size": vocab_size, "lowercase": lowercase}
-        target = prepared_cache_dir(corpus, root, **settings)
-        store = prepare_corpus(corpus, target, workers=workers, **settings)
+        target = prepared_cache_dir(
+            corpus, root, tokenizer=tokenizer, vocab_size=vocab_size, lowercase=lowercase
+        )
+        store = prepare_corpus(
+            corpus,
+            target,
+            tokenizer=tokenizer,
+            vocab_size=vocab_size,
+            lowercase=lowercase,
+            workers=workers,
+        )
     tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
     if run_dir is not None:
         keep_run_tokenizer(tok, run_dir)
