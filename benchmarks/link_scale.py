@@ -220,25 +220,24 @@ def measure_link(
     return result
 
 
-def run(
+SHARD_SIZE = 8  # ptm link's default --shard-size: documents per linked shard
+
+
+def measure_kg(
     entities: int, triples: int, docs: list[int], timeout: float, memory_limit: float
 ) -> dict[str, Any]:
-    """Generate, then measure the KG load and each ``ptm link``; the JSON-ready results."""
+    """Generate one KG and its documents; measure the KG load and each ``ptm link``."""
     start = time.perf_counter()
     kg = generate_kg(BENCH_DIR / f"kg-{entities}-{triples}", entities, triples)
-    kg_s = time.perf_counter() - start
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "command": " ".join(["python -m benchmarks.link_scale", *sys.argv[1:]]),
         "kg": {
             "path": str(kg),
             "entities": entities,
             "triples": triples,
             "bytes": sum(p.stat().st_size for p in kg.glob("*.tsv")),
-            "generated_s": kg_s,
+            "generated_s": time.perf_counter() - start,
         },
-        "timeout_s": timeout,
-        "memory_limit_mb": memory_limit,
+        "docs_requested": docs,
     }
     print(f"KG load ({entities} entities, {triples} triples)", flush=True)
     results["kg_load"] = measure_kg_load(kg, timeout, memory_limit)
@@ -250,7 +249,41 @@ def run(
         result["corpus_bytes"] = corpus.stat().st_size
         results["link"][str(n)] = result
         if result["returncode"] != 0:
-            break  # a larger input would fail the same way, later
+            break  # a larger input fails the same way, later
+    return results
+
+
+def run(
+    entities: int,
+    triples: int,
+    docs: list[int],
+    timeout: float,
+    memory_limit: float,
+    *,
+    small_kg: tuple[int, int] | None = (100_000, 1_000_000),
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The KG of ``entities``/``triples``, then (if linking failed on it) a smaller one.
+
+    Args:
+        small_kg: ``(entities, triples)`` of a KG measured with the first document count
+            when no ``ptm link`` run on the large KG finished, so the next session has a
+            documents/s figure; ``None`` to skip.
+        previous: results of an earlier run whose large-KG part is kept (not measured again).
+    """
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "command": " ".join(["python -m benchmarks.link_scale", *sys.argv[1:]]),
+        "timeout_s": timeout,
+        "memory_limit_mb": memory_limit,
+        "shard_size": SHARD_SIZE,
+    }
+    results["main"] = (previous or {}).get("main") or measure_kg(
+        entities, triples, docs, timeout, memory_limit
+    )
+    finished = any(r["returncode"] == 0 for r in results["main"]["link"].values())
+    if small_kg is not None and not finished:
+        results["small"] = measure_kg(*small_kg, docs[:1], timeout, memory_limit)
     return results
 
 
@@ -264,34 +297,56 @@ def _outcome(r: dict[str, Any]) -> str:
     return "ok"
 
 
-def markdown(results: dict[str, Any]) -> str:
-    """The KG and linking table."""
-    kg = results["kg"]
-    load = results["kg_load"]
-    lines = [
-        f"Linking at scale ({results['date']}): generated KG of {kg['entities']:,} entities / "
-        f"{kg['triples']:,} triples ({kg['bytes'] / 1e6:.0f} MB of TSV). Limits per run: "
-        f"{results['timeout_s'] / 60:.0f} min, {results['memory_limit_mb'] / 1024:.0f} GiB. "
-        f"Command: `{results['command']}`.",
-        "",
-        "| run | outcome | wall s | peak memory (tree PSS), MiB | documents/s | detail |",
-        "|---|---|---|---|---|---|",
-    ]
+def _kg_rows(part: dict[str, Any]) -> list[str]:
+    kg, load = part["kg"], part["kg_load"]
+    name = f"{kg['entities']:,} entities / {kg['triples']:,} triples"
     detail = []
     if "kg_load_s" in load:
         detail.append(f"load_knowledge_graph {load['kg_load_s']:.0f} s")
-    if "linker_build_s" in load:
-        detail.append(f"EntityLinker {load['linker_build_s']:.0f} s")
-    lines.append(
-        f"| KG load + linker index | {_outcome(load)} | {load['wall_s']:.0f} | "
-        f"{load['peak_tree_pss_mb']:,.0f} | | {'; '.join(detail)} |"
+    detail.append(
+        f"EntityLinker(kg) {load['linker_build_s']:.0f} s"
+        if "linker_build_s" in load
+        else "EntityLinker(kg) unfinished"
     )
-    for n, r in results["link"].items():
+    rows = [
+        f"| {name}: KG load + linker index | {_outcome(load)} | {load['wall_s']:.0f} | "
+        f"{load['peak_tree_pss_mb']:,.0f} | | {'; '.join(detail)} |"
+    ]
+    for n in part["docs_requested"]:
+        r = part["link"].get(str(n))
+        if r is None:
+            rows.append(
+                f"| {name}: `ptm link`, {n:,} documents | not run: the smaller input was "
+                "killed first, it would fail the same way | | | | |"
+            )
+            continue
+        linked = r["shards_written"] * SHARD_SIZE
         speed = f"{r['documents_per_s']:.1f}" if "documents_per_s" in r else ""
-        lines.append(
-            f"| `ptm link`, {int(n):,} documents | {_outcome(r)} | {r['wall_s']:.0f} | "
-            f"{r['peak_tree_pss_mb']:,.0f} | {speed} | {r['shards_written']} shards written |"
+        rows.append(
+            f"| {name}: `ptm link`, {int(n):,} documents | {_outcome(r)} | {r['wall_s']:.0f} | "
+            f"{r['peak_tree_pss_mb']:,.0f} | {speed} | {r['shards_written']} shards "
+            f"(~{min(linked, int(n)):,} documents) linked |"
         )
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """The KG and linking table."""
+    kg = results["main"]["kg"]
+    lines = [
+        f"Linking at scale ({results['date']}): a generated KG of {kg['entities']:,} entities "
+        f"/ {kg['triples']:,} triples ({kg['bytes'] / 1e6:.0f} MB of TSV), documents of "
+        f"generated text mentioning its entities. Limits per run: "
+        f"{results['timeout_s'] / 60:.0f} min, {results['memory_limit_mb'] / 1024:.0f} GiB; "
+        "memory is the summed PSS of the process tree (the temporary Prefect server "
+        f"included). Command: `{results['command']}`.",
+        "",
+        "| run | outcome | wall s | peak memory, MiB | documents/s | detail |",
+        "|---|---|---|---|---|---|",
+        *_kg_rows(results["main"]),
+    ]
+    if "small" in results:
+        lines += _kg_rows(results["small"])
     return "\n".join(lines) + "\n"
 
 
@@ -304,10 +359,32 @@ def main() -> None:
     parser.add_argument("--docs", default="10000,100000")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--memory-limit", type=float, default=12 * 1024, help="MiB")
+    parser.add_argument(
+        "--small-kg",
+        default="100000x1000000",
+        help="ENTITIESxTRIPLES measured when linking on the large KG fails ('' to skip)",
+    )
+    parser.add_argument(
+        "--keep-main",
+        action="store_true",
+        help="keep the large-KG results of --out/link_scale.json; measure only the small KG",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     docs = [int(d) for d in args.docs.split(",") if d]
-    results = run(args.entities, args.triples, docs, args.timeout, args.memory_limit)
+    small = tuple(int(x) for x in args.small_kg.split("x")) if args.small_kg else None
+    previous = None
+    if args.keep_main:
+        previous = json.loads((args.out / "link_scale.json").read_text())
+    results = run(
+        args.entities,
+        args.triples,
+        docs,
+        args.timeout,
+        args.memory_limit,
+        small_kg=small,  # type: ignore[arg-type]
+        previous=previous,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "link_scale.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)
