@@ -112,6 +112,22 @@ def test_arrow_rows_skip_blanks_and_name_a_null_row(tmp_path: Path) -> None:
         prepare(tmp_path / "t.parquet", tmp_path / "out", text_field="body")
 
 
+def test_store_pickles_without_its_maps_for_dataloader_workers(tmp_path: Path) -> None:
+    import pickle
+
+    store = prepare(TXT, tmp_path / "out", shard_bytes=5000)
+    bounds = store.sentence_offsets(3)
+    copy = pickle.loads(pickle.dumps(store))
+    np.testing.assert_array_equal(copy.sentence_offsets(3), bounds)
+    np.testing.assert_array_equal(
+        copy.tokens(int(bounds[0]), int(bounds[-1])), store.tokens(int(bounds[0]), int(bounds[-1]))
+    )
+    assert isinstance(copy, TokenStore) and copy.cache_dir == tmp_path / "out" / "cache"
+    with pytest.raises(ValueError, match="cross the end of a shard"):
+        first = store.manifest["shards"][0]["tokens"]
+        store.tokens(first - 1, first + 1)
+
+
 # ---------------------------------------------------------------------- cutting into shards
 
 
@@ -279,6 +295,9 @@ def test_bad_line_deep_in_the_input_names_its_line_and_keeps_finished_shards(
     with pytest.raises(CorpusError) as caught:
         prepare(corpus, out, shard_bytes=2000)
     assert str(caught.value).startswith(f"{corpus.resolve()}:{bad}: invalid JSON")
+    with pytest.raises(CorpusError) as in_worker:  # the same error, raised in a worker process
+        prepare(corpus, tmp_path / "pooled", shard_bytes=2000, workers=2)
+    assert str(in_worker.value) == str(caught.value) and in_worker.value.line == bad
     records = sorted((out / "shards").glob("*.json"))
     assert len(records) == 2 and not (out / "manifest.json").exists()
     written = {p.name: p.stat().st_mtime_ns for p in (out / "shards").iterdir()}

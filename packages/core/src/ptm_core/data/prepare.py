@@ -68,7 +68,7 @@ from ptm_core.data.sources import (
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SHARD_BYTES = 32 * 2**20
+DEFAULT_SHARD_BYTES = 16 * 2**20  # 1 GB of text: ~60 shards, so workers stay busy to the end
 DEFAULT_SAMPLE_BYTES = 256 * 2**20
 PLAN = "plan.json"  # the inputs' hashes and cuts, kept while a run has no manifest yet
 LOCK = ".lock"

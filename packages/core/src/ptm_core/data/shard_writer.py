@@ -104,6 +104,16 @@ def load_tokenizer(directory: str, sha256: str) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_directory(directory)
 
 
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
 def init_worker(parent_pid: int, rayon_threads: int | None) -> None:
     """Initializer of a preparation worker process.
 
@@ -177,7 +187,8 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
     Returns:
         The record: ``name``, ``source`` (the piece), ``documents``, ``sentences``,
         ``tokens``, ``text_bytes`` (UTF-8 bytes of the stored sentences), ``sha256`` (per
-        file in :data:`SHARD_FILES`), ``seconds``.
+        file in :data:`SHARD_FILES`), ``seconds``, ``peak_rss_mb`` (of the process that
+        wrote it, so far).
 
     Raises:
         CorpusError: A bad line or row in the piece, naming the file and line.
@@ -246,6 +257,7 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
             "dtype": task.dtype,
             "sha256": hashes,
             "seconds": round(time.perf_counter() - started, 3),
+            "peak_rss_mb": peak_rss_mb(),
         }
         atomic_write_text(
             root / SHARDS_DIR / f"{task.name}{RECORD_SUFFIX}", json.dumps(record, indent=1) + "\n"
@@ -299,13 +311,14 @@ def run_shards(
         if progress:
             mb = record["text_bytes"] / 1e6
             logger.info(
-                "shard %d/%d %s: %.1f MB, %d tokens, %.2f MB/s (%s)",
+                "shard %d/%d %s: %.1f MB, %d tokens, %.2f MB/s, writer peak RSS %.0f MiB (%s)",
                 len(records),
                 len(tasks),
                 record["name"],
                 mb,
                 record["tokens"],
                 mb / max(record["seconds"], 1e-9),
+                record.get("peak_rss_mb", 0.0),
                 _describe(record["source"]),
             )
         if bar is not None:
@@ -327,11 +340,13 @@ def run_shards(
         seconds = time.perf_counter() - started
         text = sum(r["text_bytes"] for r in records.values()) / 1e6
         logger.info(
-            "prepared %d shards, %.1f MB of text in %.1f s (%.2f MB/s)",
+            "prepared %d shards, %.1f MB of text in %.1f s (%.2f MB/s); main process peak "
+            "RSS %.0f MiB",
             len(records),
             text,
             seconds,
             text / max(seconds, 1e-9),
+            peak_rss_mb(),
         )
     return records
 
