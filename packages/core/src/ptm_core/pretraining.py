@@ -231,8 +231,10 @@ def open_training_corpus(
 
     ``prepared`` is a directory written by ``ptm prepare``. Raw ``corpus`` files are
     prepared first into ``cache_dir`` (default ``$PTM_CACHE_DIR/prepared``, else
-    ``~/.cache/ptm/prepared``) under their fingerprint, so the work is done once: a second
-    run, a resume or a retrain on the same files opens the prepared copy at once.
+    ``~/.cache/ptm/prepared``), in a folder keyed by the inputs as given and the tokenizer
+    settings (:func:`~ptm_core.data.prepare.prepared_cache_dir`): a second run, a resume or a
+    retrain on the same files opens it at once, and a file added to a corpus folder is
+    prepared alone, in place.
 
     Raises:
         ValueError: neither or both of ``corpus`` and ``prepared``; a ``tokenizer`` that

@@ -396,7 +396,9 @@ def cached_plan(
     cache_dir = getattr(store, "cache_dir", None)
     if cache_dir is None:
         return compute()
-    key = derive_seed(kind, json.dumps(dict(settings), sort_keys=True))
+    # The store's fingerprint too: a plan is never read against data it was not made from.
+    fingerprint = str(getattr(store, "fingerprint", ""))
+    key = derive_seed(kind, fingerprint, json.dumps(dict(settings), sort_keys=True))
     path = Path(cache_dir) / f"{kind}-{key:016x}.npy"
     if path.is_file():
         try:
