@@ -157,6 +157,11 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{s['datasets_no_save_mb_per_s']:.2f} |",
                 f"| ptm speed / this (paired median) | | **{s['ptm_over_datasets_speed']:.2f}x** | "
                 f"{s['ptm_over_datasets_no_save_speed']:.2f}x |",
+                "| per-round ratios | | "
+                + ", ".join(f"{r['datasets_over_ptm']:.2f}" for r in results["rounds"])
+                + " | "
+                + ", ".join(f"{r['datasets_no_save_over_ptm']:.2f}" for r in results["rounds"])
+                + " |",
                 f"| peak memory of the process tree, PSS (RSS), MiB | "
                 f"{s['ptm_peak_tree_pss_mb']:.0f} ({s['ptm_peak_tree_rss_mb']:.0f}) | "
                 f"{s['datasets_peak_tree_pss_mb']:.0f} ({s['datasets_peak_tree_rss_mb']:.0f}) | |",

@@ -244,6 +244,8 @@ def run(
             entry["train_old_raw"] = train_old(
                 corpus, tokenizer, runs / f"{size}-old", timeout=train_timeout
             )
+        entry["date"] = time.strftime("%Y-%m-%d")
+        entry["command"] = " ".join(["python -m benchmarks.scale", *sys.argv[1:]])
         per_size[size] = entry
         print(json.dumps({size: entry}, indent=1), flush=True)
     return {
@@ -358,11 +360,23 @@ def main() -> None:
     parser.add_argument("--old-sizes", default="", help="also the raw path of 0524cbe")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--fresh", action="store_true", help="drop the sizes of an earlier scale.json"
+    )
     args = parser.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
     old = [s for s in args.old_sizes.split(",") if s]
     results = run(sizes, old, args.workers)
     args.out.mkdir(parents=True, exist_ok=True)
+    previous = args.out / "scale.json"
+    if not args.fresh and previous.exists():
+        # Sizes measured by an earlier command stay (each says its own date and command).
+        earlier = json.loads(previous.read_text())
+        for entry in earlier["sizes"].values():
+            entry.setdefault("date", earlier["date"])
+            entry.setdefault("command", earlier["command"])
+        merged = {**earlier["sizes"], **results["sizes"]}
+        results["sizes"] = dict(sorted(merged.items(), key=lambda kv: kv[1]["corpus_bytes"]))
     (args.out / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)
     (args.out / "scale.md").write_text(table)
