@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import multiprocessing
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from ptm_core.data.prepare import (
     write_manifest,
 )
 from ptm_core.data.prepared import PreparedCorpus
-from ptm_core.data.shard_writer import ShardTask, init_worker
+from ptm_core.data.shard_writer import ShardTask, shard_worker_pool
 
 # The library's worker processes while a flow runs with `workers` (one flow per process
 # at a time). None on a Dask worker: there the task builds its shard itself.
@@ -50,13 +49,7 @@ def prepare_shard_task(shard: ShardTask) -> dict[str, Any]:
 def _worker_pool(workers: int) -> Iterator[None]:
     """Worker processes that load the tokenizer once each, for the tasks of this flow run."""
     global _POOL
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    with concurrent.futures.ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=init_worker,
-        initargs=(os.getpid(), threads),
-    ) as pool:
+    with shard_worker_pool(workers) as pool:
         _POOL = pool
         try:
             yield

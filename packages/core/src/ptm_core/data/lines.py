@@ -51,21 +51,25 @@ def iter_lines(
         raise error(path, None, "path", "file not found", "give the path of an existing file")
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
-            if number == 1:
-                raw = raw.removeprefix(_BOM)
-            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise error(
-                    path,
-                    number,
-                    "encoding",
-                    f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of "
-                    "the line)",
-                    _REENCODE,
-                ) from None
-            yield number, text
+            yield number, decode_line(raw, path, number, error)
+
+
+def decode_line(raw: bytes, path: Path, number: int, error: ErrorFactory = DataError) -> str:
+    """One line's text: a BOM dropped from line 1, its ``\n`` or ``\r\n`` removed, UTF-8
+    decoded, or ``error`` naming ``path:number`` and the first invalid byte."""
+    if number == 1:
+        raw = raw.removeprefix(_BOM)
+    raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            path,
+            number,
+            "encoding",
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)",
+            _REENCODE,
+        ) from None
 
 
 def read_utf8(path: str | os.PathLike[str], error: ErrorFactory = DataError) -> str:

@@ -351,17 +351,25 @@ def run_shards(
     return records
 
 
-def _run_in_pool(
-    tasks: Sequence[ShardTask], workers: int, finished: Callable[[dict[str, Any]], None]
-) -> None:
-    # spawn: no fork of a process that may hold threads (Prefect, tokenizers' Rust pool).
+def shard_worker_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    """``workers`` processes that build shards, each loading the tokenizer once.
+
+    Spawned, never forked: the parent may hold threads (Prefect, the tokenizers' Rust pool).
+    The cores are split between them for the tokenizer's own threads.
+    """
     threads = max(1, (os.cpu_count() or 1) // workers)
-    with concurrent.futures.ProcessPoolExecutor(
+    return concurrent.futures.ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=init_worker,
         initargs=(os.getpid(), threads),
-    ) as pool:
+    )
+
+
+def _run_in_pool(
+    tasks: Sequence[ShardTask], workers: int, finished: Callable[[dict[str, Any]], None]
+) -> None:
+    with shard_worker_pool(workers) as pool:
         futures = {pool.submit(prepare_shard, task): i for i, task in enumerate(tasks)}
         errors: dict[int, BaseException] = {}
         for future in concurrent.futures.as_completed(futures):

@@ -45,7 +45,7 @@ from ptm_core.data.corpus import (
     check_unique_id,
     parse_corpus_lines,
 )
-from ptm_core.data.lines import _REENCODE
+from ptm_core.data.lines import decode_line
 from ptm_core.data.table_sources import plan_table, table_documents
 
 InputPath = str | os.PathLike[str]
@@ -65,7 +65,6 @@ _SUFFIX_LIST = ", ".join(INPUT_SUFFIXES)
 _CHUNK = 8 * 2**20  # bytes read at a time while hashing
 _TAIL = 256  # bytes of the previous chunk kept so a blank line across chunks is found
 _BLANK_LINE = re.compile(rb"\n[ \t]*\r?\n")  # a .txt document ends before the next line
-_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
@@ -469,21 +468,7 @@ def stream_lines(
                 break
             remaining -= len(raw)
         number += 1
-        if number == 1:
-            raw = raw.removeprefix(_BOM)
-        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorpusError(
-                path,
-                number,
-                "encoding",
-                f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the "
-                "line)",
-                _REENCODE,
-            ) from None
-        yield number, text
+        yield number, decode_line(raw, Path(path), number, CorpusError)
 
 
 __all__ = [
