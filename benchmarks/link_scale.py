@@ -238,6 +238,7 @@ def measure_kg(
             "generated_s": time.perf_counter() - start,
         },
         "docs_requested": docs,
+        "command": " ".join(["python -m benchmarks.link_scale", *sys.argv[1:]]),
     }
     print(f"KG load ({entities} entities, {triples} triples)", flush=True)
     results["kg_load"] = measure_kg_load(kg, timeout, memory_limit)
@@ -330,6 +331,17 @@ def _kg_rows(part: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _commands(results: dict[str, Any]) -> str:
+    """The command of each KG's rows (the large KG's may come from an earlier run)."""
+    parts = [results[k] for k in ("main", "small") if k in results]
+    commands = list(
+        dict.fromkeys(p.get("command", "python -m benchmarks.link_scale") for p in parts)
+    )
+    if len(commands) == 1:
+        return f"Command: `{commands[0]}`."
+    return "Commands: " + "; ".join(f"`{c}`" for c in commands) + "."
+
+
 def markdown(results: dict[str, Any]) -> str:
     """The KG and linking table."""
     kg = results["main"]["kg"]
@@ -339,7 +351,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"generated text mentioning its entities. Limits per run: "
         f"{results['timeout_s'] / 60:.0f} min, {results['memory_limit_mb'] / 1024:.0f} GiB; "
         "memory is the summed PSS of the process tree (the temporary Prefect server "
-        f"included). Command: `{results['command']}`.",
+        f"included). {_commands(results)}",
         "",
         "| run | outcome | wall s | peak memory, MiB | documents/s | detail |",
         "|---|---|---|---|---|---|",
