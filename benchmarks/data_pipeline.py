@@ -11,7 +11,7 @@ Parts (each also runs alone: ``python -m benchmarks.<part>``):
 - ``prepare``: ``ptm prepare`` vs ``datasets.map(batched=True)``, MB/s (:mod:`.prepare_pair`);
 - ``scale``: prepare + 20 BERT-mini steps per corpus size (:mod:`.scale`);
 - ``link``: 1M-entity / 10M-triple KG load and ``ptm link`` on 10k/100k documents
-  (:mod:`.link_scale`); not in the default parts (it runs up to ~30 min and may fail).
+  (:mod:`.link_scale`); not in the default parts (up to ~55 min today, runs stop at 10 min).
 
 Each part writes ``benchmarks/results/<part>.json`` and ``.md``; this module then writes
 ``benchmarks/results/data_pipeline.md`` and ``.json`` from every part's latest results.
