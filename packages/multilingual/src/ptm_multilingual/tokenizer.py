@@ -34,6 +34,23 @@ def smoothed_sample(
     return [rng.choice(texts[lang]) for lang in chosen]
 
 
+def _canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
+    """Renumber a trained BPE vocabulary: specials first, then the pieces in sorted order.
+
+    The trainer numbers pieces in hash-map order, so two trainings on the same text give
+    the same pieces under different ids, and a seeded pre-training run differs from the
+    next (the embedding rows land on other pieces). BPE segmentation depends on the
+    pieces and the merge list only, so renumbering changes no segmentation.
+    """
+    state = json.loads(tokenizer.to_str())
+    vocab = state["model"]["vocab"]
+    pieces = sorted(t for t in vocab if t not in SPECIAL_TOKENS)
+    state["model"]["vocab"] = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *pieces])}
+    for added in state.get("added_tokens", []):
+        added["id"] = state["model"]["vocab"][added["content"]]
+    return Tokenizer.from_str(json.dumps(state))
+
+
 class SharedBPETokenizer:
     """Byte-pair-encoding vocabulary shared across languages (XLM, Lample & Conneau 2019).
 
@@ -97,7 +114,7 @@ class SharedBPETokenizer:
             show_progress=False,
         )
         tokenizer.train_from_iterator(sample, trainer=trainer)
-        return cls(tokenizer, sorted(texts))
+        return cls(_canonical_ids(tokenizer), sorted(texts))
 
     @classmethod
     def from_directory(cls, path: str | Path) -> SharedBPETokenizer:
