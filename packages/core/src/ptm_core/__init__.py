@@ -1,15 +1,48 @@
 """ptm-core: shared Transformer, pre-training objectives, checkpoints and trainer."""
 
-from ptm_core.checkpoints import CheckpointError
-from ptm_core.encoders import (
-    EncoderConfig,
-    EncoderOutput,
-    TransformerEncoder,
-    bert_base,
-    bert_encoder,
-    bert_mini,
-    bert_tiny,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names load on first use (PEP 562): `import ptm_core` alone does not pull in torch,
+# so data-preparation workers and the CLI start light.
+_EXPORTS = {
+    "CheckpointError": "ptm_core.checkpoints",
+    "EncoderConfig": "ptm_core.encoders",
+    "EncoderOutput": "ptm_core.encoders",
+    "TransformerEncoder": "ptm_core.encoders",
+    "bert_base": "ptm_core.encoders",
+    "bert_encoder": "ptm_core.encoders",
+    "bert_mini": "ptm_core.encoders",
+    "bert_tiny": "ptm_core.encoders",
+}
+
+if TYPE_CHECKING:
+    from ptm_core.checkpoints import CheckpointError
+    from ptm_core.encoders import (
+        EncoderConfig,
+        EncoderOutput,
+        TransformerEncoder,
+        bert_base,
+        bert_encoder,
+        bert_mini,
+        bert_tiny,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
 
 __all__ = [
     "CheckpointError",
