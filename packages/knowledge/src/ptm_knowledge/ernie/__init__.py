@@ -20,13 +20,20 @@ from ptm_knowledge.ernie.knowledge_masking import (
     StagedMaskingBatches,
     select_units,
 )
+from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore, knowledge_coverage
 from ptm_knowledge.ernie.phrases import (
     CollocationPhrases,
     NounChunkPhrases,
     PhraseExtractor,
     build_phrase_extractor,
 )
-from ptm_knowledge.ernie.pretraining import pretrain_ernie_baidu, pretrain_ernie_thu
+from ptm_knowledge.ernie.prepared import prepare_linked_corpus
+from ptm_knowledge.ernie.pretraining import (
+    knowledge_rows,
+    open_linked_corpus,
+    pretrain_ernie_baidu,
+    pretrain_ernie_thu,
+)
 from ptm_knowledge.ernie.thu_encoder import (
     AggregatorLayer,
     KnowledgeableEncoder,
@@ -42,6 +49,8 @@ __all__ = [
     "ErnieThuPretrainingModel",
     "KnowledgeEncoderOutput",
     "KnowledgeMaskingObjective",
+    "KnowledgeRows",
+    "KnowledgeStore",
     "KnowledgeableEncoder",
     "MaskingSchedule",
     "MentionCoverage",
@@ -55,6 +64,10 @@ __all__ = [
     "corrupt_entities",
     "evaluate_ernie_thu",
     "is_ernie_thu_checkpoint",
+    "knowledge_coverage",
+    "knowledge_rows",
+    "open_linked_corpus",
+    "prepare_linked_corpus",
     "pretrain_ernie_baidu",
     "pretrain_ernie_thu",
     "select_units",
