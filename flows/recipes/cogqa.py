@@ -4,8 +4,11 @@ Steps: load (HotpotQA files) or generate (from ``data.kg``) bridge questions, tr
 System 1 then System 2 (:func:`ptm_knowledge.cogqa.train_cogqa`; System 2 on the frozen
 reader's vectors, or jointly with System 1 when ``cogqa.joint`` is true) with ``cfg.model``
 as the System 1 encoder, evaluate the cognitive graph and the System-1-only baseline on dev, and
-write ``<output_dir>/final`` (:func:`ptm_knowledge.cogqa.save_cogqa`; ``final/encoder``
-loads alone with ``TransformerEncoder.from_pretrained``) and ``metrics.jsonl``.
+write ``<output_dir>/final`` (:func:`ptm_knowledge.cogqa.save_cogqa`, by rank 0; ``final/encoder``
+loads alone with ``TransformerEncoder.from_pretrained``) and ``metrics.jsonl``. Each phase
+is a core Trainer run in ``<output_dir>/system1`` and ``system2`` (checkpoints, schedule,
+its own ``metrics.jsonl``); with ``trainer.resume`` true (the default) running the same
+command again after a crash resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.training.distributed import is_main_process
+from ptm_core.training.metrics import MetricsLog
 from ptm_knowledge.cogqa import (
     CogQATrainConfig,
     MultiHopExample,
@@ -29,7 +34,6 @@ from ptm_knowledge.cogqa import (
     generate_bridge_questions,
     predict_system1_only,
     read_hotpot_json,
-    save_cogqa,
     train_cogqa,
 )
 from ptm_knowledge.kg import load_knowledge_graph
@@ -81,13 +85,15 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> CogQARunResult:
             ``multihop_generated.yaml``, a ``cogqa`` block whose keys are
             :class:`~ptm_knowledge.cogqa.CogQATrainConfig` fields plus ``reader`` and
             ``num_threads``, ``model`` an encoder builder).
-        **trainer_overrides: only ``output_dir`` is used (the run directory).
+        **trainer_overrides: ``output_dir`` (the run directory) and ``resume`` are used;
+            the phases' other Trainer settings come from the ``cogqa`` block.
     """
     options = cast(dict[str, Any], OmegaConf.to_container(cfg.cogqa, resolve=True))
     num_threads = int(options.pop("num_threads", 1))
     reader_options = cast(dict[str, Any], options.pop("reader", {}))
     config = CogQATrainConfig(reader=ReaderConfig(**reader_options), seed=cfg.seed, **options)
     output_dir = Path(trainer_overrides.get("output_dir", cfg.trainer.output_dir))
+    resume = bool(trainer_overrides.get("resume", cfg.trainer.get("resume", True)))
     train, dev = load_questions(cfg.data)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(num_threads)
@@ -95,23 +101,28 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> CogQARunResult:
         vocab = build_vocab(train)
         torch.manual_seed(cfg.seed)
         encoder = instantiate(cfg.model)(vocab_size=len(vocab))
-        system = train_cogqa(train, config, vocab=vocab, encoder=encoder)
+        system = train_cogqa(
+            train, config, vocab=vocab, encoder=encoder, output_dir=output_dir, resume=resume
+        )
         graph = evaluate_predictions(dev, {ex.id: system.predict(ex)[0] for ex in dev})
         base = evaluate_predictions(
             dev, {ex.id: predict_system1_only(system.reader, ex) for ex in dev}
         )
     finally:
         torch.set_num_threads(old_threads)
-    final = save_cogqa(system, output_dir / "final")
-    # One record per optimiser step (System 1 steps, then System 2 steps), then dev metrics.
-    records: list[dict[str, Any]] = [
-        {"step": i + 1, "reader/loss": loss} for i, loss in enumerate(system.losses["reader"])
-    ]
-    offset = len(records)
-    records += [
-        {"step": offset + i + 1, "reasoner/loss": loss}
-        for i, loss in enumerate(system.losses["reasoner"])
-    ]
+    assert system.final_dir is not None
+    final = system.final_dir
+    # One record per optimiser step (System 1 steps, then System 2 steps, each with its
+    # loss, learning rate and gradient norm from the phase's log), then dev metrics.
+    records: list[dict[str, Any]] = []
+    for phase, name in (("system1", "reader"), ("system2", "reasoner")):
+        for record in MetricsLog(output_dir / phase / "metrics.jsonl").read():
+            records.append(
+                {
+                    "step": len(records) + 1,
+                    **{f"{name}/{k}": record[k] for k in ("loss", "lr", "grad_norm")},
+                }
+            )
     final_metrics: dict[str, Any] = {
         "step": len(records),
         **{f"dev/{k}": v for k, v in graph.items()},
@@ -120,7 +131,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> CogQARunResult:
         "num_dev": len(dev),
     }
     records.append(final_metrics)
-    metrics_path = atomic_write_text(
-        output_dir / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records)
-    )
+    metrics_path = output_dir / "metrics.jsonl"
+    if is_main_process():
+        atomic_write_text(metrics_path, "".join(json.dumps(r) + "\n" for r in records))
     return CogQARunResult(output_dir, final / "encoder", metrics_path, final, final_metrics)

@@ -10,32 +10,55 @@ System 2 is then trained on graphs grown by the trained reader, with cross-entro
 gold answer node among the answer nodes: by default on the reader's frozen vectors, or,
 with ``CogQATrainConfig.joint``, jointly with System 1 as in the paper (the answer loss
 flows into the reader through the node vectors, and the span loss of the same questions
-is kept so System 1 still extracts spans). Both loops accumulate gradients over
-``accumulation_steps`` micro-batches (the paper's 4 GPUs become one machine).
+is kept so System 1 still extracts spans). Both phases run on the core Trainer
+(:mod:`ptm_knowledge.cogqa.phases`): gradients accumulated over ``accumulation_steps``
+micro-batches (the paper's 4 GPUs become one machine), the warm-up/linear-decay schedule,
+``metrics.jsonl``, checkpoints and exact resume; the final system is written by rank 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
+from torch import nn
 
 from ptm_core import TransformerEncoder
+from ptm_core.seeding import derive_seed
+from ptm_core.training.distributed import barrier, is_main_process
+from ptm_knowledge.cogqa.batches import GraphBatches, ReaderSpanBatches
 from ptm_knowledge.cogqa.data import MultiHopExample
 from ptm_knowledge.cogqa.evaluation import Prediction, normalize_answer
 from ptm_knowledge.cogqa.graph import CognitiveGraph, grow_cognitive_graph, link_question_entities
-from ptm_knowledge.cogqa.system1 import (
-    CogQAReader,
-    ReaderConfig,
-    ReaderInput,
-    WordVocab,
-    find_span,
-)
+from ptm_knowledge.cogqa.phases import PhaseOutput, fit_phase, phase_config
+from ptm_knowledge.cogqa.supervision import gold_chain, reader_examples
+from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, ReaderInput, WordVocab
 from ptm_knowledge.cogqa.system2 import CogQAReasoner, graph_edge_index, node_flags
+
+__all__ = [
+    "CogQASystem",
+    "CogQATrainConfig",
+    "ReaderSpanModule",
+    "ReasonerExample",
+    "ReasonerModule",
+    "build_vocab",
+    "gold_chain",
+    "graph_features",
+    "predict_system1_only",
+    "reader_examples",
+    "reasoner_examples",
+    "reasoner_loss",
+    "train_cogqa",
+    "train_reader",
+    "train_reasoner",
+]
 
 
 @dataclass
@@ -62,6 +85,10 @@ class CogQATrainConfig:
             examples) in the joint phase; ``0`` lets the answer loss alone move the reader.
         joint_reader_lr: AdamW learning rate of System 1 in the joint phase (System 2
             keeps ``reasoner_lr``).
+        warmup_ratio: each phase's learning rate rises linearly over this fraction of its
+            steps, then decays linearly to 0 (the core Trainer's schedule); 0 starts at
+            the peak rate.
+        save_every: checkpoint every this many steps of each phase (and at its end).
     """
 
     reader: ReaderConfig = field(default_factory=ReaderConfig)
@@ -80,6 +107,8 @@ class CogQATrainConfig:
     joint: bool = False
     joint_span_weight: float = 1.0
     joint_reader_lr: float = 2e-4
+    warmup_ratio: float = 0.0
+    save_every: int = 100
 
     def __post_init__(self) -> None:
         if not isinstance(self.joint, bool):
@@ -101,76 +130,80 @@ class CogQATrainConfig:
             )
 
 
-def gold_chain(example: MultiHopExample) -> tuple[str, int, str, int] | None:
-    """``(first title, its fact sentence, bridge title, its fact sentence)`` of a bridge
-    question: the first paragraph's supporting sentence names the bridge title. ``None``
-    when the supporting facts do not form such a chain."""
-    facts = [(t, i) for t, i in example.supporting_facts if example.paragraph(t) is not None]
-    for t1, i1 in facts:
-        for t2, i2 in facts:
-            if t1 == t2:
-                continue
-            sentence = example.paragraph(t1)[i1]  # type: ignore[index]
-            if normalize_answer(t2) in normalize_answer(sentence):
-                return t1, i1, t2, i2
-    return None
+class ReaderSpanModule(nn.Module):
+    """System 1 as a Trainer model: ``forward(batch)`` gives the mean span loss of the
+    four pointers on a :class:`~ptm_knowledge.cogqa.batches.ReaderSpanBatches` batch."""
+
+    def __init__(self, reader: CogQAReader) -> None:
+        super().__init__()
+        self.reader = reader
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> PhaseOutput:
+        """``batch``: reader inputs ``[B, L]`` and ``targets`` ``[B, 4]``."""
+        inputs = {k: v for k, v in batch.items() if k != "targets"}
+        return PhaseOutput(self.reader.loss(inputs, batch["targets"]))
 
 
-def reader_examples(
-    example: MultiHopExample, reader: CogQAReader, rng: random.Random, num_distractors: int
-) -> list[tuple[ReaderInput, list[int]]]:
-    """System 1 training inputs of one question with ``[hop s, hop e, ans s, ans e]`` targets."""
-    chain = gold_chain(example)
-    if chain is None:
-        return []
-    t1, i1, t2, i2 = chain
-    p1, p2 = example.paragraph(t1), example.paragraph(t2)
-    assert p1 is not None and p2 is not None
-    out: list[tuple[ReaderInput, list[int]]] = []
-    first = reader.encode(example.question, [], p1)
-    out.append((first, [*find_span(first, i1, t2), 0, 0]))
-    for clues in ([p1[i1]], []):
-        second = reader.encode(example.question, clues, p2)
-        out.append((second, [0, 0, *find_span(second, i2, example.answer)]))
-    others = [title for title, _ in example.context if title not in (t1, t2)]
-    for title in rng.sample(others, min(num_distractors, len(others))):
-        paragraph = example.paragraph(title)
-        assert paragraph is not None
-        out.append((reader.encode(example.question, [], paragraph), [0, 0, 0, 0]))
-    return out
+def _phase_dir(
+    output_dir: str | Path | None, name: str
+) -> contextlib.AbstractContextManager[str | Path]:
+    if output_dir is None:
+        return tempfile.TemporaryDirectory(prefix=f"cogqa-{name}-")
+    return contextlib.nullcontext(Path(output_dir) / name)
 
 
 def train_reader(
-    reader: CogQAReader, examples: Sequence[MultiHopExample], config: CogQATrainConfig
+    reader: CogQAReader,
+    examples: Sequence[MultiHopExample],
+    config: CogQATrainConfig,
+    *,
+    output_dir: str | Path | None = None,
+    callbacks: Iterable[object] = (),
+    resume: bool = True,
 ) -> list[float]:
-    """Train System 1 with span supervision; returns the loss of every optimiser step."""
-    rng = random.Random(config.seed)
-    optimizer = torch.optim.AdamW(reader.parameters(), lr=config.reader_lr)
-    reader.train()
-    losses: list[float] = []
-    for _ in range(config.reader_epochs):
-        items = [
-            item
-            for ex in examples
-            for item in reader_examples(ex, reader, rng, config.distractors_per_question)
-        ]
-        rng.shuffle(items)
-        batches = [
-            items[i : i + config.batch_size] for i in range(0, len(items), config.batch_size)
-        ]
-        for start in range(0, len(batches), config.accumulation_steps):
-            group = batches[start : start + config.accumulation_steps]
-            optimizer.zero_grad()
-            total = 0.0
-            for batch_items in group:
-                batch = reader.collate([inp for inp, _ in batch_items])
-                targets = torch.tensor([t for _, t in batch_items])
-                loss = reader.loss(batch, targets) / len(group)
-                loss.backward()
-                total += float(loss.detach())
-            torch.nn.utils.clip_grad_norm_(reader.parameters(), 1.0)
-            optimizer.step()
-            losses.append(total)
+    """Train System 1 with span supervision on the core Trainer.
+
+    ``reader_epochs`` passes over the questions' items (:class:`ReaderSpanBatches`, built
+    per batch), ``accumulation_steps`` batches per AdamW step, gradient norm clipped at 1,
+    the learning rate decaying linearly from ``reader_lr`` (after ``warmup_ratio`` of
+    warm-up).
+
+    Args:
+        reader: System 1 (trained in place, left in eval mode).
+        examples: the training questions.
+        config: settings.
+        output_dir: the phase folder (``metrics.jsonl``, ``checkpoints/``); ``None`` trains
+            in a temporary folder (no resume).
+        callbacks: core Trainer callbacks (``on_log`` / ``on_save``).
+        resume: continue from the folder's newest checkpoint if there is one.
+
+    Returns:
+        The loss of every optimiser step (the whole run, also after a resume).
+    """
+    data = ReaderSpanBatches(
+        examples,
+        reader,
+        batch_size=config.batch_size,
+        num_distractors=config.distractors_per_question,
+        seed=config.seed,
+    )
+    if data.num_items == 0 or config.reader_epochs == 0:
+        reader.eval()
+        return []
+    with _phase_dir(output_dir, "system1") as folder:
+        trainer_config = phase_config(
+            Path(folder),
+            epochs=config.reader_epochs,
+            batches_per_epoch=data.batches_per_epoch,
+            accumulation_steps=config.accumulation_steps,
+            learning_rate=config.reader_lr,
+            max_grad_norm=1.0,
+            warmup_ratio=config.warmup_ratio,
+            save_every=config.save_every,
+            seed=config.seed,
+            resume=resume,
+        )
+        losses = fit_phase(ReaderSpanModule(reader), data, trainer_config, callbacks=callbacks)
     reader.eval()
     return losses
 
@@ -276,19 +309,63 @@ def reasoner_loss(
     return loss
 
 
+class ReasonerModule(nn.Module):
+    """System 2 (and, in joint training, System 1) as a Trainer model.
+
+    ``forward({"index": [1]})`` gives :func:`reasoner_loss` of training graph ``index``.
+    Only modules that learn are registered: ``reasoner``, plus ``reader`` when joint.
+    """
+
+    def __init__(
+        self,
+        reasoner: CogQAReasoner,
+        reader: CogQAReader,
+        data: Sequence[ReasonerExample],
+        config: CogQATrainConfig,
+    ) -> None:
+        super().__init__()
+        self.reasoner = reasoner
+        if config.joint:
+            self.reader = reader
+        self._frozen_reader = (reader,)  # a tuple: not registered, so not optimised
+        self.data = data
+        self.config = config
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> PhaseOutput:
+        """``batch["index"]``: ``[1]`` index of the training graph."""
+        item = self.data[int(batch["index"][0])]
+        return PhaseOutput(reasoner_loss(self.reasoner, self._frozen_reader[0], item, self.config))
+
+
 def train_reasoner(
     reasoner: CogQAReasoner,
     reader: CogQAReader,
     examples: Sequence[MultiHopExample],
     config: CogQATrainConfig,
+    *,
+    output_dir: str | Path | None = None,
+    callbacks: Iterable[object] = (),
+    resume: bool = True,
 ) -> list[float]:
-    """Train System 2 on graphs grown by the reader; returns per-step losses.
+    """Train System 2 on graphs grown by the reader, on the core Trainer; returns per-step
+    losses.
 
-    By default the reader is frozen and only System 2 learns. With ``config.joint`` the
-    reader is fine-tuned too (learning rate ``config.joint_reader_lr``, gradient norm
-    clipped at 1 as in :func:`train_reader`) on ``answer_loss + joint_span_weight *
-    span_loss`` (:func:`reasoner_loss`). Questions whose graph has no answer node equal
-    to the gold answer are skipped; graphs are grown once, before the first step.
+    By default the reader is frozen and only System 2 learns (no clipping, as before). With
+    ``config.joint`` the reader is fine-tuned too (learning rate ``config.joint_reader_lr``;
+    the gradient norm of both systems together clipped at 1) on ``answer_loss +
+    joint_span_weight * span_loss`` (:func:`reasoner_loss`). Questions whose graph has no
+    answer node equal to the gold answer are skipped; graphs are grown once, before the
+    first step (growth is the costly part and, with a frozen reader, the same every epoch).
+    Each step accumulates ``accumulation_steps`` graphs; the rate decays linearly from
+    ``reasoner_lr`` after ``warmup_ratio`` of warm-up.
+
+    Args:
+        reasoner: System 2 (trained in place, left in eval mode).
+        reader: the trained System 1 (grows the graphs; trained too when joint).
+        examples: the training questions.
+        config: settings.
+        output_dir / callbacks / resume: as :func:`train_reader` (phase folder
+            ``system2``).
     """
     data = reasoner_examples(reader, examples, config)
     if not data:
@@ -298,30 +375,29 @@ def train_reasoner(
             "ReaderConfig.threshold",
             stacklevel=2,
         )
-    rng = random.Random(config.seed + 1)
-    groups: list[dict[str, object]] = [
-        {"params": list(reasoner.parameters()), "lr": config.reasoner_lr}
-    ]
-    if config.joint:
-        groups.append({"params": list(reader.parameters()), "lr": config.joint_reader_lr})
-        reader.train()
-    optimizer = torch.optim.AdamW(groups)
-    reasoner.train()
-    losses: list[float] = []
-    for _ in range(config.reasoner_epochs):
-        rng.shuffle(data)
-        for start in range(0, len(data), config.accumulation_steps):
-            group = data[start : start + config.accumulation_steps]
-            optimizer.zero_grad()
-            total = 0.0
-            for item in group:
-                loss = reasoner_loss(reasoner, reader, item, config) / len(group)
-                loss.backward()
-                total += float(loss.detach())
-            if config.joint:
-                torch.nn.utils.clip_grad_norm_(reader.parameters(), 1.0)
-            optimizer.step()
-            losses.append(total)
+        return []
+    if config.reasoner_epochs == 0:
+        return []
+    with _phase_dir(output_dir, "system2") as folder:
+        trainer_config = phase_config(
+            Path(folder),
+            epochs=config.reasoner_epochs,
+            batches_per_epoch=len(data),
+            accumulation_steps=config.accumulation_steps,
+            learning_rate=config.reasoner_lr,
+            max_grad_norm=1.0 if config.joint else None,
+            warmup_ratio=config.warmup_ratio,
+            save_every=config.save_every,
+            seed=config.seed + 1,
+            resume=resume,
+        )
+        losses = fit_phase(
+            ReasonerModule(reasoner, reader, data, config),
+            GraphBatches(len(data), config.seed + 1),
+            trainer_config,
+            learning_rates={"reader": config.joint_reader_lr} if config.joint else None,
+            callbacks=callbacks,
+        )
     reasoner.eval()
     reader.eval()
     return losses
@@ -350,6 +426,8 @@ class CogQASystem:
         self.max_nodes = max_nodes
         # Per-optimiser-step training losses, filled by train_cogqa ("reader", "reasoner").
         self.losses: dict[str, list[float]] = {}
+        # Where train_cogqa wrote the system (rank 0), when it was given an output_dir.
+        self.final_dir: Path | None = None
 
     @torch.no_grad()
     def predict(self, example: MultiHopExample) -> tuple[Prediction, CognitiveGraph]:
@@ -406,6 +484,9 @@ def train_cogqa(
     *,
     vocab: WordVocab | None = None,
     encoder: TransformerEncoder | None = None,
+    output_dir: str | Path | None = None,
+    callbacks: Iterable[object] = (),
+    resume: bool = True,
 ) -> CogQASystem:
     """Train System 1 then System 2 on ``examples``.
 
@@ -419,6 +500,15 @@ def train_cogqa(
         encoder: System 1's encoder (any core encoder at least ``len(vocab)`` words and
             ``config.reader.max_length`` positions); default a fresh one of
             ``config.reader``'s size.
+        output_dir: the run folder: phase folders ``system1/`` and ``system2/`` (core
+            Trainer runs: ``metrics.jsonl``, ``checkpoints/``) and ``final/``
+            (:func:`~ptm_knowledge.cogqa.save_cogqa`, written by rank 0 only). Run again
+            with the same folder after a crash and training resumes where it stopped,
+            giving the same system, bit for bit on CPU, as a run never interrupted.
+            ``None``: train in a temporary folder and write nothing.
+        callbacks: core Trainer callbacks, given to both phases.
+        resume: continue from the phase folders' newest checkpoints if there are any
+            (``False`` moves an earlier run's checkpoints aside and starts over).
 
     Returns:
         The trained system (``.reader`` doubles as the System-1-only baseline).
@@ -435,9 +525,36 @@ def train_cogqa(
     config = config or CogQATrainConfig()
     torch.manual_seed(config.seed)
     reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)
-    reader_losses = train_reader(reader, examples, config)
-    reasoner = CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
-    reasoner_losses = train_reasoner(reasoner, reader, examples, config)
+    with _run_dir(output_dir) as folder:
+        reader_losses = train_reader(
+            reader, examples, config, output_dir=folder, callbacks=callbacks, resume=resume
+        )
+        # Seeded here, not by whatever phase 1 left in the global RNG, so a resumed run
+        # builds the same initial System 2.
+        torch.manual_seed(derive_seed(config.seed, "cogqa-reasoner-init"))
+        reasoner = CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
+        reasoner_losses = train_reasoner(
+            reasoner,
+            reader,
+            examples,
+            config,
+            output_dir=folder,
+            callbacks=callbacks,
+            resume=resume,
+        )
     system = CogQASystem(reader, reasoner, max_depth=config.max_depth, max_nodes=config.max_nodes)
     system.losses = {"reader": reader_losses, "reasoner": reasoner_losses}
+    if output_dir is not None:
+        from ptm_knowledge.cogqa.checkpoint import save_cogqa
+
+        system.final_dir = Path(output_dir) / "final"
+        if is_main_process():  # in a torchrun job, rank 0 writes
+            save_cogqa(system, system.final_dir)
+        barrier()
     return system
+
+
+def _run_dir(output_dir: str | Path | None) -> contextlib.AbstractContextManager[str | Path]:
+    if output_dir is None:
+        return tempfile.TemporaryDirectory(prefix="cogqa-")
+    return contextlib.nullcontext(Path(output_dir))
