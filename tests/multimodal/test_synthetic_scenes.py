@@ -112,7 +112,7 @@ class _Oracle(torch.nn.Module):
     def __init__(self, data: ImageTextBatches, constant: bool = False) -> None:
         super().__init__()
         self.captions = {i: p.caption for i, p in enumerate(data.dataset.pairs)}
-        self.tokenizer_ids = {tuple(e.input_ids): i for i, e in enumerate(data.encoded)}
+        self.tokenizer_ids = {tuple(e.input_ids): i for i, e in enumerate(data.pairs.encoded)}
         self.constant = constant
 
     def match_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:

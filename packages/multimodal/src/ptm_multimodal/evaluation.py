@@ -68,13 +68,13 @@ def matching_accuracy(
             keeping the labels: the control that shows the model uses the image.
         batch_size: pairs per forward pass.
     """
-    pairs = data.dataset.pairs
+    pairs = data.pairs
     n = len(pairs)
     g = generator_for(seed, "matching")
     negatives = []
     for i in range(n):
         j = int(torch.randint(n, (), generator=g))
-        while pairs[j].caption == pairs[i].caption:
+        while pairs.caption_key(j) == pairs.caption_key(i):
             j = (j + 1) % n
         negatives.append(j)
     images = list(range(n)) * 2
@@ -97,7 +97,7 @@ def retrieval_recall(
     scoring at least as high as image ``i`` (ties count against it, so a model that gives
     every pair one score gets recall near chance, not 1).
     """
-    n = len(data.dataset.pairs)
+    n = len(data.pairs)
     images = [j for _ in range(n) for j in range(n)]
     captions = [i for i in range(n) for _ in range(n)]
     scores = _scores(model, data, images, captions, batch_size).view(n, n)  # (caption, image)

@@ -11,11 +11,12 @@ Layout (see ``data_specs/image_text/README.md``)::
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -100,14 +101,43 @@ def write_region_features(directory: str | Path, feature_set: RegionFeatureSet) 
     return directory
 
 
-def read_region_features(directory: str | Path) -> RegionFeatureSet:
-    """Read and validate a region-feature directory.
+@dataclass(frozen=True)
+class RegionEntry:
+    """One image of ``features.json``: where its regions lie in the tensors.
+
+    Attributes:
+        image_id: the image's id.
+        width: image width in pixels.
+        height: image height in pixels.
+        start: first row of its regions in the ``features``/``boxes`` tensors.
+        stop: one past its last row.
+        where: ``features.json:<line>: images[<n>]``, for messages.
+    """
+
+    image_id: str
+    width: int
+    height: int
+    start: int
+    stop: int
+    where: str
+
+
+@dataclass
+class RegionIndex:
+    """``features.json`` of a region-feature directory, checked, with no tensor loaded."""
+
+    spec: FeatureSpec
+    entries: list[RegionEntry]
+    index_path: Path
+    tensors_path: Path
+
+
+def read_region_index(directory: str | Path) -> RegionIndex:
+    """Read and check ``features.json`` (entries, spec) without loading a tensor.
 
     Raises:
-        RegionFeatureError: missing files, invalid UTF-8 or JSON, a bad or repeated index
-            entry (``features.json:line``), a truncated or damaged ``features.safetensors``,
-            tensor shapes that disagree with ``spec.feature_size``/``num_classes``, or boxes
-            outside the image.
+        RegionFeatureError: missing files, invalid UTF-8 or JSON, another format, a bad
+            spec, or a bad or repeated entry (``features.json:line``).
     """
     directory = Path(directory)
     index_path = directory / "features.json"
@@ -133,31 +163,7 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
         spec = FeatureSpec.from_dict(index.get("spec", {}), source=f"{index_path}: spec")
     except ValueError as exc:
         raise RegionFeatureError(str(exc)) from None
-    try:
-        tensors = load_file(str(tensors_path))
-    except Exception as exc:  # safetensors raises its own error type for a cut-off file
-        reason = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise RegionFeatureError(
-            f"{tensors_path}: cannot read the region tensors ({reason}); the file is truncated "
-            "or damaged. Regenerate it by running the feature extraction again "
-            "(write_region_features), or `python -m ptm_multimodal.synthetic DIR` for a "
-            "synthetic set"
-        ) from None
-    features, boxes = tensors.get("features"), tensors.get("boxes")
-    if features is None or boxes is None:
-        raise RegionFeatureError(f"{tensors_path}: needs tensors 'features' and 'boxes'")
-    if features.dim() != 2 or features.shape[1] != spec.feature_size:
-        raise RegionFeatureError(
-            f"{tensors_path}: 'features' has shape {tuple(features.shape)} but "
-            f"{index_path} spec.feature_size is {spec.feature_size}"
-        )
-    classes = tensors.get("classes")
-    if spec.num_classes is not None and (classes is None or classes.shape[1] != spec.num_classes):
-        raise RegionFeatureError(
-            f"{tensors_path}: spec.num_classes is {spec.num_classes} but 'classes' is "
-            f"{None if classes is None else tuple(classes.shape)}"
-        )
-    images: dict[str, ImageRegions] = {}
+    entries: list[RegionEntry] = []
     first_seen: dict[str, str] = {}
     start = 0
     search_from = 0
@@ -184,29 +190,138 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
             )
         first_seen[image_id] = label
         end = start + int(entry["num_regions"])
-        if end > len(features):
-            raise RegionFeatureError(
-                f"{where}: field 'num_regions' runs past the {len(features)} stored regions"
-            )
-        box = boxes[start:end]
-        w, h = int(entry["width"]), int(entry["height"])
-        if len(box) and (
-            bool((box < 0).any()) or bool((box[:, 2] > w).any()) or bool((box[:, 3] > h).any())
-        ):
-            raise RegionFeatureError(f"{where}: a box lies outside the {w}x{h} image")
-        images[image_id] = ImageRegions(
-            features=features[start:end],
-            boxes=box,
-            width=w,
-            height=h,
-            classes=None if classes is None or spec.num_classes is None else classes[start:end],
+        entries.append(
+            RegionEntry(image_id, int(entry["width"]), int(entry["height"]), start, end, where)
         )
         start = end
-    if start != len(features):
+    return RegionIndex(spec=spec, entries=entries, index_path=index_path, tensors_path=tensors_path)
+
+
+def _unreadable(tensors_path: Path, exc: Exception) -> RegionFeatureError:
+    reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return RegionFeatureError(
+        f"{tensors_path}: cannot read the region tensors ({reason}); the file is truncated "
+        "or damaged. Regenerate it by running the feature extraction again "
+        "(write_region_features), or `python -m ptm_multimodal.synthetic DIR` for a "
+        "synthetic set"
+    )
+
+
+def check_region_shapes(
+    index: RegionIndex, shapes: dict[str, tuple[int, ...]]
+) -> None:
+    """Check the tensors' shapes (``name -> shape``) against ``features.json``.
+
+    Raises:
+        RegionFeatureError: a missing tensor, a feature width other than
+            ``spec.feature_size``, classes that disagree with ``spec.num_classes``, or
+            region counts that disagree with the tensors; the message names the file, the
+            field and the fix.
+    """
+    spec, index_path, tensors_path = index.spec, index.index_path, index.tensors_path
+    features, boxes = shapes.get("features"), shapes.get("boxes")
+    if features is None or boxes is None:
+        raise RegionFeatureError(f"{tensors_path}: needs tensors 'features' and 'boxes'")
+    if len(features) != 2 or features[1] != spec.feature_size:
         raise RegionFeatureError(
-            f"{index_path}: the images list {start} regions but the tensors hold {len(features)}"
+            f"{tensors_path}: field 'features' has shape {tuple(features)} but "
+            f"{index_path} spec.feature_size is {spec.feature_size}; re-extract the features "
+            f"with {spec.extractor!r}, or correct spec.feature_size in {index_path.name} if "
+            "the tensors are right"
         )
-    return RegionFeatureSet(spec=spec, images=images)
+    if len(boxes) != 2 or boxes[1] != 4 or boxes[0] != features[0]:
+        raise RegionFeatureError(
+            f"{tensors_path}: field 'boxes' has shape {tuple(boxes)}; expected "
+            f"({features[0]}, 4), one [x1, y1, x2, y2] box per region"
+        )
+    classes = shapes.get("classes")
+    if spec.num_classes is not None and (classes is None or classes[1] != spec.num_classes):
+        raise RegionFeatureError(
+            f"{tensors_path}: spec.num_classes is {spec.num_classes} but 'classes' is "
+            f"{None if classes is None else tuple(classes)}"
+        )
+    total = features[0]
+    for entry in index.entries:
+        if entry.stop > total:
+            raise RegionFeatureError(
+                f"{entry.where}: field 'num_regions' runs past the {total} stored regions"
+            )
+    stored = index.entries[-1].stop if index.entries else 0
+    if stored != total:
+        raise RegionFeatureError(
+            f"{index_path}: the images list {stored} regions but the tensors hold {total}"
+        )
+
+
+def check_boxes(entry: RegionEntry, boxes: Tensor) -> None:
+    """Raise :class:`RegionFeatureError` when a box of ``entry`` lies outside its image."""
+    w, h = entry.width, entry.height
+    if len(boxes) and (
+        bool((boxes < 0).any()) or bool((boxes[:, 2] > w).any()) or bool((boxes[:, 3] > h).any())
+    ):
+        raise RegionFeatureError(f"{entry.where}: a box lies outside the {w}x{h} image")
+
+
+def iter_region_features(index: RegionIndex) -> Iterator[tuple[RegionEntry, ImageRegions]]:
+    """Yield every image's regions, read one image at a time from the safetensors file.
+
+    Nothing but one image's rows is in memory at once (``safe_open`` slices), so a
+    feature file of any size streams.
+
+    Raises:
+        RegionFeatureError: as :func:`check_region_shapes`, a box outside its image, or a
+            truncated or damaged tensor file.
+    """
+    try:
+        handle = safe_open(str(index.tensors_path), framework="pt")
+    except Exception as exc:  # safetensors raises its own error type for a cut-off file
+        raise _unreadable(index.tensors_path, exc) from None
+    with handle:
+        slices = {key: handle.get_slice(key) for key in handle.keys()}  # noqa: SIM118
+        check_region_shapes(index, {k: tuple(v.get_shape()) for k, v in slices.items()})
+        classes = slices.get("classes") if index.spec.num_classes is not None else None
+        for entry in index.entries:
+            try:
+                box = slices["boxes"][entry.start : entry.stop]
+                features = slices["features"][entry.start : entry.stop]
+                cls = None if classes is None else classes[entry.start : entry.stop]
+            except Exception as exc:
+                raise _unreadable(index.tensors_path, exc) from None
+            check_boxes(entry, box)
+            yield entry, ImageRegions(
+                features=features, boxes=box, width=entry.width, height=entry.height, classes=cls
+            )
+
+
+def read_region_features(directory: str | Path) -> RegionFeatureSet:
+    """Read and validate a region-feature directory.
+
+    Raises:
+        RegionFeatureError: missing files, invalid UTF-8 or JSON, a bad or repeated index
+            entry (``features.json:line``), a truncated or damaged ``features.safetensors``,
+            tensor shapes that disagree with ``spec.feature_size``/``num_classes``, or boxes
+            outside the image.
+    """
+    index = read_region_index(directory)
+    try:
+        tensors = load_file(str(index.tensors_path))
+    except Exception as exc:  # safetensors raises its own error type for a cut-off file
+        raise _unreadable(index.tensors_path, exc) from None
+    check_region_shapes(index, {k: tuple(v.shape) for k, v in tensors.items()})
+    features, boxes = tensors["features"], tensors["boxes"]
+    classes = tensors.get("classes") if index.spec.num_classes is not None else None
+    images: dict[str, ImageRegions] = {}
+    for entry in index.entries:
+        box = boxes[entry.start : entry.stop]
+        check_boxes(entry, box)
+        images[entry.image_id] = ImageRegions(
+            features=features[entry.start : entry.stop],
+            boxes=box,
+            width=entry.width,
+            height=entry.height,
+            classes=None if classes is None else classes[entry.start : entry.stop],
+        )
+    return RegionFeatureSet(spec=index.spec, images=images)
 
 
 def stack_regions(regions: Sequence[ImageRegions], *, with_classes: bool = True):
