@@ -30,6 +30,10 @@ def linked_corpus_for(cfg: DictConfig, output_dir: Path) -> Path:
 def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     """Link the corpus (unless a linked corpus is given), then pre-train with knowledge masking.
 
+    The linked corpus is prepared once into memory-mapped shards (cached; see
+    :func:`ptm_knowledge.ernie.open_linked_corpus`); ``data.prepared`` names a folder
+    prepared earlier instead.
+
     Args:
         cfg: a config composed by :func:`flows.config.compose_config` (``data`` as
             ``configs/data/kg_sample.yaml``, ``objective`` as ``ernie_baidu.yaml``).
@@ -39,10 +43,12 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
-    linked = linked_corpus_for(cfg, Path(trainer.output_dir))
+    prepared = data.get("prepared")
+    linked = None if prepared else linked_corpus_for(cfg, Path(trainer.output_dir))
     phrases = cfg.objective.get("phrases")
     return pretrain_ernie_baidu(
         linked,
+        prepared=prepared,
         encoder=instantiate(cfg.model),
         trainer=trainer,
         tokenizer=data.get("tokenizer"),
@@ -54,4 +60,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         schedule_fractions=tuple(cfg.objective.get("schedule_fractions", (1 / 3, 1 / 3, 1 / 3))),
         phrases=list(phrases) if phrases else None,
         objective=instantiate(cfg.objective.objectives.mlm),
+        num_workers=data.get("num_workers", 0),
+        cache_dir=data.get("cache_dir"),
     )

@@ -1,6 +1,7 @@
 """ERNIE (Tsinghua) pre-training from a composed config: ``recipe: ernie_thu``.
 
-Steps: link the corpus to the KG (unless ``data.linked_corpus`` is given), train KG
+Steps: link the corpus to the KG (unless ``data.linked_corpus`` or ``data.prepared`` is
+given; the linked corpus is prepared once into memory-mapped shards, cached), train KG
 embeddings with PyKEEN (saved to ``<output_dir>/kg_embeddings``; skipped when
 ``knowledge.embeddings_dir`` points at embeddings made earlier), then MLM + NSP + dEA.
 """
@@ -16,26 +17,44 @@ from omegaconf import DictConfig, OmegaConf
 
 from flows.recipes.ernie_baidu import linked_corpus_for
 from ptm_core.pretraining import PretrainResult
-from ptm_knowledge.ernie import pretrain_ernie_thu
+from ptm_knowledge.ernie import open_linked_corpus, pretrain_ernie_thu
 from ptm_knowledge.kg import load_entity_embeddings, load_knowledge_graph, train_kg_embeddings
-from ptm_knowledge.linking import LinkedDocument, read_linked_corpus
 
 
-def _linked_against(path: Path, entity_ids: Sequence[str], kg: str | Path) -> list[LinkedDocument]:
-    """Read a given linked corpus; fail before embedding the KG if none of its mentions
-    is an entity of ``kg`` (it was linked against another KG: TransE on a large KG takes
-    an hour, and the run would then train dEA on nothing)."""
-    documents = read_linked_corpus(path)
+def _linked_against(
+    cfg: DictConfig,
+    linked: Path | None,
+    output_dir: Path,
+    entity_ids: Sequence[str],
+    kg: str | Path,
+) -> None:
+    """Fail before embedding the KG if none of the corpus's mentions is an entity of ``kg``
+    (it was linked against another KG: TransE on a large KG takes an hour, and the run
+    would then train dEA on nothing). The corpus is prepared here (cached, as the training
+    step opens it) and only its per-shard entity tables are read."""
+    data = cfg.data
+    store, _ = open_linked_corpus(
+        linked,
+        data.get("prepared"),
+        output_dir=output_dir,
+        tokenizer=data.get("tokenizer"),
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        cache_dir=data.get("cache_dir"),
+    )
     known = set(entity_ids)
-    mentions = sum(len(d.mentions) for d in documents)
-    hits = sum(m.entity_id in known for d in documents for m in d.mentions)
+    mentions = hits = 0
+    for table in store.entity_tables():
+        for entity, count in zip(table["ids"], table["counts"], strict=True):
+            mentions += count
+            hits += count if entity in known else 0
     if mentions and not hits:
+        source = linked if linked is not None else data.get("prepared")
         raise ValueError(
-            f"0 of {mentions:,} linked mentions of {path} are entities of data.kg={kg}: the "
+            f"0 of {mentions:,} linked mentions of {source} are entities of data.kg={kg}: the "
             "linked corpus was linked against another KG; set data.kg to that KG, or link "
             f"the corpus again with ptm link --kg {kg}"
         )
-    return documents
 
 
 def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
@@ -53,15 +72,19 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
     output_dir = Path(trainer.output_dir)
-    linked: Path | list[LinkedDocument] = linked_corpus_for(cfg, output_dir)
+    prepared = data.get("prepared")
+    linked = None if prepared else linked_corpus_for(cfg, output_dir)
     precomputed = knowledge.get("embeddings_dir")
+    known_entities: set[str] | None = None
     if precomputed:  # e.g. from the embed_knowledge_graph flow
         entity_ids, vectors = load_entity_embeddings(precomputed)
         entity_source = str(precomputed)
     else:
         kg = load_knowledge_graph(data.kg)
-        if data.get("linked_corpus"):
-            linked = _linked_against(Path(data.linked_corpus), kg.entity_ids, data.kg)
+        if data.get("linked_corpus") or prepared:
+            _linked_against(cfg, linked, output_dir, kg.entity_ids, data.kg)
+        # Every mention must name an entity of data.kg (else file:line of the first one).
+        known_entities = set(kg.entity_ids)
         kg_options = OmegaConf.to_container(knowledge.get("kg_embeddings", {}), resolve=True)
         trained = train_kg_embeddings(
             kg,
@@ -81,6 +104,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     init_from = knowledge.get("init_from")
     return pretrain_ernie_thu(
         linked,
+        prepared=prepared,
         entity_ids=entity_ids,
         entity_embeddings=vectors,
         encoder=init_from if init_from else instantiate(cfg.model),
@@ -101,4 +125,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         },
         weights=weights,
         entity_source=entity_source,
+        known_entities=known_entities,
+        num_workers=data.get("num_workers", 0),
+        cache_dir=data.get("cache_dir"),
     )

@@ -514,7 +514,11 @@ def verify_ernie_shards(
     directory: str | os.PathLike[str], shards: Sequence[Mapping[str, Any]]
 ) -> list[PreparedDataError]:
     """Check every shard file (core's and ERNIE's) against the SHA-256 of its record."""
-    errors = verify_shards(directory, list(shards))
+    # Core's errors name the file; their fix is ``ptm prepare``'s, so it is restated here.
+    errors = [
+        PreparedDataError(e.path, e.line, e.field, e.problem, REBUILD)
+        for e in verify_shards(directory, list(shards))
+    ]
     for shard in shards:
         for kind in ERNIE_FILES:
             path = shard_file(directory, shard["name"], kind)
@@ -665,11 +669,9 @@ def prepare_linked_corpus(
             previous is not None
             and previous.get("fingerprint") == fingerprint
             and [s["name"] for s in previous.get("shards", [])] == names
-            and all(
-                shard_file(out, n, k).is_file() for n in names for k in (*SHARD_FILES, *ERNIE_FILES)
-            )
+            and not verify_ernie_shards(out, previous["shards"])
         ):
-            return PreparedCorpus.open(out, verify=False)
+            return PreparedCorpus.open(out, verify=False)  # up to date: every file checked
         done = _finished(out, unique)
         pending = [t for t in unique if t.name not in done]
         built = _run(pending, workers)

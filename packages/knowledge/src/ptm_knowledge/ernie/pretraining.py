@@ -370,7 +370,7 @@ def pretrain_ernie_baidu(
     batches = StagedMaskingBatches(
         examples,
         batch_size,
-        schedule=MaskingSchedule(total, fractions),  # type: ignore[arg-type]
+        schedule=MaskingSchedule(total, fractions),
         pad_id=tok.vocab_info.pad_id,
         transform=mix.collate,
         seed=seed,
