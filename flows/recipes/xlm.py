@@ -24,14 +24,16 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> XLMPretrainResult:
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
     directions = data.get("directions")
+    # data.prepared (a prepare_xlm folder) replaces the raw corpora and their tokenizer.
+    prepared = data.get("prepared")
     return pretrain_xlm(
         encoder=instantiate(cfg.model),
         objectives=objectives,
         trainer=trainer,
-        monolingual=data.corpus,
-        parallel=data.get("parallel"),
+        monolingual=None if prepared else data.corpus,
+        parallel=None if prepared else data.get("parallel"),
         evaluation_parallel=data.get("evaluation_parallel"),
-        tokenizer=data.get("tokenizer"),
+        tokenizer=None if prepared else data.get("tokenizer"),
         vocab_size=data.vocab_size,
         vocab_alpha=data.vocab_alpha,
         lowercase=data.lowercase,
@@ -44,4 +46,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> XLMPretrainResult:
         directions=list(OmegaConf.to_container(directions)) if directions else None,  # type: ignore[arg-type]
         batches_per_epoch=data.batches_per_epoch,
         seed=cfg.seed,
+        prepared=prepared,
+        cache_dir=data.get("cache_dir"),
+        tokenizer_sample=data.get("tokenizer_sample"),
     )

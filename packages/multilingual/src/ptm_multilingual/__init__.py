@@ -10,9 +10,13 @@ from ptm_multilingual.batches import (
     build_mlm_streams,
     build_tlm_example,
     build_tlm_examples,
+    mlm_stream_row,
 )
 from ptm_multilingual.corpora import (
     ParallelCorpus,
+    ParallelSource,
+    monolingual_files,
+    parallel_sources,
     read_monolingual_corpora,
     read_parallel_corpora,
     read_parallel_files,
@@ -32,18 +36,27 @@ from ptm_multilingual.objective import (
     frequency_weights,
     select_weighted_positions,
 )
+from ptm_multilingual.prepared_data import PreparedXLM, XLMInputs, prepare_xlm
 from ptm_multilingual.pretraining import XLMPretrainingModel, XLMPretrainResult, pretrain_xlm
+from ptm_multilingual.rows import ConcatRows, MLMStreamRows, ShardedStream, TLMPairRows
 from ptm_multilingual.sampling import LanguageSampler, smoothed_probabilities
 from ptm_multilingual.tokenizer import SPECIAL_TOKENS, SharedBPETokenizer
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "ConcatRows",
     "LanguageSampler",
+    "MLMStreamRows",
     "ParallelCorpus",
+    "ParallelSource",
+    "PreparedXLM",
+    "ShardedStream",
     "SharedBPETokenizer",
+    "TLMPairRows",
     "XLMBatches",
     "XLMEncoder",
     "XLMForMaskedLM",
+    "XLMInputs",
     "XLMMaskedLMObjective",
     "XLMPredictionHead",
     "XLMPretrainResult",
@@ -56,6 +69,10 @@ __all__ = [
     "hf_xlm_to_ptm",
     "load_hf_xlm",
     "mean_pool",
+    "mlm_stream_row",
+    "monolingual_files",
+    "parallel_sources",
+    "prepare_xlm",
     "pretrain_xlm",
     "ptm_to_hf_xlm",
     "read_monolingual_corpora",

@@ -37,23 +37,26 @@ def build_mlm_streams(
     for ids in sentences:
         stream.extend(ids)
         stream.append(vocab.sep_id)
-    specials = set(vocab.special_ids)
+    specials = frozenset(vocab.special_ids)
     step = stream_length - 1
     out: list[Example] = []
     for start in range(0, len(stream), step):
         ids = [vocab.cls_id, *stream[start : start + step]]
         if len(ids) < 3:
             continue
-        out.append(
-            {
-                "input_ids": ids,
-                "position_ids": list(range(len(ids))),
-                "langs": [lang_id] * len(ids),
-                "special_tokens_mask": [int(t in specials) for t in ids],
-                "tlm": 0,
-            }
-        )
+        out.append(mlm_stream_row(ids, lang_id, specials))
     return out
+
+
+def mlm_stream_row(ids: list[int], lang_id: int, specials: frozenset[int]) -> Example:
+    """The example of one MLM stream row ``ids`` (``<s>`` first), as :func:`build_mlm_streams`."""
+    return {
+        "input_ids": ids,
+        "position_ids": list(range(len(ids))),
+        "langs": [lang_id] * len(ids),
+        "special_tokens_mask": [int(t in specials) for t in ids],
+        "tlm": 0,
+    }
 
 
 def build_tlm_example(
@@ -111,8 +114,9 @@ class XLMBatches:
     (resume-safe) and the global RNG is untouched.
 
     Args:
-        mlm: language -> MLM stream examples (may be empty).
-        tlm: pair name (``"en-fr"``) -> TLM examples (may be empty).
+        mlm: language -> MLM stream examples (may be empty): a list, or rows built per
+            index (:class:`~ptm_multilingual.rows.MLMStreamRows`); they are not copied.
+        tlm: pair name (``"en-fr"``) -> TLM examples (may be empty), likewise.
         batch_size: rows per batch.
         pad_id: padding id.
         transform: the objectives' dynamic data side (masking).
@@ -139,8 +143,9 @@ class XLMBatches:
         tlm_steps: int = 1,
         batches_per_epoch: int = 100,
     ) -> None:
-        self.mlm = {k: list(v) for k, v in mlm.items() if v}
-        self.tlm = {k: list(v) for k, v in tlm.items() if v}
+        # Sequences are kept as given: prepared rows are built only when drawn.
+        self.mlm = {k: v for k, v in mlm.items() if len(v)}
+        self.tlm = {k: v for k, v in tlm.items() if len(v)}
         if mlm_steps < 0 or tlm_steps < 0 or mlm_steps + tlm_steps == 0:
             raise ValueError(
                 f"mlm_steps and tlm_steps must be >= 0 and not both 0, got {mlm_steps}, {tlm_steps}"

@@ -11,6 +11,7 @@ from ptm_core.data import CorpusError
 from ptm_core.data.lines import iter_lines
 
 LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(_[A-Za-z0-9]+)?$")
+_COUNT_CHUNK = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,42 @@ def _files(path: str | Path | Sequence[str | Path]) -> list[Path]:
     return out
 
 
+def monolingual_files(path: str | Path | Sequence[str | Path]) -> list[tuple[str, Path]]:
+    """The ``(language, file)`` of every ``<lang>.txt`` under ``path``, in reading order.
+
+    Raises:
+        CorpusError: a bad file name, or no ``<lang>.txt`` file at all.
+    """
+    found = [(_check_lang(f.stem, f), f) for f in _files(path) if f.suffix == ".txt"]
+    if not found:
+        raise CorpusError(
+            path, None, "path", "no <lang>.txt files found", "add files such as en.txt, fr.txt"
+        )
+    return found
+
+
+def iter_monolingual_file(file: Path) -> Iterator[str]:
+    """Stream the sentences of one ``<lang>.txt`` file (stripped; blank lines skipped).
+
+    Raises:
+        CorpusError: invalid UTF-8 or a NUL character (``file:line``), or no sentence.
+    """
+    empty = True
+    for number, line in _lines(file):
+        _check_nul(file, number, "text", line)
+        if line.strip():
+            empty = False
+            yield line.strip()
+    if empty:
+        raise CorpusError(file, None, "text", "no sentences", "add one sentence per line")
+
+
 def read_monolingual_corpora(path: str | Path | Sequence[str | Path]) -> dict[str, list[str]]:
     """Read ``<lang>.txt`` files: one sentence per line, blank lines skipped.
+
+    Holds every sentence: for corpora of any size, stream them with
+    :func:`monolingual_files` and :func:`iter_monolingual_file` (what
+    :func:`~ptm_multilingual.prepared_data.prepare_xlm` does).
 
     Args:
         path: a directory of ``<lang>.txt`` files, one file, or a list of them.
@@ -90,22 +125,8 @@ def read_monolingual_corpora(path: str | Path | Sequence[str | Path]) -> dict[st
             language with no sentence.
     """
     corpora: dict[str, list[str]] = {}
-    for file in _files(path):
-        if file.suffix != ".txt":
-            continue
-        lang = _check_lang(file.stem, file)
-        sentences = []
-        for number, line in _lines(file):
-            _check_nul(file, number, "text", line)
-            if line.strip():
-                sentences.append(line.strip())
-        if not sentences:
-            raise CorpusError(file, None, "text", "no sentences", "add one sentence per line")
-        corpora.setdefault(lang, []).extend(sentences)
-    if not corpora:
-        raise CorpusError(
-            path, None, "path", "no <lang>.txt files found", "add files such as en.txt, fr.txt"
-        )
+    for lang, file in monolingual_files(path):
+        corpora.setdefault(lang, []).extend(iter_monolingual_file(file))
     return dict(sorted(corpora.items()))
 
 
@@ -122,16 +143,51 @@ def _pair_langs(stem: str, path: Path) -> tuple[str, str]:
     return _check_lang(parts[0], path), _check_lang(parts[1], path)
 
 
-def read_parallel_tsv(path: str | Path) -> ParallelCorpus:
-    """Read ``<src>-<tgt>.tsv``: ``source<TAB>target`` per line.
+@dataclass(frozen=True)
+class ParallelSource:
+    """One parallel corpus on disk, read as a stream of pairs (:meth:`iter_pairs`).
 
-    Raises:
-        CorpusError: ``file:line`` of invalid UTF-8, a line without exactly one tab, or
-            with an empty side or a NUL character (field: the side's language).
+    Attributes:
+        source_lang: language of the first side.
+        target_lang: language of the second side.
+        files: ``(file.tsv,)`` or the two aligned files ``(source side, target side)``.
     """
+
+    source_lang: str
+    target_lang: str
+    files: tuple[Path, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.source_lang}-{self.target_lang}"
+
+    @property
+    def source(self) -> str:
+        return "+".join(str(f) for f in self.files)
+
+    def iter_pairs(self) -> Iterator[tuple[str, str]]:
+        """``(source, target)`` sentences, validated line by line (errors name ``file:line``)."""
+        if len(self.files) == 1:
+            return _iter_tsv(self.files[0], self.source_lang, self.target_lang)
+        return _iter_aligned(self.files[0], self.files[1])
+
+
+def tsv_source(path: str | Path) -> ParallelSource:
+    """The :class:`ParallelSource` of ``<src>-<tgt>.tsv``."""
     file = Path(path)
     src, tgt = _pair_langs(file.stem, file)
-    pairs: list[tuple[str, str]] = []
+    return ParallelSource(src, tgt, (file,))
+
+
+def aligned_source(source_file: str | Path, target_file: str | Path) -> ParallelSource:
+    """The :class:`ParallelSource` of ``<src>-<tgt>.<src>`` + ``<src>-<tgt>.<tgt>``."""
+    sfile, tfile = Path(source_file), Path(target_file)
+    src, tgt = _check_lang(sfile.suffix[1:], sfile), _check_lang(tfile.suffix[1:], tfile)
+    return ParallelSource(src, tgt, (sfile, tfile))
+
+
+def _iter_tsv(file: Path, src: str, tgt: str) -> Iterator[tuple[str, str]]:
+    empty = True
     for number, line in _lines(file):
         if not line.strip():
             raise CorpusError(
@@ -152,10 +208,63 @@ def read_parallel_tsv(path: str | Path) -> ParallelCorpus:
                     file, number, field, "empty side", "give both sentences of the pair or drop it"
                 )
             _check_nul(file, number, field, text)
-        pairs.append((columns[0].strip(), columns[1].strip()))
-    if not pairs:
+        empty = False
+        yield columns[0].strip(), columns[1].strip()
+    if empty:
         raise CorpusError(file, None, "pair", "no sentence pairs", "add source<TAB>target lines")
-    return ParallelCorpus(src, tgt, tuple(pairs), str(file))
+
+
+def count_lines(path: Path) -> int:
+    """Lines as :func:`~ptm_core.data.lines.iter_lines` yields them, counted in binary chunks."""
+    count, last = 0, b"\n"
+    with path.open("rb") as handle:
+        while chunk := handle.read(_COUNT_CHUNK):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _iter_aligned(sfile: Path, tfile: Path) -> Iterator[tuple[str, str]]:
+    # Line counts are compared first (a cheap binary pass) so that a misaligned pair of
+    # files is reported as such, before any line of it is decoded.
+    for file in (sfile, tfile):
+        if not file.is_file():
+            raise CorpusError(file, None, "path", "file not found", "give an existing file")
+    scount, tcount = count_lines(sfile), count_lines(tfile)
+    if scount != tcount:
+        shorter = sfile if scount < tcount else tfile
+        longer = tfile if shorter == sfile else sfile
+        raise CorpusError(
+            longer,
+            min(scount, tcount) + 1,
+            "alignment",
+            f"{sfile.name} has {scount} lines but {tfile.name} has {tcount}; this line "
+            f"has no partner in {shorter}",
+            "the two files must have one line per sentence pair, in the same order",
+        )
+    for (number, s), (_, t) in zip(_lines(sfile), _lines(tfile), strict=True):
+        for file, text in ((sfile, s), (tfile, t)):
+            if not text.strip():
+                raise CorpusError(
+                    file, number, "text", "empty side", "give both sentences of the pair or drop it"
+                )
+            _check_nul(file, number, "text", text)
+        yield s.strip(), t.strip()
+
+
+def _corpus(source: ParallelSource) -> ParallelCorpus:
+    pairs = tuple(source.iter_pairs())
+    return ParallelCorpus(source.source_lang, source.target_lang, pairs, source.source)
+
+
+def read_parallel_tsv(path: str | Path) -> ParallelCorpus:
+    """Read ``<src>-<tgt>.tsv``: ``source<TAB>target`` per line.
+
+    Raises:
+        CorpusError: ``file:line`` of invalid UTF-8, a line without exactly one tab, or
+            with an empty side or a NUL character (field: the side's language).
+    """
+    return _corpus(tsv_source(path))
 
 
 def read_parallel_files(source_file: str | Path, target_file: str | Path) -> ParallelCorpus:
@@ -166,47 +275,22 @@ def read_parallel_files(source_file: str | Path, target_file: str | Path) -> Par
             line that has no partner), invalid UTF-8, an empty side or a NUL character
             (``file:line``).
     """
-    sfile, tfile = Path(source_file), Path(target_file)
-    src, tgt = _check_lang(sfile.suffix[1:], sfile), _check_lang(tfile.suffix[1:], tfile)
-    # Both sides are held anyway (the pairs are returned), and the line counts are compared
-    # before any line so a misaligned pair of files is reported as such.
-    slines = [text for _, text in _lines(sfile)]
-    tlines = [text for _, text in _lines(tfile)]
-    if len(slines) != len(tlines):
-        shorter = sfile if len(slines) < len(tlines) else tfile
-        longer = tfile if shorter == sfile else sfile
-        raise CorpusError(
-            longer,
-            min(len(slines), len(tlines)) + 1,
-            "alignment",
-            f"{sfile.name} has {len(slines)} lines but {tfile.name} has {len(tlines)}; this line "
-            f"has no partner in {shorter}",
-            "the two files must have one line per sentence pair, in the same order",
-        )
-    for number, (s, t) in enumerate(zip(slines, tlines, strict=True), start=1):
-        for file, text in ((sfile, s), (tfile, t)):
-            if not text.strip():
-                raise CorpusError(
-                    file, number, "text", "empty side", "give both sentences of the pair or drop it"
-                )
-            _check_nul(file, number, "text", text)
-    pairs = tuple((s.strip(), t.strip()) for s, t in zip(slines, tlines, strict=True))
-    return ParallelCorpus(src, tgt, pairs, f"{sfile}+{tfile}")
+    return _corpus(aligned_source(source_file, target_file))
 
 
-def read_parallel_corpora(path: str | Path | Sequence[str | Path]) -> list[ParallelCorpus]:
-    """Read every parallel corpus under ``path`` (``*.tsv`` and aligned file pairs).
+def parallel_sources(path: str | Path | Sequence[str | Path]) -> list[ParallelSource]:
+    """Every parallel corpus under ``path`` (``*.tsv``, then aligned pairs by stem), unread.
 
     Aligned files are matched by stem: ``en-fr.en`` goes with ``en-fr.fr``.
 
     Raises:
-        CorpusError: as the single-file readers, or an aligned file without its partner.
+        CorpusError: a bad file name, an aligned file without its partner, or nothing found.
     """
-    corpora: list[ParallelCorpus] = []
+    sources: list[ParallelSource] = []
     aligned: dict[str, dict[str, Path]] = {}
     for file in _files(path):
         if file.suffix == ".tsv":
-            corpora.append(read_parallel_tsv(file))
+            sources.append(tsv_source(file))
         elif file.suffix in (".md", ".py", ".txt", ".json"):
             continue
         else:
@@ -222,9 +306,20 @@ def read_parallel_corpora(path: str | Path | Sequence[str | Path]) -> list[Paral
                 f"found {sorted(sides)} sides for {stem}, need {src} and {tgt}",
                 f"add {stem}.{src} and {stem}.{tgt}, one sentence per line",
             )
-        corpora.append(read_parallel_files(sides[src], sides[tgt]))
-    if not corpora:
+        sources.append(aligned_source(sides[src], sides[tgt]))
+    if not sources:
         raise CorpusError(
             path, None, "path", "no parallel files", "add <src>-<tgt>.tsv or aligned file pairs"
         )
-    return corpora
+    return sources
+
+
+def read_parallel_corpora(path: str | Path | Sequence[str | Path]) -> list[ParallelCorpus]:
+    """Read every parallel corpus under ``path`` (``*.tsv`` and aligned file pairs).
+
+    Holds every pair: for corpora of any size, stream :func:`parallel_sources`.
+
+    Raises:
+        CorpusError: as the single-file readers, or an aligned file without its partner.
+    """
+    return [_corpus(source) for source in parallel_sources(path)]

@@ -17,14 +17,11 @@ from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
-from ptm_multilingual.batches import XLMBatches, build_mlm_streams, build_tlm_examples
-from ptm_multilingual.corpora import (
-    ParallelCorpus,
-    read_monolingual_corpora,
-    read_parallel_corpora,
-)
+from ptm_multilingual.batches import XLMBatches
+from ptm_multilingual.corpora import read_parallel_corpora
 from ptm_multilingual.evaluation import retrieval_accuracy
 from ptm_multilingual.model import XLMEncoder
+from ptm_multilingual.prepared_data import DEFAULT_SHARD_TOKENS, PreparedXLM, prepare_xlm
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
 logger = logging.getLogger(__name__)
@@ -92,20 +89,6 @@ class XLMPretrainResult:
     tokenizer: SharedBPETokenizer
 
 
-def _oriented(corpus: ParallelCorpus, directions: Sequence[str] | None) -> list[ParallelCorpus]:
-    """The corpus in each requested direction (default: as stored)."""
-    forward, backward = corpus.name, f"{corpus.target_lang}-{corpus.source_lang}"
-    if directions is None:
-        return [corpus]
-    out = []
-    if forward in directions:
-        out.append(corpus)
-    if backward in directions:
-        swapped = tuple((t, s) for s, t in corpus.pairs)
-        out.append(ParallelCorpus(corpus.target_lang, corpus.source_lang, swapped, corpus.source))
-    return out
-
-
 def pretrain_xlm(
     *,
     encoder: Callable[..., TransformerEncoder],
@@ -128,8 +111,19 @@ def pretrain_xlm(
     batches_per_epoch: int = 100,
     seed: int = 0,
     callbacks: Sequence[object] = (),
+    prepared: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    tokenizer_sample: int | None = None,
+    shard_tokens: int = DEFAULT_SHARD_TOKENS,
 ) -> XLMPretrainResult:
     """Pre-train XLM with MLM on monolingual streams and TLM on parallel pairs.
+
+    The corpora are read from prepared, memory-mapped token shards
+    (:mod:`ptm_multilingual.prepared_data`): raw ``monolingual``/``parallel`` files are
+    prepared once into a cache keyed by their fingerprint (a second run reuses it), and
+    MLM stream rows and TLM pair rows are built per index when a batch draws them, so
+    memory does not grow with the corpora. The batches of a seed equal those of the
+    in-memory builders (:func:`build_mlm_streams`, :func:`build_tlm_examples`).
 
     Args:
         encoder: factory of the text stack, called with ``vocab_size=`` (e.g.
@@ -150,55 +144,53 @@ def pretrain_xlm(
         directions: TLM orders to use, e.g. ``["en-fr", "fr-en"]`` (first language first);
             default each corpus as stored.
         batches_per_epoch: length of an epoch of the sampled batch stream.
-        seed: seed of sampling, masking and init.
+        seed: seed of sampling, masking, init and the BPE sample.
         callbacks: trainer callbacks.
+        prepared: a folder :func:`prepare_xlm` wrote (instead of the raw corpora).
+        cache_dir: where raw corpora are prepared (default core's ``default_cache_dir()``).
+        tokenizer_sample: sentences in the BPE training sample (default all, at most
+            ``DEFAULT_SAMPLE_SENTENCES``).
+        shard_tokens: tokens per shard file of the prepared corpora.
     """
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    mono = read_monolingual_corpora(monolingual) if monolingual is not None else {}
-    par = read_parallel_corpora(parallel) if parallel is not None else []
-    texts: dict[str, list[str]] = {lang: list(s) for lang, s in mono.items()}
-    for corpus in par:
-        texts.setdefault(corpus.source_lang, []).extend(s for s, _ in corpus.pairs)
-        texts.setdefault(corpus.target_lang, []).extend(t for _, t in corpus.pairs)
     saved = output_dir / "tokenizer"
-    if tokenizer is not None:
-        tok = SharedBPETokenizer.from_directory(tokenizer)
-    elif (saved / "tokenizer.json").exists():
-        tok = SharedBPETokenizer.from_directory(saved)
-    else:
-        tok = SharedBPETokenizer.train(
-            texts, vocab_size=vocab_size, alpha=vocab_alpha, lowercase=lowercase, seed=seed
+    if prepared is None:
+        # A resumed run keeps its own tokenizer: the one its checkpoints were trained with.
+        given = tokenizer
+        if given is None and (saved / "tokenizer.json").exists():
+            given = saved
+        prepared = prepare_xlm(
+            monolingual,
+            parallel,
+            tokenizer=given,
+            vocab_size=vocab_size,
+            vocab_alpha=vocab_alpha,
+            lowercase=lowercase,
+            tokenizer_sample=tokenizer_sample,
+            seed=seed,
+            cache_dir=cache_dir,
+            shard_tokens=shard_tokens,
         )
+    elif monolingual is not None or parallel is not None or tokenizer is not None:
+        raise ValueError(
+            "give either prepared= or the raw corpora (monolingual=/parallel=, tokenizer=), "
+            "not both: a prepared folder holds its own tokenizer"
+        )
+    data = PreparedXLM.open(prepared)
+    tok = data.tokenizer
     keep_run_tokenizer(tok, output_dir)  # refuses to replace the tokenizer of checkpoints
     vocab = tok.vocab_info
-
-    mlm_examples: dict[str, list[dict[str, Any]]] = {}
-    mlm_counts: dict[str, int] = {}
-    # MLM streams use the monolingual text (parallel sides too when there is none).
-    stream_texts = mono if mono else texts
-    for lang, sentences in stream_texts.items():
-        mlm_examples[lang] = build_mlm_streams(
-            tok.encode_batch(sentences), tok.lang_id(lang), vocab, stream_length
-        )
-        mlm_counts[lang] = len(sentences)
-    tlm_examples: dict[str, list[dict[str, Any]]] = {}
-    tlm_counts: dict[str, int] = {}
-    for corpus in par:
-        for oriented in _oriented(corpus, directions):
-            ids = zip(
-                tok.encode_batch([s for s, _ in oriented.pairs]),
-                tok.encode_batch([t for _, t in oriented.pairs]),
-                strict=True,
-            )
-            tlm_examples[oriented.name] = tlm_examples.get(oriented.name, []) + build_tlm_examples(
-                list(ids),
-                tok.lang_id(oriented.source_lang),
-                tok.lang_id(oriented.target_lang),
-                vocab,
-                max_length,
-            )
-            tlm_counts[oriented.name] = len(tlm_examples[oriented.name])
+    mlm_examples = data.mlm_rows(stream_length)
+    mlm_counts = data.mlm_counts()
+    tlm_examples = data.tlm_rows(max_length, directions)
+    tlm_counts = {name: len(rows) for name, rows in tlm_examples.items()}
+    logger.info(
+        "XLM data %s: MLM rows %s, TLM rows %s",
+        data.directory,
+        {k: len(v) for k, v in mlm_examples.items()},
+        tlm_counts,
+    )
 
     torch.manual_seed(derive_seed(seed, "init"))
     text_encoder = encoder(vocab_size=vocab.vocab_size)
@@ -209,10 +201,7 @@ def pretrain_xlm(
         )
     xlm = XLMEncoder(text_encoder, tok.languages)
     mix = ObjectiveMix({name: make(encoder=xlm, vocab=vocab) for name, make in objectives.items()})
-    counts = torch.zeros(vocab.vocab_size, dtype=torch.long)
-    for rows in mlm_examples.values():
-        for row in rows:
-            counts += torch.bincount(torch.tensor(row["input_ids"]), minlength=vocab.vocab_size)
+    counts = data.token_counts(stream_length)
     for _, objective in mix:
         setter = getattr(objective, "set_token_counts", None)
         if setter is not None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -16,6 +17,9 @@ from ptm_multilingual.sampling import smoothed_probabilities
 # XLM's order of the first ids: <s>=0, </s>=1, <pad>=2, <unk>=3; then <mask>.
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<unk>", "<mask>")
 TOKENIZER_FILE = "tokenizer.json"
+#: Sentences in the BPE training sample when ``sample_size`` is not given: every sentence
+#: drawn once on average up to this many, so memory is bounded on any corpus.
+DEFAULT_SAMPLE_SENTENCES = 2_000_000
 LANGUAGES_FILE = "languages.json"
 
 
@@ -32,6 +36,64 @@ def smoothed_sample(
     langs = list(probs)
     chosen = rng.choices(langs, weights=[probs[lang] for lang in langs], k=size)
     return [rng.choice(texts[lang]) for lang in chosen]
+
+
+def sample_plan(
+    counts: Mapping[str, int], alpha: float, size: int, seed: int
+) -> dict[str, array[int]]:
+    """Which sentences :func:`smoothed_sample` would draw, from the counts alone.
+
+    The draws are the same, in the same random stream: ``size`` languages with
+    ``q_l ∝ (n_l / N)^alpha``, then one sentence index in ``[0, n_l)`` per draw. Only the
+    indices are held (``size`` integers), never the sentences.
+
+    Args:
+        counts: language -> ``n_l``, in the order the texts mapping would have.
+        alpha: smoothing exponent.
+        size: sentences in the sample.
+        seed: seed of the sample.
+
+    Returns:
+        language -> sorted sentence indices (repeated when drawn more than once).
+    """
+    probs = smoothed_probabilities(counts, alpha)
+    rng = random.Random(seed)
+    langs = list(probs)
+    chosen = rng.choices(langs, weights=[probs[lang] for lang in langs], k=size)
+    picks: dict[str, array[int]] = {lang: array("q") for lang in langs}
+    for lang in chosen:
+        # rng.choice(range(n)) consumes the stream exactly as rng.choice(texts[lang]).
+        picks[lang].append(rng.choice(range(counts[lang])))
+    del chosen
+    return {lang: array("q", sorted(p)) for lang, p in picks.items() if len(p)}
+
+
+def iter_planned_sample(
+    streams: Mapping[str, Callable[[], Iterable[str]]], plan: Mapping[str, Sequence[int]]
+) -> Iterator[str]:
+    """Stream the sentences a :func:`sample_plan` chose, each as often as it was drawn.
+
+    Args:
+        streams: language -> a function opening that language's sentences, in the order
+            the plan's indices count them.
+        plan: :func:`sample_plan`.
+
+    Yields:
+        sentences, language by language in stream order (BPE counts words, so the order
+        does not change the vocabulary).
+    """
+    for lang, indices in plan.items():
+        position = 0
+        for index, sentence in enumerate(streams[lang]()):
+            while position < len(indices) and indices[position] == index:
+                yield sentence
+                position += 1
+            if position == len(indices):
+                break
+
+
+def _constant(items: Iterable[str]) -> Callable[[], Iterable[str]]:
+    return lambda: items
 
 
 def _canonical_ids(tokenizer: Tokenizer) -> Tokenizer:
@@ -86,19 +148,59 @@ class SharedBPETokenizer:
         min_frequency: int = 2,
         seed: int = 0,
     ) -> SharedBPETokenizer:
-        """Learn BPE merges on a language-smoothed sample of ``texts``.
+        """Learn BPE merges on a language-smoothed sample of ``texts`` (held in memory).
 
         Args:
             texts: language -> sentences (monolingual corpora, sides of parallel data).
             vocab_size: size of the vocabulary, special tokens included.
             alpha: smoothing exponent of the sample (1 = proportional).
-            sample_size: sentences in the sample; default the total number of sentences.
+            sample_size: sentences in the sample; default the total number of sentences,
+                at most :data:`DEFAULT_SAMPLE_SENTENCES`.
             lowercase: lower-case before BPE.
             min_frequency: minimum pair count for a merge.
             seed: seed of the sample.
         """
-        total = sum(len(s) for s in texts.values())
-        sample = smoothed_sample(texts, alpha, sample_size or total, seed)
+        return cls.train_from_streams(
+            {lang: _constant(s) for lang, s in texts.items()},
+            {lang: len(s) for lang, s in texts.items()},
+            vocab_size=vocab_size,
+            alpha=alpha,
+            sample_size=sample_size,
+            lowercase=lowercase,
+            min_frequency=min_frequency,
+            seed=seed,
+        )
+
+    @classmethod
+    def train_from_streams(
+        cls,
+        streams: Mapping[str, Callable[[], Iterable[str]]],
+        counts: Mapping[str, int],
+        *,
+        vocab_size: int = 8000,
+        alpha: float = 0.5,
+        sample_size: int | None = None,
+        lowercase: bool = True,
+        min_frequency: int = 2,
+        seed: int = 0,
+    ) -> SharedBPETokenizer:
+        """Learn BPE merges on a language-smoothed sample read from streams.
+
+        The sample is documented by :func:`sample_plan`: ``sample_size`` draws of a
+        language with ``q_l ∝ (n_l / N)^alpha`` and a sentence of it; only the drawn
+        indices are held, and each language's stream is read once to fetch them. The
+        trainer keeps word counts, never a list of sentences.
+
+        Args:
+            streams: language -> a function that opens its sentences (read once).
+            counts: language -> number of sentences ``n_l`` (the order sets the draws).
+            vocab_size, alpha, lowercase, min_frequency, seed: as :meth:`train`.
+            sample_size: sentences in the sample; default ``min(N,``
+                :data:`DEFAULT_SAMPLE_SENTENCES` ``)``.
+        """
+        total = sum(counts.values())
+        size = sample_size or min(total, DEFAULT_SAMPLE_SENTENCES)
+        plan = sample_plan(counts, alpha, size, seed)
         tokenizer = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix="</w>"))
         steps: list[normalizers.Normalizer] = [normalizers.NFKC()]
         if lowercase:
@@ -113,8 +215,8 @@ class SharedBPETokenizer:
             end_of_word_suffix="</w>",
             show_progress=False,
         )
-        tokenizer.train_from_iterator(sample, trainer=trainer)
-        return cls(_canonical_ids(tokenizer), sorted(texts))
+        tokenizer.train_from_iterator(iter_planned_sample(streams, plan), trainer=trainer)
+        return cls(_canonical_ids(tokenizer), sorted(counts))
 
     @classmethod
     def from_directory(cls, path: str | Path) -> SharedBPETokenizer:
