@@ -247,3 +247,78 @@ def test_worker_processes_build_the_same_batches(workers: int) -> None:
         for x, y in zip(a, b, strict=True):
             assert x.keys() == y.keys()
             assert all(torch.equal(x[k], y[k]) for k in x)
+
+
+def _many_documents(count: int) -> InMemoryTokenStore:
+    rng = random.Random(7)
+    return InMemoryTokenStore(
+        [
+            [list(range(5, 5 + rng.randint(3, 30))) for _ in range(rng.randint(1, 4))]
+            for _ in range(count)
+        ]
+    )
+
+
+@pytest.mark.parametrize("kind", ["single", "nsp", "sop", "seq2seq"])
+def test_chunked_plans_equal_whole_plans(
+    kind: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ptm_core.data import layouts
+    from ptm_core.objectives.sop import iter_sentence_order
+    from ptm_core.seq2seq_pretraining import iter_sentence_chunks, plan_sentence_chunks
+
+    store = _many_documents(400)
+    whole = {
+        "single": lambda: plan_single_segments(store, 24),
+        "nsp": lambda: plan_segment_pairs(store, 24, random.Random(3)),
+        "sop": lambda: layouts.concat_plan(
+            iter_sentence_order(store, 24, random.Random(3)), layouts.PAIR_COLUMNS
+        ),
+        "seq2seq": lambda: plan_sentence_chunks(store, 24),
+    }[kind]()
+    monkeypatch.setattr(layouts, "PLAN_CHUNK_ROWS", 17)  # many chunks, the last one partial
+    chunked = {
+        "single": lambda: layouts.iter_single_segments(store, 24),
+        "nsp": lambda: layouts.iter_segment_pairs(store, 24, random.Random(3)),
+        "sop": lambda: iter_sentence_order(store, 24, random.Random(3)),
+        "seq2seq": lambda: iter_sentence_chunks(store, 24),
+    }[kind]
+    assert len(list(chunked())) > 3 or kind == "single"
+    store.cache_dir = tmp_path  # type: ignore[attr-defined]
+    cached = cached_plan(store, kind, {}, chunked)
+    assert isinstance(cached, np.memmap) and cached.dtype == np.int64
+    np.testing.assert_array_equal(cached, whole)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_empty_store_plans_an_empty_cached_plan(tmp_path) -> None:
+    from ptm_core.data import layouts
+
+    store = InMemoryTokenStore([])
+    store.cache_dir = tmp_path  # type: ignore[attr-defined]
+    plan = cached_plan(store, "single", {}, lambda: layouts.iter_single_segments(store, 16))
+    assert plan.shape == (0, 2)
+
+
+def test_planning_into_the_cache_never_holds_the_whole_plan(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pair plans were a Python list of 7-tuples (~250 bytes a row) until the end: about
+    # 5 GB for a 10 GB corpus. Now chunks of PLAN_CHUNK_ROWS go to the cache file as they come.
+    import tracemalloc
+
+    from ptm_core.data import layouts
+
+    store = _many_documents(20_000)
+    store.cache_dir = tmp_path  # type: ignore[attr-defined]
+    monkeypatch.setattr(layouts, "PLAN_CHUNK_ROWS", 1024)
+    tracemalloc.start()
+    try:
+        plan = cached_plan(
+            store, "nsp", {}, lambda: layouts.iter_segment_pairs(store, 24, random.Random(0))
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(plan) > 20_000
+    assert peak < plan.nbytes / 4, (peak, plan.nbytes)

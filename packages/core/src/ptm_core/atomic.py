@@ -76,17 +76,27 @@ def _plain_file_mode(path: Path) -> None:
     os.chmod(path, 0o666 & ~_umask())
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[Path]:
+    """Write a file under a temporary name in its folder, then move it to ``path``.
+
+    Yields the temporary path to write (by name, e.g. with ``open`` or ``np.save``). On
+    success it is fsynced, given a plain file's mode and renamed over ``path``; on an
+    exception it is removed and ``path`` is left untouched.
+
+    Raises:
+        DiskFullError: the file system filled up while the file was written.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
+        yield tmp
+        with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
-        _plain_file_mode(Path(tmp))
+        _plain_file_mode(tmp)
         os.replace(tmp, path)
     except BaseException as exc:
         free = _disk_full(exc, path.parent)  # before the cleanup frees space again
@@ -96,6 +106,13 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
             raise DiskFullError(path, free) from exc
         raise
     _fsync_dir(path.parent)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    path = Path(path)
+    with atomic_file(path) as tmp, open(tmp, "wb") as handle:
+        handle.write(data)
     return path
 
 

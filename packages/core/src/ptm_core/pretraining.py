@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 from ptm_core.atomic import atomic_directory
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document
-from ptm_core.data.layouts import SegmentRows, cached_plan, plan_single_segments
+from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
 from ptm_core.data.row_views import PackedRows, StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.transformer import TransformerEncoder
@@ -206,7 +206,7 @@ def build_examples(
             store,
             "single",
             {"max_length": max_length},
-            lambda: plan_single_segments(store, max_length),
+            lambda: iter_single_segments(store, max_length),
         )
         rows = SegmentRows(store, plan, vocab)
     if all(type(o).prepare_example is Objective.prepare_example for _, o in mix):

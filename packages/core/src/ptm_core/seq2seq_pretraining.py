@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ptm_core.data.layouts import LazyRows, cached_plan
+from ptm_core.data.layouts import LazyRows, PlanBuffer, cached_plan, concat_plan
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
@@ -39,17 +39,24 @@ def plan_sentence_chunks(store: TokenStore, max_tokens: int) -> np.ndarray:
     Returns:
         ``int64 (N, 3)``: ``(document, first sentence, sentences)`` per chunk.
     """
-    rows: list[tuple[int, int, int]] = []
+    return concat_plan(iter_sentence_chunks(store, max_tokens), 3)
+
+
+def iter_sentence_chunks(store: TokenStore, max_tokens: int) -> Iterator[np.ndarray]:
+    """:func:`plan_sentence_chunks` in blocks of rows (for :func:`cached_plan`)."""
+    rows = PlanBuffer(3)
     for document in range(store.num_documents):
         lengths = np.minimum(np.diff(store.sentence_offsets(document)), max_tokens).tolist()
         first, size = 0, 0
         for index, length in enumerate(lengths):
             if index > first and size + length > max_tokens:
-                rows.append((document, first, index - first))
+                if (full := rows.add(document, first, index - first)) is not None:
+                    yield full
                 first, size = index, 0
             size += length
-        rows.append((document, first, len(lengths) - first))
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+        if (full := rows.add(document, first, len(lengths) - first)) is not None:
+            yield full
+    yield rows.flush()
 
 
 class SentenceChunks(LazyRows):
@@ -209,7 +216,7 @@ def pretrain_seq2seq(
         store,
         "seq2seq-chunks",
         {"max_tokens": max_tokens},
-        lambda: plan_sentence_chunks(store, max_tokens),
+        lambda: iter_sentence_chunks(store, max_tokens),
     )
     sources = SentenceChunks(store, plan, max_tokens)
     batches = Seq2SeqBatches(sources, noise, batch_size, seed)

@@ -19,16 +19,17 @@ this plan followed by building every row, so the raw and prepared paths cannot d
 
 from __future__ import annotations
 
-import io
 import json
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import struct
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
 import numpy as np
 
-from ptm_core.atomic import atomic_write_bytes
+from ptm_core.atomic import atomic_file
 from ptm_core.data.token_store import TokenStore
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo
@@ -38,6 +39,39 @@ Example = dict[str, Any]
 # Columns of a pair plan.
 A_START, A_LEN, B_START, B_LEN, LABEL, A_DOC, B_DOC = range(7)
 PAIR_COLUMNS = 7
+# Rows a planner gathers before it hands a chunk on: plans are written to the cache chunk by
+# chunk, so planning a 10 GB corpus never holds the whole plan (or a Python list of it).
+PLAN_CHUNK_ROWS = 1 << 16
+
+
+def concat_plan(chunks: Iterable[np.ndarray], columns: int) -> np.ndarray:
+    """The chunks of a planner as one ``int64 (N, columns)`` array."""
+    parts = [np.asarray(chunk, dtype=np.int64).reshape(-1, columns) for chunk in chunks]
+    if not parts:
+        return np.zeros((0, columns), dtype=np.int64)
+    return np.concatenate(parts)
+
+
+class PlanBuffer:
+    """Rows of ``columns`` ints gathered compactly (8 bytes a value), flushed as chunks."""
+
+    def __init__(self, columns: int, chunk_rows: int | None = None) -> None:
+        self.columns = columns
+        self._limit = (chunk_rows or PLAN_CHUNK_ROWS) * columns
+        self._values = array("q")
+
+    def add(self, *row: int) -> np.ndarray | None:
+        """Append one row; returns a full chunk to hand on when one is ready."""
+        self._values.extend(row)
+        if len(self._values) >= self._limit:
+            return self.flush()
+        return None
+
+    def flush(self) -> np.ndarray:
+        """The rows gathered so far (possibly none), as ``int64 (k, columns)``."""
+        chunk = np.frombuffer(self._values, dtype=np.int64).reshape(-1, self.columns).copy()
+        self._values = array("q")
+        return chunk
 
 
 def trim_counts(
@@ -83,10 +117,15 @@ def plan_single_segments(store: TokenStore, max_length: int) -> np.ndarray:
     Returns:
         ``int64 (N, 2)``: ``(start, length)`` of each row's tokens, in corpus order.
     """
+    return concat_plan(iter_single_segments(store, max_length), 2)
+
+
+def iter_single_segments(store: TokenStore, max_length: int) -> Iterator[np.ndarray]:
+    """:func:`plan_single_segments` chunk by chunk (one chunk per block of documents)."""
     if max_length < 3:
         raise ValueError(f"max_length must be at least 3, got {max_length}")
     budget = max_length - 2
-    chunks = []
+    yield np.zeros((0, 2), dtype=np.int64)  # so an empty store still gives a (0, 2) plan
     for starts, ends in iter_document_spans(store):
         lengths = ends - starts
         rows_per_doc = (lengths + budget - 1) // budget  # (D,)
@@ -97,10 +136,7 @@ def plan_single_segments(store: TokenStore, max_length: int) -> np.ndarray:
         )
         row_start = first_row + offsets * budget
         row_len = np.minimum(budget, np.repeat(ends, rows_per_doc) - row_start)
-        chunks.append(np.stack([row_start, row_len], axis=1))
-    if not chunks:
-        return np.zeros((0, 2), dtype=np.int64)
-    return np.concatenate(chunks).astype(np.int64, copy=False)
+        yield np.stack([row_start, row_len], axis=1).astype(np.int64, copy=False)
 
 
 def plan_segment_pairs(
@@ -139,6 +175,27 @@ def plan_segment_pairs(
         ValueError: fewer than two documents while negatives are requested, or
             ``max_length`` too small.
     """
+    return concat_plan(
+        iter_segment_pairs(
+            store,
+            max_length,
+            rng,
+            random_next_prob=random_next_prob,
+            short_seq_prob=short_seq_prob,
+        ),
+        PAIR_COLUMNS,
+    )
+
+
+def iter_segment_pairs(
+    store: TokenStore,
+    max_length: int,
+    rng: random.Random,
+    *,
+    random_next_prob: float = 0.5,
+    short_seq_prob: float = 0.1,
+) -> Iterator[np.ndarray]:
+    """:func:`plan_segment_pairs` in chunks of up to :data:`PLAN_CHUNK_ROWS` rows."""
     if max_length < 5:
         raise ValueError(f"max_length must be at least 5 for a segment pair, got {max_length}")
     num_docs = store.num_documents
@@ -148,7 +205,7 @@ def plan_segment_pairs(
             f"segments, got {num_docs}; separate documents with a blank line"
         )
     max_tokens = max_length - 3
-    rows: list[tuple[int, ...]] = []
+    rows = PlanBuffer(PAIR_COLUMNS)
     for doc_index in range(num_docs):
         bounds = store.sentence_offsets(doc_index).tolist()  # n + 1 offsets
         sentences = len(bounds) - 1
@@ -200,24 +257,22 @@ def plan_segment_pairs(
                 a_len -= a_front + a_back
                 b_len -= b_front + b_back
                 if a_len and b_len:
-                    rows.append(
-                        (
-                            a_start + a_front,
-                            a_len,
-                            b_start + b_front,
-                            b_len,
-                            int(is_random),
-                            doc_index,
-                            b_doc,
-                        )
+                    full = rows.add(
+                        a_start + a_front,
+                        a_len,
+                        b_start + b_front,
+                        b_len,
+                        int(is_random),
+                        doc_index,
+                        b_doc,
                     )
+                    if full is not None:
+                        yield full
                 chunk, length = 0, 0
                 if target != max_tokens and rng.random() >= short_seq_prob:
                     target = max_tokens
             i += 1
-    if not rows:
-        return np.zeros((0, PAIR_COLUMNS), dtype=np.int64)
-    return np.asarray(rows, dtype=np.int64)
+    yield rows.flush()
 
 
 def draw_swaps(plan: np.ndarray, rng: random.Random, swap_prob: float) -> np.ndarray:
@@ -376,26 +431,32 @@ def plan_packing(lengths: np.ndarray, max_length: int) -> np.ndarray:
 
 
 def cached_plan(
-    store: TokenStore, kind: str, settings: Mapping[str, Any], compute: Callable[[], np.ndarray]
+    store: TokenStore,
+    kind: str,
+    settings: Mapping[str, Any],
+    compute: Callable[[], np.ndarray | Iterable[np.ndarray]],
 ) -> np.ndarray:
     """A plan computed once per store and settings, memory-mapped from then on.
 
     A store with a ``cache_dir`` (a prepared corpus) keeps plans there as
     ``<kind>-<key>.npy``, so a second run, a resume or another process starts at once; a
-    store without one (in memory) computes the plan each time.
+    store without one (in memory) computes the plan each time. ``compute`` may return the
+    plan or yield it in chunks (the ``iter_*`` planners): chunks are written to the cache
+    file as they come, so the plan of a large corpus is never whole in memory.
 
     Args:
         store: the tokenised corpus.
         kind: the layout's name (file name prefix).
         settings: everything the plan depends on besides the store (lengths, seed, rates).
-        compute: builds the plan.
+        compute: builds the plan, whole or in ``int64 (k, columns)`` chunks.
 
     Returns:
         The plan (read-only and memory-mapped when cached).
     """
     cache_dir = getattr(store, "cache_dir", None)
     if cache_dir is None:
-        return compute()
+        result = compute()
+        return result if isinstance(result, np.ndarray) else _concat_any(result)
     # The store's fingerprint too: a plan is never read against data it was not made from.
     fingerprint = str(getattr(store, "fingerprint", ""))
     key = derive_seed(kind, fingerprint, json.dumps(dict(settings), sort_keys=True))
@@ -405,7 +466,53 @@ def cached_plan(
             return np.load(path, mmap_mode="r")
         except (ValueError, OSError):
             pass  # a damaged cache entry is only a cache entry: build it again
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(compute(), dtype=np.int64))
-    atomic_write_bytes(path, buffer.getvalue())
+    result = compute()
+    with atomic_file(path) as tmp:
+        write_plan(tmp, [result] if isinstance(result, np.ndarray) else result)
     return np.load(path, mmap_mode="r")
+
+
+def _concat_any(chunks: Iterable[np.ndarray]) -> np.ndarray:
+    parts = [np.asarray(chunk, dtype=np.int64) for chunk in chunks]
+    if not parts:
+        raise ValueError("a planner yielded no chunk; yield an empty (0, columns) one instead")
+    return np.concatenate(parts)
+
+
+# An .npy header of fixed size, so the row count can be written once the chunks are in.
+_NPY_MAGIC = b"\x93NUMPY\x01\x00"
+_NPY_HEADER_BYTES = 128
+
+
+def _npy_header(rows: int, columns: int) -> bytes:
+    text = repr({"descr": "<i8", "fortran_order": False, "shape": (rows, columns)})
+    pad = _NPY_HEADER_BYTES - len(_NPY_MAGIC) - 2 - len(text) - 1
+    return _NPY_MAGIC + struct.pack("<H", len(text) + pad + 1) + (text + " " * pad + "\n").encode()
+
+
+def write_plan(path: Path, chunks: Iterable[np.ndarray]) -> int:
+    """Write ``int64`` chunks of one width as a single ``.npy`` file, one chunk at a time.
+
+    Returns:
+        The number of rows written.
+
+    Raises:
+        ValueError: the chunks differ in width, or there are none.
+    """
+    rows, columns = 0, None
+    with open(path, "wb") as handle:
+        handle.write(b"\0" * _NPY_HEADER_BYTES)
+        for chunk in chunks:
+            block = np.ascontiguousarray(chunk, dtype="<i8")
+            if block.ndim != 2 or (columns is not None and block.shape[1] != columns):
+                raise ValueError(
+                    f"plan chunks must be 2-D of one width, got {block.shape} after width {columns}"
+                )
+            columns = block.shape[1]
+            handle.write(block.tobytes())
+            rows += block.shape[0]
+        if columns is None:
+            raise ValueError("a planner yielded no chunk; yield an empty (0, columns) one instead")
+        handle.seek(0)
+        handle.write(_npy_header(rows, columns))
+    return rows

@@ -7,7 +7,11 @@ from collections.abc import Sequence
 
 import torch.nn.functional as F
 
-from ptm_core.data.layouts import SegmentPairRows, cached_plan, plan_segment_pairs
+from ptm_core.data.layouts import (
+    SegmentPairRows,
+    cached_plan,
+    iter_segment_pairs,
+)
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
 from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
@@ -66,7 +70,7 @@ class NextSentenceObjective(Objective):
             store,
             "nsp",
             settings,
-            lambda: plan_segment_pairs(
+            lambda: iter_segment_pairs(
                 store,
                 max_length,
                 random.Random(seed),

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch.nn.functional as F
 
-from ptm_core.data.layouts import SegmentPairRows, cached_plan, draw_swaps, plan_segment_pairs
+from ptm_core.data.layouts import (
+    PAIR_COLUMNS,
+    SegmentPairRows,
+    cached_plan,
+    concat_plan,
+    draw_swaps,
+    iter_segment_pairs,
+)
 from ptm_core.data.segments import TokenizedDocument
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
@@ -66,12 +73,32 @@ def plan_sentence_order(
     short_seq_prob: float = 0.1,
 ) -> np.ndarray:
     """Consecutive pairs (no random B), then one swap draw per pair, in plan order."""
+    return concat_plan(
+        iter_sentence_order(store, max_length, rng, swap_prob, short_seq_prob), PAIR_COLUMNS
+    )
+
+
+def iter_sentence_order(
+    store: TokenStore,
+    max_length: int,
+    rng: random.Random,
+    swap_prob: float = 0.5,
+    short_seq_prob: float = 0.1,
+) -> Iterator[np.ndarray]:
+    """:func:`plan_sentence_order` in chunks.
+
+    The swaps are drawn after every pair, from the same source, so the pair chunks are
+    kept (compactly, 56 bytes a pair) until the last one is planned.
+    """
     if not 0.0 <= swap_prob <= 1.0:
         raise ValueError(f"swap_prob must be in [0, 1], got {swap_prob}")
-    pairs = plan_segment_pairs(
-        store, max_length, rng, random_next_prob=0.0, short_seq_prob=short_seq_prob
+    chunks = list(
+        iter_segment_pairs(
+            store, max_length, rng, random_next_prob=0.0, short_seq_prob=short_seq_prob
+        )
     )
-    return draw_swaps(pairs, rng, swap_prob)
+    for chunk in chunks:
+        yield draw_swaps(chunk, rng, swap_prob)
 
 
 def sentence_order_rows(store: TokenStore, plan: np.ndarray, vocab: VocabInfo) -> SegmentPairRows:
@@ -134,7 +161,7 @@ class SentenceOrderObjective(Objective):
             store,
             "sop",
             settings,
-            lambda: plan_sentence_order(
+            lambda: iter_sentence_order(
                 store, max_length, random.Random(seed), self.swap_prob, self.short_seq_prob
             ),
         )

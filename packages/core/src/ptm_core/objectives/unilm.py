@@ -8,7 +8,11 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from ptm_core.data.layouts import SegmentPairRows, cached_plan, plan_segment_pairs
+from ptm_core.data.layouts import (
+    SegmentPairRows,
+    cached_plan,
+    iter_segment_pairs,
+)
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
 from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
@@ -99,7 +103,7 @@ class UniLMObjective(MaskedLMObjective):
             store,
             "unilm",
             settings,
-            lambda: plan_segment_pairs(
+            lambda: iter_segment_pairs(
                 store,
                 max_length,
                 random.Random(seed),
