@@ -1,4 +1,9 @@
-"""The `link_entities` flow: corpus -> linked corpus, sharded, cached, resumable."""
+"""The `link_entities` flow: corpus -> linked corpus, sharded, cached, resumable, streamed.
+
+Memory does not grow with the corpus: documents are read as a stream, at most
+``IN_FLIGHT`` shards are submitted at once, and finished shards are appended in order to
+the output's temporary file, which replaces the output when every shard is in.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,28 @@ import contextlib
 import errno
 import functools
 import hashlib
+import itertools
 import json
+import os
 import re
+from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from prefect import Task, flow, task
 from prefect.cache_policies import INPUTS
 from prefect.client.schemas.objects import State, TaskRun
 
-from ptm_core.atomic import atomic_write_text
-from ptm_core.data import read_text_corpus
+from ptm_core.data import iter_text_corpus
 
 Shard = list[tuple[str, list[str]]]  # (doc_id, sentences)
 
 # Shard files are named by the first KEY_LENGTH hex digits of their inputs' hash.
 KEY_LENGTH = 20
+# Shards submitted and not yet merged: bounds memory, keeps the task runner's workers busy.
+IN_FLIGHT = 32
+_COPY_BLOCK = 4 * 2**20
 
 # Errors that recur on every attempt however long one waits: a path that is missing, not a
 # file, not readable or a link loop. Retrying them only repeats the failure.
@@ -81,11 +92,20 @@ def remove_stale_temp_files(directory: Path, name: str) -> list[Path]:
 
 
 def fingerprint_files(*paths: str | Path) -> str:
-    """SHA-256 of the given files' bytes (the KG's identity for the cache key)."""
+    """SHA-256 of the given files' bytes (the KG's identity for the cache key), read in
+    blocks so a multi-GB KG is never held in memory."""
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(Path(path).read_bytes())
+        with Path(path).open("rb") as handle:
+            while block := handle.read(_COPY_BLOCK):
+                digest.update(block)
     return digest.hexdigest()
+
+
+def kg_cache_dir() -> Path:
+    """Where loaded KGs are cached: ``$PTM_CACHE_DIR/kg`` or ``~/.cache/ptm/kg``."""
+    root = os.environ.get("PTM_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "ptm") / "kg"
 
 
 def _kg_files(kg_dir: str | Path) -> list[Path]:
@@ -117,7 +137,8 @@ def _linker(kg_dir: str, kg_fingerprint: str, config_json: str) -> Any:
     from ptm_knowledge.kg import load_knowledge_graph
     from ptm_knowledge.linking import EntityLinker
 
-    return EntityLinker(load_knowledge_graph(kg_dir), **json.loads(config_json))
+    kg = load_knowledge_graph(kg_dir, cache_dir=kg_cache_dir())
+    return EntityLinker(kg, **json.loads(config_json))
 
 
 @task(
@@ -149,6 +170,56 @@ def link_shard(
     return out
 
 
+class ShardMerger:
+    """Appends linked shards, in order, to a temporary file that replaces ``output`` on
+    :meth:`commit` (atomic: a reader sees the old output or the whole new one).
+
+    Each shard is copied in blocks and its records are counted as they pass, so neither a
+    shard nor the output is ever held in memory. Records are split on ``"\\n"`` only:
+    ``str.splitlines()`` also splits on U+2028, U+2029 and U+0085, which a JSON string may
+    hold unescaped (a shard written by another writer or version).
+    """
+
+    def __init__(self, output: str | Path) -> None:
+        from ptm_knowledge.linking.corpus import atomic_text_writer
+
+        self._context = atomic_text_writer(output)
+        self._handle: TextIO = self._context.__enter__()
+        self.output = Path(output)
+        self.documents = 0
+        self.mentions = 0
+
+    def add(self, shard: str | Path) -> None:
+        with Path(shard).open(encoding="utf-8", newline="") as source:
+            for line in _records(source):
+                self._handle.write(line)
+                self.documents += 1
+                self.mentions += len(json.loads(line)["mentions"])
+
+    def commit(self) -> Path:
+        self._context.__exit__(None, None, None)
+        return self.output
+
+    def abort(self, exc: BaseException) -> None:
+        """Remove the temporary file; ``output`` stays as it was."""
+        with contextlib.suppress(BaseException):
+            self._context.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _records(source: TextIO) -> Iterator[str]:
+    """``"\\n"``-terminated non-blank records of a JSONL stream (a last one gets its
+    ``"\\n"``), read a block at a time."""
+    rest = ""
+    while block := source.read(_COPY_BLOCK):
+        lines = (rest + block).split("\n")
+        rest = lines.pop()
+        for line in lines:
+            if line.strip():
+                yield line + "\n"
+    if rest.strip():
+        yield rest + "\n"
+
+
 @task(
     name="merge-shards",
     retries=2,
@@ -156,10 +227,21 @@ def link_shard(
     retry_condition_fn=retry_if_transient,
 )
 def merge_shards(paths: list[str], output: str) -> str:
-    """Concatenate linked shards into one linked corpus, atomically."""
-    text = "".join(Path(p).read_text(encoding="utf-8") for p in paths)
-    atomic_write_text(output, text)
-    return output
+    """Concatenate linked shards into one linked corpus, streaming and atomically."""
+    merger = ShardMerger(output)
+    try:
+        for path in paths:
+            merger.add(path)
+    except BaseException as exc:
+        merger.abort(exc)
+        raise
+    return str(merger.commit())
+
+
+def _shards(documents: Iterable[Any], shard_size: int) -> Iterator[list[Any]]:
+    iterator = iter(documents)
+    while shard := list(itertools.islice(iterator, shard_size)):
+        yield shard
 
 
 @flow(name="link_entities", log_prints=True)
@@ -172,12 +254,15 @@ def link_entities(
 ) -> dict[str, Any]:
     """Link a text corpus against a KG and write a linked corpus (JSONL).
 
-    The corpus is validated first (a bad line fails here, naming file and line), split
-    into shards of ``shard_size`` documents mapped over ``link-shard`` tasks, and merged.
-    Shard results are persisted: re-running after a crash, or with a grown corpus, only
-    links the shards that are new or changed. For many cores or a cluster run it with
-    a Dask task runner: ``link_entities.with_options(task_runner=DaskTaskRunner(...))``
-    (``ptm link --dask``).
+    The corpus is validated first in one streaming pass (a bad line fails here, naming
+    file and line, before any linking), then read again as a stream, cut into shards of
+    ``shard_size`` documents mapped over ``link-shard`` tasks (at most ``IN_FLIGHT`` at
+    once), and the shards are appended in order to the output, which is replaced
+    atomically at the end. Shard results are persisted: re-running after a crash, or with
+    a grown corpus, only links the shards that are new or changed. The KG is loaded once
+    per process and cached on disk by its fingerprint (``$PTM_CACHE_DIR/kg``). For many
+    cores or a cluster run it with a Dask task runner:
+    ``link_entities.with_options(task_runner=DaskTaskRunner(...))`` (``ptm link --dask``).
 
     Args:
         corpus: text-corpus file(s) or directory (``data_specs/text_corpus``).
@@ -193,7 +278,7 @@ def link_entities(
     """
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-    documents = read_text_corpus(corpus)
+    documents = sum(1 for _ in iter_text_corpus(corpus))  # validates, holds nothing
     kg_path = Path(kg_dir)
     kg_fingerprint = fingerprint_files(*_kg_files(kg_path))
     settings = dict(linker or {})
@@ -206,33 +291,47 @@ def link_entities(
     # Temporary files of a killed run: never read (names start with "."), but they pile up.
     remove_stale_temp_files(shard_dir, rf"[0-9a-f]{{{KEY_LENGTH}}}\.jsonl")
     remove_stale_temp_files(output_path.parent, re.escape(output_path.name))
-    arguments = []
-    for index, first in enumerate(range(0, len(documents), shard_size)):
-        docs = documents[first : first + shard_size]
-        shard: Shard = [(d.doc_id, list(d.sentences)) for d in docs]
-        key = hashlib.sha256(
-            json.dumps([shard, kg_fingerprint, settings], sort_keys=True).encode()
-        ).hexdigest()[:KEY_LENGTH]
-        out = str(shard_dir / f"{key}.jsonl")
-        arguments.append(
-            (index, shard, docs[0].source, str(kg_path), kg_fingerprint, settings, out)
-        )
-    futures = [link_shard.submit(*args) for args in arguments]
-    for future in futures:
+
+    executed = shards = 0
+    merger = ShardMerger(output)
+    pending: deque[tuple[tuple[Any, ...], Any]] = deque()
+
+    def merge_oldest() -> None:
+        nonlocal executed
+        arguments, future = pending.popleft()
         future.wait()
-    executed = sum(1 for f in futures if f.state.name != "Cached")
-    paths = [f.result() for f in futures]
-    for i, path in enumerate(paths):
+        path = future.result()
+        executed += future.state.name != "Cached"
         if not Path(path).exists():  # a cached result whose file was removed: link again
-            paths[i] = link_shard.with_options(refresh_cache=True)(*arguments[i])
+            path = link_shard.with_options(refresh_cache=True)(*arguments)
             executed += 1
-    merged = merge_shards(paths, output)
-    # Split on "\n" only: str.splitlines() also splits on U+2028, U+2029 and U+0085, which a
-    # JSON string may hold unescaped (a shard written by another writer or version).
-    mentions = sum(
-        len(json.loads(line)["mentions"])
-        for line in Path(merged).read_text(encoding="utf-8").split("\n")
-        if line.strip()
-    )
-    print(f"linked {len(documents)} documents in {len(paths)} shards ({executed} run now)")
-    return {"output": merged, "shards": len(paths), "executed": executed, "mentions": mentions}
+        merger.add(path)
+
+    try:
+        for index, docs in enumerate(_shards(iter_text_corpus(corpus), shard_size)):
+            shard: Shard = [(d.doc_id, list(d.sentences)) for d in docs]
+            key = hashlib.sha256(
+                json.dumps([shard, kg_fingerprint, settings], sort_keys=True).encode()
+            ).hexdigest()[:KEY_LENGTH]
+            out = str(shard_dir / f"{key}.jsonl")
+            arguments = (index, shard, docs[0].source, str(kg_path), kg_fingerprint, settings, out)
+            pending.append((arguments, link_shard.submit(*arguments)))
+            shards += 1
+            while len(pending) >= IN_FLIGHT:
+                merge_oldest()
+        while pending:
+            merge_oldest()
+    except BaseException as exc:
+        for _, future in pending:  # let running shards finish writing their own files
+            with contextlib.suppress(BaseException):
+                future.wait()
+        merger.abort(exc)
+        raise
+    merged = merger.commit()
+    print(f"linked {documents} documents in {shards} shards ({executed} run now)")
+    return {
+        "output": str(merged),
+        "shards": shards,
+        "executed": executed,
+        "mentions": merger.mentions,
+    }

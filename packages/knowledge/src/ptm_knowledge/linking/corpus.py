@@ -6,15 +6,18 @@ read (with validation) by :func:`read_linked_corpus`.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import itertools
 import json
-from collections.abc import Iterable, Sequence
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ptm_core.atomic import atomic_write_text
-from ptm_core.data import read_text_corpus
+from ptm_core.data import iter_text_corpus
 from ptm_core.data.lines import iter_lines
 from ptm_knowledge.kg.graph import KGError
 from ptm_knowledge.linking.linker import EntityLinker, Mention
@@ -63,34 +66,47 @@ class LinkedDocument:
         return {"id": self.doc_id, "sentences": self.sentences, "mentions": mentions}
 
 
+def iter_linked_documents(
+    documents: Iterable[tuple[str, Sequence[str]]], linker: EntityLinker, batch_size: int = 16
+) -> Iterator[LinkedDocument]:
+    """Link ``(doc_id, sentences)`` pairs as a stream; the whole document is the linker's
+    context.
+
+    Sentences are joined with newlines so ranking sees neighbouring sentences; no alias
+    spans a newline, so every mention falls inside one sentence. At most ``batch_size``
+    documents are held at once.
+    """
+    iterator = iter(documents)
+    while batch := [(doc_id, list(s)) for doc_id, s in itertools.islice(iterator, batch_size)]:
+        texts = ["\n".join(sentences) for _, sentences in batch]
+        for (doc_id, sentences), mentions in zip(
+            batch, linker.link_batch(texts, batch_size=batch_size), strict=True
+        ):
+            yield _placed(doc_id, sentences, mentions)
+
+
+def _placed(doc_id: str, sentences: list[str], mentions: list[Mention]) -> LinkedDocument:
+    """Move mentions of the newline-joined text into their sentences."""
+    starts, position = [], 0
+    for sentence in sentences:
+        starts.append(position)
+        position += len(sentence) + 1
+    linked: list[SentenceMention] = []
+    for m in mentions:
+        index = bisect.bisect_right(starts, m.start) - 1
+        linked.append(
+            SentenceMention(
+                index, m.start - starts[index], m.end - starts[index], m.entity_id, m.score
+            )
+        )
+    return LinkedDocument(doc_id, sentences, linked)
+
+
 def link_documents(
     documents: Iterable[tuple[str, Sequence[str]]], linker: EntityLinker, batch_size: int = 16
 ) -> list[LinkedDocument]:
-    """Link ``(doc_id, sentences)`` pairs; the whole document is the linker's context.
-
-    Sentences are joined with newlines so ranking sees neighbouring sentences; no alias
-    spans a newline, so every mention falls inside one sentence.
-    """
-    docs = [(doc_id, list(sentences)) for doc_id, sentences in documents]
-    texts = ["\n".join(sentences) for _, sentences in docs]
-    out: list[LinkedDocument] = []
-    for (doc_id, sentences), mentions in zip(
-        docs, linker.link_batch(texts, batch_size=batch_size), strict=True
-    ):
-        starts, position = [], 0
-        for sentence in sentences:
-            starts.append(position)
-            position += len(sentence) + 1
-        linked: list[SentenceMention] = []
-        for m in mentions:
-            index = max(i for i, s in enumerate(starts) if s <= m.start)
-            linked.append(
-                SentenceMention(
-                    index, m.start - starts[index], m.end - starts[index], m.entity_id, m.score
-                )
-            )
-        out.append(LinkedDocument(doc_id, sentences, linked))
-    return out
+    """Link ``(doc_id, sentences)`` pairs; :func:`iter_linked_documents` as a list."""
+    return list(iter_linked_documents(documents, linker, batch_size))
 
 
 def link_corpus(
@@ -102,7 +118,10 @@ def link_corpus(
 ) -> Path:
     """Link a text corpus (``data_specs/text_corpus``) and write a linked corpus (JSONL).
 
-    This is the public step the ``link_entities`` flow calls.
+    Streams: documents are read, linked and written ``batch_size`` at a time, so memory
+    does not grow with the corpus. The output appears atomically when the whole corpus is
+    linked; a bad corpus line raises its ``CorpusError`` (file:line) and leaves ``output``
+    as it was.
 
     Args:
         corpus: text-corpus file(s) or directory.
@@ -113,9 +132,8 @@ def link_corpus(
     Returns:
         ``output``.
     """
-    documents = read_text_corpus(corpus)
-    linked = link_documents(((d.doc_id, d.sentences) for d in documents), linker, batch_size)
-    return write_linked_corpus(linked, output)
+    documents = ((d.doc_id, d.sentences) for d in iter_text_corpus(corpus))
+    return write_linked_corpus(iter_linked_documents(documents, linker, batch_size), output)
 
 
 def link_corpus_with_kg(
@@ -140,17 +158,45 @@ def link_corpus_with_kg(
 _LINE_BREAK_ESCAPES = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
+def linked_corpus_line(document: LinkedDocument) -> str:
+    """One record of the linked corpus, with its ``\\n``."""
+    text = json.dumps(document.to_json(), ensure_ascii=False)
+    return text.translate(_LINE_BREAK_ESCAPES) + "\n"
+
+
+@contextlib.contextmanager
+def atomic_text_writer(path: str | Path) -> Iterator[TextIO]:
+    """A UTF-8 text file handle whose content replaces ``path`` only when the block ends
+    without an exception (``.<name>.<random>.tmp`` beside it until then, as
+    :mod:`ptm_core.atomic` names its temporary files); streamed, never held in memory."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; give what open() would
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
 def write_linked_corpus(documents: Iterable[LinkedDocument], output: str | Path) -> Path:
-    """Write documents as JSON lines, atomically.
+    """Write documents as JSON lines, atomically, streaming (one record in memory at once).
 
     U+0085, U+2028 and U+2029 are written as JSON escapes (the text is unchanged once
     decoded), so each record stays on one line for any line splitter.
     """
-    lines = [
-        json.dumps(d.to_json(), ensure_ascii=False).translate(_LINE_BREAK_ESCAPES)
-        for d in documents
-    ]
-    return atomic_write_text(output, "".join(line + "\n" for line in lines))
+    with atomic_text_writer(output) as handle:
+        for document in documents:
+            handle.write(linked_corpus_line(document))
+    return Path(output)
 
 
 def _fail(path: Path, line: int, field: str, problem: str, fix: str) -> LinkedCorpusError:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ptm_knowledge.kg.graph import KnowledgeGraph
-from ptm_knowledge.linking.aliases import AliasTable, Candidate, CaseMode
+from ptm_knowledge.linking.aliases import AliasTable, CaseMode, ContextBags
 
-RULER_NAME = "kg_alias_ruler"
-MENTION_LABEL = "KG_MENTION"
+# Joins a phrase's token texts into one dict key (NUL never occurs in a KG cell).
+_TOKEN_JOIN = "\x00"
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,13 @@ class EntityLinker:
     ERNIE (Zhang et al., 2019) links with TAGME; this linker needs only the KG's alias
     table. Pipeline:
 
-    1. **Mention detection**: a spaCy ``entity_ruler`` whose phrase patterns are every
-       surface form of the alias table (pattern ``id`` = the alias key). Overlapping
-       matches are resolved to the longest one ("Danube Delta" over "Danube").
+    1. **Mention detection**: every surface form of the alias table is tokenized once with
+       the pipeline's tokenizer into a phrase index (token texts -> alias key; lower-cased
+       texts in ``insensitive`` mode), and a document's token sequences are looked up in
+       it, as spaCy's ``PhraseMatcher``/``entity_ruler`` would match them. Overlapping
+       matches are resolved to the longest one, then the earliest ("Danube Delta" over
+       "Danube"). Unlike ``entity_ruler`` patterns (a spaCy ``Doc`` per alias), the index
+       is one dict of strings, so it scales to a 1M-entity KG.
     2. **Candidates**: the entities sharing the matched alias, with their priors.
     3. **Ranking**: ``score = prior_weight * prior + (1 - prior_weight) * overlap``,
        where ``overlap = n / (n + overlap_smoothing)`` and ``n`` counts distinct content
@@ -65,8 +69,7 @@ class EntityLinker:
     Args:
         kg: the knowledge graph (entity table with aliases; triples are optional).
         nlp: a spaCy pipeline; default ``spacy.blank("en")``. A trained pipeline works as
-            well: the ruler is added before its ``ner`` component, and only ruler matches
-            are linked.
+            well: documents go through it, and only alias matches are linked.
         case: alias matching: ``"smart"`` (capitalised aliases match exactly, lower-case
             ones also capitalised), ``"sensitive"`` or ``"insensitive"``.
         threshold: minimum score of a linked mention.
@@ -98,23 +101,28 @@ class EntityLinker:
         self.context_window = context_window
         self.overlap_smoothing = overlap_smoothing
         self.aliases = AliasTable(kg, case, tokenize=self.content_words)
-        if RULER_NAME in self.nlp.pipe_names:
-            self.nlp.remove_pipe(RULER_NAME)
-        ruler: Any = self.nlp.add_pipe(
-            "entity_ruler",
-            name=RULER_NAME,
-            before="ner" if "ner" in self.nlp.pipe_names else None,
-            config={
-                "phrase_matcher_attr": "LOWER" if case == "insensitive" else "ORTH",
-                "overwrite_ents": True,
-            },
-        )
-        ruler.add_patterns(
-            [
-                {"label": MENTION_LABEL, "pattern": form, "id": key}
-                for form, key in self.aliases.surface_forms.items()
-            ]
-        )
+        self._lower = case == "insensitive"
+        # phrase (token texts joined) -> alias key id; first token -> longest phrase length
+        self.phrases: dict[str, int] = {}
+        self.longest: dict[str, int] = {}
+        pending: list[tuple[str, int]] = []
+        for item in self.aliases.surface_variants():
+            pending.append(item)
+            if len(pending) == 4096:
+                self._add_phrases(pending)
+                pending = []
+        self._add_phrases(pending)
+
+    def _add_phrases(self, items: list[tuple[str, int]]) -> None:
+        tokenizer = self.nlp.tokenizer
+        texts = [text for text, _ in items]
+        for (_, key_id), doc in zip(items, tokenizer.pipe(texts, batch_size=1024), strict=True):
+            words = [t.lower_ if self._lower else t.text for t in doc]
+            if not words:
+                continue
+            self.phrases.setdefault(_TOKEN_JOIN.join(words), key_id)
+            if len(words) > self.longest.get(words[0], 0):
+                self.longest[words[0]] = len(words)
 
     def content_words(self, text: str) -> list[str]:
         """Lower-case alphabetic non-stop-words of ``text`` (for context bags)."""
@@ -122,35 +130,66 @@ class EntityLinker:
             t.lower_ for t in self.nlp.make_doc(text) if t.is_alpha and not t.is_stop and len(t) > 2
         ]
 
-    def _rank(self, doc: Any, span: Any, candidates: list[Candidate]) -> list[tuple[str, float]]:
-        lo = max(0, span.start - self.context_window)
-        hi = min(len(doc), span.end + self.context_window)
-        context = {
-            t.lower_
-            for t in (*doc[lo : span.start], *doc[span.end : hi])
-            if t.is_alpha and not t.is_stop and len(t) > 2
-        }
+    def matches(self, doc: Any) -> list[tuple[int, int, int]]:
+        """``(start token, end token, alias key id)`` of the alias matches kept in ``doc``:
+        every match, then the longest first (the earliest among equals), dropping those that
+        overlap one kept before; in document order."""
+        words = [t.lower_ if self._lower else t.text for t in doc]
+        found: list[tuple[int, int, int]] = []
+        phrases, longest, n = self.phrases, self.longest, len(words)
+        for start, word in enumerate(words):
+            most = longest.get(word)
+            if most is None:
+                continue
+            for length in range(min(most, n - start), 0, -1):
+                key_id = phrases.get(_TOKEN_JOIN.join(words[start : start + length]))
+                if key_id is not None:
+                    found.append((start, start + length, key_id))
+        found.sort(key=lambda m: (m[0] - m[1], m[0]))
+        taken: set[int] = set()
+        kept = []
+        for start, end, key_id in found:
+            if start in taken or end - 1 in taken:
+                continue
+            kept.append((start, end, key_id))
+            taken.update(range(start, end))
+        kept.sort()
+        return kept
+
+    def _rank(
+        self, content: list[str | None], start: int, end: int, key_id: int
+    ) -> list[tuple[str, float]]:
+        lo = max(0, start - self.context_window)
+        hi = min(len(content), end + self.context_window)
+        context = {w for w in (*content[lo:start], *content[end:hi]) if w is not None}
+        entities, priors = self.aliases.candidate_rows(key_id)
+        bags = self.aliases.context_bags
+        bag_of = bags.bag if isinstance(bags, ContextBags) else None
+        ids = self.kg.entities.ids
         scored = []
-        for candidate in candidates:
-            bag = self.aliases.context_bags.get(candidate.entity_id, frozenset())
+        for entity, prior in zip(entities.tolist(), priors.tolist(), strict=True):
+            entity_id = ids[entity]
+            bag = bag_of(entity) if bag_of is not None else bags.get(entity_id, frozenset())
             n = len(context & bag)
             overlap = n / (n + self.overlap_smoothing)
-            score = self.prior_weight * candidate.prior + (1 - self.prior_weight) * overlap
-            scored.append((candidate.entity_id, score))
+            score = self.prior_weight * prior + (1 - self.prior_weight) * overlap
+            scored.append((entity_id, score))
         scored.sort(key=lambda item: -item[1])
         return scored
 
     def mentions_of(self, doc: Any) -> list[Mention]:
         """Linked mentions of an already processed spaCy ``Doc``."""
+        matches = self.matches(doc)
+        if not matches:
+            return []
+        content = [t.lower_ if t.is_alpha and not t.is_stop and len(t) > 2 else None for t in doc]
         out: list[Mention] = []
-        for span in doc.ents:
-            candidates = self.aliases.lookup(span.ent_id_)
-            if not candidates:
-                continue  # an entity from a trained NER component, not an alias match
-            ranked = self._rank(doc, span, candidates)
+        for start, end, key_id in matches:
+            ranked = self._rank(content, start, end, key_id)
             best, score = ranked[0]
             if score < self.threshold:
                 continue
+            span = doc[start:end]
             out.append(
                 Mention(span.start_char, span.end_char, span.text, best, score, tuple(ranked))
             )
