@@ -4,6 +4,9 @@ Reads the labelled TSVs and the KG named by ``data`` (``configs/data/kbert_sampl
 builds the encoder (``cfg.model``, or ``kbert.init_from``: any checkpoint
 ``TransformerEncoder.from_pretrained`` loads, used without re-pre-training) and fine-tunes
 a K-BERT classifier with the ablations of ``kbert.kg`` / ``kbert.visible_matrix``.
+The TSVs are validated in one streaming pass and read per row (byte offsets), examples are
+featurized per batch, and the KG's facts are held in a compact
+:class:`~ptm_knowledge.kbert.KBertKnowledge` index rather than a dict of strings.
 """
 
 from __future__ import annotations

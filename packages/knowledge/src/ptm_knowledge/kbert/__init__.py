@@ -17,7 +17,7 @@ from ptm_knowledge.kbert.finetune import (
     read_labeled_tsv,
     read_tagged_tsv,
 )
-from ptm_knowledge.kbert.knowledge import knowledge_from_graph
+from ptm_knowledge.kbert.knowledge import KBertKnowledge, knowledge_from_graph
 from ptm_knowledge.kbert.model import (
     KBertClassifier,
     KBertFeaturizer,
@@ -33,15 +33,18 @@ from ptm_knowledge.kbert.sentence_tree import (
     visible_matrix,
     wordpiece_splitter,
 )
+from ptm_knowledge.kbert.tsv import LazyTsv
 
 __all__ = [
     "FeaturizedBatches",
     "KBertClassifier",
     "KBertFeaturizer",
+    "KBertKnowledge",
     "KBertOutput",
     "KBertResult",
     "KBertTagger",
     "LabeledSentence",
+    "LazyTsv",
     "SentenceTree",
     "TaggedSentence",
     "build_sentence_tree",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,8 +13,6 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.atomic import atomic_write_text
-from ptm_core.data.errors import DataError
-from ptm_core.data.lines import iter_lines
 from ptm_core.seeding import generator_for
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
@@ -24,170 +22,49 @@ from ptm_knowledge.kbert.model import (
     KBertTagger,
     KGMode,
     VisibleMode,
-    segment_words,
+)
+from ptm_knowledge.kbert.tsv import (
+    LabeledSentence,
+    TaggedSentence,
+    read_labeled_tsv,
+    read_tagged_tsv,
 )
 
 HEAD_FILE = "kbert_head.safetensors"
 KBERT_CONFIG = "kbert.json"
 
 
-@dataclass(frozen=True)
-class LabeledSentence:
-    """A classification example: ``label`` index and one or two word lists."""
-
-    words: list[str]
-    label: int
-    second: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class TaggedSentence:
-    """A tagging (NER) example: one tag index per word."""
-
-    words: list[str]
-    tags: list[int]
-
-
-def _tsv_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` split on ``\\n`` only, BOM dropped, UTF-8 checked per line.
-
-    ``DataError`` is a ``ValueError`` reading ``file:line: problem (field '...'); fix``.
-    """
-    return iter_lines(path, DataError)
-
-
-def _empty_file(path: Path, what: str) -> ValueError:
-    return DataError(
-        path, None, "examples", f"no {what} in the file", f"add {what} (or give the right file)"
-    )
-
-
-def read_tagged_tsv(
-    path: str | Path, labels: Sequence[str] | None = None
-) -> tuple[list[TaggedSentence], list[str]]:
-    """Read CoNLL-style ``word<TAB>tag`` lines, a blank line between sentences.
-
-    Args:
-        path: the file (UTF-8; a byte-order mark is ignored).
-        labels: tag names in index order; ``None`` = sorted names found in the file.
-
-    Raises:
-        ValueError: a missing or empty file, invalid UTF-8, a malformed line, an empty or
-            unknown tag, naming ``file:line``.
-    """
-    path = Path(path)
-    sentences: list[list[tuple[int, str, str]]] = [[]]
-    for number, line in _tsv_lines(path):
-        if not line.strip():
-            if sentences[-1]:
-                sentences.append([])
-            continue
-        if line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 2 or not fields[0]:
-            raise ValueError(
-                f"{path}:{number}: expected word<TAB>tag, got {line!r}; one token per line, "
-                "a blank line between sentences"
-            )
-        if not fields[1].strip():
-            raise DataError(path, number, "tag", "empty tag", "give every token a tag")
-        sentences[-1].append((number, fields[0], fields[1]))
-    rows = [s for s in sentences if s]
-    if not rows:
-        raise _empty_file(path, "tagged sentences")
-    names = list(labels) if labels is not None else sorted({t for s in rows for _, _, t in s})
-    index = {name: i for i, name in enumerate(names)}
-    for sentence in rows:
-        for number, _, tag in sentence:
-            if tag not in index:
-                raise ValueError(
-                    f"{path}:{number}: tag {tag!r} is not one of {names}; fix the tag or "
-                    "pass labels= with every tag name"
-                )
-    examples = [TaggedSentence([w for _, w, _ in s], [index[t] for _, _, t in s]) for s in rows]
-    return examples, names
-
-
-def read_labeled_tsv(
-    path: str | Path, labels: Sequence[str] | None = None
-) -> tuple[list[LabeledSentence], list[str]]:
-    """Read ``label<TAB>text_a[<TAB>text_b]`` lines (the reference K-BERT format).
-
-    A first line starting with ``label`` is a header; lines starting with ``#`` are comments.
-    The file is UTF-8; a byte-order mark is ignored (it would otherwise glue itself to the
-    first label and make a class of its own).
-
-    Args:
-        path: the TSV file.
-        labels: label names in index order; ``None`` = sorted names found in the file.
-
-    Returns:
-        The examples and the label names.
-
-    Raises:
-        ValueError: a missing file or one without examples, invalid UTF-8, a malformed
-            line, an empty or unknown label, naming ``file:line``.
-    """
-    path = Path(path)
-    rows: list[tuple[int, list[str]]] = []
-    for number, line in _tsv_lines(path):
-        if not line.strip() or line.startswith("#") or (not rows and line.startswith("label\t")):
-            continue
-        fields = line.split("\t")
-        if len(fields) not in (2, 3):
-            raise ValueError(
-                f"{path}:{number}: expected label<TAB>text_a[<TAB>text_b], got "
-                f"{len(fields)} fields; separate the columns with one tab"
-            )
-        if not fields[0].strip():
-            raise DataError(
-                path,
-                number,
-                "label",
-                "empty label",
-                "write the class name before the first tab, or drop the line",
-            )
-        rows.append((number, fields))
-    if not rows:
-        raise _empty_file(path, "labelled sentences")
-    names = list(labels) if labels is not None else sorted({f[0] for _, f in rows})
-    index = {name: i for i, name in enumerate(names)}
-    examples = []
-    for number, fields in rows:
-        if fields[0] not in index:
-            raise ValueError(
-                f"{path}:{number}: label {fields[0]!r} is not one of {names}; fix the label "
-                "or pass labels= with every label name"
-            )
-        second = segment_words(fields[2]) if len(fields) == 3 else None
-        examples.append(LabeledSentence(segment_words(fields[1]), index[fields[0]], second))
-    return examples, names
-
-
 class FeaturizedBatches:
     """Deterministic, resumable batches of featurized examples (a core ``BatchSource``).
 
+    Examples are featurized per batch when ``encode`` is given, so a large train set
+    never exists as tensors all at once (a sentence tree's visible matrix alone is
+    ``L * L`` bytes: 16 KiB at ``max_length=128``, 16 GB for a million sentences).
+
     Args:
-        items: outputs of :meth:`KBertFeaturizer.encode`.
+        items: examples (e.g. the lazy sequence of :func:`read_labeled_tsv`) when
+            ``encode`` is given, else outputs of :meth:`KBertFeaturizer.encode`.
         collate: :meth:`KBertFeaturizer.collate`.
         batch_size: rows per batch (the last, smaller batch is kept).
         seed: shuffling seed (per epoch); ``None`` keeps the order.
+        encode: example -> :meth:`KBertFeaturizer.encode` output, applied per batch.
     """
 
     def __init__(
         self,
-        items: Sequence[Mapping[str, torch.Tensor]],
+        items: Sequence[Any],
         collate: Any,
         batch_size: int,
         seed: int | None = 0,
+        encode: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
     ) -> None:
-        if not items:
+        if not len(items):
             raise ValueError("no examples to batch")
-        self.items = list(items)
+        self.items = items
         self.collate = collate
         self.batch_size = batch_size
         self.seed = seed
+        self.encode = encode
 
     @property
     def batches_per_epoch(self) -> int:
@@ -199,7 +76,8 @@ class FeaturizedBatches:
             order = torch.randperm(len(order), generator=generator_for(self.seed, epoch)).tolist()
         for b in range(start, self.batches_per_epoch):
             rows = order[b * self.batch_size : (b + 1) * self.batch_size]
-            yield self.collate([self.items[i] for i in rows])
+            items = [self.items[i] for i in rows]
+            yield self.collate([self.encode(x) for x in items] if self.encode else items)
 
 
 @torch.no_grad()
@@ -289,10 +167,10 @@ def finetune_kbert(
 
     tagging = isinstance(train[0], TaggedSentence)
 
-    def featurize(examples: Sequence[Any]) -> list[dict[str, torch.Tensor]]:
+    def featurize(example: Any) -> dict[str, torch.Tensor]:
         if tagging:
-            return [featurizer.encode(e.words, word_labels=e.tags) for e in examples]
-        return [featurizer.encode(e.words, e.second, label=e.label) for e in examples]
+            return featurizer.encode(example.words, word_labels=example.tags)
+        return featurizer.encode(example.words, example.second, label=example.label)
 
     model: KBertClassifier | KBertTagger = (
         KBertTagger(encoder, len(label_names), dropout=dropout)
@@ -320,7 +198,7 @@ def finetune_kbert(
     # One atomic directory: encoder, tokenizer, heads and config appear together or not at all.
     run = train_and_save(
         model,
-        FeaturizedBatches(featurize(train), featurizer.collate, batch_size, seed),
+        FeaturizedBatches(train, featurizer.collate, batch_size, seed, encode=featurize),
         trainer,
         save_final=lambda final: model.encoder.save_pretrained(
             final, extra_writers=[tokenizer.save, write_heads]
@@ -328,7 +206,7 @@ def finetune_kbert(
     )
     result, final = run.result, run.final_dir
     dev_metrics = evaluate_kbert(
-        model, FeaturizedBatches(featurize(dev), featurizer.collate, batch_size, None)
+        model, FeaturizedBatches(dev, featurizer.collate, batch_size, None, encode=featurize)
     )
     final_metrics = {
         **(result.history[-1] if result.history else {}),

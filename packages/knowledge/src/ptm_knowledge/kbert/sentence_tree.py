@@ -77,8 +77,14 @@ def pair_words(first: Sequence[str], second: Sequence[str] | None = None) -> lis
 def _match_subjects(
     words: Sequence[str], knowledge: Mapping[str, Sequence[str]]
 ) -> list[tuple[int, int]]:
-    """Greedy left-to-right spans ``[start, end)``; at each word the longest subject wins."""
-    longest = max((len(k.split(" ")) for k in knowledge), default=0)
+    """Greedy left-to-right spans ``[start, end)``; at each word the longest subject wins.
+
+    A table with ``max_subject_words`` (:class:`~ptm_knowledge.kbert.KBertKnowledge`) gives
+    the longest subject directly; a plain dict is scanned once per sentence.
+    """
+    longest = getattr(knowledge, "max_subject_words", None)
+    if longest is None:
+        longest = max((len(k.split(" ")) for k in knowledge), default=0)
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(words):
