@@ -21,9 +21,26 @@ from ptm_core.data import corpus_files
 FINGERPRINT_CHUNK_BYTES = 1 << 20
 
 
+def corpus_stat(corpus: str) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` of each corpus file: cheap, and changes when a file does."""
+    stats = []
+    for path in corpus_files(corpus):
+        info = path.stat()
+        stats.append([str(path.resolve()), info.st_size, info.st_mtime_ns])
+    return stats
+
+
 @task(name="fingerprint-data", retries=2, retry_delay_seconds=[1, 5])
-def fingerprint_data(corpus: str) -> str:
-    """SHA-256 over the corpus files' names and bytes: changes exactly when the data does."""
+def fingerprint_data(corpus: str, known: dict[str, Any] | None = None) -> str:
+    """SHA-256 over the corpus files' names and bytes: changes exactly when the data does.
+
+    ``known`` is the registry's ``state.json`` of the last run: when every file still has
+    the size and ``mtime_ns`` recorded there (``data_stat``), its fingerprint is returned
+    without reading the corpus, so a scheduled retrain on an unchanged 100 GB corpus
+    decides "no new data" from a ``stat`` of each file (as ``ptm prepare`` does).
+    """
+    if known and known.get("data_fingerprint") and known.get("data_stat") == corpus_stat(corpus):
+        return str(known["data_fingerprint"])
     digest = hashlib.sha256()
     for path in corpus_files(corpus):
         digest.update(path.name.encode())
@@ -135,7 +152,8 @@ def retrain(
     registry = ModelRegistry(registry_dir)
     state_path = Path(registry_dir) / "state.json"
     state = json.loads(state_path.read_text()) if state_path.exists() else {}
-    fingerprint = fingerprint_data(corpus)
+    stat = corpus_stat(corpus)  # before hashing: a file changed meanwhile retrains again
+    fingerprint = fingerprint_data(corpus, state)
     champion = registry.champion()
     if champion is not None and state.get("data_fingerprint") == fingerprint and not force:
         print("no new data since the last run; the champion stays")
@@ -144,7 +162,7 @@ def retrain(
     run_dir, run_lock = claim_run_dir(registry_dir, fingerprint, registry)
     try:
         return _train_and_consider(
-            registry, run_dir, corpus, overrides, eval_corpus, metric, seed, fingerprint
+            registry, run_dir, corpus, overrides, eval_corpus, metric, seed, fingerprint, stat
         )
     finally:
         # Held until the candidate is in the history: a retrain started meanwhile must not
@@ -161,6 +179,7 @@ def _train_and_consider(
     metric: str,
     seed: int,
     fingerprint: str,
+    stat: list[list[Any]],
 ) -> dict[str, Any]:
     champion = registry.champion()
     print(f"training the candidate in {run_dir}")
@@ -198,7 +217,9 @@ def _train_and_consider(
             extra=extra,
         )
     state_path = registry.root / "state.json"
-    atomic_write_text(state_path, json.dumps({"data_fingerprint": fingerprint}, indent=2))
+    atomic_write_text(
+        state_path, json.dumps({"data_fingerprint": fingerprint, "data_stat": stat}, indent=2)
+    )
     print(("promoted: " if decision.promoted else "kept the champion: ") + decision.reason)
     return {
         "status": "promoted" if decision.promoted else "rejected",

@@ -108,6 +108,38 @@ def test_fingerprint_streams_and_matches_whole_file_hash(
     assert fingerprint_data.fn(str(corpus)) == expected
 
 
+def test_fingerprint_of_an_unchanged_corpus_is_read_from_the_last_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.retrain import corpus_stat, fingerprint_data
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_bytes(b"first file\n")
+    real = fingerprint_data.fn(str(corpus))
+    state = {"data_fingerprint": real, "data_stat": corpus_stat(str(corpus))}
+
+    opened: list[Path] = []
+    original_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        opened.append(self)
+        return original_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    # Unchanged files: the recorded fingerprint, and no corpus byte read.
+    assert fingerprint_data.fn(str(corpus), state) == real
+    assert opened == []
+    # A new file, or a changed one, is hashed again.
+    (corpus / "b.txt").write_bytes(b"second file\n")
+    grown = fingerprint_data.fn(str(corpus), state)
+    assert grown != real and opened
+    assert grown == fingerprint_data.fn(str(corpus))
+    state = {"data_fingerprint": grown, "data_stat": corpus_stat(str(corpus))}
+    (corpus / "a.txt").write_bytes(b"first file, edited\n")
+    assert fingerprint_data.fn(str(corpus), state) not in (grown, real)
+
+
 def test_candidate_folder_never_reuses_a_champion_but_resumes_a_crashed_run(
     tmp_path: Path,
 ) -> None:
