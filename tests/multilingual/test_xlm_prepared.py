@@ -210,3 +210,50 @@ def test_bad_input_fails_with_file_and_line(tmp_path: Path, given_tokenizer: boo
     assert not [p for p in cache.rglob("*") if p.name.endswith(".tmp")]
     for store in cache.glob("xlm/*/mono/*"):
         PreparedCorpus.open(store)
+
+
+def test_pretrain_xlm_prepares_once_and_a_resume_reads_the_same_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from functools import partial
+
+    from ptm_core.training import TrainerConfig
+    from ptm_multilingual import XLMMaskedLMObjective, pretrain_xlm, xlm_text_encoder
+
+    def run(steps: int) -> Path:
+        result = pretrain_xlm(
+            encoder=partial(
+                xlm_text_encoder, hidden_size=16, num_layers=1, num_heads=2, max_positions=32
+            ),
+            objectives={"xlm_mlm": XLMMaskedLMObjective},
+            trainer=TrainerConfig(
+                output_dir=str(tmp_path / "run"),
+                max_steps=steps,
+                save_every=2,
+                log_every=1,
+                progress=False,
+                device="cpu",
+            ),
+            monolingual=MONO,
+            parallel=PARALLEL,
+            vocab_size=300,
+            stream_length=16,
+            max_length=16,
+            batch_size=4,
+            cache_dir=tmp_path / "cache",
+        )
+        assert result.final_metrics["step"] == steps
+        return result.tokenizer_dir
+
+    run(2)
+    prepared = list((tmp_path / "cache").glob("xlm/*/manifest.json"))
+    assert len(prepared) == 1
+
+    def no_preparing(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the corpora were prepared again")
+
+    monkeypatch.setattr("ptm_multilingual.prepared_data._write_stream", no_preparing)
+    monkeypatch.setattr("ptm_multilingual.prepared_data._write_parallel", no_preparing)
+    monkeypatch.setattr(SharedBPETokenizer, "train_from_streams", no_preparing)
+    run(4)  # resumes from step 2 with the run's own tokenizer: the same prepared folder
+    assert list((tmp_path / "cache").glob("xlm/*/manifest.json")) == prepared
