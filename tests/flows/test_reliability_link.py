@@ -7,6 +7,7 @@ killed run left behind) and the U+2028 line split of the merged output.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -171,3 +172,72 @@ def test_mentions_are_counted_per_record_when_a_shard_holds_a_raw_u2028(
         "curie\u2028marie",
         "curie\u2029pierre",
     ]
+
+
+def _shard_files(tmp_path: Path, count: int) -> list[Path]:
+    shards = []
+    for i in range(count):
+        shard = tmp_path / "shards" / f"{i:02d}.jsonl"
+        shard.parent.mkdir(exist_ok=True)
+        records = [
+            {"id": f"doc{i}-{k}", "sentences": ["a\u2028b"], "mentions": [{"k": k}] * k}
+            for k in range(3)
+        ]
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        shard.write_text(text if i % 2 else text.rstrip("\n"), encoding="utf-8")  # odd: no \n
+        shards.append(shard)
+    return shards
+
+
+def test_streaming_merge_keeps_shard_order_in_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.link_entities as link
+
+    monkeypatch.setattr(link, "_COPY_BLOCK", 7)  # records cut across many read blocks
+    shards = _shard_files(tmp_path, 5)
+    order = [shards[i] for i in (3, 0, 4, 1, 2)]
+    output = tmp_path / "merged.jsonl"
+    assert link.merge_shards.fn([str(p) for p in order], str(output)) == str(output)
+    expected = "".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n" for p in order)
+    assert output.read_text(encoding="utf-8") == expected
+    merger = link.ShardMerger(tmp_path / "counted.jsonl")
+    for shard in order:
+        merger.add(shard)
+    merger.commit()
+    assert (merger.documents, merger.mentions) == (15, 15)
+
+
+def test_streaming_merge_is_atomic(tmp_path: Path) -> None:
+    import flows.link_entities as link
+
+    shards = _shard_files(tmp_path, 3)
+    output = tmp_path / "merged.jsonl"
+    output.write_text("previous output\n", encoding="utf-8")
+    missing = tmp_path / "shards" / "gone.jsonl"
+    with pytest.raises(FileNotFoundError):
+        link.merge_shards.fn([str(shards[0]), str(shards[1]), str(missing)], str(output))
+    assert output.read_text(encoding="utf-8") == "previous output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["merged.jsonl", "shards"]
+
+
+def test_flow_output_equals_link_corpus_with_few_shards_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.link_entities as link
+    from ptm_knowledge.kg import load_knowledge_graph
+    from ptm_knowledge.linking import EntityLinker, link_corpus
+
+    monkeypatch.setattr(link, "IN_FLIGHT", 2)  # shards are merged while others still run
+    corpus = _corpus(tmp_path, documents=10)
+    output = tmp_path / "linked.jsonl"
+    result = link.link_entities(str(corpus), str(KG), str(output), shard_size=3)
+    assert result["shards"] == 4 and result["executed"] == 4
+    expected = link_corpus(
+        corpus, EntityLinker(load_knowledge_graph(KG)), tmp_path / "direct.jsonl"
+    )
+    assert output.read_bytes() == expected.read_bytes()
+    lines = output.read_text(encoding="utf-8").split("\n")[:-1]
+    assert result["mentions"] == sum(len(json.loads(line)["mentions"]) for line in lines)
+    caches = list((Path(os.environ["PTM_CACHE_DIR"]) / "kg").glob("kg-*/manifest.json"))
+    assert caches, "the flow stores the loaded KG in $PTM_CACHE_DIR/kg"

@@ -10,13 +10,12 @@ import bisect
 import contextlib
 import itertools
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ptm_core.atomic import atomic_file
 from ptm_core.data import iter_text_corpus
 from ptm_core.data.lines import iter_lines
 from ptm_knowledge.kg.graph import KGError
@@ -167,24 +166,10 @@ def linked_corpus_line(document: LinkedDocument) -> str:
 @contextlib.contextmanager
 def atomic_text_writer(path: str | Path) -> Iterator[TextIO]:
     """A UTF-8 text file handle whose content replaces ``path`` only when the block ends
-    without an exception (``.<name>.<random>.tmp`` beside it until then, as
-    :mod:`ptm_core.atomic` names its temporary files); streamed, never held in memory."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp creates 0600; give what open() would
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    without an exception (:func:`ptm_core.atomic.atomic_file`); streamed, never held in
+    memory."""
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
+        yield handle
 
 
 def write_linked_corpus(documents: Iterable[LinkedDocument], output: str | Path) -> Path:
