@@ -31,6 +31,10 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> MultimodalPretrainResult:
     synthetic = (
         {} if synthetic_node is None else OmegaConf.to_container(synthetic_node, resolve=True)
     )
+    extraction_node = data.get("extraction")
+    extraction = (
+        None if extraction_node is None else OmegaConf.to_container(extraction_node, resolve=True)
+    )
     return pretrain_multimodal(
         model=instantiate(cfg.model),
         objectives=objectives,
@@ -43,6 +47,10 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> MultimodalPretrainResult:
         max_length=data.max_length,
         negative_prob=data.negative_prob,
         seed=cfg.seed,
+        prepare=data.get("prepare", True),
+        cache_dir=data.get("cache_dir"),
+        extraction=extraction,  # type: ignore[arg-type]
+        num_workers=data.get("num_workers", 0),
     )
 
 

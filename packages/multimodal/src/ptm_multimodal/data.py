@@ -183,9 +183,7 @@ class InMemoryPairs:
 
     def caption(self, index: int) -> CaptionTokens:
         t = self.encoded[index]
-        return CaptionTokens(
-            t.input_ids, t.attention_mask, t.token_type_ids, t.special_tokens_mask
-        )
+        return CaptionTokens(t.input_ids, t.attention_mask, t.token_type_ids, t.special_tokens_mask)
 
     def regions(self, index: int) -> ImageRegions:
         return self.images[index]

@@ -19,9 +19,16 @@ from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
-from ptm_multimodal.data import ImageTextBatches, ImageTextDataset, read_image_text_pairs
+from ptm_multimodal.data import (
+    ImageTextBatches,
+    ImageTextDataset,
+    InMemoryPairs,
+    PairRows,
+    read_image_text_pairs,
+)
 from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
+from ptm_multimodal.prepared import GridExtraction, open_image_text
 from ptm_multimodal.pretraining_model import MultimodalPretraining
 
 logger = logging.getLogger(__name__)
@@ -53,14 +60,14 @@ class MultimodalPretrainResult:
     evaluation: dict[str, Any] = field(default_factory=dict)
 
 
-def prepare_datasets(
+def data_dirs(
     output_dir: Path,
     *,
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
     synthetic: Mapping[str, int] | None = None,
-) -> tuple[ImageTextDataset, ImageTextDataset | None]:
-    """Read the train/eval specs, or generate synthetic ones under ``output_dir/data``.
+) -> tuple[Path, Path | None]:
+    """The train/eval spec folders; synthetic ones are generated once under ``output_dir/data``.
 
     ``synthetic`` keys: ``num_images``, ``seed``, ``eval_images``, ``eval_seed``.
     """
@@ -80,14 +87,79 @@ def prepare_datasets(
                 write_synthetic_dataset(
                     eval_dir, synthetic.get("eval_images", 100), seed=synthetic.get("eval_seed", 2)
                 )
-    train = read_image_text_pairs(train_dir)
-    evaluation = read_image_text_pairs(eval_dir) if eval_dir is not None else None
+    return Path(train_dir), None if eval_dir is None else Path(eval_dir)
+
+
+def prepare_datasets(
+    output_dir: Path,
+    *,
+    train_dir: str | Path | None,
+    eval_dir: str | Path | None,
+    synthetic: Mapping[str, int] | None = None,
+) -> tuple[ImageTextDataset, ImageTextDataset | None]:
+    """Read the train/eval specs whole (see :func:`data_dirs`); memory grows with them.
+
+    ``synthetic`` keys: ``num_images``, ``seed``, ``eval_images``, ``eval_seed``.
+    """
+    train_path, eval_path = data_dirs(
+        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
+    )
+    train = read_image_text_pairs(train_path)
+    evaluation = read_image_text_pairs(eval_path) if eval_path is not None else None
     if evaluation is not None:
         train.features.spec.check_compatible(
             evaluation.features.spec,
-            source=str(Path(eval_dir) / "features.json"),  # type: ignore[arg-type]
+            source=str(Path(eval_path) / "features.json"),  # type: ignore[arg-type]
         )
     return train, evaluation
+
+
+def open_pairs(
+    output_dir: Path,
+    *,
+    train_dir: str | Path | None,
+    eval_dir: str | Path | None,
+    synthetic: Mapping[str, int] | None = None,
+    tokenizer_for: Callable[[Path], WordPieceTokenizer],
+    max_length: int = 32,
+    prepare: bool = True,
+    cache_dir: str | Path | None = None,
+    extraction: GridExtraction | None = None,
+) -> tuple[PairRows, PairRows | None, FeatureSpec, Path]:
+    """The train and eval pairs, prepared into the cache once (``prepare``) or read whole.
+
+    Returns:
+        ``(train, eval or None, feature spec, vocab.txt)``.
+    """
+    train_path, eval_path = data_dirs(
+        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
+    )
+    if prepare:
+        opened = [
+            open_image_text(p, max_length=max_length, extraction=extraction, cache_dir=cache_dir)
+            for p in (train_path, eval_path)
+            if p is not None
+        ]
+        train_rows: PairRows = opened[0]
+        spec, vocab_path = opened[0].spec, opened[0].vocab_path
+        eval_rows: PairRows | None = opened[1] if len(opened) > 1 else None
+        eval_spec = opened[1].spec if len(opened) > 1 else None
+    else:
+        if extraction is not None:
+            raise ValueError(
+                "features are extracted from images only when preparing; set data.prepare=true"
+            )
+        train, evaluation = read_image_text_pairs(train_path), None
+        if eval_path is not None:
+            evaluation = read_image_text_pairs(eval_path)
+        spec, vocab_path = train.features.spec, train_path / "vocab.txt"
+        tokenizer = tokenizer_for(vocab_path)
+        train_rows = InMemoryPairs(train, tokenizer, max_length)
+        eval_rows = None if evaluation is None else InMemoryPairs(evaluation, tokenizer, max_length)
+        eval_spec = None if evaluation is None else evaluation.features.spec
+    if eval_spec is not None:
+        spec.check_compatible(eval_spec, source=str(Path(eval_path) / "features.json"))  # type: ignore[arg-type]
+    return train_rows, eval_rows, spec, vocab_path
 
 
 def check_checkpoint_features(directory: str | Path, spec: FeatureSpec, *, source: str) -> None:
@@ -121,6 +193,10 @@ def pretrain_multimodal(
     max_length: int = 32,
     negative_prob: float = 0.5,
     seed: int = 0,
+    prepare: bool = True,
+    cache_dir: str | Path | None = None,
+    extraction: GridExtraction | Mapping[str, Any] | None = None,
+    num_workers: int = 0,
 ) -> MultimodalPretrainResult:
     """Pre-train a VisualBERT or ViLBERT on image-text pairs and evaluate matching.
 
@@ -137,27 +213,47 @@ def pretrain_multimodal(
         max_length: caption token limit.
         negative_prob: fraction of swapped-caption negatives.
         seed: data and initialisation seed.
+        prepare: prepare the pairs once into a cache keyed by a fingerprint of the inputs,
+            the feature extractor and the settings (:mod:`ptm_multimodal.prepared`), and
+            read them per index, so memory does not grow with the pairs; ``False`` reads
+            them whole (the small-data path).
+        cache_dir: where pairs are prepared (default ``$PTM_CACHE_DIR/prepared``).
+        extraction: extract grid features from the images with a timm backbone
+            (:class:`~ptm_multimodal.prepared.GridExtraction` or its fields) instead of
+            reading precomputed region features.
+        num_workers: DataLoader worker processes that build batches.
 
     Raises:
         FeatureMismatchError: the eval features differ from the train features, or the
             run directory's earlier ``final/`` was trained on other features.
     """
     output_dir = Path(trainer.output_dir)
-    train, evaluation = prepare_datasets(
-        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
+    if extraction is not None and not isinstance(extraction, GridExtraction):
+        fields = dict(extraction)
+        if fields.get("pool") is not None:
+            fields["pool"] = tuple(fields["pool"])
+        extraction = GridExtraction(**fields)
+    train, evaluation, spec, vocab_path = open_pairs(
+        output_dir,
+        train_dir=train_dir,
+        eval_dir=eval_dir,
+        synthetic=synthetic,
+        tokenizer_for=WordPieceTokenizer.from_vocab,
+        max_length=max_length,
+        prepare=prepare,
+        cache_dir=cache_dir,
+        extraction=extraction,
     )
-    spec = train.features.spec
     final_dir = output_dir / "final"
     if (final_dir / "config.json").exists():
-        check_checkpoint_features(final_dir, spec, source=str(train.root))
-    assert train.root is not None
-    tokenizer = WordPieceTokenizer.from_vocab(train.root / "vocab.txt")
+        check_checkpoint_features(final_dir, spec, source=str(vocab_path.parent))
+    tokenizer = WordPieceTokenizer.from_vocab(vocab_path)
     vocab: VocabInfo = tokenizer.vocab_info
     torch.manual_seed(derive_seed(seed, "init"))
     network = model(
         vocab_size=vocab.vocab_size, visual_embedding_dim=spec.feature_size, feature_spec=spec
     )
-    network.check_features(spec, source=str(train.root / "features.json"))  # type: ignore[operator]
+    network.check_features(spec, source=str(vocab_path.parent))  # type: ignore[operator]
     mix = ObjectiveMix(
         {name: factory(encoder=network, vocab=vocab) for name, factory in objectives.items()},
         weights,
@@ -171,6 +267,8 @@ def pretrain_multimodal(
         transform=mix.collate,
         seed=seed,
         max_length=max_length,
+        num_workers=num_workers,
+        pin_memory=torch.cuda.is_available(),
     )
 
     def save_final(directory: Path) -> None:
@@ -187,9 +285,7 @@ def pretrain_multimodal(
     wrapped.to("cpu")
     report: dict[str, Any] = {}
     if evaluation is not None:
-        eval_batches = ImageTextBatches(
-            evaluation, tokenizer, 64, shuffle=False, max_length=max_length
-        )
+        eval_batches = ImageTextBatches(evaluation, tokenizer, 64, shuffle=False)
         report = {
             "matching": asdict(matching_accuracy(wrapped, eval_batches, seed=seed)),
             "matching_shuffled_images": asdict(

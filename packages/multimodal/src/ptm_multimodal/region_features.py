@@ -207,9 +207,7 @@ def _unreadable(tensors_path: Path, exc: Exception) -> RegionFeatureError:
     )
 
 
-def check_region_shapes(
-    index: RegionIndex, shapes: dict[str, tuple[int, ...]]
-) -> None:
+def check_region_shapes(index: RegionIndex, shapes: dict[str, tuple[int, ...]]) -> None:
     """Check the tensors' shapes (``name -> shape``) against ``features.json``.
 
     Raises:
@@ -288,8 +286,15 @@ def iter_region_features(index: RegionIndex) -> Iterator[tuple[RegionEntry, Imag
             except Exception as exc:
                 raise _unreadable(index.tensors_path, exc) from None
             check_boxes(entry, box)
-            yield entry, ImageRegions(
-                features=features, boxes=box, width=entry.width, height=entry.height, classes=cls
+            yield (
+                entry,
+                ImageRegions(
+                    features=features,
+                    boxes=box,
+                    width=entry.width,
+                    height=entry.height,
+                    classes=cls,
+                ),
             )
 
 
