@@ -14,6 +14,7 @@ command again after a crash resumes where it stopped.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -32,8 +33,8 @@ from ptm_knowledge.cogqa import (
     build_vocab,
     evaluate_predictions,
     generate_bridge_questions,
+    open_hotpot_json,
     predict_system1_only,
-    read_hotpot_json,
     train_cogqa,
 )
 from ptm_knowledge.kg import load_knowledge_graph
@@ -59,9 +60,13 @@ class CogQARunResult:
     final_metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def load_questions(data: DictConfig) -> tuple[list[MultiHopExample], list[MultiHopExample]]:
-    """Train and dev questions: HotpotQA files where given, else generated from ``data.kg``."""
-    read_hotpot_json(data.corpus)  # validate the spec sample early (fails with file:line)
+def load_questions(
+    data: DictConfig,
+) -> tuple[Sequence[MultiHopExample], Sequence[MultiHopExample]]:
+    """Train and dev questions: HotpotQA files where given (validated in one streaming
+    pass, records parsed when used: :func:`~ptm_knowledge.cogqa.open_hotpot_json`), else
+    generated from ``data.kg``."""
+    open_hotpot_json(data.corpus)  # validate the spec sample early (fails with file:line)
     generated: list[MultiHopExample] = []
     if not (data.get("train_file") and data.get("dev_file")):
         generated = generate_bridge_questions(
@@ -70,10 +75,12 @@ def load_questions(data: DictConfig) -> tuple[list[MultiHopExample], list[MultiH
             seed=data.generate_seed,
             style=data.style,
         )
-    train = (
-        read_hotpot_json(data.train_file) if data.get("train_file") else generated[: data.num_train]
+    train: Sequence[MultiHopExample] = (
+        open_hotpot_json(data.train_file) if data.get("train_file") else generated[: data.num_train]
     )
-    dev = read_hotpot_json(data.dev_file) if data.get("dev_file") else generated[data.num_train :]
+    dev: Sequence[MultiHopExample] = (
+        open_hotpot_json(data.dev_file) if data.get("dev_file") else generated[data.num_train :]
+    )
     return train, dev
 
 

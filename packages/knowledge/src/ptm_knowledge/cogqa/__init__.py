@@ -3,7 +3,7 @@
 System 1 (:class:`CogQAReader`, the core encoder with hop/answer span pointers) grows a
 :class:`CognitiveGraph` breadth-first from the question's entities; System 2
 (:class:`CogQAReasoner`, a torch-geometric GNN) scores its answer nodes. Data: the
-HotpotQA format (:func:`read_hotpot_json`) and a 2-hop bridge-question generator over a
+HotpotQA format (:func:`open_hotpot_json`: streamed, parsed per record; :func:`read_hotpot_json`) and a 2-hop bridge-question generator over a
 knowledge graph (:func:`generate_bridge_questions`); metrics: :func:`evaluate_predictions`.
 """
 
@@ -35,6 +35,7 @@ from ptm_knowledge.cogqa.graph import (
     link_question_entities,
     resolve_title,
 )
+from ptm_knowledge.cogqa.hotpot_file import MultiHopFile, open_hotpot_json
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, WordVocab
 from ptm_knowledge.cogqa.system2 import CogGNNLayer, CogQAReasoner
 from ptm_knowledge.cogqa.training import (
@@ -60,6 +61,7 @@ __all__ = [
     "CognitiveGraph",
     "MultiHopDataError",
     "MultiHopExample",
+    "MultiHopFile",
     "Prediction",
     "ReadResult",
     "ReaderConfig",
@@ -76,6 +78,7 @@ __all__ = [
     "link_question_entities",
     "load_cogqa",
     "normalize_answer",
+    "open_hotpot_json",
     "predict_system1_only",
     "read_hotpot_json",
     "resolve_title",

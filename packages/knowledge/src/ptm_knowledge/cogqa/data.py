@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.atomic import atomic_write_text
-from ptm_core.data.lines import read_utf8
 from ptm_knowledge.kg.graph import KnowledgeGraph
 
 # relation -> (sentence verb phrase "head <phrase> tail", question noun "the <noun> of X").
@@ -238,12 +237,12 @@ def _data_error(path: Path, line: int | None, field_name: str, problem: str, fix
     return MultiHopDataError(f"{where}: field {field_name!r}: {problem}. Fix: {fix}")
 
 
-def _line_of(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
-
-
 def read_hotpot_json(path: str | Path) -> list[MultiHopExample]:
-    """Read a HotpotQA-format JSON file (a list of records) and validate every field.
+    """Read a HotpotQA-format file (a JSON list of records, or JSON Lines) into a list.
+
+    For a small split (a dev set). A train file of any size is better opened with
+    :func:`~ptm_knowledge.cogqa.open_hotpot_json`, which validates in one streaming pass
+    and parses records on access; this function is ``list(open_hotpot_json(path))``.
 
     Args:
         path: the JSON file (HotpotQA train/dev "distractor" layout).
@@ -257,52 +256,9 @@ def read_hotpot_json(path: str | Path) -> list[MultiHopExample]:
             malformed field (with the record's line, index and ``_id``), or an ``_id``
             used twice (naming both records).
     """
-    path = Path(path)
-    text = read_utf8(path, _data_error)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise MultiHopDataError(
-            f"{path}:{err.lineno}:{err.colno}: invalid JSON ({err.msg}). "
-            "Fix: the file must be one JSON list of HotpotQA records."
-        ) from None
-    if not isinstance(data, list):
-        raise _fail(path, "line 1", "<root>", "not a JSON list", "wrap the records in [...]")
-    if not data:
-        # An empty split would train nothing and score 0 everywhere, yet exit 0.
-        raise _fail(
-            path,
-            "line 1",
-            "<root>",
-            "the list holds no records",
-            "give the HotpotQA records of this split (or the right file)",
-        )
-    # Approximate each record's line by locating its "_id" value in the text.
-    search_from = 0
-    examples: list[MultiHopExample] = []
-    first_seen: dict[str, str] = {}
-    for index, record in enumerate(data):
-        where = f"record {index}"
-        if isinstance(record, dict) and isinstance(record.get("_id"), str):
-            # The id may be written raw (our writer) or with \u escapes (json.dumps default).
-            pos = text.find(json.dumps(record["_id"], ensure_ascii=False), search_from)
-            if pos < 0:
-                pos = text.find(json.dumps(record["_id"]), search_from)
-            if pos >= 0:
-                search_from = pos
-                where = f"line {_line_of(text, pos)} (record {index}, _id {record['_id']!r})"
-        example = _parse_record(path, where, record)
-        if example.id in first_seen:
-            raise _fail(
-                path,
-                where,
-                "_id",
-                f"duplicate _id {example.id!r}, first used at {first_seen[example.id]}",
-                "give every question a unique _id (drop the repeated record)",
-            )
-        first_seen[example.id] = where
-        examples.append(example)
-    return examples
+    from ptm_knowledge.cogqa.hotpot_file import open_hotpot_json  # it builds on this module
+
+    return list(open_hotpot_json(path))
 
 
 def _parse_record(path: Path, where: str, record: Any) -> MultiHopExample:
