@@ -25,14 +25,8 @@ import numpy as np
 from ptm_core.data.layouts import LazyRows
 from ptm_core.data.prepared import PreparedCorpus, PreparedDataError, shard_file
 from ptm_knowledge.ernie.examples import MentionCoverage
-from ptm_knowledge.ernie.prepared import (
-    ERNIE_FILES,
-    ERNIE_FORMAT,
-    MENTION_DTYPE,
-    REBUILD,
-    UNIT_DTYPE,
-    verify_ernie_shards,
-)
+from ptm_knowledge.ernie.linked_shards import ERNIE_FILES, MENTION_DTYPE, UNIT_DTYPE
+from ptm_knowledge.ernie.prepared import ERNIE_FORMAT, REBUILD, verify_ernie_shards
 from ptm_knowledge.linking.alignment import NO_ENTITY
 from ptm_knowledge.linking.corpus import LinkedCorpusError
 

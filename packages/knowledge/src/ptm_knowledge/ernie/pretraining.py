@@ -55,13 +55,9 @@ from ptm_knowledge.ernie.knowledge_masking import (
     StagedMaskingBatches,
 )
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore, knowledge_coverage
+from ptm_knowledge.ernie.linked_shards import iter_numbered_documents
 from ptm_knowledge.ernie.phrases import CollocationPhrases, NounChunkPhrases, PhraseExtractor
-from ptm_knowledge.ernie.prepared import (
-    ERNIE_FORMAT,
-    _numbered,
-    phrase_key,
-    prepare_linked_corpus,
-)
+from ptm_knowledge.ernie.prepared import ERNIE_FORMAT, phrase_key, prepare_linked_corpus
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 from ptm_knowledge.linking.corpus import LinkedDocument, write_linked_corpus
 
@@ -159,7 +155,9 @@ def _phrase_extractor(
         pass
     folder.mkdir(parents=True, exist_ok=True)
     whole = Piece(str(linked), "jsonl", None, "bytes", 0, stat.st_size, 0)
-    learned = CollocationPhrases.learn(s for _, d in _numbered(whole, folder) for s in d.sentences)
+    learned = CollocationPhrases.learn(
+        s for _, d in iter_numbered_documents(whole, folder) for s in d.sentences
+    )
     pairs = sorted(list(p) for p in learned.pairs)
     atomic_write_text(saved, json.dumps({"input": identity, "pairs": pairs}) + "\n")
     return learned
