@@ -17,19 +17,23 @@ Each measurement is one fresh process, polled for memory (summed PSS of the tree
 link`` also starts a temporary Prefect server), killed at ``--timeout`` seconds (10 min)
 or when it passes ``--memory-limit`` MiB (the machine is shared):
 
-- **KG load**: ``load_knowledge_graph`` then ``EntityLinker(kg)`` (the alias table, the
-  context bags and the spaCy phrase patterns: what every ``ptm link`` builds first).
+- **KG load, cold**: ``load_knowledge_graph(kg, cache_dir=...)`` on an empty cache (parse,
+  validate, build the CSR adjacency, store the arrays), then ``EntityLinker(kg)`` (alias
+  index, phrase index): what the first ``ptm link`` on a new KG does.
+- **KG load, warm**: the same with the cache filled (memory-mapped arrays): every later
+  ``ptm link``, Dask worker and retry.
 - **ptm link**: ``ptm link --corpus docs.txt --kg KG --output linked.jsonl`` (default
-  shard size), documents/s over the whole command (KG load and Prefect start included).
+  shard size, warm KG cache), documents/s over the whole command (KG load and Prefect start
+  included). Sizes are run smallest first; when one is killed the larger ones are skipped,
+  and the table gives the growth over the sizes that finished.
 
-A run that is killed is recorded as such, with how far it got: the baseline for issue 14
-item 5 ("the KG loader and linker index handle a 1M-entity / 10M-triple KG").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -154,19 +158,23 @@ def generate_documents(out: Path, documents: int, entities: int, seed: int = 0) 
 
 
 _KG_LOAD = """
-import json, sys, time
-from pathlib import Path
+import json, resource, sys, time
 start = time.perf_counter()
 from ptm_knowledge.kg import load_knowledge_graph
 from ptm_knowledge.linking import EntityLinker
 imported = time.perf_counter()
-kg = load_knowledge_graph(sys.argv[1])
+kg = load_knowledge_graph(sys.argv[1], cache_dir=sys.argv[2])
 loaded = time.perf_counter()
-print(json.dumps({"kg_load_s": loaded - imported, "entities": len(kg)}), flush=True)
+kg.adjacency
+indexed = time.perf_counter()
+out = {"kg_load_s": loaded - imported, "adjacency_s": indexed - loaded, "entities": len(kg),
+       "triples": len(kg.triples)}
+print(json.dumps(out), flush=True)
 linker = EntityLinker(kg)
 built = time.perf_counter()
-print(json.dumps({"kg_load_s": loaded - imported, "linker_build_s": built - loaded,
-                  "entities": len(kg)}), flush=True)
+out.update(linker_build_s=built - indexed, phrases=len(linker.phrases),
+           peak_rss_self_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out), flush=True)
 """
 
 
@@ -180,15 +188,23 @@ def _last_json(output: str) -> dict[str, Any]:
     return {}
 
 
-def measure_kg_load(kg: Path, timeout: float, memory_limit: float) -> dict[str, Any]:
-    """KG load and linker build in a fresh process."""
+def kg_cache_root() -> Path:
+    """``PTM_CACHE_DIR`` of the measured commands: the KG cache is ``<it>/kg``."""
+    return BENCH_DIR / "ptm-cache"
+
+
+def measure_kg_load(kg: Path, timeout: float, memory_limit: float, *, cold: bool) -> dict[str, Any]:
+    """KG load (+ adjacency) and linker build in a fresh process; ``cold``: empty KG cache."""
+    cache = kg_cache_root() / "kg"
+    if cold:
+        shutil.rmtree(cache, ignore_errors=True)
     measured = run_measured(
-        [sys.executable, "-c", _KG_LOAD, str(kg)],
+        [sys.executable, "-c", _KG_LOAD, str(kg), str(cache)],
         env=bench_env(),
         cwd=ROOT,
         timeout=timeout,
         rss_limit_mb=memory_limit,
-        log=BENCH_DIR / "logs" / f"kg-load-{kg.name}.log",
+        log=BENCH_DIR / "logs" / f"kg-load-{'cold' if cold else 'warm'}-{kg.name}.log",
     )
     return {**measured.to_dict(), **_last_json(measured.output), "tail": measured.output[-300:]}
 
@@ -204,7 +220,7 @@ def measure_link(
     command = ["link", "--corpus", str(corpus), "--kg", str(kg), "--output", str(out)]
     measured = run_measured(
         [sys.executable, "-m", "flows.cli", *command],
-        env=bench_env(),
+        env=bench_env(PTM_CACHE_DIR=str(kg_cache_root())),
         cwd=ROOT,
         timeout=timeout,
         rss_limit_mb=memory_limit,
@@ -226,7 +242,7 @@ SHARD_SIZE = 8  # ptm link's default --shard-size: documents per linked shard
 def measure_kg(
     entities: int, triples: int, docs: list[int], timeout: float, memory_limit: float
 ) -> dict[str, Any]:
-    """Generate one KG and its documents; measure the KG load and each ``ptm link``."""
+    """Generate one KG and its documents; measure the KG load (cold, warm) and ``ptm link``."""
     start = time.perf_counter()
     kg = generate_kg(BENCH_DIR / f"kg-{entities}-{triples}", entities, triples)
     results: dict[str, Any] = {
@@ -240,52 +256,36 @@ def measure_kg(
         "docs_requested": docs,
         "command": " ".join(["python -m benchmarks.link_scale", *sys.argv[1:]]),
     }
-    print(f"KG load ({entities} entities, {triples} triples)", flush=True)
-    results["kg_load"] = measure_kg_load(kg, timeout, memory_limit)
+    for cold in (True, False):
+        name = "kg_load_cold" if cold else "kg_load_warm"
+        print(f"KG load, {'cold' if cold else 'warm'} ({entities} entities, {triples} triples)")
+        results[name] = measure_kg_load(kg, timeout, memory_limit, cold=cold)
     results["link"] = {}
-    for n in docs:
+    for n in sorted(docs):
         corpus = generate_documents(BENCH_DIR / f"linkdocs-{n}-{entities}.txt", n, entities)
         print(f"ptm link, {n} documents", flush=True)
         result = measure_link(corpus, kg, n, timeout, memory_limit)
         result["corpus_bytes"] = corpus.stat().st_size
         results["link"][str(n)] = result
         if result["returncode"] != 0:
-            break  # a larger input fails the same way, later
+            break  # a larger input takes longer still
     return results
 
 
 def run(
-    entities: int,
-    triples: int,
-    docs: list[int],
-    timeout: float,
-    memory_limit: float,
-    *,
-    small_kg: tuple[int, int] | None = (100_000, 1_000_000),
-    previous: dict[str, Any] | None = None,
+    entities: int, triples: int, docs: list[int], timeout: float, memory_limit: float
 ) -> dict[str, Any]:
-    """The KG of ``entities``/``triples``, then (if linking failed on it) a smaller one.
-
-    Args:
-        small_kg: ``(entities, triples)`` of a KG measured with the first document count
-            when no ``ptm link`` run on the large KG finished, so the next session has a
-            documents/s figure; ``None`` to skip.
-        previous: results of an earlier run whose large-KG part is kept (not measured again).
-    """
-    results: dict[str, Any] = {
+    """Every measurement on the KG of ``entities`` / ``triples``."""
+    return {
         "date": time.strftime("%Y-%m-%d"),
         "command": " ".join(["python -m benchmarks.link_scale", *sys.argv[1:]]),
         "timeout_s": timeout,
         "memory_limit_mb": memory_limit,
         "shard_size": SHARD_SIZE,
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg()[0],
+        "main": measure_kg(entities, triples, docs, timeout, memory_limit),
     }
-    results["main"] = (previous or {}).get("main") or measure_kg(
-        entities, triples, docs, timeout, memory_limit
-    )
-    finished = any(r["returncode"] == 0 for r in results["main"]["link"].values())
-    if small_kg is not None and not finished:
-        results["small"] = measure_kg(*small_kg, docs[:1], timeout, memory_limit)
-    return results
 
 
 def _outcome(r: dict[str, Any]) -> str:
@@ -298,27 +298,36 @@ def _outcome(r: dict[str, Any]) -> str:
     return "ok"
 
 
-def _kg_rows(part: dict[str, Any]) -> list[str]:
-    kg, load = part["kg"], part["kg_load"]
-    name = f"{kg['entities']:,} entities / {kg['triples']:,} triples"
+def _load_row(name: str, label: str, load: dict[str, Any]) -> str:
     detail = []
-    if "kg_load_s" in load:
-        detail.append(f"load_knowledge_graph {load['kg_load_s']:.0f} s")
-    detail.append(
-        f"EntityLinker(kg) {load['linker_build_s']:.0f} s"
-        if "linker_build_s" in load
-        else "EntityLinker(kg) unfinished"
-    )
-    rows = [
-        f"| {name}: KG load + linker index | {_outcome(load)} | {load['wall_s']:.0f} | "
+    for key, what in (
+        ("kg_load_s", "load_knowledge_graph"),
+        ("adjacency_s", "adjacency"),
+        ("linker_build_s", "EntityLinker(kg)"),
+    ):
+        if key in load:
+            detail.append(f"{what} {load[key]:.1f} s")
+    if "linker_build_s" not in load:
+        detail.append("EntityLinker(kg) unfinished")
+    return (
+        f"| {name}: {label} | {_outcome(load)} | {load['wall_s']:.0f} | "
         f"{load['peak_tree_pss_mb']:,.0f} | | {'; '.join(detail)} |"
+    )
+
+
+def _kg_rows(part: dict[str, Any]) -> list[str]:
+    kg = part["kg"]
+    name = f"{kg['entities']:,} entities / {kg['triples']:,} triples"
+    rows = [
+        _load_row(name, "KG load + adjacency + linker index, cold cache", part["kg_load_cold"]),
+        _load_row(name, "the same, warm cache", part["kg_load_warm"]),
     ]
-    for n in part["docs_requested"]:
+    for n in sorted(part["docs_requested"]):
         r = part["link"].get(str(n))
         if r is None:
             rows.append(
-                f"| {name}: `ptm link`, {n:,} documents | not run: the smaller input was "
-                "killed first, it would fail the same way | | | | |"
+                f"| {name}: `ptm link`, {n:,} documents | not run: a smaller input did not "
+                "finish within the limit | | | | |"
             )
             continue
         linked = r["shards_written"] * SHARD_SIZE
@@ -331,15 +340,18 @@ def _kg_rows(part: dict[str, Any]) -> list[str]:
     return rows
 
 
-def _commands(results: dict[str, Any]) -> str:
-    """The command of each KG's rows (the large KG's may come from an earlier run)."""
-    parts = [results[k] for k in ("main", "small") if k in results]
-    commands = list(
-        dict.fromkeys(p.get("command", "python -m benchmarks.link_scale") for p in parts)
+def _growth(part: dict[str, Any]) -> str:
+    done = [(int(n), r) for n, r in part["link"].items() if r.get("returncode") == 0]
+    if len(done) < 2:
+        return ""
+    done.sort()
+    (n0, r0), (n1, r1) = done[0], done[-1]
+    return (
+        f"Growth over the sizes that finished ({n0:,} to {n1:,} documents, "
+        f"{n1 / n0:.0f}x): peak memory {r0['peak_tree_pss_mb']:,.0f} to "
+        f"{r1['peak_tree_pss_mb']:,.0f} MiB ({r1['peak_tree_pss_mb'] / r0['peak_tree_pss_mb']:.2f}x); "
+        f"documents/s {r0['documents_per_s']:.1f} to {r1['documents_per_s']:.1f}."
     )
-    if len(commands) == 1:
-        return f"Command: `{commands[0]}`."
-    return "Commands: " + "; ".join(f"`{c}`" for c in commands) + "."
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -351,14 +363,17 @@ def markdown(results: dict[str, Any]) -> str:
         f"generated text mentioning its entities. Limits per run: "
         f"{results['timeout_s'] / 60:.0f} min, {results['memory_limit_mb'] / 1024:.0f} GiB; "
         "memory is the summed PSS of the process tree (the temporary Prefect server "
-        f"included). {_commands(results)}",
+        f"included). {results.get('cpus', '?')} CPUs, load average "
+        f"{results.get('load_average', 0):.1f} at the start (a shared machine). "
+        f"Command: `{results['command']}`.",
         "",
         "| run | outcome | wall s | peak memory, MiB | documents/s | detail |",
         "|---|---|---|---|---|---|",
         *_kg_rows(results["main"]),
     ]
-    if "small" in results:
-        lines += _kg_rows(results["small"])
+    growth = _growth(results["main"])
+    if growth:
+        lines += ["", growth]
     return "\n".join(lines) + "\n"
 
 
@@ -371,32 +386,10 @@ def main() -> None:
     parser.add_argument("--docs", default="10000,100000")
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--memory-limit", type=float, default=12 * 1024, help="MiB")
-    parser.add_argument(
-        "--small-kg",
-        default="100000x1000000",
-        help="ENTITIESxTRIPLES measured when linking on the large KG fails ('' to skip)",
-    )
-    parser.add_argument(
-        "--keep-main",
-        action="store_true",
-        help="keep the large-KG results of --out/link_scale.json; measure only the small KG",
-    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     docs = [int(d) for d in args.docs.split(",") if d]
-    small = tuple(int(x) for x in args.small_kg.split("x")) if args.small_kg else None
-    previous = None
-    if args.keep_main:
-        previous = json.loads((args.out / "link_scale.json").read_text())
-    results = run(
-        args.entities,
-        args.triples,
-        docs,
-        args.timeout,
-        args.memory_limit,
-        small_kg=small,  # type: ignore[arg-type]
-        previous=previous,
-    )
+    results = run(args.entities, args.triples, docs, args.timeout, args.memory_limit)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "link_scale.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)

@@ -14,12 +14,16 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ptm_core.atomic import atomic_directory
 from ptm_knowledge.kg.adjacency import Adjacency
 from ptm_knowledge.kg.columns import StringColumn
+
+if TYPE_CHECKING:
+    from ptm_knowledge.kg.graph import KnowledgeGraph
 
 # Bump when the stored layout changes: old entries are then never read.
 CACHE_FORMAT = "ptm-kg/1"
@@ -41,16 +45,14 @@ def fingerprint_kg_files(*paths: Path | None) -> str:
 
 
 def cached_knowledge_graph(
-    entities: Path, triples: Path | None, cache_dir: Path, parse: Callable[[], object]
-) -> object:
+    entities: Path, triples: Path | None, cache_dir: Path, parse: Callable[[], KnowledgeGraph]
+) -> KnowledgeGraph:
     """The graph of ``entities`` + ``triples``: memory-mapped from ``cache_dir`` if stored
     there, else ``parse()`` (which validates, naming file:line on bad input), then stored.
 
     Returns:
         A :class:`~ptm_knowledge.kg.graph.KnowledgeGraph`.
     """
-    from ptm_knowledge.kg.graph import KnowledgeGraph
-
     # Parse errors (and a missing file) must name the file, so a missing input is left
     # to the parser rather than failing here in the hash.
     if not entities.is_file() or (triples is not None and not triples.is_file()):
@@ -63,7 +65,6 @@ def cached_knowledge_graph(
         except (OSError, ValueError, KeyError):
             pass  # a damaged entry: parse again and replace it
     kg = parse()
-    assert isinstance(kg, KnowledgeGraph)
     _write(kg, entry, key, entities, triples)
     return kg
 
@@ -72,10 +73,7 @@ def _column_arrays(name: str, column: StringColumn) -> dict[str, np.ndarray]:
     return {f"{name}.data": column.data, f"{name}.offsets": column.offsets}
 
 
-def _write(kg: object, entry: Path, key: str, entities: Path, triples: Path | None) -> None:
-    from ptm_knowledge.kg.graph import KnowledgeGraph
-
-    assert isinstance(kg, KnowledgeGraph)
+def _write(kg: KnowledgeGraph, entry: Path, key: str, entities: Path, triples: Path | None) -> None:
     table, facts = kg.entities, kg.triples
     arrays: dict[str, np.ndarray] = {
         **_column_arrays("ids", table.ids),
@@ -112,7 +110,7 @@ def _write(kg: object, entry: Path, key: str, entities: Path, triples: Path | No
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-def _read(entry: Path, key: str, triples: Path | None) -> object:
+def _read(entry: Path, key: str, triples: Path | None) -> KnowledgeGraph:
     from ptm_knowledge.kg.graph import EntityTable, KnowledgeGraph, TripleTable
 
     manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))

@@ -114,7 +114,7 @@ class EntityLinker:
         self._add_phrases(pending)
 
     def _add_phrases(self, items: list[tuple[str, int]]) -> None:
-        tokenizer = self.nlp.tokenizer
+        tokenizer: Any = self.nlp.tokenizer
         texts = [text for text, _ in items]
         for (_, key_id), doc in zip(items, tokenizer.pipe(texts, batch_size=1024), strict=True):
             words = [t.lower_ if self._lower else t.text for t in doc]
