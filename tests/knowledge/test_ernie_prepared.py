@@ -243,3 +243,45 @@ def test_an_unknown_entity_is_named_by_file_and_line(sample_kg, tmp_path: Path) 
     message = str(caught.value)
     assert f"{path}:{number + 1}:" in message
     assert "'not_in_the_kg'" in message and "ptm link --kg" in message
+
+
+@pytest.mark.slow  # spawns two processes that import torch and spaCy (~20 s)
+def test_shards_written_by_worker_processes_equal_those_written_here(
+    sample, prepared, tmp_path
+) -> None:
+    _, _, phrases = sample
+    parallel = tmp_path / "parallel"
+    prepare_linked_corpus(
+        LINKED, parallel, tokenizer=VOCAB, phrases=phrases, shard_bytes=3000, workers=2
+    )
+    digests = [
+        [(s["name"], s["sha256"]) for s in json.loads((f / "manifest.json").read_text())["shards"]]
+        for f in (prepared, parallel)
+    ]
+    assert len(digests[0]) > 5 and digests[0] == digests[1]
+
+
+def test_dataloader_workers_build_the_same_batches(sample, prepared) -> None:
+    _, tokenizer, _ = sample
+    store = KnowledgeStore.open(prepared)
+    store.bind_entities(None)
+    rows = knowledge_rows(store, tokenizer.vocab_info, MAX_LENGTH)
+    mix = ObjectiveMix(
+        {"mlm": KnowledgeMaskingObjective(_tiny(tokenizer.vocab_size), tokenizer.vocab_info)}
+    )
+    built = {
+        workers: list(
+            StagedMaskingBatches(
+                rows,
+                8,
+                schedule=MaskingSchedule(6),
+                pad_id=tokenizer.vocab_info.pad_id,
+                transform=mix.collate,
+                seed=SEED,
+                num_workers=workers,
+            ).iter_indices(0, range(4))
+        )
+        for workers in (0, 2)
+    }
+    for a, b in zip(built[0], built[2], strict=True):
+        _same(a, b)
