@@ -285,3 +285,31 @@ def test_dataloader_workers_build_the_same_batches(sample, prepared) -> None:
     }
     for a, b in zip(built[0], built[2], strict=True):
         _same(a, b)
+
+
+def test_a_resumed_run_with_a_trained_tokenizer_reuses_the_cache(tmp_path: Path) -> None:
+    def run() -> None:
+        trainer = TrainerConfig(
+            output_dir=str(tmp_path / "run"),
+            max_steps=1,
+            save_every=1,
+            progress=False,
+            device="cpu",
+        )
+        pretrain_ernie_baidu(
+            LINKED,
+            encoder=_tiny,
+            trainer=trainer,
+            vocab_size=600,  # trained on the corpus (tokenizer=None)
+            max_length=MAX_LENGTH,
+            batch_size=8,
+            phrases=[],
+            cache_dir=tmp_path / "cache",
+        )
+
+    run()
+    (cache,) = (tmp_path / "cache").iterdir()
+    stamps = {p.name: p.stat().st_mtime_ns for p in (cache / "shards").iterdir()}
+    run()  # the run now has its own tokenizer/: the cache's is the same one
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [cache.name]
+    assert {p.name: p.stat().st_mtime_ns for p in (cache / "shards").iterdir()} == stamps

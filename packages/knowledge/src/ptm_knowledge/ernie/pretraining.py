@@ -30,7 +30,9 @@ from ptm_core.data.layouts import (
     plan_segment_pairs,
     plan_single_segments,
 )
+from ptm_core.data.prepared import TOKENIZER_DIR
 from ptm_core.data.row_views import StaticDataSide
+from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import Piece
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models import PretrainingModel
@@ -210,18 +212,28 @@ def open_linked_corpus(
             path = Path(linked_corpus)
         else:
             path = write_linked_corpus(linked_corpus, output_dir / DOCUMENTS_FILE)
-        if tokenizer is None and (output_dir / RUN_TOKENIZER / "vocab.txt").is_file():
-            tokenizer = output_dir / RUN_TOKENIZER  # a resumed run keeps its ids
         spec = False if phrases is False else _phrase_spec(phrases, nlp)  # type: ignore[arg-type]
         root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        target = linked_cache_dir(
-            path,
-            root,
-            tokenizer=tokenizer,
-            vocab_size=vocab_size,
-            lowercase=lowercase,
-            phrases=spec,
-        )
+
+        def folder(given: str | Path | None) -> Path:
+            return linked_cache_dir(
+                path,
+                root,
+                tokenizer=given,
+                vocab_size=vocab_size,
+                lowercase=lowercase,
+                phrases=spec,
+            )
+
+        target = folder(tokenizer)
+        saved = output_dir / RUN_TOKENIZER
+        if tokenizer is None and (saved / "vocab.txt").is_file():
+            # A resumed run keeps its ids: the cache's trained tokenizer when it is the
+            # run's (nothing to prepare again), else the run's own, given.
+            trained = target / TOKENIZER_DIR
+            if not (trained.is_dir() and tokenizer_sha256(trained) == tokenizer_sha256(saved)):
+                tokenizer = saved
+                target = folder(tokenizer)
         extractor = (
             None if phrases is False else _phrase_extractor(phrases, nlp, path, target)  # type: ignore[arg-type]
         )
