@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ptm_core.data.layouts import LazyRows, PlanBuffer, cached_plan, concat_plan
+from ptm_core.data.shuffle import EpochOrder
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
@@ -111,18 +112,16 @@ class Seq2SeqBatches:
         self.objective = objective
         self.batch_size = batch_size
         self.seed = seed
-        self._order: tuple[int, torch.Tensor] | None = None
 
     @property
     def batches_per_epoch(self) -> int:
         return -(-len(self.sources) // self.batch_size)
 
     def batch(self, epoch: int, index: int) -> dict[str, torch.Tensor]:
-        if self._order is None or self._order[0] != epoch:
-            generator = generator_for(self.seed, epoch)
-            self._order = (epoch, torch.randperm(len(self.sources), generator=generator))
-        order = self._order[1]
-        chosen = order[index * self.batch_size : (index + 1) * self.batch_size].tolist()
+        order = EpochOrder(len(self.sources), self.seed, epoch)
+        start = index * self.batch_size
+        chosen = order.positions(np.arange(start, min(start + self.batch_size, len(order))))
+        chosen = chosen.tolist()
         generator = generator_for(self.seed, epoch, index, "noise")
         return self.objective.collate([self.sources[i] for i in chosen], generator)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
+from ptm_core.data.shuffle import EpochOrder
 from ptm_core.modules.attention_masks import block_diagonal_mask
 from ptm_core.seeding import generator_for
 
@@ -116,29 +118,24 @@ class PretrainingBatches:
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.prefetch_factor = prefetch_factor
-        self._order_cache: tuple[int, Tensor] | None = None
 
     @property
     def batches_per_epoch(self) -> int:
         full, rest = divmod(len(self.examples), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
-    def order(self, epoch: int) -> Tensor:
-        """``int64 (N,)`` example indices in the order epoch ``epoch`` visits them (kept for
-        the last epoch asked, so building batches one by one does not redraw it)."""
-        if self._order_cache is not None and self._order_cache[0] == epoch:
-            return self._order_cache[1]
-        if not self.shuffle:
-            order = torch.arange(len(self.examples))
-        else:
-            order = torch.randperm(len(self.examples), generator=generator_for(self.seed, epoch))
-        self._order_cache = (epoch, order)
-        return order
+    def order(self, epoch: int) -> EpochOrder:
+        """The example indices in the order epoch ``epoch`` visits them, computed per
+        position from ``(seed, epoch)`` (:class:`~ptm_core.data.shuffle.EpochOrder`: no
+        ``N``-sized permutation is held in the trainer or its workers)."""
+        return EpochOrder(len(self.examples), self.seed, epoch, shuffle=self.shuffle)
 
-    def batch(self, epoch: int, index: int, order: Tensor | None = None) -> Batch:
+    def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""
         order = order if order is not None else self.order(epoch)
-        chosen = order[index * self.batch_size : (index + 1) * self.batch_size].tolist()
+        start = index * self.batch_size
+        stop = min(start + self.batch_size, len(order))
+        chosen = order.positions(np.arange(start, stop)).tolist()
         batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
         if "document_ids" in batch:  # packed rows: each example sees only itself
             batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
