@@ -25,8 +25,10 @@ stores and builds only the others. The two sides of a parallel corpus are cut in
 at the same pairs.
 
 The language order of the MLM streams and the TLM corpora, and the sentence order inside
-each, are those of :func:`~ptm_multilingual.pretraining.pretrain_xlm`'s in-memory path, so
-the batches of a seed are the same on both.
+each, are those of the in-memory builders (:func:`read_monolingual_corpora` and
+:func:`read_parallel_corpora` into :func:`build_mlm_streams` and :func:`build_tlm_examples`,
+XLM's data path before this module), so the batches of a seed are the same on both
+(tests/multilingual/test_xlm_prepared.py).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class XLMInputs:
 
     def text_streams(self) -> dict[str, list[Callable[[], Iterator[str]]]]:
         """Language -> openers of its sentences: monolingual files (languages sorted), then
-        the sides of the parallel corpora; the order of the in-memory ``texts``."""
+        the sides of the parallel corpora (the order the BPE sample draws from)."""
         streams: dict[str, list[Callable[[], Iterator[str]]]] = {}
         for lang, file in sorted(self.monolingual, key=lambda item: item[0]):
             streams.setdefault(lang, []).append(functools.partial(iter_monolingual_file, file))
@@ -121,7 +123,7 @@ class XLMInputs:
 
     def mlm_streams(self) -> dict[str, list[Callable[[], Iterator[str]]]]:
         """Language -> openers of its MLM stream: the monolingual text, or (with none) the
-        parallel sides, as :func:`~ptm_multilingual.pretraining.pretrain_xlm` has it."""
+        parallel sides: XLM's MLM data when there is no monolingual corpus."""
         streams = self.text_streams()
         if self.monolingual:
             langs = {lang for lang, _ in self.monolingual}
