@@ -113,41 +113,33 @@ class KBertKnowledge(Mapping[str, list[str]]):
                 ``Paris`` for Paris of Troy then merge the objects of several entities: off
                 by default).
         """
-        index = getattr(kg, "index", None)
-        if not isinstance(index, Mapping):
-            index = {entity.id: i for i, entity in enumerate(kg.entities)}
-        heads, relations, tails = array("i"), array("i"), array("i")
-        relation_ids: dict[str, int] = {}
-        for triple in kg.triples:
-            heads.append(index[triple.head])
-            relations.append(relation_ids.setdefault(triple.relation, len(relation_ids)))
-            tails.append(index[triple.tail])
-        head_array = np.frombuffer(heads, dtype=np.int32) if heads else np.zeros(0, np.int32)
+        head_array, rel_array, tail_array, relation_names = _fact_arrays(kg)
         order = np.argsort(head_array, kind="stable")  # triple order within an entity
-        counts = np.bincount(head_array, minlength=len(index))
+        counts = np.bincount(head_array, minlength=len(kg.entities))
         fact_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        rel_array = np.frombuffer(relations, dtype=np.int32) if relations else head_array
-        tail_array = np.frombuffer(tails, dtype=np.int32) if tails else head_array
-        surface_list: list[str] = []
         owners = array("i")
-        longest = 0
-        for row, entity in enumerate(kg.entities):
-            if counts[row] == 0:
-                continue
-            for surface in entity.surface_forms if aliases else (entity.name,):
-                surface_list.append(surface)
-                owners.append(row)
-                longest = max(longest, len(surface.split(" ")))
-        texts = [f"{name.replace('_', ' ')} " if predicate else "" for name in relation_ids]
+        longest = [0]
+
+        def subject_surfaces() -> Iterator[str]:  # streamed into one buffer, no list
+            for row, entity in enumerate(kg.entities):
+                if counts[row] == 0:
+                    continue
+                for surface in entity.surface_forms if aliases else (entity.name,):
+                    owners.append(row)
+                    longest[0] = max(longest[0], len(surface.split(" ")))
+                    yield surface
+
+        surfaces = _Strings(subject_surfaces())
+        texts = [f"{name.replace('_', ' ')} " if predicate else "" for name in relation_names]
         return cls(
-            _Strings(surface_list),
+            surfaces,
             np.frombuffer(owners, dtype=np.int32).copy() if owners else np.zeros(0, np.int32),
             _Strings(entity.name for entity in kg.entities),
             fact_offsets,
             rel_array[order].copy(),
             tail_array[order].copy(),
             texts,
-            longest,
+            longest[0],
         )
 
     def _rows(self, surface: str) -> list[int]:
@@ -209,6 +201,38 @@ class KBertKnowledge(Mapping[str, list[str]]):
             self._fact_tails,
         )
         return self._surfaces.nbytes + self._names.nbytes + sum(int(a.nbytes) for a in arrays)
+
+
+def _fact_arrays(kg: KnowledgeGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    """``(heads, relations, tails)`` int32 entity/relation indices and relation names.
+
+    A graph whose triple table already holds int32 columns (``heads``, ``relations``,
+    ``tails``, ``relation_names``: the CSR-backed KG loader) is read without a copy per
+    triple; otherwise the triples are walked once.
+    """
+    table = kg.triples
+    if all(hasattr(table, a) for a in ("heads", "relations", "tails", "relation_names")):
+        return (
+            np.asarray(table.heads, dtype=np.int32),
+            np.asarray(table.relations, dtype=np.int32),
+            np.asarray(table.tails, dtype=np.int32),
+            list(table.relation_names),
+        )
+    index = getattr(kg, "index", None)
+    if not isinstance(index, Mapping):
+        index = {entity.id: i for i, entity in enumerate(kg.entities)}
+    heads, relations, tails = array("i"), array("i"), array("i")
+    relation_ids: dict[str, int] = {}
+    for triple in table:
+        heads.append(index[triple.head])
+        relations.append(relation_ids.setdefault(triple.relation, len(relation_ids)))
+        tails.append(index[triple.tail])
+    return (
+        np.array(heads, dtype=np.int32),
+        np.array(relations, dtype=np.int32),
+        np.array(tails, dtype=np.int32),
+        list(relation_ids),
+    )
 
 
 def knowledge_from_graph(
