@@ -138,6 +138,68 @@ def train(data: Path, run_dir: Path, cache: Path, *, prepare: bool) -> dict[str,
     return measured.to_dict()
 
 
+def data_side(data: Path, cache: Path, mode: str) -> dict[str, float]:
+    """In this process: RSS after the imports, then peak RSS after opening the pairs
+    (``mode``: ``first`` prepares into an empty ``cache``, ``second`` finds it, ``old``
+    reads everything whole) and building 20 batches of 64. Prints one JSON line."""
+    import resource
+
+    import psutil
+
+    from ptm_core.tokenization import WordPieceTokenizer
+    from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
+    from ptm_multimodal.prepared import open_image_text
+
+    base = psutil.Process().memory_info().rss
+    started = time.perf_counter()
+    tokenizer = WordPieceTokenizer.from_vocab(data / "vocab.txt")
+    if mode == "old":
+        batches = ImageTextBatches(read_image_text_pairs(data), tokenizer, 64, seed=0)
+    else:
+        if mode == "first":
+            shutil.rmtree(cache, ignore_errors=True)
+        batches = ImageTextBatches(open_image_text(data, cache_dir=cache), tokenizer, 64, seed=0)
+    opened = time.perf_counter() - started
+    for _, _ in zip(range(STEPS), batches.iter_batches(0), strict=False):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+    out = {
+        "base_mb": base / 2**20,
+        "peak_mb": peak / 2**20,
+        "data_mb": (peak - base) / 2**20,
+        "open_s": opened,
+        "batches_s": time.perf_counter() - started - opened,
+    }
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def measure_data_side(size: int) -> dict[str, Any]:
+    """:func:`data_side` for each mode, each in a fresh process."""
+    import subprocess
+
+    data = dataset(size)
+    cache = BENCH_DIR / "image_text" / f"data-cache-{size}"
+    row = {}
+    for mode in ("first", "second", "old"):
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.multimodal_scale",
+            "--data-side",
+            str(data),
+            "--cache",
+            str(cache),
+            "--mode",
+            mode,
+        ]
+        done = subprocess.run(command, env=bench_env(), cwd=ROOT, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-4000:]}")
+        row[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
+
+
 def run(sizes: list[int], command: str) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for size in sizes:
@@ -150,6 +212,7 @@ def run(sizes: list[int], command: str) -> dict[str, Any]:
             "new_second": train(data, BENCH_DIR / "image_text" / "run", cache, prepare=True),
             "old": train(data, BENCH_DIR / "image_text" / "run", cache, prepare=False),
             "prepared_mb": sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20,
+            "data_side": measure_data_side(size),
         }
         results[str(size)] = row
         print(json.dumps(row), flush=True)
@@ -186,13 +249,52 @@ def write_markdown(results: dict[str, Any], command: str) -> str:
             f"| {row['pairs']:,} | {row['prepared_mb']:.1f} | {cell(row['new_first'])} | "
             f"{cell(row['new_second'])} | {cell(row['old'])} |"
         )
+    measured = [row for row in results.values() if "data_side" in row]
+    if measured:
+        lines += [
+            "",
+            "The data side alone, in a fresh process each: MiB of RSS above the process's "
+            "RSS after its imports, at the peak of opening the pairs and building 20 batches "
+            "of 64 (seconds to open in brackets). The runs above start from about 950 MiB of "
+            "imports (torch, Hydra, Prefect), which hides most of the difference.",
+            "",
+            "| pairs | new, first run (prepare) | new, second run | old (read whole) |",
+            "|---|---|---|---|",
+        ]
+        for row in measured:
+            side = row["data_side"]
+
+            def part(m: dict[str, Any]) -> str:
+                return f"{m['data_mb']:,.1f} ({m['open_s']:.1f} s)"
+
+            lines.append(
+                f"| {row['pairs']:,} | {part(side['first'])} | {part(side['second'])} | "
+                f"{part(side['old'])} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,50000")
+    parser.add_argument(
+        "--only-data-side",
+        action="store_true",
+        help="measure the data side alone and add it to the saved results",
+    )
+    parser.add_argument("--data-side", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--cache", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.data_side is not None:
+        data_side(args.data_side, args.cache, args.mode)
+        return
+    if args.only_data_side:
+        saved = json.loads((RESULTS / "multimodal_scale.json").read_text())
+        for size in args.sizes.split(","):
+            saved[size]["data_side"] = measure_data_side(int(size))
+            save(saved, f"python -m benchmarks.multimodal_scale --sizes {args.sizes}")
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     command = f"python -m benchmarks.multimodal_scale --sizes {args.sizes}"
     results = run(sizes, command)

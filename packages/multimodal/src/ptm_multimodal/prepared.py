@@ -400,15 +400,19 @@ def _prepare_text(
         name = f"text-{len(records):05d}"
         record = _shard_done(out, name)
         if record is None:
-            encoded = tokenizer.encode_batch([p.caption for p in pending], max_length=max_length)
-            lengths = [len(e.input_ids) for e in encoded]
-            offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
+            ids: list[np.ndarray] = []
+            special: list[np.ndarray] = []
+            # encoded in slices: a TokenizedText (pieces, offsets) costs far more than its ids
+            for start in range(0, len(pending), 512):
+                part = [p.caption for p in pending[start : start + 512]]
+                for e in tokenizer.encode_batch(part, max_length=max_length):
+                    ids.append(np.asarray(e.input_ids, dtype))
+                    special.append(np.asarray(e.special_tokens_mask, np.uint8))
+            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum([len(i) for i in ids], out=offsets[1:])
             arrays = {
-                "input_ids": np.fromiter((i for e in encoded for i in e.input_ids), dtype),
-                "special_tokens_mask": np.fromiter(
-                    (m for e in encoded for m in e.special_tokens_mask), np.uint8
-                ),
+                "input_ids": np.concatenate(ids),
+                "special_tokens_mask": np.concatenate(special),
                 "offsets": offsets,
                 "image": np.asarray([image_numbers[p.image_id] for p in pending], np.int64),
                 "caption_hash": np.asarray([caption_hash(p.caption) for p in pending], np.int64),

@@ -167,13 +167,14 @@ def read_region_index(directory: str | Path) -> RegionIndex:
     first_seen: dict[str, str] = {}
     start = 0
     search_from = 0
+    line = 1  # lines are counted on from the previous entry: linear, not quadratic
     for number, entry in enumerate(index.get("images", [])):
         label, where = f"images[{number}]", f"{index_path}: images[{number}]"
         # The entry's line: where its "image_id" key sits (entries are in file order).
         pos = text.find('"image_id"', search_from)
         if pos >= 0:
+            line += text.count("\n", search_from, pos)
             search_from = pos + 1
-            line = text.count("\n", 0, pos) + 1
             label, where = f"line {line}, {label}", f"{index_path}:{line}: {label}"
         if not isinstance(entry, dict):
             raise RegionFeatureError(f"{where}: not a JSON object")
