@@ -224,3 +224,14 @@ def test_kill_9_during_preparation_then_rerun_equals_a_clean_run(tmp_path: Path)
     clean = prepare_image_text(SAMPLE, tmp_path / "clean", **SMALL)
     assert _files(killed) == _files(tmp_path / "clean")
     assert resumed.manifest == clean.manifest
+
+
+def test_a_folder_reused_for_changed_inputs_keeps_no_stale_shard(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    prepare_image_text(SAMPLE, out, **SMALL)
+    data = _copy_sample(tmp_path)
+    lines = (data / "pairs.jsonl").read_text(encoding="utf-8").splitlines()
+    (data / "pairs.jsonl").write_text("\n".join(lines[:12]) + "\n", encoding="utf-8")
+    changed = prepare_image_text(data, out, **SMALL)
+    assert len(changed) == 12
+    assert _files(out) == _files(prepare_image_text(data, tmp_path / "clean", **SMALL).directory)

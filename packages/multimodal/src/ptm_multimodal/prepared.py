@@ -236,23 +236,36 @@ def _image_paths(root: Path) -> Iterator[tuple[int, str, Path]]:
 # ---------------------------------------------------------------------- writing
 
 
-def _shard_done(out: Path, name: str) -> dict[str, Any] | None:
-    """The record of a finished shard whose file is intact, else ``None``."""
+def _shard_done(out: Path, name: str, fingerprint: str) -> dict[str, Any] | None:
+    """The record of a shard finished for these inputs whose file is intact, else ``None``."""
     record_path = out / SHARDS_DIR / f"{name}.json"
     shard = out / SHARDS_DIR / f"{name}.safetensors"
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
-        if shard.stat().st_size == record["size"] and file_sha256(shard) == record["sha256"]:
+        if (
+            record["fingerprint"] == fingerprint
+            and shard.stat().st_size == record["size"]
+            and file_sha256(shard) == record["sha256"]
+        ):
             return dict(record)
     except (OSError, ValueError, KeyError, TypeError):
         pass
     return None
 
 
-def _write_shard(out: Path, name: str, arrays: dict[str, np.ndarray], **counts: int) -> dict:
+def _write_shard(
+    out: Path, name: str, fingerprint: str, arrays: dict[str, np.ndarray], **counts: int
+) -> dict:
     data = save_numpy({k: np.ascontiguousarray(v) for k, v in arrays.items()})
     atomic_write_bytes(out / SHARDS_DIR / f"{name}.safetensors", data)
-    record = {"name": name, **counts, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    digest = hashlib.sha256(data).hexdigest()
+    record = {
+        "name": name,
+        **counts,
+        "size": len(data),
+        "sha256": digest,
+        "fingerprint": fingerprint,
+    }
     atomic_write_text(out / SHARDS_DIR / f"{name}.json", json.dumps(record, sort_keys=True) + "\n")
     return record
 
@@ -277,7 +290,9 @@ def _feature_arrays(regions: Sequence[ImageRegions], with_classes: bool) -> dict
     return arrays
 
 
-def _prepare_regions(root: Path, out: Path, per_shard: int) -> tuple[FeatureSpec, list, list]:
+def _prepare_regions(
+    root: Path, out: Path, per_shard: int, fingerprint: str
+) -> tuple[FeatureSpec, list, list]:
     """Copy precomputed region features into feature shards, one shard of images at a time."""
     index = read_region_index(root)
     handle = None
@@ -285,7 +300,7 @@ def _prepare_regions(root: Path, out: Path, per_shard: int) -> tuple[FeatureSpec
     try:
         for k, entries in _chunks(index.entries, per_shard):
             name = f"features-{k:05d}"
-            record = _shard_done(out, name)
+            record = _shard_done(out, name, fingerprint)
             if record is None:
                 if handle is None:
                     try:
@@ -298,7 +313,12 @@ def _prepare_regions(root: Path, out: Path, per_shard: int) -> tuple[FeatureSpec
                 regions = [_read_entry(slices, e, index.spec, index.tensors_path) for e in entries]
                 arrays = _feature_arrays(regions, index.spec.num_classes is not None)
                 record = _write_shard(
-                    out, name, arrays, images=len(entries), regions=int(arrays["offsets"][-1])
+                    out,
+                    name,
+                    fingerprint,
+                    arrays,
+                    images=len(entries),
+                    regions=int(arrays["offsets"][-1]),
                 )
             records.append(record)
     finally:
@@ -333,7 +353,7 @@ def _load_image(path: Path, size: int) -> torch.Tensor:
 
 
 def _prepare_grid(
-    root: Path, out: Path, per_shard: int, extraction: GridExtraction
+    root: Path, out: Path, per_shard: int, extraction: GridExtraction, fingerprint: str
 ) -> tuple[FeatureSpec, list, list]:
     """Run the backbone over every image once and store its grid cells as regions."""
     images = [(image_id, path) for _, image_id, path in _image_paths(root)]
@@ -341,7 +361,7 @@ def _prepare_grid(
     records = []
     for k, chunk in _chunks(images, per_shard):
         name = f"features-{k:05d}"
-        record = _shard_done(out, name)
+        record = _shard_done(out, name, fingerprint)
         if record is None:
             extractor = extractor or extraction.build()
             regions: list[ImageRegions] = []
@@ -361,7 +381,12 @@ def _prepare_grid(
                     )
             arrays = _feature_arrays(regions, with_classes=False)
             record = _write_shard(
-                out, name, arrays, images=len(chunk), regions=int(arrays["offsets"][-1])
+                out,
+                name,
+                fingerprint,
+                arrays,
+                images=len(chunk),
+                regions=int(arrays["offsets"][-1]),
             )
         records.append(record)
     spec = (extractor or extraction.build()).feature_spec()
@@ -390,6 +415,7 @@ def _prepare_text(
     per_shard: int,
     dtype: np.dtype,
     features_file: Path,
+    fingerprint: str,
 ) -> list[dict[str, Any]]:
     """Encode every caption once into text shards; check every pair names a known image."""
     pairs_path = root / "pairs.jsonl"
@@ -398,7 +424,7 @@ def _prepare_text(
 
     def flush() -> None:
         name = f"text-{len(records):05d}"
-        record = _shard_done(out, name)
+        record = _shard_done(out, name, fingerprint)
         if record is None:
             ids: list[np.ndarray] = []
             special: list[np.ndarray] = []
@@ -417,7 +443,9 @@ def _prepare_text(
                 "image": np.asarray([image_numbers[p.image_id] for p in pending], np.int64),
                 "caption_hash": np.asarray([caption_hash(p.caption) for p in pending], np.int64),
             }
-            record = _write_shard(out, name, arrays, pairs=len(pending), tokens=int(offsets[-1]))
+            record = _write_shard(
+                out, name, fingerprint, arrays, pairs=len(pending), tokens=int(offsets[-1])
+            )
         records.append(record)
         pending.clear()
 
@@ -489,11 +517,13 @@ def prepare_image_text(
         (out / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
         tokenizer = WordPieceTokenizer.from_vocab(root / VOCAB)
         if extraction is None:
-            spec, image_ids, feature_records = _prepare_regions(root, out, images_per_shard)
+            spec, image_ids, feature_records = _prepare_regions(
+                root, out, images_per_shard, fingerprint
+            )
             features_file = root / "features.json"
         else:
             spec, image_ids, feature_records = _prepare_grid(
-                root, out, images_per_shard, extraction
+                root, out, images_per_shard, extraction, fingerprint
             )
             features_file = root / "pairs.jsonl"
         image_numbers = {image_id: n for n, image_id in enumerate(image_ids)}
@@ -507,6 +537,7 @@ def prepare_image_text(
             per_shard=pairs_per_shard,
             dtype=dtype,
             features_file=features_file,
+            fingerprint=fingerprint,
         )
         del image_numbers, image_ids
         atomic_write_bytes(out / VOCAB, (root / VOCAB).read_bytes())
@@ -532,6 +563,10 @@ def prepare_image_text(
             },
         }
         atomic_write_text(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        kept = {r["name"] for r in text_records + feature_records}
+        for stale in (out / SHARDS_DIR).iterdir():  # shards of earlier inputs in this folder
+            if stale.name.split(".")[0] not in kept and not stale.name.startswith("."):
+                stale.unlink()
         logger.info("prepared %s into %s: %s", root, out, manifest["totals"])
         # every shard was just written or checked
         return PreparedImageText(out, manifest)
