@@ -13,6 +13,8 @@ from ptm_multimodal.data import (
     ImageTextDataset,
     ImageTextError,
     ImageTextPair,
+    InMemoryPairs,
+    PairRows,
     read_image_text_pairs,
 )
 from ptm_multimodal.evaluation import (
@@ -25,6 +27,13 @@ from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, hash_
 from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
 from ptm_multimodal.loading import load_multimodal
 from ptm_multimodal.matching import ImageTextMatchObjective
+from ptm_multimodal.prepared import (
+    GridExtraction,
+    PreparedImageText,
+    PreparedImageTextError,
+    open_image_text,
+    prepare_image_text,
+)
 from ptm_multimodal.pretraining import (
     MultimodalPretrainResult,
     check_checkpoint_features,
@@ -52,6 +61,7 @@ __all__ = [
     "CrossAttention",
     "FeatureMismatchError",
     "FeatureSpec",
+    "GridExtraction",
     "GridFeatureExtractor",
     "ImageEmbeddings",
     "ImageRegions",
@@ -60,11 +70,15 @@ __all__ = [
     "ImageTextError",
     "ImageTextMatchObjective",
     "ImageTextPair",
+    "InMemoryPairs",
     "MaskedRegionObjective",
     "MatchingResult",
     "MultimodalOutput",
     "MultimodalPretrainResult",
     "MultimodalPretraining",
+    "PairRows",
+    "PreparedImageText",
+    "PreparedImageTextError",
     "RegionFeatureError",
     "RegionFeatureSet",
     "RegionPredictionHead",
@@ -84,6 +98,8 @@ __all__ = [
     "load_multimodal",
     "mask_regions",
     "matching_accuracy",
+    "open_image_text",
+    "prepare_image_text",
     "pretrain_multimodal",
     "read_image_text_pairs",
     "read_region_features",
