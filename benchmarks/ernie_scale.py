@@ -23,6 +23,7 @@ random 32-d embeddings of the sample KG's entities (PyKEEN is not what is measur
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import subprocess
@@ -227,7 +228,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _write(rows: list[dict]) -> None:
+    """Write the results, keeping the rows of variants not measured in this run."""
     RESULTS.mkdir(exist_ok=True)
+    with contextlib.suppress(OSError, ValueError):
+        measured = {r["variant"] for r in rows}
+        earlier = json.loads((RESULTS / "ernie_scale.json").read_text())
+        rows = [r for r in earlier if r["variant"] not in measured] + rows
     (RESULTS / "ernie_scale.json").write_text(json.dumps(rows, indent=1) + "\n")
     (RESULTS / "ernie_scale.md").write_text(report(rows))
 
