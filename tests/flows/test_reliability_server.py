@@ -32,7 +32,7 @@ HELD_LINK = textwrap.dedent(
         pathlib.Path(sys.argv[4]).touch()
         time.sleep(600)
 
-    link.read_text_corpus = held
+    link.iter_text_corpus = held
     from flows.cli import main
 
     sys.exit(main(["link", "--corpus", sys.argv[1], "--kg", sys.argv[2], "--output", sys.argv[3]]))
