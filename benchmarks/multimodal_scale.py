@@ -256,7 +256,8 @@ def write_markdown(results: dict[str, Any], command: str) -> str:
             "The data side alone, in a fresh process each: MiB of RSS above the process's "
             "RSS after its imports, at the peak of opening the pairs and building 20 batches "
             "of 64 (seconds to open in brackets). The runs above start from about 950 MiB of "
-            "imports (torch, Hydra, Prefect), which hides most of the difference.",
+            "imports (torch, Hydra, Prefect), which hides most of the difference and varies by about "
+            "100 MiB between runs on a loaded machine.",
             "",
             "| pairs | new, first run (prepare) | new, second run | old (read whole) |",
             "|---|---|---|---|",
