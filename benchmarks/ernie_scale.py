@@ -184,7 +184,7 @@ def report(rows: list[dict]) -> str:
         "peak RSS polled every 0.1 s). Old = commit `db33c94` (linked corpus read into lists,",
         "all rows built up front); new = prepared shards in an empty cache, rows built per",
         "batch; 2nd run = the same command again (cache found up to date). The machine was",
-        "shared (load average 10-14 on 2 cores while these ran): times are inflated, memory is",
+        "shared (load average 2-14 on 2 cores while these ran): times are inflated, memory is",
         "not. Growth is each path's peak RSS over its own smallest size.",
         "",
         "| variant | path | corpus | peak RSS (MiB) | growth vs smallest | first step (s) | wall (s) |",
