@@ -260,6 +260,28 @@ def test_damaged_shard_is_caught_at_open_and_rebuilt_alone(tmp_path: Path) -> No
     PreparedCorpus.open(out)
 
 
+def test_files_a_family_stores_beside_the_tokens_are_verified_too(tmp_path: Path) -> None:
+    # ERNIE keeps entity/phrase units beside each shard's tokens and lists their digests in
+    # the shard's record; verify_shards checked only the three token files before.
+    from ptm_core.data.prepared import shard_file, verify_shards
+    from ptm_core.data.sources import file_sha256
+
+    out = tmp_path / "out"
+    store = prepare(TXT, out)
+    shards = [dict(shard, sha256=dict(shard["sha256"])) for shard in store.manifest["shards"]]
+    extra = shard_file(out, shards[0]["name"], "entity_units")
+    extra.write_bytes(b"\x01\x02\x03\x04")
+    shards[0]["sha256"]["entity_units"] = file_sha256(extra)
+    assert verify_shards(out, shards) == []
+    extra.write_bytes(b"\x01\x02\x03\x05")
+    errors = verify_shards(out, shards, rebuild="run the family's own command again")
+    assert len(errors) == 1
+    assert str(extra) in str(errors[0]) and "checksum" in str(errors[0])
+    assert "run the family's own command again" in str(errors[0])
+    extra.unlink()
+    assert "missing" in str(verify_shards(out, shards)[0])
+
+
 def test_truncated_or_missing_shard_names_the_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
     store = prepare(TXT, out)

@@ -114,29 +114,37 @@ def read_manifest(directory: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def verify_shards(
-    directory: str | os.PathLike[str], shards: list[Mapping[str, Any]], *, threads: int = 4
+    directory: str | os.PathLike[str],
+    shards: list[Mapping[str, Any]],
+    *,
+    threads: int = 4,
+    rebuild: str = REBUILD,
 ) -> list[PreparedDataError]:
-    """Check every shard file's size and SHA-256 against its record.
+    """Check every shard file against the SHA-256 of its record.
 
-    Files are hashed in threads (``hashlib`` releases the GIL), each once.
+    Every file a shard's ``sha256`` record names is checked: the token files of
+    :data:`SHARD_FILES` and any a family stores beside them (ERNIE's entity and phrase
+    units, say). Files are hashed in threads (``hashlib`` releases the GIL), each once.
 
     Args:
         directory: The prepared corpus.
         shards: Shard entries of the manifest (``name``, ``sha256``, ``tokens``, ...).
         threads: Files hashed at once.
+        rebuild: The fix the errors give (how the folder's maker rebuilds a shard).
 
     Returns:
         One error per damaged or missing file (empty when all match).
     """
     expected: dict[Path, str] = {}
     for shard in shards:
-        for kind in SHARD_FILES:
-            expected[shard_file(directory, shard["name"], kind)] = shard["sha256"][kind]
+        digests = shard["sha256"]
+        for kind in dict.fromkeys([*SHARD_FILES, *digests]):
+            expected[shard_file(directory, shard["name"], kind)] = digests[kind]
 
     def check(item: tuple[Path, str]) -> PreparedDataError | None:
         path, digest = item
         if not path.is_file():
-            return PreparedDataError(path, None, "path", "shard file is missing", REBUILD)
+            return PreparedDataError(path, None, "path", "shard file is missing", rebuild)
         found = file_sha256(path)
         if found != digest:
             return PreparedDataError(
@@ -145,7 +153,7 @@ def verify_shards(
                 "sha256",
                 f"checksum {found[:16]}... does not match the manifest's {digest[:16]}... "
                 "(the file is damaged or was changed)",
-                REBUILD,
+                rebuild,
             )
         return None
 

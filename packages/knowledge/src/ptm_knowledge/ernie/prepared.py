@@ -53,7 +53,6 @@ from ptm_core.data.prepared import (
     PreparedCorpus,
     PreparedDataError,
     read_manifest,
-    shard_file,
     token_dtype,
     verify_shards,
 )
@@ -61,13 +60,11 @@ from ptm_core.data.shard_writer import shard_worker_pool, tokenizer_sha256
 from ptm_core.data.sources import (
     Piece,
     ScannedInput,
-    file_sha256,
     find_inputs,
     scan_input,
 )
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.linked_shards import (
-    ERNIE_FILES,
     LinkedShardTask,
     iter_linked_sentences,
     prepare_linked_shard,
@@ -182,31 +179,7 @@ def verify_ernie_shards(
     directory: str | os.PathLike[str], shards: Sequence[Mapping[str, Any]]
 ) -> list[PreparedDataError]:
     """Check every shard file (core's and ERNIE's) against the SHA-256 of its record."""
-    # Core's errors name the file; their fix is ``ptm prepare``'s, so it is restated here.
-    errors = [
-        PreparedDataError(e.path, e.line, e.field, e.problem, REBUILD)
-        for e in verify_shards(directory, list(shards))
-    ]
-    for shard in shards:
-        for kind in ERNIE_FILES:
-            path = shard_file(directory, shard["name"], kind)
-            digest = shard["sha256"].get(kind)
-            if not path.is_file():
-                errors.append(
-                    PreparedDataError(path, None, "path", "shard file is missing", REBUILD)
-                )
-            elif file_sha256(path) != digest:
-                errors.append(
-                    PreparedDataError(
-                        path,
-                        None,
-                        "sha256",
-                        f"checksum does not match the manifest's {str(digest)[:16]}... (the file "
-                        "is damaged or was changed)",
-                        REBUILD,
-                    )
-                )
-    return errors
+    return verify_shards(directory, list(shards), rebuild=REBUILD)
 
 
 def _finished(out: Path, tasks: Sequence[LinkedShardTask]) -> dict[str, dict[str, Any]]:
