@@ -129,7 +129,7 @@ def init_worker(parent_pid: int, rayon_threads: int | None) -> None:
         os.environ.setdefault("RAYON_NUM_THREADS", str(rayon_threads))
 
 
-class _OffsetsFile:
+class OffsetsFile:
     """``int64 (n + 1,)`` running offsets appended to a raw file, then written as ``.npy``.
 
     Nothing grows in memory however many sentences a shard has (a large compressed file is
@@ -200,8 +200,8 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
     dtype = np.dtype(task.dtype)
     tag = f"{os.getpid()}-{secrets.token_hex(4)}"
     temporary = {kind: root / SHARDS_DIR / f".{task.name}.{tag}.{kind}.tmp" for kind in SHARD_FILES}
-    sentences = _OffsetsFile(root / SHARDS_DIR / f".{task.name}.{tag}.sentences.raw.tmp")
-    documents = _OffsetsFile(root / SHARDS_DIR / f".{task.name}.{tag}.documents.raw.tmp")
+    sentences = OffsetsFile(root / SHARDS_DIR / f".{task.name}.{tag}.sentences.raw.tmp")
+    documents = OffsetsFile(root / SHARDS_DIR / f".{task.name}.{tag}.documents.raw.tmp")
     digest = hashlib.sha256()
     text_bytes = 0
 

@@ -33,7 +33,7 @@ from ptm_core.data.prepared import (
     PreparedDataError,
     shard_file,
 )
-from ptm_core.data.shard_writer import _OffsetsFile, tokenizer_sha256
+from ptm_core.data.shard_writer import OffsetsFile, tokenizer_sha256
 from ptm_core.data.sources import Piece, stream_lines
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.phrases import PhraseExtractor
@@ -282,8 +282,8 @@ def prepare_linked_shard(task: LinkedShardTask) -> dict[str, Any]:
     tag = f".{task.name}.{os.getpid()}-{secrets.token_hex(4)}"
     kinds = (*SHARD_FILES, *ERNIE_FILES)
     temporary = {kind: shards / f"{tag}.{kind}.tmp" for kind in kinds}
-    sentences = _OffsetsFile(shards / f"{tag}.sentences.raw.tmp")
-    documents = _OffsetsFile(shards / f"{tag}.documents.raw.tmp")
+    sentences = OffsetsFile(shards / f"{tag}.sentences.raw.tmp")
+    documents = OffsetsFile(shards / f"{tag}.documents.raw.tmp")
     columns = {
         kind: _Column(temporary[kind]) for kind in ("tokens", "entity_units", "phrase_units")
     }
