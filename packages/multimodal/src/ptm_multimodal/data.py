@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Dataset
 
+from ptm_core.data.batches import iter_built_in_workers
 from ptm_core.data.lines import iter_lines
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
@@ -354,29 +355,11 @@ class ImageTextBatches:
             for index in indices:
                 yield self.batch(epoch, index)
             return
-        loader = DataLoader(
-            _BatchesOfEpoch(self, epoch, indices),
-            batch_size=None,  # items are whole batches already
-            shuffle=False,
-            num_workers=min(self.num_workers, len(indices)),
+        yield from iter_built_in_workers(
+            functools.partial(self.batch, epoch),
+            indices,
+            num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             prefetch_factor=self.prefetch_factor,
-            # Not the global RNG (dropout draws from it): batches depend on position only.
-            generator=torch.Generator().manual_seed(self.seed),
+            seed=self.seed,
         )
-        yield from loader
-
-
-class _BatchesOfEpoch(Dataset[Batch]):
-    """Item ``k`` is batch ``indices[k]`` of one epoch (what a DataLoader worker builds)."""
-
-    def __init__(self, source: ImageTextBatches, epoch: int, indices: list[int]) -> None:
-        self.source = source
-        self.epoch = epoch
-        self.indices = indices
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __getitem__(self, item: int) -> Batch:
-        return self.source.batch(self.epoch, self.indices[item])

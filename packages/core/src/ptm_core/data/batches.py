@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -17,6 +19,7 @@ from ptm_core.seeding import generator_for
 Example = dict[str, Any]
 Batch = dict[str, Tensor]
 BatchTransform = Callable[[Batch, torch.Generator], Batch]
+T = TypeVar("T")
 
 # Per-token keys and the value that pads them; other list keys pad with 0.
 PAD_VALUES = {
@@ -162,34 +165,81 @@ class PretrainingBatches:
             for index in indices:
                 yield self.batch(epoch, index, order)
             return
-        loader = DataLoader(
-            _BatchesOfEpoch(self, epoch, indices),
-            batch_size=None,  # items are whole batches already
-            shuffle=False,
-            num_workers=min(self.num_workers, len(indices)),
+        yield from iter_built_in_workers(
+            functools.partial(self.batch, epoch),
+            indices,
+            num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             prefetch_factor=self.prefetch_factor,
-            # A loader draws its workers' base seed from this generator, by default the
-            # global RNG, which dropout uses too: a resumed run would then draw dropout
-            # masks from another point of the stream. Batches depend on their position only.
-            generator=torch.Generator().manual_seed(self.seed),
+            seed=self.seed,
         )
-        yield from loader
 
     def __len__(self) -> int:
         return self.batches_per_epoch
 
 
-class _BatchesOfEpoch(Dataset[Batch]):
-    """Item ``k`` is batch ``indices[k]`` of one epoch (what a DataLoader worker builds)."""
+def forget_inherited_thread_exits(worker_id: int) -> None:
+    """``worker_init_fn`` of ptm's DataLoaders: drop the parent's threading exit callbacks.
 
-    def __init__(self, source: PretrainingBatches, epoch: int, indices: list[int]) -> None:
-        self.source = source
-        self.epoch = epoch
+    A forked worker inherits the callbacks that the parent's threads registered to run when
+    the interpreter shuts down (``threading._register_atexit``), but not those threads.
+    Prefect's log and event services register one that asserts its own thread's state, so
+    a worker forked inside a flow run (``ptm pretrain ... data.num_workers=N``) failed that
+    assertion on its way out, and the DataLoader reported "worker exited unexpectedly with
+    exit code 1" when the epoch's workers were shut down.
+    """
+    callbacks = getattr(threading, "_threading_atexits", None)
+    if isinstance(callbacks, list):
+        callbacks.clear()
+
+
+def iter_built_in_workers(
+    build: Callable[[int], T],
+    indices: Sequence[int],
+    *,
+    num_workers: int,
+    pin_memory: bool = False,
+    prefetch_factor: int = 4,
+    seed: int = 0,
+) -> Iterator[T]:
+    """Yield ``build(i)`` for each of ``indices``, in order, built in worker processes.
+
+    ``build`` must pickle (a bound method of a picklable batch source, with
+    :func:`functools.partial`); it runs in a ``torch.utils.data.DataLoader`` worker.
+
+    Args:
+        build: what one item is, from its index.
+        indices: the indices, in the order to yield them.
+        num_workers: worker processes (at most one per index).
+        pin_memory: page-lock the items for faster copies to a GPU.
+        prefetch_factor: items each worker prepares ahead.
+        seed: seeds the loader's own generator.
+    """
+    loader = DataLoader(
+        _Built(build, list(indices)),
+        batch_size=None,  # items are whole batches already
+        shuffle=False,
+        num_workers=min(num_workers, len(indices)),
+        pin_memory=pin_memory,
+        prefetch_factor=prefetch_factor,
+        # A loader draws its workers' base seed from this generator, by default the
+        # global RNG, which dropout uses too: a resumed run would then draw dropout
+        # masks from another point of the stream. Items depend on their index only.
+        generator=torch.Generator().manual_seed(seed),
+        worker_init_fn=forget_inherited_thread_exits,
+    )
+    yield from loader
+
+
+class _Built(Dataset[Any]):
+    """Item ``k`` is ``build(indices[k])`` (what a DataLoader worker computes)."""
+
+    def __init__(self, build: Callable[[int], Any], indices: list[int]) -> None:
+        self.build = build
         self.indices = indices
 
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getitem__(self, item: int) -> Batch:
-        return self.source.batch(self.epoch, self.indices[item])
+    def __getitem__(self, item: int) -> Any:
+        return self.build(self.indices[item])
