@@ -13,14 +13,14 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import os
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, overload
+from typing import IO, Any
 
 import numpy as np
 
+from ptm_core.data.file_records import FileRecords
 from ptm_knowledge.cogqa.data import (
     MultiHopDataError,
     MultiHopExample,
@@ -206,7 +206,7 @@ def _where(index: int, line: int, record: Any) -> str:
     return f"line {line} (record {index})"
 
 
-class MultiHopFile(Sequence[MultiHopExample]):
+class MultiHopFile(FileRecords):
     """The validated records of a HotpotQA-format file, parsed per index.
 
     Args:
@@ -215,42 +215,16 @@ class MultiHopFile(Sequence[MultiHopExample]):
     """
 
     def __init__(self, path: Path, spans: np.ndarray) -> None:
-        self.path, self.spans = path, spans
-        self._handle: IO[bytes] | None = None
-        self._pid = -1
+        super().__init__(path)
+        self.spans = spans
 
     def __len__(self) -> int:
         return len(self.spans)
 
-    @overload
-    def __getitem__(self, index: int) -> MultiHopExample: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[MultiHopExample]: ...
-
-    def __getitem__(self, index: int | slice) -> MultiHopExample | list[MultiHopExample]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"record {index} out of range ({len(self)} in {self.path})")
-        if self._handle is None or self._pid != os.getpid():  # a DataLoader worker reopens
-            self._handle, self._pid = self.path.open("rb"), os.getpid()
+    def _build(self, index: int) -> MultiHopExample:
         offset, length, line = (int(v) for v in self.spans[index])
-        self._handle.seek(offset)
-        record = json.loads(self._handle.read(length).decode("utf-8"))
+        record = json.loads(self.read_at(offset, length).decode("utf-8"))
         return _parse_record(self.path, _where(index, line, record), record)
-
-    def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_handle": None, "_pid": -1}
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self._handle.close()  # type: ignore[union-attr]
-
-    def __repr__(self) -> str:
-        return f"MultiHopFile({str(self.path)!r}, {len(self)} records)"
 
 
 def open_hotpot_json(path: str | Path) -> MultiHopFile:

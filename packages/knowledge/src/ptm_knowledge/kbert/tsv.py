@@ -11,17 +11,17 @@ Words are segmented at access time, so nothing per sentence is held in Python ob
 
 from __future__ import annotations
 
-import os
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Generic, TypeVar, overload
+from typing import IO, Generic, TypeVar
 
 import numpy as np
 
 from ptm_core.data.errors import DataError
+from ptm_core.data.file_records import FileRecords
 from ptm_core.data.lines import decode_line
 from ptm_knowledge.kbert.model import segment_words
 
@@ -51,7 +51,7 @@ def _empty_file(path: Path, what: str) -> ValueError:
     )
 
 
-class LazyTsv(Sequence[T], Generic[T]):
+class LazyTsv(FileRecords, Generic[T]):
     """Examples of a validated TSV file, parsed per index from byte offsets.
 
     Args:
@@ -68,39 +68,14 @@ class LazyTsv(Sequence[T], Generic[T]):
         lines: np.ndarray,
         parse: Callable[[IO[bytes], int, int], T],
     ) -> None:
-        self.path, self.offsets, self.lines, self._parse = path, offsets, lines, parse
-        self._handle: IO[bytes] | None = None
-        self._pid = -1
+        super().__init__(path)
+        self.offsets, self.lines, self._parse = offsets, lines, parse
 
     def __len__(self) -> int:
         return len(self.offsets)
 
-    @overload
-    def __getitem__(self, index: int) -> T: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[T]: ...
-
-    def __getitem__(self, index: int | slice) -> T | list[T]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(f"example {index} out of range ({len(self)} in {self.path})")
-        if self._handle is None or self._pid != os.getpid():  # a DataLoader worker reopens
-            self._handle, self._pid = self.path.open("rb"), os.getpid()
-        return self._parse(self._handle, int(self.offsets[index]), int(self.lines[index]))
-
-    def __getstate__(self) -> dict[str, object]:
-        return {**self.__dict__, "_handle": None, "_pid": -1}
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            self._handle.close()  # type: ignore[union-attr]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.path)!r}, {len(self)} examples)"
+    def _build(self, index: int) -> T:
+        return self._parse(self.handle(), int(self.offsets[index]), int(self.lines[index]))
 
 
 def _labeled_fields(path: Path, number: int, line: str) -> list[str] | None:
