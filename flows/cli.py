@@ -58,9 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     link.add_argument("--corpus", required=True)
     link.add_argument("--kg", required=True, help="directory with entities.tsv/triples.tsv")
     link.add_argument("--output", required=True, help="linked corpus (.jsonl)")
-    link.add_argument(
-        "--shard-size", type=int, default=256, help="documents per link-shard task (default 256)"
-    )
+    link.add_argument("--shard-size", type=int, default=8)
     link.add_argument("--dask", action="store_true", help="run shards on a local Dask cluster")
     link.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
     prepare = commands.add_parser(

@@ -249,7 +249,7 @@ def link_entities(
     corpus: str,
     kg_dir: str,
     output: str,
-    shard_size: int = 256,
+    shard_size: int = 8,
     linker: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Link a text corpus against a KG and write a linked corpus (JSONL).
