@@ -48,6 +48,38 @@ _POSITION_VOCAB = VocabInfo(
 )
 
 
+def knowledge_units(
+    offsets: Sequence[tuple[int, int]],
+    phrase_spans: Sequence[tuple[int, int]],
+    entity_spans: Sequence[tuple[int, int]],
+    next_unit: int,
+) -> tuple[dict[str, list[int]], int]:
+    """ERNIE-Baidu's masking units of one sentence: a unit id per piece, ``-1`` for none.
+
+    Each phrase (of at least two pieces) and each entity mention becomes a unit over the
+    pieces its characters cover; of overlapping spans of one kind the first is kept.
+
+    Args:
+        offsets: character span of each piece.
+        phrase_spans: character spans of the phrases.
+        entity_spans: character spans of the mentions.
+        next_unit: the first unit id to give.
+
+    Returns:
+        ``{"phrase_units": ..., "entity_units": ...}`` and the next free unit id.
+    """
+    per_token = {key: [-1] * len(offsets) for key in ("phrase_units", "entity_units")}
+    for key, spans in (("phrase_units", phrase_spans), ("entity_units", entity_spans)):
+        for first, last in mention_piece_spans(offsets, spans):
+            if last - first < 2 and key == "phrase_units":
+                continue  # a one-piece phrase is a basic unit
+            if any(u != -1 for u in per_token[key][first:last]):
+                continue  # overlapping spans: keep the first
+            per_token[key][first:last] = [next_unit] * (last - first)
+            next_unit += 1
+    return per_token, next_unit
+
+
 def annotate_documents(
     documents: Sequence[LinkedDocument],
     tokenizer: WordPieceTokenizer,
@@ -88,22 +120,12 @@ def annotate_documents(
             body = [i for i, s in enumerate(enc.special_tokens_mask) if not s]
             offsets = [enc.offsets[i] for i in body]
             mentions = by_sentence[index]
-            per_token = {
-                "phrase_units": [-1] * len(body),
-                "entity_units": [-1] * len(body),
-            }
-            span_sets = {
-                "phrase_units": phrases.phrase_spans(text) if phrases is not None else [],
-                "entity_units": [(s, e) for s, e, _ in mentions],
-            }
-            for key, spans in span_sets.items():
-                for first, last in mention_piece_spans(offsets, spans):
-                    if last - first < 2 and key == "phrase_units":
-                        continue  # a one-piece phrase is a basic unit
-                    if any(u != -1 for u in per_token[key][first:last]):
-                        continue  # overlapping spans: keep the first
-                    per_token[key][first:last] = [next_unit] * (last - first)
-                    next_unit += 1
+            per_token, next_unit = knowledge_units(
+                offsets,
+                phrases.phrase_spans(text) if phrases is not None else [],
+                [(s, e) for s, e, _ in mentions],
+                next_unit,
+            )
             entity_ids = (
                 align_mentions_to_pieces(offsets, mentions, entity_index)
                 if entity_index is not None

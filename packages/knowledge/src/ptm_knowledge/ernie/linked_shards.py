@@ -36,8 +36,8 @@ from ptm_core.data.prepared import (
 from ptm_core.data.shard_writer import OffsetsFile, tokenizer_sha256
 from ptm_core.data.sources import Piece, stream_lines
 from ptm_core.tokenization import WordPieceTokenizer
+from ptm_knowledge.ernie.examples import knowledge_units
 from ptm_knowledge.ernie.phrases import PhraseExtractor
-from ptm_knowledge.linking.alignment import mention_piece_spans
 from ptm_knowledge.linking.corpus import LinkedCorpusError, LinkedDocument, read_linked_corpus
 
 # Extra files of a shard, by the key their digest has in the shard's sha256 record.
@@ -200,19 +200,12 @@ def _annotate_batch(
             entity_of = [state.entity(e, line) for _, _, e in doc_mentions]
             if not body:
                 continue
-            per_token = {key: [-1] * len(body) for key in columns}
-            span_sets = {
-                "phrase_units": phrases.phrase_spans(text) if phrases is not None else [],
-                "entity_units": [(s, e) for s, e, _ in doc_mentions],
-            }
-            for key, spans in span_sets.items():
-                for first, last in mention_piece_spans(offsets, spans):
-                    if last - first < 2 and key == "phrase_units":
-                        continue  # a one-piece phrase is a basic unit
-                    if any(u != -1 for u in per_token[key][first:last]):
-                        continue  # overlapping spans: keep the first
-                    per_token[key][first:last] = [state.next_unit] * (last - first)
-                    state.next_unit += 1
+            per_token, state.next_unit = knowledge_units(
+                offsets,
+                phrases.phrase_spans(text) if phrases is not None else [],
+                [(s, e) for s, e, _ in doc_mentions],
+                state.next_unit,
+            )
             # align_mentions_to_pieces: the first covered piece, in mention order.
             firsts = _first_pieces(offsets, [(s, e) for s, e, _ in doc_mentions])
             covered = [
