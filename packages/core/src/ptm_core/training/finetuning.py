@@ -324,7 +324,7 @@ class GradualUnfreezing:
         mode: ``"requires_grad"`` or ``"grad_mask"``.
 
     Example:
-        >>> unfreeze = GradualUnfreezing(model, None, every_steps=len(train_batches))
+        >>> unfreeze = GradualUnfreezing(model, every_steps=len(train_batches))
         >>> for step in range(start, total):
         ...     unfreeze.on_step_begin(step)
         ...     model(batch).loss.backward()
@@ -335,9 +335,9 @@ class GradualUnfreezing:
     def __init__(
         self,
         model: nn.Module,
-        num_layers: int | None,
-        every_steps: int,
+        num_layers: int | None = None,
         *,
+        every_steps: int,
         prefix: str = "encoder.",
         mode: Literal["requires_grad", "grad_mask"] = "requires_grad",
     ) -> None:
