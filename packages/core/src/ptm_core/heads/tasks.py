@@ -1,0 +1,192 @@
+"""Fine-tuning heads: BERT's four task setups (Devlin et al., 2019, Fig. 4).
+
+Each head maps the encoder's last hidden states to logits and never computes a loss (the
+loss lives in :class:`~ptm_core.finetune.model.TaskModel`). Parameter layouts follow
+Hugging Face's ``BertFor...`` classes so weights move both ways with a plain name map
+(:mod:`ptm_core.checkpoints_hf.bert_tasks`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core.heads.sentence_pair import Pooler
+
+PoolPosition = Literal["first", "last"]
+POOL_POSITIONS: tuple[str, ...] = ("first", "last")
+
+
+def _linear(hidden_size: int, out_features: int, std: float) -> nn.Linear:
+    layer = nn.Linear(hidden_size, out_features)
+    nn.init.normal_(layer.weight, std=std)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def check_pool(pool: str) -> None:
+    """Raise a :class:`ValueError` listing the valid choices unless ``pool`` is one."""
+    if pool not in POOL_POSITIONS:
+        raise ValueError(f"unknown pool {pool!r}; valid: {', '.join(POOL_POSITIONS)}")
+
+
+def summary_token(
+    hidden_states: Tensor, pool: str = "first", attention_mask: Tensor | None = None
+) -> Tensor:
+    """The one state a sequence-level head reads.
+
+    ``"first"`` is BERT's ``[CLS]`` (position 0). ``"last"`` is XLNet's summary (Yang et
+    al., 2019): the last *real* token of each row, found from a ``(B, L)`` padding mask
+    (right padding), or position ``L - 1`` without a mask (XLNet pads on the left and ends
+    every input with ``<cls>``).
+
+    Shapes:
+        ``(B, L, D)`` (and ``(B, L)`` mask) ``-> (B, 1, D)``.
+    """
+    check_pool(pool)
+    if pool == "first":
+        return hidden_states[:, :1]
+    if attention_mask is None or attention_mask.dim() != 2:
+        return hidden_states[:, -1:]
+    last = (attention_mask.long().sum(dim=1) - 1).clamp(min=0)  # (B,)
+    rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
+    return hidden_states[rows, last][:, None]
+
+
+class SequenceClassificationHead(nn.Module):
+    """Sentence / sentence-pair classification or regression (BERT Fig. 4a, 4b).
+
+    ``logits = W_c Dropout(tanh(W_p h + b_p)) + b_c`` with ``h`` the ``[CLS]`` state
+    (``pool="first"``) or the last real token (``pool="last"``, XLNet's summary). With
+    ``num_labels=1`` the single output is a regression score (STS-B).
+
+    Args:
+        hidden_size: encoder width ``D``.
+        num_labels: number of classes ``N`` (1 for regression).
+        dropout: dropout on the pooled vector (BERT: 0.1).
+        pool: which token to summarise, ``"first"`` or ``"last"``.
+        initializer_range: std of the normal initialisation of the classifier.
+
+    Shapes:
+        ``(B, L, D) -> (B, N)``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_labels: int,
+        dropout: float = 0.1,
+        pool: PoolPosition = "first",
+        initializer_range: float = 0.02,
+    ) -> None:
+        super().__init__()
+        check_pool(pool)
+        self.pool = pool
+        self.pooler = Pooler(hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = _linear(hidden_size, num_labels, initializer_range)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        token = summary_token(hidden_states, self.pool, attention_mask)  # (B, 1, D)
+        return self.classifier(self.dropout(self.pooler(token)))  # (B, N)
+
+
+class TokenClassificationHead(nn.Module):
+    """Per-token tagging, e.g. BIO named entities (BERT Fig. 4d).
+
+    ``logits_i = W Dropout(h_i) + b`` for every position; BERT scores each word by its
+    first word piece (the loss masks the others with ``-100``).
+
+    Args:
+        hidden_size: encoder width ``D``.
+        num_labels: number of tags ``N``.
+        dropout: dropout on the token states.
+        initializer_range: std of the normal initialisation of the classifier.
+
+    Shapes:
+        ``(B, L, D) -> (B, L, N)``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_labels: int,
+        dropout: float = 0.1,
+        initializer_range: float = 0.02,
+    ) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = _linear(hidden_size, num_labels, initializer_range)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.classifier(self.dropout(hidden_states))
+
+
+class QuestionAnsweringHead(nn.Module):
+    """Extractive span prediction, SQuAD (BERT Fig. 4c).
+
+    A start vector ``S`` and an end vector ``E``: the score of token ``i`` as the start is
+    ``S . h_i`` and as the end ``E . h_i`` (one ``D -> 2`` linear layer, as BERT and Hugging
+    Face ``qa_outputs``; no dropout, as theirs). A span ``(i, j)`` scores
+    ``S . h_i + E . h_j`` with ``j >= i``; SQuAD v2.0 compares the best span with the
+    ``[CLS]`` "no answer" span ``(0, 0)``.
+
+    Args:
+        hidden_size: encoder width ``D``.
+        initializer_range: std of the normal initialisation.
+
+    Shapes:
+        ``(B, L, D) -> (B, L, 2)``: start logits in ``[..., 0]``, end logits in ``[..., 1]``.
+    """
+
+    def __init__(self, hidden_size: int, initializer_range: float = 0.02) -> None:
+        super().__init__()
+        self.qa_outputs = _linear(hidden_size, 2, initializer_range)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        return self.qa_outputs(hidden_states)
+
+
+class MultipleChoiceHead(nn.Module):
+    """Multiple choice, SWAG (Devlin et al., 2019, Section 4.4).
+
+    Each choice is encoded with the context as its own sequence; the pooled ``[CLS]`` state
+    gets one score ``w . Dropout(tanh(W_p h + b_p))``, and a softmax over the ``C`` scores of
+    an example picks the answer.
+
+    Args:
+        hidden_size: encoder width ``D``.
+        dropout: dropout on the pooled vector.
+        pool: which token to summarise, ``"first"`` or ``"last"``.
+        initializer_range: std of the normal initialisation of the scorer.
+
+    Shapes:
+        ``(B * C, L, D) -> (B, C)`` given ``num_choices=C``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        dropout: float = 0.1,
+        pool: PoolPosition = "first",
+        initializer_range: float = 0.02,
+    ) -> None:
+        super().__init__()
+        check_pool(pool)
+        self.pool = pool
+        self.pooler = Pooler(hidden_size)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = _linear(hidden_size, 1, initializer_range)
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        num_choices: int,
+    ) -> Tensor:
+        token = summary_token(hidden_states, self.pool, attention_mask)  # (B*C, 1, D)
+        scores = self.classifier(self.dropout(self.pooler(token)))  # (B*C, 1)
+        return scores.view(-1, num_choices)  # (B, C)
