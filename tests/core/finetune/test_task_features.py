@@ -337,3 +337,17 @@ def test_task_batches_for_qa_evaluation_carry_feature_index(tokenizer: WordPiece
     assert predicted == {e.id: e.answers[0].text for e in examples}
     train = TaskBatches(windows, featurizer, batch_size=5, seed=1)
     assert "feature_index" not in next(train.iter_batches(0))
+
+
+def test_task_batches_built_in_workers_equal_the_in_process_ones(
+    tokenizer: WordPieceTokenizer,
+) -> None:
+    data = read_conll(ROOT / "conll_tagging" / "train.txt")
+    featurizer = TaggingFeaturizer(tokenizer, max_length=32)
+    here = list(TaskBatches(data, featurizer, 16, seed=5).iter_batches(2, start=1))
+    workers = list(
+        TaskBatches(data, featurizer, 16, seed=5, num_workers=2).iter_batches(2, start=1)
+    )
+    assert len(here) == len(workers) == -(-len(data) // 16) - 1
+    for a, b in zip(here, workers, strict=True):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

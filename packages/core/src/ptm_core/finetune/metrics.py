@@ -197,9 +197,11 @@ def squad_metrics(
     """SQuAD EM and F1 in percent, maximised over each question's gold answers.
 
     Gold answers that normalise to ``""`` are dropped and a question without any is scored
-    against ``[""]`` (v2.0: only an empty prediction is right). On v1.1 data (every
-    question answerable) this equals ``evaluate-v1.1.py``; with unanswerable questions,
-    ``evaluate-v2.0.py`` without a threshold, with its ``HasAns``/``NoAns`` splits.
+    against ``[""]`` (v2.0: only an empty prediction is right). With unanswerable
+    questions this is ``evaluate-v2.0.py`` without a threshold, with its
+    ``HasAns``/``NoAns`` splits. On v1.1 data it equals ``evaluate-v1.1.py``, except for a
+    gold answer that normalises to ``""`` (such as "the"), which v1.1 keeps and v2.0 drops.
+    A question without a prediction scores 0 (v1.1; v2.0 leaves it out of the mean).
     """
     if not references:
         raise ValueError("no reference questions to score")
