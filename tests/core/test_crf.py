@@ -138,9 +138,9 @@ def test_bio_constraint_forbids_o_to_i_in_decoding_and_likelihood() -> None:
     unconstrained.load_state_dict(crf.state_dict())
     assert unconstrained.decode(emissions, mask).tolist() == [[0, 2, 2]]
     assert crf.decode(emissions, mask).tolist() == [[0, 1, 2]]
-    forbidden = crf.log_likelihood(emissions, torch.tensor([[0, 2, 2]]), mask)
+    forbidden = crf.log_likelihood(emissions, torch.tensor([[0, 2, 2]]), mask).detach()
     assert float(forbidden.exp()) == 0.0 and torch.isfinite(forbidden)
-    starts_inside = crf.log_likelihood(emissions, torch.tensor([[2, 2, 2]]), mask)
+    starts_inside = crf.log_likelihood(emissions, torch.tensor([[2, 2, 2]]), mask).detach()
     assert float(starts_inside.exp()) == 0.0
     # Random emissions never decode to a forbidden transition.
     torch.manual_seed(0)

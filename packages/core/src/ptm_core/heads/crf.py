@@ -83,6 +83,9 @@ class LinearChainCRF(nn.Module):
         words, left-aligned; a row may be empty).
     """
 
+    allowed: Tensor
+    allowed_start: Tensor
+
     def __init__(
         self,
         num_tags: int,
