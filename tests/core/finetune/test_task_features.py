@@ -351,3 +351,30 @@ def test_task_batches_built_in_workers_equal_the_in_process_ones(
     assert len(here) == len(workers) == -(-len(data) // 16) - 1
     for a, b in zip(here, workers, strict=True):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_postprocess_finds_the_best_valid_span(tokenizer: WordPieceTokenizer) -> None:
+    examples = read_squad(ROOT / "squad_qa" / "dev-v1.1.json")
+    featurizer = QAFeaturizer(tokenizer, max_length=48, doc_stride=12, max_query_length=20)
+    windows = featurizer.windows(examples)
+    rows = list(windows)
+    rng = np.random.default_rng(0)
+    starts = [rng.normal(size=len(w.input_ids)) for w in rows]
+    ends = [rng.normal(size=len(w.input_ids)) for w in rows]
+    longest = 4
+    # with n_best covering every token, the n-best search is exhaustive
+    predicted = postprocess_qa(windows, starts, ends, n_best=48, max_answer_length=longest)
+    for index, example in enumerate(examples):
+        best, text = -np.inf, ""
+        for p in windows.windows_of(index):
+            offsets = rows[p].offsets
+            for s, start_span in enumerate(offsets):
+                for e, end_span in enumerate(offsets):
+                    valid = start_span is not None and end_span is not None
+                    if valid and s <= e < s + longest and starts[p][s] + ends[p][e] > best:
+                        best = starts[p][s] + ends[p][e]
+                        text = example.context[start_span[0] : end_span[1]]  # type: ignore[index]
+        assert predicted[example.id] == text
+        assert text and text in example.context
+    narrow = postprocess_qa(windows, starts, ends, n_best=2, max_answer_length=1)
+    assert all(len(tokenizer.tokenize_ids(answer)) <= 1 for answer in narrow.values() if answer)
