@@ -76,6 +76,12 @@ def test_glue_jsonl_and_regression(tmp_path: Path) -> None:
     assert data[1].pair == "Nobody\u2028moved." and data[1].id == "8" and data[1].line == 2
     bad = write(tmp_path / "bad.jsonl", json.dumps(rows[0]) + "\n" + '{"sentence1": "x"\n')
     fails(rf"{bad}:2: invalid JSON .*field 'json'", read_glue, bad, label_field="score")
+    test_rows = [{"sentence": "a", "label": -1}, {"sentence": "b", "label": None}]
+    test = write(tmp_path / "test.jsonl", "".join(json.dumps(r) + "\n" for r in test_rows))
+    err = fails(rf"{test}:2: null label", read_glue, test)
+    assert err.field == "label"
+    unlabelled = read_glue(test, require_labels=False)
+    assert [unlabelled[i].label for i in range(2)] == [None, None]
     nan = write(tmp_path / "nan.tsv", "sentence\tlabel\nfine\t3.0\nwords\thigh\n")
     fails(rf"{nan}:3: .*'high' is not a number .*field 'label'", read_glue, nan, kind="regression")
 

@@ -7,6 +7,7 @@ of Hugging Face ``run_glue``'s CSV/JSON files: columns are found by name, so ext
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from array import array
 from collections.abc import Sequence
@@ -52,6 +53,7 @@ class _Layout:
     label: str | None
     id: str | None
     columns: tuple[str, ...] = ()  # TSV header
+    require_labels: bool = True
 
 
 def read_glue(
@@ -84,7 +86,8 @@ def read_glue(
         label_names: the label vocabulary (pass the train set's ``label_names`` when
             reading dev/test); ``None`` builds it from this file, sorted as strings.
         require_labels: when False, a file without the label column (a GLUE test file)
-            gives examples with ``label=None``.
+            gives examples with ``label=None``, and so does an empty, ``null`` or ``-1``
+            label (the placeholder of Hugging Face ``datasets``' GLUE test splits).
 
     Returns:
         A lazy sequence of :class:`SentenceExample` with ``label_names`` (empty for
@@ -194,7 +197,7 @@ def _check_label_column(
             "add the label column, pass label_field= with its name, or "
             "require_labels=False for a file to predict on",
         )
-    return layout
+    return dataclasses.replace(layout, require_labels=require_labels)
 
 
 def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
@@ -253,6 +256,16 @@ def _fields(layout: _Layout, number: int, line: str) -> tuple[str, str | None, s
     if layout.label is not None:
         raw = values[layout.label]
         label = raw.strip() if isinstance(raw, str) else json.dumps(raw)
+        if not layout.require_labels and label in ("", "null", "-1"):
+            return text, pair, None, _ident(layout, number, values)  # HF test splits: -1
+        if raw is None:
+            raise DataError(
+                path,
+                number,
+                layout.label,
+                "null label",
+                "write the label, or pass require_labels=False for a file to predict on",
+            )
         if not label:
             raise DataError(
                 path, number, layout.label, "empty label", "write the label, or drop the line"
@@ -268,8 +281,13 @@ def _fields(layout: _Layout, number: int, line: str) -> tuple[str, str | None, s
                     f"regression label {label!r} is not a number",
                     "write a number such as 3.8",
                 ) from None
-    ident = str(values[layout.id]) if layout.id is not None and layout.id in values else str(number)
-    return text, pair, label, ident
+    return text, pair, label, _ident(layout, number, values)
+
+
+def _ident(layout: _Layout, number: int, values: dict[str, Any]) -> str:
+    if layout.id is not None and layout.id in values:
+        return str(values[layout.id])
+    return str(number)
 
 
 def _text(layout: _Layout, number: int, values: dict[str, Any], name: str) -> str:
