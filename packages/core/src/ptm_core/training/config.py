@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 PRECISIONS = ("auto", "fp32", "bf16")
+SCHEDULES = ("linear", "slanted_triangular")
 
 
 def _fail(field: str, requirement: str, value: object) -> ValueError:
@@ -50,6 +51,20 @@ class TrainerConfig:
             ``torchrun`` set up (``WORLD_SIZE`` > 1); the ``pretrain`` flow reads this to
             launch ``torchrun --nproc-per-node=devices`` for you.
         distributed_backend: ``"auto"`` (NCCL on CUDA, Gloo on CPU), ``"nccl"`` or ``"gloo"``.
+        schedule: ``"linear"`` (BERT: linear warm-up, then linear decay to 0) or
+            ``"slanted_triangular"`` (ULMFiT, Howard & Ruder 2018, eq. 3: a short linear
+            rise over ``stlr_cut_frac`` of the steps, then a long linear fall to
+            ``1 / stlr_ratio`` of the peak; ``warmup_*`` are not used).
+        stlr_cut_frac: ULMFiT's ``cut_frac``: the share of steps spent rising.
+        stlr_ratio: ULMFiT's ``ratio``: how much smaller the lowest rate is than the peak.
+        layer_lr_decay: Discriminative (layer-wise) learning rates: the head trains at
+            ``learning_rate`` and every depth below it at ``layer_lr_decay`` times the
+            rate above (ELECTRA: 0.8; ULMFiT's ``1 / 2.6`` = 0.385). ``None`` = one rate
+            for every parameter. Needs a model with an ``encoder`` whose ``layers`` are
+            numbered (every fine-tuning model).
+        unfreeze_every: Gradual unfreezing (ULMFiT): 0 = off; otherwise only the head
+            trains at first and one more depth, top down, is unfrozen every this many
+            optimizer steps. It depends only on the step, so resume stays exact.
     """
 
     output_dir: str
@@ -74,6 +89,11 @@ class TrainerConfig:
     compile: bool = False
     devices: int = 1
     distributed_backend: str = "auto"
+    schedule: str = "linear"
+    stlr_cut_frac: float = 0.1
+    stlr_ratio: float = 32.0
+    layer_lr_decay: float | None = None
+    unfreeze_every: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.output_dir, os.PathLike):
@@ -122,6 +142,17 @@ class TrainerConfig:
                 raise _fail(name, "must be true or false", getattr(self, name))
         if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
             raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)
+        if self.schedule not in SCHEDULES:
+            raise _fail("schedule", f"must be one of {', '.join(SCHEDULES)}", self.schedule)
+        if not 0.0 < self.stlr_cut_frac < 1.0:
+            raise _fail("stlr_cut_frac", "must be in (0, 1)", self.stlr_cut_frac)
+        if not (math.isfinite(self.stlr_ratio) and self.stlr_ratio >= 1.0):
+            raise _fail("stlr_ratio", "must be a finite number >= 1", self.stlr_ratio)
+        if self.layer_lr_decay is not None and not 0.0 < self.layer_lr_decay <= 1.0:
+            raise _fail(
+                "layer_lr_decay", "must be in (0, 1] or None (one rate)", self.layer_lr_decay
+            )
+        self._check_int("unfreeze_every", minimum=0)
 
     def _check_int(self, name: str, *, minimum: int) -> None:
         value = getattr(self, name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.optim.lr_scheduler import LambdaLR
@@ -35,24 +37,37 @@ def build_optimizer(model: nn.Module, config: TrainerConfig) -> torch.optim.Adam
     Raises:
         ValueError: If the model has no trainable parameter.
     """
-    decay: list[nn.Parameter] = []
-    no_decay: list[nn.Parameter] = []
-    seen: set[int] = set()
-    for param in model.parameters():  # parameters() already skips repeats of tied weights
-        if not param.requires_grad or id(param) in seen:
-            continue
-        seen.add(id(param))
-        (decay if param.ndim >= 2 else no_decay).append(param)
-    if not seen:
+    groups: list[dict[str, Any]]
+    if config.layer_lr_decay is not None or config.unfreeze_every > 0:
+        # Per-depth groups; frozen depths are kept so gradual unfreezing can wake them
+        # (AdamW skips a parameter whose grad is None, its weight decay included).
+        from ptm_core.training.finetuning import discriminative_param_groups
+
+        groups = discriminative_param_groups(
+            model,
+            learning_rate=config.learning_rate,
+            weight_decay=config.weight_decay,
+            layer_decay=config.layer_lr_decay if config.layer_lr_decay is not None else 1.0,
+        )
+    else:
+        decay: list[nn.Parameter] = []
+        no_decay: list[nn.Parameter] = []
+        seen: set[int] = set()
+        for param in model.parameters():  # parameters() already skips repeats of tied weights
+            if not param.requires_grad or id(param) in seen:
+                continue
+            seen.add(id(param))
+            (decay if param.ndim >= 2 else no_decay).append(param)
+        groups = [
+            {"params": params, "weight_decay": wd}
+            for params, wd in ((decay, config.weight_decay), (no_decay, 0.0))
+            if params
+        ]
+    if not any(group["params"] for group in groups):
         raise ValueError(
             f"{type(model).__name__} has no trainable parameters; unfreeze some "
             "(requires_grad=True) before training."
         )
-    groups = [
-        {"params": params, "weight_decay": wd}
-        for params, wd in ((decay, config.weight_decay), (no_decay, 0.0))
-        if params
-    ]
     fused = config.fused_optimizer
     if fused is None:
         fused = fused_adamw_supported(model)
@@ -114,3 +129,19 @@ def linear_warmup_decay(
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return LambdaLR(optimizer, multiplier)
+
+
+def build_schedule(optimizer: torch.optim.Optimizer, config: TrainerConfig) -> LambdaLR:
+    """The learning-rate schedule ``config.schedule`` names, over ``config.max_steps``.
+
+    ``"linear"``: :func:`linear_warmup_decay` with ``config.num_warmup_steps``;
+    ``"slanted_triangular"``: ULMFiT's STLR with ``stlr_cut_frac`` and ``stlr_ratio``.
+    Every parameter group's own rate is scaled (discriminative rates keep their ratios).
+    """
+    if config.schedule == "slanted_triangular":
+        from ptm_core.training.finetuning import slanted_triangular
+
+        return slanted_triangular(
+            optimizer, config.max_steps, cut_frac=config.stlr_cut_frac, ratio=config.stlr_ratio
+        )
+    return linear_warmup_decay(optimizer, config.num_warmup_steps, config.max_steps)

@@ -36,7 +36,7 @@ from ptm_core.training.distributed import (
     mean_across_ranks,
 )
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
-from ptm_core.training.optim import build_optimizer, linear_warmup_decay
+from ptm_core.training.optim import build_optimizer, build_schedule
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 
 logger = logging.getLogger(__name__)
@@ -139,9 +139,21 @@ class Trainer:
         self.data = data
         self.callbacks = list(callbacks or [])
         self.optimizer = build_optimizer(self.model, config)
-        self.scheduler = linear_warmup_decay(
-            self.optimizer, config.num_warmup_steps, config.max_steps
-        )
+        self.scheduler = build_schedule(self.optimizer, config)
+        # ULMFiT's gradual unfreezing: which depths train is a function of the step alone,
+        # so a resumed run freezes exactly what an uninterrupted one did at that step.
+        self._unfreezing: Any = None
+        if config.unfreeze_every > 0:
+            from ptm_core.training.finetuning import GradualUnfreezing
+
+            # DDP fixes the set of gradients it syncs when it wraps the model, and
+            # torch.compile would recompile at every unfreezing: both keep requires_grad
+            # and drop the frozen depths' gradients after backward instead.
+            self._unfreezing = GradualUnfreezing(
+                self.model,
+                every_steps=config.unfreeze_every,
+                mode="grad_mask" if self.dist.enabled or config.compile else "requires_grad",
+            )
         self.output_dir = Path(config.output_dir)
         self.checkpoints_dir = self.output_dir / "checkpoints"
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl")
@@ -290,6 +302,8 @@ class Trainer:
 
     def _train_step(self) -> int:
         self.model.train()
+        if self._unfreezing is not None:
+            self._unfreezing.on_step_begin(self.step)
         accumulation = self.config.gradient_accumulation_steps
         tokens = 0
         for _ in range(accumulation):
@@ -302,6 +316,8 @@ class Trainer:
             self._window.add("loss", output.loss)
             for name, value in output.metrics.items():
                 self._window.add(f"model/{name}" if name in _RESERVED_KEYS else name, value)
+        if self._unfreezing is not None:
+            self._unfreezing.on_after_backward(self.step)
         max_norm = self.config.max_grad_norm
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), max_norm if max_norm is not None else float("inf")
