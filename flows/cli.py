@@ -1,6 +1,8 @@
 """The ``ptm`` command line.
 
 ptm pretrain experiment=bert_tiny trainer.max_steps=50   # in process, no Prefect
+ptm finetune task=kg_pair model=runs/demo/pretrain/final # fine-tune (in process)
+ptm finetune --multirun task=kg_pair seed=0,1,2          # a sweep: mean +- std over seeds
 ptm config experiment=bert_tiny                          # print the composed config
 ptm demo                                                 # end-to-end demo flow
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
@@ -42,8 +44,18 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sub = commands.add_parser(name, help=text, epilog=EPILOG)
         sub.add_argument("overrides", nargs="*", help="Hydra overrides")
-    flow = commands.add_parser("flow", help="run the pretrain flow under Prefect", epilog=EPILOG)
-    flow.add_argument("name", choices=["pretrain"])
+    finetune = commands.add_parser(
+        "finetune",
+        help="fine-tune on a downstream task (task=NAME model=DIR|PRESET + overrides)",
+        epilog=EPILOG,
+    )
+    finetune.add_argument(
+        "--multirun", "-m", action="store_true", help="sweep: seed=0,1,2 lr=1e-3,3e-3 ..."
+    )
+    finetune.add_argument("overrides", nargs="*", help="Hydra overrides")
+    flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
+    flow.add_argument("name", choices=["pretrain", "finetune"])
+    flow.add_argument("--multirun", "-m", action="store_true", help="finetune: run a sweep")
     flow.add_argument("overrides", nargs="*", help="Hydra overrides")
     demo = commands.add_parser("demo", help="end-to-end demo flow on the bundled samples")
     demo.add_argument("--output-dir", default="runs/demo")
@@ -110,6 +122,10 @@ def _parse_params(items: Sequence[str]) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace) -> Any:
     if args.command == "flow":
+        if args.name == "finetune":
+            from flows.finetune import finetune
+
+            return finetune(args.overrides, multirun=args.multirun)
         from flows.pretrain import pretrain
 
         return pretrain(args.overrides)
@@ -267,6 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"metrics        {result.metrics_path}")
         print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
         return 0
+    if args.command == "finetune":
+        return _finetune(args)
     from flows.server import temporary_server
 
     try:
@@ -279,6 +297,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _finetune(args: argparse.Namespace) -> int:
+    """``ptm finetune``: one run, or a sweep with ``--multirun``, in this process."""
+    from flows.config import ConfigError
+    from flows.finetune import run_one, run_sweep
+
+    try:
+        if args.multirun:
+            print(run_sweep(args.overrides)["table"])
+            return 0
+        run = run_one(args.overrides)
+    except ConfigError as exc:
+        print(f"ptm: {exc}", file=sys.stderr)
+        return 2
+    except USER_ERRORS as exc:
+        print(f"ptm: {exc}", file=sys.stderr)
+        return 1
+    print(f"task           {run['task']}")
+    print(f"final model    {run['final_dir']}")
+    print(f"metrics        {run['metrics_path']}")
+    print(f"last metrics   {json.dumps(run['final_metrics'], sort_keys=True)}")
     return 0
 
 

@@ -28,6 +28,7 @@ RECIPES: dict[str, str] = {
     "cogqa": "flows.recipes.cogqa",
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
+    "finetune": "flows.recipes.finetune",
 }
 
 

@@ -1,0 +1,87 @@
+"""Fine-tuning from a composed ``finetune.yaml`` config: ``recipe: finetune``.
+
+The encoder and tokenizer come from ``init_from`` (a ptm ``final/`` or a Hugging Face
+directory: the checkpoint's own tokenizer is used) or, without it, from the ``model``
+preset at random init with the ``tokenizer`` vocabulary. ``finetune.random_init=true``
+keeps a checkpoint's architecture and tokenizer but re-initialises its weights: the
+"same model without pre-training" baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ptm_core import TransformerEncoder
+from ptm_core.checkpoints_hf.bert_tasks import is_hf_task_directory, load_hf_task_model
+from ptm_core.finetune.recipe import FinetuneResult, finetune
+from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.tokenization import WordPieceTokenizer
+
+
+def load_tokenizer(path: str | Path, lowercase: bool = True) -> WordPieceTokenizer:
+    """A ``vocab.txt`` file or a tokenizer directory."""
+    path = Path(path)
+    if path.is_file():
+        return WordPieceTokenizer.from_vocab(path, lowercase=lowercase)
+    return WordPieceTokenizer.from_directory(path)
+
+
+def encoder_and_tokenizer(cfg: DictConfig) -> tuple[TransformerEncoder, WordPieceTokenizer]:
+    """The encoder to fine-tune and its tokenizer, as the config says."""
+    init_from = cfg.get("init_from")
+    random_init = bool(cfg.finetune.get("random_init", False))
+    if init_from:
+        directory = Path(init_from)
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"init_from={init_from}: no such directory; give a final/ directory of a ptm "
+                "run or a Hugging Face model directory"
+            )
+        tokenizer = load_tokenizer(directory)
+        if is_hf_task_directory(directory):  # a BertFor{...} folder: its encoder, not its head
+            encoder = load_hf_task_model(directory).encoder
+        else:
+            encoder = TransformerEncoder.from_pretrained(directory)
+        if random_init:
+            torch.manual_seed(int(cfg.seed))
+            encoder = TransformerEncoder(encoder.config)
+        return encoder, tokenizer
+    tokenizer = load_tokenizer(cfg.tokenizer, bool(cfg.get("lowercase", True)))
+    torch.manual_seed(int(cfg.seed))
+    return instantiate(cfg.model)(vocab_size=tokenizer.vocab_size), tokenizer
+
+
+def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
+    """Fine-tune as configured (``configs/finetune.yaml`` + ``configs/task/<name>.yaml``).
+
+    Args:
+        cfg: a config composed by :func:`flows.config.compose_config` with
+            ``config_name="finetune"``.
+        **trainer_overrides: TrainerConfig fields to change (``output_dir=...``).
+    """
+    task_settings = OmegaConf.to_container(cfg.task, resolve=True)
+    task = TaskSpec.from_mapping(task_settings)  # type: ignore[arg-type]
+    task.check_files()  # before any model is built or loaded
+    trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
+    encoder, tokenizer = encoder_and_tokenizer(cfg)
+    options = cfg.finetune
+    return finetune(
+        task,
+        encoder=encoder,
+        tokenizer=tokenizer,
+        trainer=trainer,
+        seed=int(cfg.seed),
+        dropout=float(options.get("dropout", 0.1)),
+        feature_based=bool(options.get("feature_based", False)),
+        lstm_hidden=int(options.get("lstm_hidden", 128)),
+        num_workers=int(options.get("num_workers", 0)),
+        provenance={
+            "init_from": str(cfg.get("init_from")) if cfg.get("init_from") else None,
+            "random_init": bool(options.get("random_init", False)),
+        },
+    )
