@@ -217,10 +217,14 @@ def measure_link(
     shutil.rmtree(out.parent / f".{out.name}.shards", ignore_errors=True)
     out.unlink(missing_ok=True)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # Prefect's result store holds the shard tasks' cache records: a store left by an earlier
+    # (killed) run would turn its shards into cache hits, so every run gets an empty one.
+    results = out.parent / f".{out.name}.prefect-results"
+    shutil.rmtree(results, ignore_errors=True)
     command = ["link", "--corpus", str(corpus), "--kg", str(kg), "--output", str(out)]
     measured = run_measured(
         [sys.executable, "-m", "flows.cli", *command],
-        env=bench_env(PTM_CACHE_DIR=str(kg_cache_root())),
+        env=bench_env(PTM_CACHE_DIR=str(kg_cache_root()), PREFECT_LOCAL_STORAGE_PATH=str(results)),
         cwd=ROOT,
         timeout=timeout,
         rss_limit_mb=memory_limit,
