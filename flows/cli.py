@@ -9,6 +9,7 @@ ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Pr
 ptm evaluate runs/demo/final                             # evaluate flow + report
 ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]
 ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
+ptm retrain --corpus data/ --gate-task kg_pair experiment=bert_tiny   # gate on a downstream task
 ptm deploy retrain --cron "0 3 * * *" --param corpus=data/
 """
 
@@ -66,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--baseline", default="random", help="'random' or a model directory")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--report", default=None, help="report path")
+    evaluate.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="also fine-tune on this task preset and report its dev metrics (repeatable)",
+    )
     link = commands.add_parser("link", help="link a corpus against a KG (sharded, cached)")
     link.add_argument("--corpus", required=True)
     link.add_argument("--kg", required=True, help="directory with entities.tsv/triples.tsv")
@@ -95,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     retrain.add_argument("--registry", default="runs/registry")
     retrain.add_argument("--eval-corpus", default=None)
     retrain.add_argument("--force", action="store_true", help="retrain even without new data")
+    retrain.add_argument(
+        "--gate-task",
+        default=None,
+        help="promote on this task preset's dev metric (fine-tunes candidate and champion)",
+    )
     retrain.add_argument("overrides", nargs="*", help="Hydra overrides for the pre-training")
     deploy = commands.add_parser("deploy", help="schedule a flow with cron")
     deploy.add_argument("flow_name", choices=["retrain", "pretrain", "evaluate"])
@@ -136,7 +148,9 @@ def _run(args: argparse.Namespace) -> Any:
     if args.command == "evaluate":
         from flows.evaluate import evaluate
 
-        return evaluate(args.model_dir, args.corpus, args.baseline, args.seed, args.report)
+        return evaluate(
+            args.model_dir, args.corpus, args.baseline, args.seed, args.report, args.task
+        )
     if args.command == "link":
         from flows.link_entities import link_entities
 
@@ -178,7 +192,12 @@ def _run(args: argparse.Namespace) -> Any:
         from flows.retrain import retrain
 
         return retrain(
-            args.corpus, args.registry, args.overrides, args.eval_corpus, force=args.force
+            args.corpus,
+            args.registry,
+            args.overrides,
+            args.eval_corpus,
+            force=args.force,
+            gate_task=args.gate_task,
         )
     if args.command == "deploy":
         from flows.deploy import deploy

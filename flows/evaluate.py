@@ -45,6 +45,12 @@ FAMILIES = {
         True,
         "image-text matching (one true and one swapped caption per image; chance 0.5)",
     ),
+    # The headline metric is the task's own (task.json); see evaluate_finetuned_task.
+    "finetuned": (
+        "",
+        True,
+        "a fine-tuned model on its task's dev file (or the file given), with the task's metrics",
+    ),
 }
 
 
@@ -121,6 +127,12 @@ def model_family(model_dir: str | Path) -> str:
     if not directory.is_dir():
         raise ValueError(f"{directory}: is a file; pass the model directory that holds it")
     config_path = directory / "config.json"
+    if (directory / "task.json").exists():
+        record = _read_json_object(directory / "task.json", ("kind", "task"))
+        _read_json_object(config_path, ENCODER_SHAPE_KEYS)
+        if not isinstance(record["task"], dict):
+            raise ValueError(f"{directory / 'task.json'}: 'task' must be an object")
+        return "finetuned"
     if (directory / "knowledge_config.json").exists():
         _read_json_object(directory / "knowledge_config.json")
         return "ernie_thu"
@@ -317,6 +329,63 @@ def evaluate_cogqa_task(model_dir: str, questions: str, system1_only: bool = Fal
     return evaluate_predictions(examples, predictions)
 
 
+@task(name="evaluate-finetuned")
+def evaluate_finetuned_task(
+    model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
+) -> dict[str, Any]:
+    """The task metrics of a fine-tuned ``final/`` on ``data`` (default: its dev file).
+
+    ``random_init``: the same architecture, head included, with random weights (chance).
+    """
+    import torch
+
+    from ptm_core.finetune.recipe import evaluate_task, load_finetuned, read_task
+
+    model, tokenizer, spec, record = load_finetuned(model_dir)
+    if random_init:
+        torch.manual_seed(seed)
+        _reinitialise(model, seed)
+    labels = record.get("label_names") or None
+    task_data = read_task(spec, "dev", tokenizer, labels, path=data)
+    metrics, _ = evaluate_task(model, spec, task_data)
+    return {**metrics, "_metric": spec.metric}
+
+
+def downstream_rows(
+    model_dir: str,
+    baseline: str,
+    tasks: list[str],
+    out_dir: Path,
+    seed: int,
+    overrides: list[str] | None = None,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Fine-tune the model and the baseline on every task preset: their dev metrics."""
+    from flows.finetune import downstream_scores
+
+    model: dict[str, float] = {}
+    base: dict[str, float] = {}
+    extra = list(overrides or [])
+    for name in tasks:
+        print(f"downstream: fine-tuning on {name} (model, then baseline)")
+        model |= downstream_scores(
+            model_dir, name, out_dir / "model" / name, seed=seed, overrides=extra
+        )
+        if baseline == "random":
+            base |= downstream_scores(
+                model_dir,
+                name,
+                out_dir / "random" / name,
+                seed=seed,
+                random_init=True,
+                overrides=extra,
+            )
+        else:
+            base |= downstream_scores(
+                baseline, name, out_dir / "baseline" / name, seed=seed, overrides=extra
+            )
+    return model, base
+
+
 def _kg_scores(model_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     metrics = json.loads((Path(model_dir) / "metrics.json").read_text())
     return metrics["test"], metrics.get("random_baseline", {})
@@ -352,6 +421,8 @@ def evaluate(
     baseline: str = "random",
     seed: int = 0,
     report_path: str | None = None,
+    tasks: list[str] | None = None,
+    task_overrides: list[str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate a model with the evaluation of its family, against a baseline; report.
 
@@ -370,6 +441,11 @@ def evaluate(
             untrained model PyKEEN scored) or another model directory (e.g. the champion).
         seed: seed of the evaluation's masks, corruption and random baseline.
         report_path: where to write the markdown report (default beside ``model_dir``).
+        tasks: task presets (``configs/task/``) to fine-tune the model and the baseline on;
+            their dev metrics (``<task>/<metric>``) are reported beside the intrinsic ones.
+            For a fine-tuned ``final/`` (``task.json``) the task's own dev file is scored
+            instead (``corpus`` = another file of the task's format).
+        task_overrides: overrides of those fine-tuning runs (``trainer.max_steps=50``).
 
     Returns:
         ``{"family", "metric", "model", "baseline", "report"}``.
@@ -392,6 +468,17 @@ def evaluate(
         )
         base_name = "random init" if random_base else f"`{baseline}`"
         corpus_note = corpus
+    elif family == "finetuned":
+        scores = evaluate_finetuned_task(model_dir, corpus, seed=seed)
+        metric = str(scores.pop("_metric"))
+        higher = metric not in ("loss", "mse")
+        if baseline == "random":
+            base = evaluate_finetuned_task(model_dir, corpus, True, seed)
+            base_name = "random init"
+        else:
+            base, base_name = evaluate_finetuned_task(baseline, corpus), f"`{baseline}`"
+        base.pop("_metric", None)
+        corpus_note = corpus or "the task's dev file"
     elif family == "cogqa":
         assert corpus is not None  # check_evaluation
         scores = evaluate_cogqa_task(model_dir, corpus)
@@ -417,6 +504,14 @@ def evaluate(
         )
         base_name = "random init" if random_base else f"`{baseline}`"
         corpus_note = corpus
+    if tasks and family != "finetuned":
+        report_dir = (
+            Path(report_path).resolve().parent if report_path else Path(model_dir).resolve().parent
+        )
+        down, down_base = downstream_rows(
+            model_dir, baseline, list(tasks), report_dir / "downstream", seed, task_overrides or []
+        )
+        scores, base = {**scores, **down}, {**base, **down_base}
     columns = ["model", *sorted(k for k in scores if isinstance(scores[k], (int, float)))]
     rows = [{"model": "model", **scores}, {"model": base_name, **base}]
     delta = scores[metric] - base.get(metric, float("nan"))

@@ -139,6 +139,56 @@ def run_sweep(
     return {"runs": runs, "summary": rows, "table": format_summary(rows)}
 
 
+def downstream_scores(
+    model_dir: str | Path,
+    task_name: str,
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    random_init: bool = False,
+    overrides: Sequence[str] = (),
+) -> dict[str, float]:
+    """Fine-tune ``model_dir`` on the task preset ``task_name`` and return its dev metrics.
+
+    This is how ``ptm evaluate --task`` and ``ptm retrain --gate-task`` judge a pre-trained
+    model by a downstream result. The run goes into ``out_dir`` (emptied first: it is
+    scratch space, never the model's own folder), with the preset's budget unless
+    ``overrides`` change it.
+
+    Returns:
+        ``{"<task>/<metric>": value}`` for every dev metric of the task.
+    """
+    import shutil
+
+    out = Path(out_dir)
+    shutil.rmtree(out, ignore_errors=True)
+    run = run_one(
+        [
+            f"task={task_name}",
+            f"init_from={Path(model_dir).resolve()}",
+            f"seed={seed}",
+            f"finetune.random_init={str(random_init).lower()}",
+            f"trainer.output_dir={out.resolve()}",
+            "trainer.progress=false",
+            *overrides,
+        ]
+    )
+    return {
+        f"{task_name}/{name.removeprefix('dev/')}": float(value)
+        for name, value in run["final_metrics"].items()
+        if name.startswith("dev/")
+    }
+
+
+def headline_metric(task_name: str) -> str:
+    """``<task>/<metric>``: the metric the task preset names (its ``metric`` key)."""
+    cfg = compose_config([f"task={task_name}"], config_name=CONFIG_NAME)
+    from ptm_core.finetune.task_spec import TaskSpec
+
+    task = TaskSpec.from_mapping(dict(cfg.task))
+    return f"{task_name}/{task.metric}"
+
+
 @task(name="finetune-run")
 def finetune_run(overrides: list[str]) -> dict[str, Any]:
     """One fine-tuning run (resumes from the run's last checkpoint if there is one)."""

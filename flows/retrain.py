@@ -121,6 +121,8 @@ def retrain(
     metric: str = "loss",
     seed: int = 0,
     force: bool = False,
+    gate_task: str | None = None,
+    gate_overrides: list[str] | None = None,
 ) -> dict[str, Any]:
     """Scheduled retraining with a champion/challenger gate.
 
@@ -145,6 +147,11 @@ def retrain(
             better) or ``accuracy`` (higher is better, noisy on small evaluation sets).
         seed: evaluation seed.
         force: retrain even when the data has not changed.
+        gate_task: a task preset (``configs/task/``): the candidate and the champion are
+            both fine-tuned on it (same seed and budget, in the candidate's run folder)
+            and the task's headline dev metric (``<task>/<metric>``, higher is better)
+            decides, unless ``metric`` names another ``<task>/...`` metric.
+        gate_overrides: overrides for those fine-tuning runs (``trainer.max_steps=...``).
 
     Raises:
         LockHeldError: another retrain is training into the same run folder.
@@ -162,7 +169,17 @@ def retrain(
     run_dir, run_lock = claim_run_dir(registry_dir, fingerprint, registry)
     try:
         return _train_and_consider(
-            registry, run_dir, corpus, overrides, eval_corpus, metric, seed, fingerprint, stat
+            registry,
+            run_dir,
+            corpus,
+            overrides,
+            eval_corpus,
+            metric,
+            seed,
+            fingerprint,
+            stat,
+            gate_task,
+            gate_overrides or [],
         )
     finally:
         # Held until the candidate is in the history: a retrain started meanwhile must not
@@ -180,6 +197,8 @@ def _train_and_consider(
     seed: int,
     fingerprint: str,
     stat: list[list[Any]],
+    gate_task: str | None = None,
+    gate_overrides: list[str] | None = None,
 ) -> dict[str, Any]:
     champion = registry.champion()
     print(f"training the candidate in {run_dir}")
@@ -198,6 +217,27 @@ def _train_and_consider(
     champion_scores = (
         evaluate_language_model(champion["model_dir"], eval_corpus, seed) if champion else None
     )
+    if gate_task:
+        from flows.finetune import downstream_scores, headline_metric
+
+        if not metric.startswith(f"{gate_task}/"):
+            metric = headline_metric(gate_task)
+        downstream = run_dir / "downstream"  # the candidate's folder: the champion's is read-only
+        scores |= downstream_scores(
+            summary["encoder_dir"],
+            gate_task,
+            downstream / "candidate",
+            seed=seed,
+            overrides=gate_overrides or (),
+        )
+        if champion is not None and champion_scores is not None:
+            champion_scores |= downstream_scores(
+                champion["model_dir"],
+                gate_task,
+                downstream / "champion",
+                seed=seed,
+                overrides=gate_overrides or (),
+            )
     # Re-score and decide in one locked step, against the champion that was re-scored.
     with registry.locked():
         now = registry.champion()
@@ -213,7 +253,7 @@ def _train_and_consider(
             summary["encoder_dir"],
             scores,
             metric=metric,
-            higher_is_better=metric not in ("loss", "perplexity"),
+            higher_is_better=metric.rpartition("/")[2] not in ("loss", "perplexity", "mse"),
             extra=extra,
         )
     state_path = registry.root / "state.json"

@@ -1,0 +1,122 @@
+"""Downstream metrics in the flows: `evaluate` on a fine-tuned model and with --task, the
+`finetune` flow under Prefect, and `retrain` gated on a task's dev metric."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from flow_settings import FAST
+
+from flows.evaluate import evaluate, model_family
+from flows.finetune import finetune, run_one
+from flows.pretrain import pretrain
+from flows.registry import ModelRegistry
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "data_specs" / "text_corpus" / "sample"
+TINY_FT = ["trainer.max_steps=4", "trainer.log_every=2", "trainer.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("pre")
+    summary = pretrain([*FAST, "trainer.max_steps=6", f"trainer.output_dir={out}"])
+    return Path(summary["encoder_dir"])
+
+
+def test_evaluate_scores_a_finetuned_model_with_its_task_metric(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    run = run_one(
+        ["task=sentiment", f"init_from={pretrained}", f"trainer.output_dir={tmp_path}", *TINY_FT]
+    )
+    final = run["final_dir"]
+    assert model_family(final) == "finetuned"
+    result = evaluate(final, report_path=str(tmp_path / "report.md"))
+    assert result["family"] == "finetuned" and result["metric"] == "accuracy"
+    assert result["model"]["accuracy"] == pytest.approx(run["final_metrics"]["dev/accuracy"])
+    assert 0.0 <= result["baseline"]["accuracy"] <= 1.0
+    report = (tmp_path / "report.md").read_text()
+    assert "random init" in report and "**accuracy:" in report
+
+
+def test_broken_task_json_is_named_before_any_model_loads(tmp_path: Path) -> None:
+    (tmp_path / "task.json").write_text('{"kind": "classification"}')
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"task\.json.*'task'"):
+        model_family(tmp_path)
+
+
+def test_evaluate_reports_downstream_metrics_beside_intrinsic_ones(
+    pretrained: Path, tmp_path: Path
+) -> None:
+    result = evaluate(
+        str(pretrained),
+        report_path=str(tmp_path / "report.md"),
+        tasks=["sentiment"],
+        task_overrides=TINY_FT,
+    )
+    assert result["family"] == "masked_lm"
+    for side in ("model", "baseline"):
+        assert "accuracy" in result[side]  # the intrinsic masked-LM accuracy
+        assert 0.0 <= result[side]["sentiment/accuracy"] <= 1.0
+    assert "sentiment/accuracy" in (tmp_path / "report.md").read_text()
+    # Fine-tuning ran in scratch folders beside the report, never in the model's folder.
+    assert (tmp_path / "downstream" / "model" / "sentiment" / "eval.json").exists()
+    assert (tmp_path / "downstream" / "random" / "sentiment" / "eval.json").exists()
+    assert not (pretrained / "eval.json").exists()
+
+
+def test_finetune_flow_under_prefect_summarises_two_seeds(tmp_path: Path) -> None:
+    result = finetune(
+        [
+            "task=sentiment",
+            "model.num_layers=1",
+            "seed=0,1",
+            f"trainer.output_dir={tmp_path}/s${{seed}}",
+            *TINY_FT,
+        ],
+        multirun=True,
+    )
+    assert len(result["runs"]) == 2
+    (row,) = result["summary"]
+    assert row["seeds"] == 2 and row["dev/accuracy"]["n"] == 2
+
+
+def test_retrain_gates_on_a_downstream_metric(tmp_path: Path) -> None:
+    from flows.retrain import retrain
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    documents = (CORPUS / "corpus.txt").read_text().split("\n\n")
+    (corpus / "part1.txt").write_text("\n\n".join(documents[:20]) + "\n")
+    registry_dir = tmp_path / "registry"
+    common = [*FAST, "trainer.max_steps=4"]
+    first = retrain(
+        str(corpus),
+        str(registry_dir),
+        common,
+        gate_task="sentiment",
+        gate_overrides=TINY_FT,
+    )
+    assert first["status"] == "promoted"
+    assert "sentiment/accuracy" in first["scores"]
+    (corpus / "part2.txt").write_text("\n\n".join(documents[20:]) + "\n")
+    champion_dir = Path(ModelRegistry(registry_dir).champion()["model_dir"])
+    before = {p: p.read_bytes() for p in champion_dir.parent.rglob("*") if p.is_file()}
+    second = retrain(
+        str(corpus),
+        str(registry_dir),
+        common,
+        gate_task="sentiment",
+        gate_overrides=TINY_FT,
+    )
+    history = ModelRegistry(registry_dir).history()
+    assert history[-1]["metric"] == "sentiment/accuracy", json.dumps(history[-1])
+    assert second["status"] in ("promoted", "rejected")
+    # Both sides were fine-tuned in the candidate's folder; the champion's files are unchanged.
+    run_dir = Path(second["candidate"]).parent
+    assert (run_dir / "downstream" / "champion" / "eval.json").exists()
+    assert {p: p.read_bytes() for p in champion_dir.parent.rglob("*") if p.is_file()} == before
