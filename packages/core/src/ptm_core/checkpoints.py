@@ -68,14 +68,19 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be loaded: the message names the file and what is wrong."""
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+_MISSING_CONFIG = (
+    "a checkpoint directory needs config.json and model.safetensors (ptm) or a Hugging Face "
+    "BERT config.json with model.safetensors/pytorch_model.bin"
+)
+
+
+def read_json_object(path: Path, missing: str = _MISSING_CONFIG) -> dict[str, Any]:
+    """A checkpoint's JSON object file; every failure is a :class:`CheckpointError` naming
+    the file (and the line of invalid JSON). ``missing`` says what to do when it is absent."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CheckpointError(
-            f"{path}: missing; a checkpoint directory needs config.json and model.safetensors "
-            "(ptm) or a Hugging Face BERT config.json with model.safetensors/pytorch_model.bin"
-        ) from None
+        raise CheckpointError(f"{path}: missing; {missing}") from None
     except json.JSONDecodeError as exc:
         raise CheckpointError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
@@ -298,7 +303,7 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
             f"{directory}: not a directory; pass the folder that holds config.json and the weights"
         )
     config_path = directory / "config.json"
-    raw = _read_json(config_path)
+    raw = read_json_object(config_path)
     weights, weights_path = read_weights(directory)
     family = _hf_family(raw)
     if family is not None:

@@ -34,6 +34,7 @@ from ptm_core.checkpoints import (
     check_state,
     hf_bert_to_ptm,
     hf_config_to_encoder_config,
+    read_json_object,
     read_weights,
 )
 from ptm_core.encoders.transformer import TransformerEncoder
@@ -70,18 +71,11 @@ HEAD_NAMES: dict[str, dict[str, str]] = {
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"{path}: missing; a Hugging Face model folder holds config.json and "
-            "model.safetensors (save it with model.save_pretrained(folder))"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise CheckpointError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return raw
+    return read_json_object(
+        path,
+        "a Hugging Face model folder holds config.json and model.safetensors (save it with "
+        "model.save_pretrained(folder))",
+    )
 
 
 def hf_task_kind(config: dict[str, Any], *, source: str = "config.json") -> str:
