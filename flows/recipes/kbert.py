@@ -3,7 +3,10 @@
 Reads the labelled TSVs and the KG named by ``data`` (``configs/data/kbert_sample.yaml``),
 builds the encoder (``cfg.model``, or ``kbert.init_from``: any checkpoint
 ``TransformerEncoder.from_pretrained`` loads, used without re-pre-training) and fine-tunes
-a K-BERT classifier with the ablations of ``kbert.kg`` / ``kbert.visible_matrix``.
+a K-BERT classifier (a core ``TaskModel`` on core ``TaskBatches``, see
+:func:`~ptm_knowledge.kbert.finetune_kbert`) with the ablations of ``kbert.kg`` /
+``kbert.visible_matrix``; ``final/`` is a core fine-tuned model folder (``task.json`` with
+``recipe: kbert``, the K-BERT settings and where the KG and data came from).
 The TSVs are validated in one streaming pass and read per row (byte offsets), examples are
 featurized per batch, and the KG's facts are held in a compact
 :class:`~ptm_knowledge.kbert.KBertKnowledge` index rather than a dict of strings.
@@ -57,10 +60,9 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> KBertResult:
         encoder = instantiate(cfg.model)(vocab_size=tokenizer.vocab_size)
     train, labels = read_labeled_tsv(data.corpus)
     dev, _ = read_labeled_tsv(data.dev, labels)
+    predicate, aliases = bool(data.get("predicate", True)), bool(data.get("aliases", False))
     knowledge = knowledge_from_graph(
-        load_knowledge_graph(data.kg),
-        predicate=data.get("predicate", True),
-        aliases=data.get("aliases", False),
+        load_knowledge_graph(data.kg), predicate=predicate, aliases=aliases
     )
     return finetune_kbert(
         train,
@@ -77,4 +79,12 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> KBertResult:
         visible_matrix=_switch(options.visible_matrix, "on", "off"),  # type: ignore[arg-type]
         dropout=objective.get("dropout", 0.1),
         seed=cfg.seed,
+        provenance={
+            "train": str(data.corpus),
+            "dev": str(data.dev),
+            "kg_path": str(data.kg),
+            "predicate": predicate,
+            "aliases": aliases,
+            "init_from": str(init_from) if init_from else None,
+        },
     )

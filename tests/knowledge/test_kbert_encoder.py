@@ -10,16 +10,16 @@ from knowledge_sample_paths import VOCAB
 
 from ptm_core import TransformerEncoder
 from ptm_core.encoders import bert_encoder
+from ptm_core.finetune.model import build_task_model
 from ptm_core.objectives import IGNORE_INDEX
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.kbert import (
-    KBertClassifier,
     KBertFeaturizer,
-    KBertTagger,
     knowledge_from_graph,
     mask_transformer,
     segment_words,
 )
+from ptm_knowledge.kbert.tsv import LabeledSentence
 
 SENTENCES = [
     "Marie Curie moved to Paris in 1891 .",
@@ -193,11 +193,11 @@ def test_works_on_a_hugging_face_bert_checkpoint(tokenizer, knowledge, tmp_path:
 
 def test_classifier_forward_and_loss(tokenizer, knowledge) -> None:
     featurizer = KBertFeaturizer(tokenizer, knowledge, max_length=64)
-    items = [featurizer.encode(segment_words(t), label=i) for i, t in enumerate(SENTENCES)]
-    model = KBertClassifier(_encoder(tokenizer), num_labels=2)
-    out = model(featurizer.collate(items))
+    rows = [LabeledSentence(segment_words(t), i) for i, t in enumerate(SENTENCES)]
+    model = build_task_model(_encoder(tokenizer), "classification", 2)
+    out = model(featurizer.featurize(rows))
     assert out.logits.shape == (2, 2)
-    assert out.loss.ndim == 0 and torch.isfinite(out.loss)
+    assert out.loss is not None and out.loss.ndim == 0 and torch.isfinite(out.loss)
     out.loss.backward()
 
 
@@ -210,16 +210,21 @@ def test_tagger_excludes_branch_tokens(tokenizer, knowledge) -> None:
     assert (item["labels"][item["is_knowledge"]] == IGNORE_INDEX).all()
     # One label per word, on its first trunk piece, in word order.
     assert item["labels"][item["labels"] != IGNORE_INDEX].tolist() == tags
-    batch = featurizer.collate(
+    collated = featurizer.collate(
         [item, featurizer.encode(segment_words(SENTENCES[1]), word_labels=[0] * 8)]
     )
-    model = KBertTagger(_encoder(tokenizer), num_labels=2).eval()
-    predictions = model.predict(batch)
-    assert [len(p) for p in predictions] == [len(words), 8]
+    batch = featurizer.task_batch(collated)
+    # The labelled positions are exactly each word's first trunk piece.
+    assert torch.equal(batch["labels"] != IGNORE_INDEX, collated["word_start"])
+    model = build_task_model(_encoder(tokenizer), "tagging", 2).eval()
+    logits = model(batch).logits
+    assert logits.shape[:2] == batch["input_ids"].shape
+    assert [int(r.sum()) for r in batch["word_start"]] == [len(words), 8]
     # A label put on a branch token by mistake is still not trained on.
-    poisoned = dict(batch)
-    poisoned["labels"] = batch["labels"].masked_fill(batch["is_knowledge"], 1)
-    torch.testing.assert_close(model(poisoned).loss, model(batch).loss)
+    poisoned = dict(collated)
+    poisoned["labels"] = collated["labels"].masked_fill(collated["is_knowledge"], 1)
+    assert (poisoned["labels"][collated["is_knowledge"]] == 1).all()
+    torch.testing.assert_close(model(featurizer.task_batch(poisoned)).loss, model(batch).loss)
 
 
 def test_ablation_arguments_are_checked(tokenizer) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_knowledge.kbert import (
     KBertKnowledge,
     LazyTsv,
@@ -18,7 +19,6 @@ from ptm_knowledge.kbert import (
     read_labeled_tsv,
     read_tagged_tsv,
 )
-from ptm_knowledge.kbert.finetune import FeaturizedBatches
 from ptm_knowledge.kbert.model import segment_words
 
 
@@ -80,14 +80,15 @@ def test_a_bad_tagged_line_fails_with_file_and_line(tmp_path: Path) -> None:
 def test_batches_featurize_only_the_rows_they_hold() -> None:
     calls: list[int] = []
 
-    def encode(x: int) -> dict:
-        calls.append(x)
-        return {"x": x}
+    class Recording:
+        def featurize(self, rows: list[int]) -> dict:
+            calls.extend(rows)
+            return {"x": list(rows)}
 
-    batches = FeaturizedBatches(list(range(10)), lambda items: items, 4, seed=1, encode=encode)
+    batches = TaskBatches(list(range(10)), Recording(), 4, seed=1)  # type: ignore[arg-type]
     first = next(batches.iter_batches(0))
-    assert len(first) == 4 and sorted(calls) == sorted(b["x"] for b in first)
-    assert [len(b) for b in batches.iter_batches(0, start=1)] == [4, 2]
+    assert len(first["x"]) == 4 and sorted(calls) == sorted(first["x"])
+    assert [len(b["x"]) for b in batches.iter_batches(0, start=1)] == [4, 2]
 
 
 def _dict_table(kg, *, predicate: bool, aliases: bool) -> dict[str, list[str]]:

@@ -10,14 +10,13 @@ import torch
 
 from flows.config import compose_config
 from flows.recipes import run_recipe
+from ptm_core.finetune.model import TaskModel
 from ptm_knowledge.kbert import (
     KBertFeaturizer,
-    KBertTagger,
     evaluate_kbert,
     load_kbert_classifier,
     read_labeled_tsv,
 )
-from ptm_knowledge.kbert.finetune import FeaturizedBatches
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "data_specs" / "kbert_sample"
@@ -50,10 +49,17 @@ def test_kbert_tiny_cls_preset_trains_with_falling_loss(tmp_path: Path, one_thre
     print("kbert_tiny_cls losses:", [round(x, 3) for x in losses])
     assert len(losses) >= 6
     assert sum(losses[-2:]) / 2 < 0.7 * sum(losses[:2]) / 2
-    assert "dev/accuracy" in result.final_metrics
+    for name in ("accuracy", "f1", "matthews_corrcoef", "loss"):
+        assert f"dev/{name}" in result.final_metrics
+    saved = json.loads((result.output_dir / "eval.json").read_text())
+    assert saved["dev/accuracy"] == result.final_metrics["dev/accuracy"]
     # final/ reloads into the same classifier (same dev metrics).
     model, config = load_kbert_classifier(result.encoder_dir)
+    assert isinstance(model, TaskModel) and model.kind == "classification"
     assert config["label_names"] == ["capital", "other"]
+    assert config["recipe"] == "kbert" and config["kg"] == "full"
+    assert config["visible_matrix"] == "on" and config["max_length"] == cfg.data.max_length
+    assert config["provenance"]["kg_path"] == str(cfg.data.kg)
     from ptm_core.tokenization import WordPieceTokenizer
     from ptm_knowledge.kbert import knowledge_from_graph
     from ptm_knowledge.kg import load_knowledge_graph
@@ -62,9 +68,9 @@ def test_kbert_tiny_cls_preset_trains_with_falling_loss(tmp_path: Path, one_thre
     knowledge = knowledge_from_graph(load_knowledge_graph(cfg.data.kg))
     featurizer = KBertFeaturizer(tokenizer, knowledge, max_length=cfg.data.max_length)
     dev, _ = read_labeled_tsv(SAMPLE / "dev.tsv", config["label_names"])
-    items = [featurizer.encode(e.words, label=e.label) for e in dev]
-    metrics = evaluate_kbert(model, FeaturizedBatches(items, featurizer.collate, 16, None))
+    metrics, _ = evaluate_kbert(model, dev, featurizer, config["label_names"], batch_size=16)
     assert metrics["accuracy"] == pytest.approx(result.final_metrics["dev/accuracy"], abs=1e-6)
+    assert metrics["loss"] == pytest.approx(result.final_metrics["dev/loss"], rel=1e-5)
 
 
 def test_sample_is_balanced_and_dev_cities_are_unseen() -> None:
@@ -98,7 +104,7 @@ def test_tagger_finetunes_and_reloads(tmp_path: Path, one_thread, sample_kg) -> 
     cities = ["Paris", "Vienna", "Warsaw", "Munich", "Geneva", "Milan"]
     lines = []
     for i, city in enumerate(cities * 2):
-        for word, tag in [("We", "O"), ("met", "O"), ("in", "O"), (city, "CITY"), (".", "O")][
+        for word, tag in [("We", "O"), ("met", "O"), ("in", "O"), (city, "B-CITY"), (".", "O")][
             i % 2 :
         ]:
             lines.append(f"{word}\t{tag}")
@@ -106,7 +112,7 @@ def test_tagger_finetunes_and_reloads(tmp_path: Path, one_thread, sample_kg) -> 
     data = tmp_path / "ner.tsv"
     data.write_text("\n".join(lines))
     train, tags = read_tagged_tsv(data)
-    assert tags == ["CITY", "O"] and len(train) == 12
+    assert tags == ["B-CITY", "O"] and len(train) == 12
     tokenizer = WordPieceTokenizer.from_vocab(ROOT / "data_specs/text_corpus/sample-vocab.txt")
     torch.manual_seed(0)
     encoder = bert_encoder(
@@ -141,14 +147,18 @@ def test_tagger_finetunes_and_reloads(tmp_path: Path, one_thread, sample_kg) -> 
     losses = [json.loads(line)["loss"] for line in result.metrics_path.read_text().splitlines()]
     assert losses[-1] < 0.5 * losses[0], losses
     model, config = load_kbert_classifier(result.encoder_dir)
-    assert config["task"] == "tagging"
-    assert isinstance(model, KBertTagger)
+    assert config["kind"] == "tagging"
+    assert isinstance(model, TaskModel) and model.kind == "tagging"
     featurizer = KBertFeaturizer(tokenizer, knowledge_from_graph(sample_kg), max_length=64)
-    batch = featurizer.collate([featurizer.encode(e.words, word_labels=e.tags) for e in train])
+    batch = featurizer.featurize(list(train))
     assert batch["is_knowledge"].any()  # the cities carry branches
-    predictions = model.predict(batch)
+    assert batch["attention_mask"].dim() == 3  # the visible matrix reaches the model
+    with torch.no_grad():
+        best = model(batch).logits.argmax(-1)
+    keep = batch["word_start"] & ~batch["is_knowledge"]
+    predictions = [best[b][keep[b]].tolist() for b in range(best.shape[0])]
     assert [len(p) for p in predictions] == [len(e.words) for e in train]
-    # Word-level accuracy of predict() is the token accuracy finetune_kbert scored.
+    # Word-level accuracy of the reloaded model is the word accuracy finetune_kbert scored.
     pairs = [
         (a, b)
         for p, e in zip(predictions, train, strict=True)
@@ -157,3 +167,4 @@ def test_tagger_finetunes_and_reloads(tmp_path: Path, one_thread, sample_kg) -> 
     accuracy = sum(a == b for a, b in pairs) / len(pairs)
     assert accuracy == pytest.approx(result.final_metrics["dev/accuracy"], abs=1e-6)
     assert accuracy > 0.8
+    assert result.final_metrics["dev/f1"] > 0.5  # seqeval entity F1 over the B-CITY spans

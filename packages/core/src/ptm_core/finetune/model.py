@@ -125,7 +125,11 @@ class TaskModel(nn.Module):
         ``input_ids``, ``attention_mask``, ``token_type_ids``: ``(B, L)``; ``(B, C, L)`` for
         ``multiple_choice``. Labels as :attr:`TaskOutput.loss` documents: ``labels`` ``(B,)``
         (classification, multiple_choice; float for regression) or ``(B, L)`` (tagging),
-        ``start_positions`` / ``end_positions`` ``(B,)`` (qa). Other keys are ignored.
+        ``start_positions`` / ``end_positions`` ``(B,)`` (qa). Optional: ``position_ids``
+        ``(B, L)`` (``(B, C, L)`` for ``multiple_choice``) and, except for
+        ``multiple_choice``, a ``(B, L, L)`` bool visibility ``attention_mask`` (K-BERT's
+        soft positions and visible matrix, Liu et al., 2020), passed to the encoder as they
+        are. Other keys are ignored.
     """
 
     def __init__(
@@ -155,6 +159,7 @@ class TaskModel(nn.Module):
         input_ids = batch["input_ids"]
         attention_mask = batch.get("attention_mask")
         token_type_ids = batch.get("token_type_ids")
+        position_ids = batch.get("position_ids")
         num_choices = 0
         if self.kind == "multiple_choice":
             if input_ids.dim() != 3:
@@ -168,8 +173,13 @@ class TaskModel(nn.Module):
                 attention_mask = attention_mask.flatten(0, 1)
             if token_type_ids is not None:
                 token_type_ids = token_type_ids.flatten(0, 1)
+            if position_ids is not None:
+                position_ids = position_ids.flatten(0, 1)
         hidden = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            input_ids=input_ids,
+            attention_mask=attention_mask,  # (B, L) padding or (B, L, L) visibility
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
         ).last_hidden_state  # (B, L, D)
         if self.kind == "multiple_choice":
             logits = self.head(hidden, attention_mask, num_choices=num_choices)  # (B, C)

@@ -40,14 +40,17 @@ def summary_token(
     ``"first"`` is BERT's ``[CLS]`` (position 0). ``"last"`` is XLNet's summary (Yang et
     al., 2019): the last *real* token of each row, found from a ``(B, L)`` padding mask
     (right padding), or position ``L - 1`` without a mask (XLNet pads on the left and ends
-    every input with ``<cls>``).
+    every input with ``<cls>``). A ``(B, L, L)`` visibility mask (K-BERT's visible matrix)
+    gives the padding mask on its diagonal: a real token sees itself, padding sees nothing.
 
     Shapes:
-        ``(B, L, D)`` (and ``(B, L)`` mask) ``-> (B, 1, D)``.
+        ``(B, L, D)`` (and ``(B, L)`` or ``(B, L, L)`` mask) ``-> (B, 1, D)``.
     """
     check_pool(pool)
     if pool == "first":
         return hidden_states[:, :1]
+    if attention_mask is not None and attention_mask.dim() == 3:
+        attention_mask = attention_mask.diagonal(dim1=1, dim2=2)  # (B, L)
     if attention_mask is None or attention_mask.dim() != 2:
         return hidden_states[:, -1:]
     last = (attention_mask.long().sum(dim=1) - 1).clamp(min=0)  # (B,)

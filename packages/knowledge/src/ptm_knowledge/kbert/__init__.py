@@ -1,28 +1,27 @@
 """K-BERT (Liu et al., 2020): sentence trees, soft positions, visible matrix, Mask-Transformer.
 
 :func:`build_sentence_tree` is the knowledge layer; :class:`KBertFeaturizer` turns sentences
-into encoder inputs (with the ``kg="none"`` / ``visible_matrix="off"`` ablations);
-:class:`KBertClassifier` / :class:`KBertTagger` are the fine-tuning heads on top of any core
-encoder; :func:`finetune_kbert` trains and scores a classifier with the core Trainer.
+into encoder inputs (with the ``kg="none"`` / ``visible_matrix="off"`` ablations) and,
+through :meth:`KBertFeaturizer.featurize`, into batches of the core fine-tuning recipe;
+:func:`finetune_kbert` trains and scores a core ``TaskModel`` (classification or tagging)
+on them, :func:`load_kbert_classifier` / :func:`predict_kbert` reload and apply it.
 """
 
 from ptm_knowledge.kbert.finetune import (
-    FeaturizedBatches,
     KBertResult,
     LabeledSentence,
     TaggedSentence,
     evaluate_kbert,
+    featurizer_for,
     finetune_kbert,
     load_kbert_classifier,
+    predict_kbert,
     read_labeled_tsv,
     read_tagged_tsv,
 )
 from ptm_knowledge.kbert.knowledge import KBertKnowledge, knowledge_from_graph
 from ptm_knowledge.kbert.model import (
-    KBertClassifier,
     KBertFeaturizer,
-    KBertOutput,
-    KBertTagger,
     mask_transformer,
     segment_words,
 )
@@ -36,24 +35,22 @@ from ptm_knowledge.kbert.sentence_tree import (
 from ptm_knowledge.kbert.tsv import LazyTsv
 
 __all__ = [
-    "FeaturizedBatches",
-    "KBertClassifier",
     "KBertFeaturizer",
     "KBertKnowledge",
-    "KBertOutput",
     "KBertResult",
-    "KBertTagger",
     "LabeledSentence",
     "LazyTsv",
     "SentenceTree",
     "TaggedSentence",
     "build_sentence_tree",
     "evaluate_kbert",
+    "featurizer_for",
     "finetune_kbert",
     "knowledge_from_graph",
     "load_kbert_classifier",
     "mask_transformer",
     "pair_words",
+    "predict_kbert",
     "read_labeled_tsv",
     "read_tagged_tsv",
     "segment_words",

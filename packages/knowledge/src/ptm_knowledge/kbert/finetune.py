@@ -1,28 +1,44 @@
-"""Fine-tune and evaluate K-BERT (sentence classification or token tagging) with the core Trainer."""
+"""Fine-tune, save, reload and score K-BERT on the core fine-tuning recipe's pieces.
+
+K-BERT (Liu et al., 2020) fine-tunes like BERT; only its inputs differ. So the model is a
+core :class:`~ptm_core.finetune.model.TaskModel` (a ``classification`` or ``tagging`` head
+from :mod:`ptm_core.heads.tasks`) whose encoder receives the soft ``position_ids`` and the
+``(B, L, L)`` visible matrix as ``attention_mask``; the batches are core
+:class:`~ptm_core.finetune.data.task_batches.TaskBatches` over
+:meth:`KBertFeaturizer.featurize`; ``final/`` is what
+:func:`~ptm_core.finetune.model.save_task_model` writes (plus the tokenizer), with the
+K-BERT settings in ``task.json``; dev metrics are the recipe's
+(:func:`~ptm_core.finetune.recipe.evaluate_task`: accuracy/F1/MCC for classification,
+seqeval entity F1 and word accuracy for tagging) in ``eval.json``.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.atomic import atomic_write_text
-from ptm_core.seeding import generator_for
+from ptm_core.checkpoints import CheckpointError
+from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.model import (
+    TASK_JSON,
+    TaskModel,
+    build_task_model,
+    load_task_model,
+    save_task_model,
+)
+from ptm_core.finetune.recipe import EVAL_FILE, FinetuneResult, TaskData, evaluate_task
+from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
-from ptm_knowledge.kbert.model import (
-    KBertClassifier,
-    KBertFeaturizer,
-    KBertTagger,
-    KGMode,
-    VisibleMode,
-)
+from ptm_knowledge.kbert.model import KBertFeaturizer, KGMode, VisibleMode
 from ptm_knowledge.kbert.tsv import (
     LabeledSentence,
     TaggedSentence,
@@ -30,89 +46,64 @@ from ptm_knowledge.kbert.tsv import (
     read_tagged_tsv,
 )
 
-HEAD_FILE = "kbert_head.safetensors"
-KBERT_CONFIG = "kbert.json"
+RECIPE = "kbert"
+# The K-BERT settings task.json keeps (KBertFeaturizer's arguments).
+SETTINGS = ("max_entities", "max_length", "kg", "visible_matrix")
+# What finetune_kbert wrote before it joined the core recipe (still loaded).
+LEGACY_HEAD_FILE = "kbert_head.safetensors"
+LEGACY_CONFIG = "kbert.json"
+
+# The result of a run: the core recipe's (output_dir, metrics_path, last_checkpoint,
+# encoder_dir = final/, final_metrics).
+KBertResult = FinetuneResult
 
 
-class FeaturizedBatches:
-    """Deterministic, resumable batches of featurized examples (a core ``BatchSource``).
+def kbert_task(
+    kind: str, train: Sequence[Any], dev: Sequence[Any], eval_batch_size: int = 64
+) -> TaskSpec:
+    """The :class:`~ptm_core.finetune.task_spec.TaskSpec` that scores K-BERT rows.
 
-    Examples are featurized per batch when ``encode`` is given, so a large train set
-    never exists as tensors all at once (a sentence tree's visible matrix alone is
-    ``L * L`` bytes: 16 KiB at ``max_length=128``, 16 GB for a million sentences).
+    Only ``kind``, the metric and ``eval_batch_size`` matter to
+    :func:`~ptm_core.finetune.recipe.evaluate_task`; the file names (a lazy TSV's ``path``)
+    are recorded for the reader of a run.
+    """
+    return TaskSpec(
+        name=RECIPE,
+        kind=kind,
+        train=str(getattr(train, "path", "<memory>")),
+        dev=str(getattr(dev, "path", "<memory>")),
+        eval_batch_size=eval_batch_size,
+    )
+
+
+def evaluate_kbert(
+    model: TaskModel,
+    rows: Sequence[LabeledSentence] | Sequence[TaggedSentence],
+    featurizer: KBertFeaturizer,
+    label_names: Sequence[str],
+    *,
+    batch_size: int = 64,
+    device: torch.device | None = None,
+) -> tuple[dict[str, float], list[Any]]:
+    """Score ``model`` on labelled K-BERT rows with the fine-tuning recipe's metrics.
 
     Args:
-        items: examples (e.g. the lazy sequence of :func:`read_labeled_tsv`) when
-            ``encode`` is given, else outputs of :meth:`KBertFeaturizer.encode`.
-        collate: :meth:`KBertFeaturizer.collate`.
-        batch_size: rows per batch (the last, smaller batch is kept).
-        seed: shuffling seed (per epoch); ``None`` keeps the order.
-        encode: example -> :meth:`KBertFeaturizer.encode` output, applied per batch.
+        model: a K-BERT :class:`TaskModel` (classification or tagging).
+        rows: labelled or tagged sentences.
+        featurizer: the settings the model was trained with.
+        label_names: class or tag names in index order.
+        batch_size: rows per evaluation batch.
+        device: where to run (default: the model's).
+
+    Returns:
+        ``(metrics, predictions)``: classification ``accuracy``, ``f1``, ``f1_macro``,
+        ``matthews_corrcoef``; tagging seqeval ``precision``/``recall``/``f1`` and word
+        ``accuracy`` (branch tokens never count); both with ``loss``. Predictions are
+        class indices, or one tag name per word (first trunk piece) per sentence.
     """
-
-    def __init__(
-        self,
-        items: Sequence[Any],
-        collate: Any,
-        batch_size: int,
-        seed: int | None = 0,
-        encode: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
-    ) -> None:
-        if not len(items):
-            raise ValueError("no examples to batch")
-        self.items = items
-        self.collate = collate
-        self.batch_size = batch_size
-        self.seed = seed
-        self.encode = encode
-
-    @property
-    def batches_per_epoch(self) -> int:
-        return -(-len(self.items) // self.batch_size)
-
-    def iter_batches(self, epoch: int, start: int = 0) -> Iterator[dict[str, torch.Tensor]]:
-        order = list(range(len(self.items)))
-        if self.seed is not None:
-            order = torch.randperm(len(order), generator=generator_for(self.seed, epoch)).tolist()
-        for b in range(start, self.batches_per_epoch):
-            rows = order[b * self.batch_size : (b + 1) * self.batch_size]
-            items = [self.items[i] for i in rows]
-            yield self.collate([self.encode(x) for x in items] if self.encode else items)
-
-
-@torch.no_grad()
-def evaluate_kbert(
-    model: KBertClassifier | KBertTagger, batches: FeaturizedBatches
-) -> dict[str, float]:
-    """Mean loss and accuracy over every batch (eval mode, model's device)."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    records = []
-    for batch in batches.iter_batches(0):
-        out = model({k: v.to(device) for k, v in batch.items()})
-        labels = batch["labels"]
-        # Rows for classification, scored (non-branch, labelled) tokens for tagging.
-        weight = float(labels.shape[0] if labels.dim() == 1 else (labels != -100).sum())
-        records.append(({"loss": out.loss, **out.metrics}, weight))
-    model.train(was_training)
-    sums: dict[str, float] = {}
-    total = sum(w for _, w in records)
-    for metrics, w in records:
-        for k, v in metrics.items():
-            sums[k] = sums.get(k, 0.0) + float(v) * w
-    return {k: v / total for k, v in sums.items()}
-
-
-@dataclass
-class KBertResult:
-    """Where a fine-tuning run put its outputs (the recipe result contract)."""
-
-    output_dir: Path
-    metrics_path: Path
-    last_checkpoint: Path | None
-    encoder_dir: Path
-    final_metrics: dict[str, Any] = field(default_factory=dict)
+    task = kbert_task(model.kind, rows, rows, batch_size)
+    data = TaskData(rows, rows, featurizer, list(label_names))
+    return evaluate_task(model, task, data, device=device)
 
 
 def finetune_kbert(
@@ -120,7 +111,7 @@ def finetune_kbert(
     dev: Sequence[LabeledSentence] | Sequence[TaggedSentence],
     *,
     encoder: TransformerEncoder,
-    tokenizer: Any,
+    tokenizer: WordPieceTokenizer,
     knowledge: Mapping[str, Sequence[str]],
     label_names: Sequence[str],
     trainer: TrainerConfig,
@@ -131,14 +122,20 @@ def finetune_kbert(
     visible_matrix: VisibleMode = "on",
     dropout: float = 0.1,
     seed: int = 0,
-) -> KBertResult:
+    num_workers: int = 0,
+    provenance: Mapping[str, Any] | None = None,
+) -> FinetuneResult:
     """Fine-tune a K-BERT sentence classifier (or tagger) and score it on ``dev``.
 
-    :class:`LabeledSentence` examples train a :class:`KBertClassifier`,
-    :class:`TaggedSentence` examples a :class:`KBertTagger` (branch tokens excluded).
+    :class:`LabeledSentence` examples train a ``classification`` :class:`TaskModel` (pooled
+    ``[CLS]``), :class:`TaggedSentence` examples a ``tagging`` one (branch tokens carry no
+    label). Batches are :class:`TaskBatches` (deterministic by ``(seed, epoch)``, resumable
+    mid-epoch), featurized per batch.
 
-    Writes ``<output_dir>/final/`` (encoder + tokenizer, ``kbert_head.safetensors``,
-    ``kbert.json``) and ``<output_dir>/eval.json`` (dev metrics, prefixed ``dev/``).
+    Writes ``<output_dir>/final/`` (:func:`save_task_model`: encoder,
+    ``task_head.safetensors``, ``task.json`` with ``recipe: "kbert"`` and
+    ``max_entities``, ``max_length``, ``kg``, ``visible_matrix``; plus the tokenizer) and
+    ``<output_dir>/eval.json`` (last training metrics and dev metrics, prefixed ``dev/``).
 
     Args:
         train, dev: labelled sentences (:func:`read_labeled_tsv`) or tagged sentences
@@ -146,12 +143,17 @@ def finetune_kbert(
         encoder: the text encoder (a ``from_pretrained`` BERT keeps its weights).
         tokenizer: the encoder's WordPiece tokenizer.
         knowledge: subject -> objects (:func:`knowledge_from_graph`).
-        label_names: class names in index order.
+        label_names: class or tag names in index order.
         trainer: core trainer settings (``output_dir``, ``max_steps``, ...).
         max_entities, max_length, kg, visible_matrix: see :class:`KBertFeaturizer`.
         batch_size: rows per optimizer step.
-        dropout: classifier dropout.
+        dropout: head dropout.
         seed: batch order seed.
+        num_workers: processes that featurize training batches.
+        provenance: JSON-ready facts kept in ``task.json`` (the KG's path, the data files).
+
+    Returns:
+        :class:`KBertResult` (the recipe's ``FinetuneResult``).
     """
     for name, examples in (("train", train), ("dev", dev)):
         if not examples:
@@ -164,94 +166,205 @@ def finetune_kbert(
         kg=kg,
         visible_matrix=visible_matrix,
     )
-
-    tagging = isinstance(train[0], TaggedSentence)
-
-    def featurize(example: Any) -> dict[str, torch.Tensor]:
-        if tagging:
-            return featurizer.encode(example.words, word_labels=example.tags)
-        return featurizer.encode(example.words, example.second, label=example.label)
-
-    model: KBertClassifier | KBertTagger = (
-        KBertTagger(encoder, len(label_names), dropout=dropout)
-        if tagging
-        else KBertClassifier(encoder, len(label_names), dropout=dropout)
-    )
-    config = {
-        "task": "tagging" if tagging else "classification",
-        "label_names": list(label_names),
+    kind = "tagging" if isinstance(train[0], TaggedSentence) else "classification"
+    model = build_task_model(encoder, kind, len(label_names), dropout, label_names=label_names)
+    settings = {
+        "recipe": RECIPE,
         "max_entities": max_entities,
         "max_length": max_length,
         "kg": kg,
         "visible_matrix": visible_matrix,
+        **({"provenance": dict(provenance)} if provenance else {}),
     }
-
-    def write_heads(directory: Path) -> None:
-        heads = {
-            name: t.detach().cpu().contiguous()
-            for name, t in model.state_dict().items()
-            if not name.startswith("encoder.")
-        }
-        save_file(heads, str(directory / HEAD_FILE))
-        (directory / KBERT_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
-
-    # One atomic directory: encoder, tokenizer, heads and config appear together or not at all.
+    batches = TaskBatches(train, featurizer, batch_size, seed=seed, num_workers=num_workers)
     run = train_and_save(
         model,
-        FeaturizedBatches(train, featurizer.collate, batch_size, seed, encode=featurize),
+        batches,
         trainer,
-        save_final=lambda final: model.encoder.save_pretrained(
-            final, extra_writers=[tokenizer.save, write_heads]
+        save_final=lambda final: save_task_model(
+            model, final, task_config=settings, extra_writers=[tokenizer.save]
         ),
     )
-    result, final = run.result, run.final_dir
-    dev_metrics = evaluate_kbert(
-        model, FeaturizedBatches(dev, featurizer.collate, batch_size, None, encode=featurize)
-    )
+    dev_metrics, _ = evaluate_kbert(model, dev, featurizer, label_names)
     final_metrics = {
-        **(result.history[-1] if result.history else {}),
-        **{f"dev/{k}": v for k, v in dev_metrics.items()},
+        **run.final_metrics,
+        **{f"dev/{name}": value for name, value in dev_metrics.items()},
     }
-    atomic_write_text(result.output_dir / "eval.json", json.dumps(final_metrics, indent=2) + "\n")
-    return KBertResult(
-        output_dir=result.output_dir,
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        encoder_dir=final,
+    output_dir = run.result.output_dir
+    atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
+    return FinetuneResult(
+        output_dir=output_dir,
+        metrics_path=run.result.metrics_path,
+        last_checkpoint=run.result.last_checkpoint,
+        encoder_dir=run.final_dir,
         final_metrics=final_metrics,
     )
 
 
-def load_kbert_classifier(
-    directory: str | Path,
-) -> tuple[KBertClassifier | KBertTagger, dict[str, Any]]:
-    """Rebuild the classifier or tagger written by :func:`finetune_kbert` (``final/``).
+def load_kbert_classifier(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
+    """Load the classifier or tagger :func:`finetune_kbert` wrote (``final/``).
+
+    A thin wrapper on :func:`~ptm_core.finetune.model.load_task_model`. A ``final/`` from
+    before K-BERT joined the core recipe (``kbert_head.safetensors`` + ``kbert.json``) is
+    still read: its head tensors have the core heads' names.
+
+    Args:
+        directory: the run's ``final/``.
 
     Returns:
-        The model (eval mode) and the settings of ``kbert.json`` (``task``,
-        ``label_names``, ``max_entities``, ``max_length``, ``kg``, ``visible_matrix``).
+        The :class:`TaskModel` (eval mode) and its settings: ``kind``, ``num_labels``,
+        ``label_names``, ``dropout``, ``pool``, ``max_entities``, ``max_length``, ``kg``,
+        ``visible_matrix`` (and ``provenance`` when the run recorded it).
+
+    Raises:
+        CheckpointError: a missing or mismatched file, named with the fix.
     """
     directory = Path(directory)
-    config = json.loads((directory / KBERT_CONFIG).read_text(encoding="utf-8"))
-    head = KBertTagger if config.get("task") == "tagging" else KBertClassifier
-    model = head(TransformerEncoder.from_pretrained(directory), len(config["label_names"]))
-    missing, unexpected = model.load_state_dict(load_file(directory / HEAD_FILE), strict=False)
-    if unexpected or any(not m.startswith("encoder.") for m in missing):
-        raise ValueError(
-            f"{directory / HEAD_FILE}: head tensors do not match a {config.get('task')} head; "
-            "was this final/ written by finetune_kbert?"
+    if not (directory / TASK_JSON).exists() and (directory / LEGACY_CONFIG).exists():
+        return _load_legacy(directory)
+    model, config = load_task_model(directory)
+    if config.get("recipe") != RECIPE:
+        raise CheckpointError(
+            f"{directory / TASK_JSON}: recipe is {config.get('recipe')!r}, not 'kbert'; this "
+            "final/ was not written by finetune_kbert (load it with "
+            "ptm_core.finetune.recipe.load_finetuned)"
         )
     return model.eval(), config
 
 
+def _load_legacy(directory: Path) -> tuple[TaskModel, dict[str, Any]]:
+    """A ``final/`` of the old ``finetune_kbert`` (``kbert.json`` + ``kbert_head.safetensors``)."""
+    path = directory / LEGACY_CONFIG
+    old = json.loads(path.read_text(encoding="utf-8"))
+    kind = "tagging" if old.get("task") == "tagging" else "classification"
+    names = old.get("label_names")
+    if not isinstance(names, list):
+        raise CheckpointError(f"{path}: label_names must be a list; re-run finetune_kbert")
+    model = build_task_model(
+        TransformerEncoder.from_pretrained(directory), kind, len(names), label_names=names
+    )
+    head_path = directory / LEGACY_HEAD_FILE
+    try:
+        model.head.load_state_dict(load_file(str(head_path)))
+    except (FileNotFoundError, RuntimeError) as exc:
+        raise CheckpointError(
+            f"{head_path}: does not hold a {kind} head for {len(names)} labels "
+            f"({' '.join(str(exc).split())}); "
+            "fine-tune again with finetune_kbert (ptm pretrain experiment=kbert_tiny_cls)"
+        ) from None
+    config: dict[str, Any] = {
+        "recipe": RECIPE,
+        "kind": kind,
+        "num_labels": len(names),
+        "label_names": names,
+        **{k: old[k] for k in SETTINGS if k in old},
+    }
+    return model.eval(), config
+
+
+def featurizer_for(
+    config: Mapping[str, Any], tokenizer: WordPieceTokenizer, knowledge: Mapping[str, Sequence[str]]
+) -> KBertFeaturizer:
+    """The :class:`KBertFeaturizer` a saved model was trained with (its ``task.json``)."""
+    return KBertFeaturizer(
+        tokenizer,
+        knowledge,
+        max_entities=int(config.get("max_entities", 2)),
+        max_length=int(config.get("max_length", 128)),
+        kg=config.get("kg", "full"),
+        visible_matrix=config.get("visible_matrix", "on"),
+    )
+
+
+def predict_kbert(
+    directory: str | Path,
+    rows: Sequence[LabeledSentence] | Sequence[TaggedSentence],
+    knowledge: Mapping[str, Sequence[str]],
+    *,
+    batch_size: int = 64,
+    device: str = "cpu",
+) -> tuple[dict[str, float], list[Any]]:
+    """Predict with a K-BERT ``final/`` on labelled rows, with its saved settings.
+
+    Args:
+        directory: the run's ``final/`` (model, tokenizer, ``task.json``).
+        rows: sentences read with the model's label names
+            (``read_labeled_tsv(path, config["label_names"])``).
+        knowledge: the KG table the model was trained with (:func:`knowledge_from_graph`).
+        batch_size: rows per batch.
+        device: where to run.
+
+    Returns:
+        ``(metrics, predictions)`` as :func:`evaluate_kbert`, with class names instead of
+        indices for classification.
+    """
+    model, config = load_kbert_classifier(directory)
+    model.to(device)
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    names = list(config["label_names"])
+    metrics, predictions = evaluate_kbert(
+        model,
+        rows,
+        featurizer_for(config, tokenizer, knowledge),
+        names,
+        batch_size=batch_size,
+        device=torch.device(device),
+    )
+    if model.kind == "classification":
+        predictions = [names[i] for i in predictions]
+    return metrics, predictions
+
+
+def score_kbert_final(
+    directory: str | Path, path: str | Path | None = None, *, device: str = "cpu"
+) -> tuple[dict[str, float], list[Any]]:
+    """Score a K-BERT ``final/`` on its dev file (or ``path``) with nothing but the folder.
+
+    The run's ``task.json`` ``provenance`` (written by ``recipe: kbert``) names the KG
+    (``kg_path``, ``predicate``, ``aliases``) and the dev file; the file is read with the
+    model's label names (TSV ``label<TAB>text_a[<TAB>text_b]``, or ``word<TAB>tag`` for a
+    tagger).
+
+    Returns:
+        ``(metrics, predictions)`` as :func:`predict_kbert`.
+
+    Raises:
+        CheckpointError: ``task.json`` lacks the provenance (a run of :func:`finetune_kbert`
+            called without it): use :func:`predict_kbert` with the KG instead.
+    """
+    from ptm_knowledge.kbert.knowledge import knowledge_from_graph
+    from ptm_knowledge.kg import load_knowledge_graph
+
+    _, config = load_kbert_classifier(directory)
+    provenance = config.get("provenance") or {}
+    target = path if path is not None else provenance.get("dev")
+    if not provenance.get("kg_path") or not target:
+        raise CheckpointError(
+            f"{Path(directory) / TASK_JSON}: no provenance.kg_path / provenance.dev; this run "
+            "did not record its KG and data. Call predict_kbert(directory, rows, knowledge) "
+            "with the KG it was trained with"
+        )
+    knowledge = knowledge_from_graph(
+        load_knowledge_graph(provenance["kg_path"]),
+        predicate=bool(provenance.get("predicate", True)),
+        aliases=bool(provenance.get("aliases", False)),
+    )
+    read = read_tagged_tsv if config["kind"] == "tagging" else read_labeled_tsv
+    rows, _ = read(target, config["label_names"])
+    return predict_kbert(directory, rows, knowledge, device=device)
+
+
 __all__ = [
-    "FeaturizedBatches",
     "KBertResult",
     "LabeledSentence",
     "TaggedSentence",
     "evaluate_kbert",
+    "featurizer_for",
     "finetune_kbert",
+    "kbert_task",
     "load_kbert_classifier",
+    "predict_kbert",
     "read_labeled_tsv",
     "read_tagged_tsv",
+    "score_kbert_final",
 ]

@@ -1,24 +1,25 @@
-"""K-BERT's Mask-Transformer and its fine-tuning heads.
+"""K-BERT's inputs and its Mask-Transformer.
 
 Liu et al., 2020, "K-BERT: Enabling Language Representation with Knowledge Graph". The
 Mask-Transformer is the plain core :class:`~ptm_core.TransformerEncoder` fed with
 ``position_ids`` = soft positions and ``attention_mask`` = the visible matrix, so any
 checkpoint ``TransformerEncoder.from_pretrained`` loads (ptm or Hugging Face BERT) becomes
-a K-BERT without re-pre-training.
+a K-BERT without re-pre-training. Fine-tuning uses the core task heads
+(:class:`ptm_core.finetune.model.TaskModel`): :meth:`KBertFeaturizer.featurize` gives
+batches whose ``attention_mask`` is the visible matrix and whose ``position_ids`` are the
+soft positions, which ``TaskModel`` hands to the encoder.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from ptm_core import TransformerEncoder
-from ptm_core.heads import Pooler
 from ptm_core.objectives import IGNORE_INDEX
 from ptm_knowledge.kbert.sentence_tree import (
     SPECIAL_TOKENS,
@@ -171,6 +172,46 @@ class KBertFeaturizer:
                 out["labels"][b, :n] = item["labels"]
         return out
 
+    def featurize(self, rows: Sequence[Any]) -> dict[str, Tensor]:
+        """Examples -> one :class:`~ptm_core.finetune.model.TaskModel` batch (the core
+        ``Featurizer`` protocol, so :class:`~ptm_core.finetune.data.task_batches.TaskBatches`
+        batches K-BERT rows).
+
+        Args:
+            rows: :class:`~ptm_knowledge.kbert.tsv.LabeledSentence` (``words``, ``second``,
+                ``label``) or :class:`~ptm_knowledge.kbert.tsv.TaggedSentence` (``words``,
+                ``tags``) examples.
+
+        Returns:
+            :meth:`task_batch` of the collated rows.
+        """
+        items = [
+            self.encode(row.words, word_labels=row.tags)
+            if hasattr(row, "tags")
+            else self.encode(row.words, row.second, label=row.label)
+            for row in rows
+        ]
+        return self.task_batch(self.collate(items))
+
+    @staticmethod
+    def task_batch(batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """A :meth:`collate` batch as :class:`~ptm_core.finetune.model.TaskModel` reads it.
+
+        ``attention_mask`` becomes the ``[B, L, L]`` visible matrix when there is one (the
+        ``[B, L]`` padding mask otherwise: ``kg="none"`` / ``visible_matrix="off"``),
+        ``position_ids`` stay the soft positions, and token labels on branch tokens
+        (``is_knowledge``) are set to ``IGNORE_INDEX`` so injected knowledge is never
+        trained on or scored. ``is_knowledge`` and ``word_start`` are kept (the model
+        ignores them).
+        """
+        out = {k: v for k, v in batch.items() if k != "visible_matrix"}
+        if "visible_matrix" in batch:
+            out["attention_mask"] = batch["visible_matrix"]
+        labels = batch.get("labels")
+        if labels is not None and labels.dim() == 2:
+            out["labels"] = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
+        return out
+
 
 def _word_starts(tree: SentenceTree) -> Tensor:
     """``[L]`` bool: first trunk unit of each non-special word."""
@@ -199,82 +240,3 @@ def mask_transformer(encoder: TransformerEncoder, batch: Mapping[str, Tensor]) -
         token_type_ids=batch.get("token_type_ids"),
     )
     return output.last_hidden_state
-
-
-@dataclass
-class KBertOutput:
-    """Loss, logged metrics and logits (``[B, C]`` or ``[B, L, C]``)."""
-
-    loss: Tensor
-    logits: Tensor
-    metrics: dict[str, Tensor] = field(default_factory=dict)
-
-
-class KBertClassifier(nn.Module):
-    """Sentence (pair) classification: pooled ``[CLS]`` -> dropout -> linear.
-
-    Args:
-        encoder: any core encoder (``TransformerEncoder.from_pretrained`` works).
-        num_labels: classes ``C``.
-        dropout: before the classifier.
-    """
-
-    def __init__(self, encoder: TransformerEncoder, num_labels: int, dropout: float = 0.1):
-        super().__init__()
-        hidden = encoder.config.hidden_size
-        self.encoder = encoder
-        self.pooler = Pooler(hidden)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(hidden, num_labels)
-        nn.init.normal_(self.classifier.weight, std=0.02)
-        nn.init.zeros_(self.classifier.bias)
-
-    def forward(self, batch: Mapping[str, Tensor]) -> KBertOutput:
-        hidden = mask_transformer(self.encoder, batch)  # (B, L, D)
-        logits = self.classifier(self.dropout(self.pooler(hidden)))  # (B, C)
-        labels = batch.get("labels")
-        if labels is None:
-            return KBertOutput(loss=logits.new_zeros(()), logits=logits)
-        loss = nn.functional.cross_entropy(logits, labels)
-        accuracy = (logits.argmax(-1) == labels).float().mean()
-        return KBertOutput(loss=loss, logits=logits, metrics={"accuracy": accuracy.detach()})
-
-
-class KBertTagger(nn.Module):
-    """Token tagging (NER): a linear layer per token; branch tokens never carry a label.
-
-    Labels sit on the first trunk piece of each word (:meth:`KBertFeaturizer.encode`); the
-    loss also masks ``is_knowledge`` so injected tokens cannot be trained or scored even if
-    a caller labels them.
-    """
-
-    def __init__(self, encoder: TransformerEncoder, num_labels: int, dropout: float = 0.1):
-        super().__init__()
-        self.encoder = encoder
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(encoder.config.hidden_size, num_labels)
-        nn.init.normal_(self.classifier.weight, std=0.02)
-        nn.init.zeros_(self.classifier.bias)
-
-    def forward(self, batch: Mapping[str, Tensor]) -> KBertOutput:
-        hidden = mask_transformer(self.encoder, batch)
-        logits = self.classifier(self.dropout(hidden))  # (B, L, C)
-        labels = batch.get("labels")
-        if labels is None:
-            return KBertOutput(loss=logits.new_zeros(()), logits=logits)
-        labels = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
-        loss = nn.functional.cross_entropy(
-            logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE_INDEX
-        )
-        scored = labels != IGNORE_INDEX
-        correct = (logits.argmax(-1) == labels) & scored
-        accuracy = correct.sum() / scored.sum().clamp(min=1)
-        return KBertOutput(loss=loss, logits=logits, metrics={"accuracy": accuracy.detach()})
-
-    @torch.no_grad()
-    def predict(self, batch: Mapping[str, Tensor]) -> list[list[int]]:
-        """One tag per word (first trunk piece), branch tokens excluded; per example."""
-        logits = self.forward({k: v for k, v in batch.items() if k != "labels"}).logits
-        keep = batch["word_start"] & ~batch["is_knowledge"]
-        best = logits.argmax(-1)
-        return [best[b][keep[b]].tolist() for b in range(best.shape[0])]
