@@ -4,7 +4,10 @@ The encoder and tokenizer come from ``init_from`` (a ptm ``final/`` or a Hugging
 directory: the checkpoint's own tokenizer is used) or, without it, from the ``model``
 preset at random init with the ``tokenizer`` vocabulary. ``finetune.random_init=true``
 keeps a checkpoint's architecture and tokenizer but re-initialises its weights: the
-"same model without pre-training" baseline.
+"same model without pre-training" baseline. A seq2seq ``final/`` (BART/T5, ptm or Hugging
+Face) fine-tunes as a whole encoder-decoder: BART's classification head on the decoder's
+last end token, or with ``finetune.text_to_text=true`` T5's label generation
+(:mod:`ptm_core.finetune.seq2seq`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from ptm_core import TransformerEncoder
 from ptm_core.checkpoints_hf.bert_tasks import is_hf_task_directory, load_hf_task_model
+from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.recipe import FinetuneResult, finetune
+from ptm_core.finetune.seq2seq import is_seq2seq_directory, load_seq2seq_tokenizer
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -31,8 +36,10 @@ def load_tokenizer(path: str | Path, lowercase: bool = True) -> WordPieceTokeniz
     return WordPieceTokenizer.from_directory(path)
 
 
-def encoder_and_tokenizer(cfg: DictConfig) -> tuple[TransformerEncoder, WordPieceTokenizer]:
-    """The encoder to fine-tune and its tokenizer, as the config says."""
+def encoder_and_tokenizer(
+    cfg: DictConfig,
+) -> tuple[TransformerEncoder | EncoderDecoderModel, WordPieceTokenizer]:
+    """The encoder (or encoder-decoder) to fine-tune and its tokenizer, as the config says."""
     init_from = cfg.get("init_from")
     random_init = bool(cfg.finetune.get("random_init", False))
     if init_from:
@@ -42,6 +49,12 @@ def encoder_and_tokenizer(cfg: DictConfig) -> tuple[TransformerEncoder, WordPiec
                 f"init_from={init_from}: no such directory; give a final/ directory of a ptm "
                 "run or a Hugging Face model directory"
             )
+        if is_seq2seq_directory(directory):  # BART/T5: the whole encoder-decoder
+            seq2seq = EncoderDecoderModel.from_pretrained(directory)
+            if random_init:
+                torch.manual_seed(int(cfg.seed))
+                seq2seq = EncoderDecoderModel(seq2seq.config)
+            return seq2seq, load_seq2seq_tokenizer(directory)
         tokenizer = load_tokenizer(directory)
         if is_hf_task_directory(directory):  # a BertFor{...} folder: its encoder, not its head
             encoder = load_hf_task_model(directory).encoder
@@ -53,7 +66,17 @@ def encoder_and_tokenizer(cfg: DictConfig) -> tuple[TransformerEncoder, WordPiec
         return encoder, tokenizer
     tokenizer = load_tokenizer(cfg.tokenizer, bool(cfg.get("lowercase", True)))
     torch.manual_seed(int(cfg.seed))
-    return instantiate(cfg.model)(vocab_size=tokenizer.vocab_size), tokenizer
+    factory = instantiate(cfg.model)
+    if str(cfg.model.get("_target_", "")).endswith("build_encoder_decoder"):
+        vocab = tokenizer.vocab_info  # a seq2seq preset: [PAD] pads, [CLS] starts, [SEP] ends
+        return factory(
+            vocab_size=tokenizer.vocab_size,
+            pad_token_id=vocab.pad_id,
+            bos_token_id=vocab.cls_id,
+            eos_token_id=vocab.sep_id,
+            decoder_start_token_id=vocab.cls_id,
+        ), tokenizer
+    return factory(vocab_size=tokenizer.vocab_size), tokenizer
 
 
 def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
@@ -78,6 +101,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
         seed=int(cfg.seed),
         dropout=float(options.get("dropout", 0.1)),
         feature_based=bool(options.get("feature_based", False)),
+        text_to_text=bool(options.get("text_to_text", False)),
         lstm_hidden=int(options.get("lstm_hidden", 128)),
         num_workers=int(options.get("num_workers", 0)),
         provenance={

@@ -25,6 +25,7 @@ from torch import nn
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.data.conll import read_conll
 from ptm_core.finetune.data.features import (
@@ -155,8 +156,13 @@ def evaluate_task(
         ``(metrics, predictions)``: the metrics of
         :func:`~ptm_core.finetune.metrics.compute_metrics` plus ``loss`` (mean over batches,
         when the data has labels); predictions are class indices, values, tag names per
-        sentence, or ``{question id: answer}``.
+        sentence, or ``{question id: answer}``. A text-to-text model (T5) is scored by
+        greedy generation (:func:`~ptm_core.finetune.text_to_text.evaluate_text_to_text`).
     """
+    from ptm_core.finetune.text_to_text import TextToTextModel, evaluate_text_to_text
+
+    if isinstance(model, TextToTextModel):
+        return evaluate_text_to_text(model, task, data, device=device)
     was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device
@@ -242,12 +248,13 @@ class FinetuneResult:
 def finetune(
     task: TaskSpec,
     *,
-    encoder: TransformerEncoder,
+    encoder: TransformerEncoder | EncoderDecoderModel,
     tokenizer: WordPieceTokenizer,
     trainer: TrainerConfig,
     seed: int = 0,
     dropout: float = 0.1,
     feature_based: bool = False,
+    text_to_text: bool = False,
     lstm_hidden: int = 128,
     num_workers: int = 0,
     provenance: dict[str, Any] | None = None,
@@ -256,7 +263,8 @@ def finetune(
 
     Args:
         task: the task (kind, files, lengths, metric).
-        encoder: the pre-trained encoder (or a random one, for the baseline).
+        encoder: the pre-trained encoder (or a random one, for the baseline); an
+            encoder-decoder (BART/T5) runs :func:`~ptm_core.finetune.seq2seq.finetune_seq2seq`.
         tokenizer: its tokenizer (saved into ``final/``).
         trainer: core trainer settings, the ULMFiT switches included
             (``schedule=slanted_triangular``, ``layer_lr_decay``, ``unfreeze_every``).
@@ -265,6 +273,7 @@ def finetune(
         feature_based: tagging only: freeze the encoder and train a BiLSTM-CRF on a
             learned scalar mix of its layers (TagLM/ELMo) instead of fine-tuning it.
         lstm_hidden: the BiLSTM's hidden size per direction (feature-based mode).
+        text_to_text: encoder-decoders only: T5's text-to-text mode (generate the label).
         num_workers: DataLoader processes that featurize training batches.
         provenance: JSON-ready facts to record in ``task.json`` (``init_from``, ...).
 
@@ -272,6 +281,30 @@ def finetune(
         :class:`FinetuneResult`; ``<output_dir>/final/`` holds the model, its tokenizer
         and ``task.json``, ``<output_dir>/eval.json`` the dev metrics.
     """
+    if isinstance(encoder, EncoderDecoderModel) and not feature_based:
+        from ptm_core.finetune.seq2seq import finetune_seq2seq
+
+        return finetune_seq2seq(
+            task,
+            model=encoder,
+            tokenizer=tokenizer,
+            trainer=trainer,
+            seed=seed,
+            dropout=dropout,
+            text_to_text=text_to_text,
+            num_workers=num_workers,
+            provenance=provenance,
+        )
+    if text_to_text or isinstance(encoder, EncoderDecoderModel):
+        raise ValueError(
+            f"task {task.name}: "
+            + (
+                "feature_based mode needs a BERT-family encoder, not an encoder-decoder"
+                if feature_based
+                else "text_to_text needs an encoder-decoder (a BART/T5 final/)"
+            )
+            + f"; set finetune.{'feature_based' if feature_based else 'text_to_text'}=false"
+        )
     task.check_files()
     train = read_task(task, "train", tokenizer)
     dev = read_task(task, "dev", tokenizer, train.label_names)
@@ -357,13 +390,17 @@ def load_finetuned(
             "save_task_model, not by the finetune recipe. Load it with load_task_model"
         )
     model: nn.Module
-    if record.get("feature_based"):
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    if record.get("seq2seq"):  # BART/T5: classification head or text-to-text
+        from ptm_core.finetune.seq2seq import load_seq2seq_task
+
+        model = load_seq2seq_task(directory, record, tokenizer)
+    elif record.get("feature_based"):
         from ptm_core.finetune.feature_based import load_feature_based_tagger
 
         model, _ = load_feature_based_tagger(directory)
     else:
         model, _ = load_task_model(directory)
-    tokenizer = WordPieceTokenizer.from_directory(directory)
     return model.eval(), tokenizer, TaskSpec.from_mapping(record["task"]), record
 
 
@@ -386,8 +423,9 @@ def predict(
 
     Returns:
         ``(metrics, predictions)``: metrics are empty for an unlabelled file. Predictions:
-        label names (classification), values (regression), tag names per sentence
-        (tagging), ending indices (multiple choice), ``{question id: answer}`` (qa).
+        label names (classification; text-to-text: the generated text), values
+        (regression), tag names per sentence (tagging), ending indices (multiple choice),
+        ``{question id: answer}`` (qa).
     """
     model, tokenizer, task, record = load_finetuned(directory)
     model.to(device)
@@ -396,6 +434,16 @@ def predict(
     if labelled is None:
         labelled = path is None or _has_labels(task, Path(target))
     data = read_task(task, "dev", tokenizer, names or None, path=target, labelled=labelled)
+    if record.get("seq2seq") == "text_to_text":  # the generated texts
+        from ptm_core.finetune.text_to_text import evaluate_text_to_text
+
+        return evaluate_text_to_text(
+            model,  # type: ignore[arg-type]
+            task,
+            data,
+            device=torch.device(device),
+            return_text=True,
+        )
     metrics, predictions = evaluate_task(model, task, data, device=torch.device(device))
     if task.kind == "classification" and names:
         predictions = [names[i] for i in predictions]
