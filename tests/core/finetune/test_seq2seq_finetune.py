@@ -28,6 +28,7 @@ from ptm_core.finetune.text_to_text import (
     TextToTextFeaturizer,
     TextToTextModel,
     evaluate_text_to_text,
+    exact_match_metrics,
 )
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
@@ -341,11 +342,23 @@ def test_ptm_finetune_accepts_a_seq2seq_final_dir(
 ) -> None:
     from flows.cli import main
 
-    tokenizer = _tokenizer()
-    final = tmp_path / "pre" / "final"
-    _tiny(tokenizer).save_pretrained(final)  # as a ptm seq2seq run writes it
-    tokenizer.save(final / "tokenizer")
-    assert load_seq2seq_tokenizer(final).vocab_size == tokenizer.vocab_size
+    pre = tmp_path / "pre"
+    pretrain = [
+        "pretrain",
+        "experiment=t5_tiny",
+        "trainer.max_steps=2",
+        f"trainer.output_dir={pre}",
+        "model.encoder_layers=1",
+        "model.decoder_layers=1",
+        "data.max_length=64",
+        "trainer.progress=false",
+    ]
+    assert main(pretrain) == 0, capsys.readouterr().err
+    final = pre / "final"  # the encoder-decoder, and the tokenizer in final/tokenizer/
+    assert (final / "tokenizer" / "vocab.txt").is_file()
+    assert load_seq2seq_tokenizer(final).vocab_info.sep_id == (
+        EncoderDecoderModel.from_pretrained(final).config.eos_token_id
+    )
     for switch in ("false", "true"):
         out = tmp_path / f"ft-{switch}"
         code = main(
@@ -366,8 +379,9 @@ def test_ptm_finetune_accepts_a_seq2seq_final_dir(
         mode = "text_to_text" if switch == "true" else "classification_head"
         assert record["seq2seq"] == mode
         assert record["provenance"]["init_from"] == str(final)
-        metrics, _ = predict(out / "final")
+        metrics, predictions = predict(out / "final")
         assert metrics["accuracy"] == pytest.approx(evaluation["dev/accuracy"])
+        assert len(predictions) == 68 and all(isinstance(p, str) for p in predictions)
 
 
 def test_switches_that_do_not_fit_the_model_are_errors(tmp_path: Path) -> None:
@@ -399,3 +413,28 @@ def test_switches_that_do_not_fit_the_model_are_errors(tmp_path: Path) -> None:
         finetune_seq2seq(
             tagging, model=_tiny(tokenizer), tokenizer=tokenizer, trainer=_trainer(tmp_path)
         )
+
+
+def test_exact_match_metrics_score_texts_that_are_no_label_as_wrong() -> None:
+    from sklearn.metrics import f1_score, matthews_corrcoef
+
+    gold = [0, 1, 1, 0, 1, 0]
+    # Without invalid texts: the task's usual classification metrics.
+    assert exact_match_metrics(gold, gold, 2) == {
+        "accuracy": 1.0,
+        "f1": 1.0,
+        "f1_macro": 1.0,
+        "matthews_corrcoef": 1.0,
+        "invalid_rate": 0.0,
+    }
+    # Only invalid texts: nothing right, and no correlation (not -1).
+    nothing = exact_match_metrics([-1] * 6, gold, 2)
+    assert nothing["accuracy"] == 0.0 and nothing["matthews_corrcoef"] == 0.0
+    assert nothing["f1"] == 0.0 and nothing["invalid_rate"] == 1.0
+    # Mixed: an invalid text is a missed positive for class 1 (recall 2/3, precision 1).
+    mixed = exact_match_metrics([0, 1, -1, -1, 1, 0], gold, 2)
+    assert mixed["accuracy"] == pytest.approx(4 / 6)
+    assert mixed["f1"] == pytest.approx(f1_score(gold, [0, 1, 0, 0, 1, 0]))
+    assert mixed["f1"] == pytest.approx(0.8)
+    assert mixed["matthews_corrcoef"] == pytest.approx(matthews_corrcoef(gold, [0, 1, 2, 2, 1, 0]))
+    assert mixed["invalid_rate"] == pytest.approx(2 / 6)

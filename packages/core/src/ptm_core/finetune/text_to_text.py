@@ -215,9 +215,9 @@ def evaluate_text_to_text(
     Returns:
         ``(metrics, predictions)``: classification metrics of
         :func:`~ptm_core.finetune.metrics.compute_metrics` (a generation that is no label
-        is wrong: for F1/MCC it is scored as class ``(gold + 1) mod N``), ``invalid_rate``
-        (the share of such generations) and the teacher-forced ``loss``; predictions are
-        class indices (``-1``: no label) or texts.
+        is wrong; see :func:`exact_match_metrics`), ``invalid_rate`` (the share of such
+        generations) and the teacher-forced ``loss``; predictions are class indices (``-1``:
+        no label) or texts.
     """
     was_training = model.training
     model.eval()
@@ -249,14 +249,50 @@ def evaluate_text_to_text(
     model.train(was_training)
     metrics: dict[str, float] = {}
     if data.labelled and gold:
-        # A text that is no label is wrong: scored as the next class after the gold one, so
-        # that the binary F1 / MCC of scikit-learn see two classes.
-        n = model.num_labels
-        scored = [p if p >= 0 else (g + 1) % n for p, g in zip(predicted, gold, strict=True)]
-        metrics = compute_metrics("classification", scored, gold, num_labels=n)
-        metrics["invalid_rate"] = sum(p < 0 for p in predicted) / len(predicted)
+        metrics = exact_match_metrics(predicted, gold, model.num_labels)
         metrics["loss"] = sum(losses) / len(losses)
     return metrics, (texts if return_text else predicted)
+
+
+def exact_match_metrics(
+    predicted: Sequence[int], gold: Sequence[int], num_labels: int
+) -> dict[str, float]:
+    """Classification metrics of generated labels; ``-1`` (a text that is no label) is wrong.
+
+    The names and definitions are those of
+    :func:`~ptm_core.finetune.metrics.classification_metrics`, with a text that is no label
+    scored as an extra class ``N`` that no example has: it never matches (accuracy), it is a
+    missed positive or a true negative for the F1 of a class, and a model that only writes
+    such texts has a Matthews correlation of 0, as a constant prediction does.
+
+    Returns:
+        ``accuracy``, ``f1`` (binary F1 of class 1 for two classes, else macro),
+        ``f1_macro``, ``matthews_corrcoef`` and ``invalid_rate`` (the share of ``-1``).
+    """
+    if any(p >= num_labels for p in predicted) or any(not 0 <= g < num_labels for g in gold):
+        raise ValueError(f"class indices must lie in [-1, {num_labels}); got {predicted} / {gold}")
+    if not any(p < 0 for p in predicted):
+        metrics = compute_metrics(
+            "classification", list(predicted), list(gold), num_labels=num_labels
+        )
+        return {**metrics, "invalid_rate": 0.0}
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    pred = [p if p >= 0 else num_labels for p in predicted]
+    classes = list(range(num_labels))
+    macro = float(f1_score(gold, pred, labels=classes, average="macro", zero_division=0))
+    binary = (
+        float(f1_score(gold, pred, labels=[1], average="macro", zero_division=0))
+        if num_labels == 2
+        else macro
+    )
+    return {
+        "accuracy": float(accuracy_score(gold, pred)),
+        "f1": binary,
+        "f1_macro": macro,
+        "matthews_corrcoef": float(matthews_corrcoef(gold, pred)),
+        "invalid_rate": sum(p < 0 for p in predicted) / len(predicted),
+    }
 
 
 def save_text_to_text(
