@@ -438,3 +438,26 @@ def test_exact_match_metrics_score_texts_that_are_no_label_as_wrong() -> None:
     assert mixed["f1"] == pytest.approx(0.8)
     assert mixed["matthews_corrcoef"] == pytest.approx(matthews_corrcoef(gold, [0, 1, 2, 2, 1, 0]))
     assert mixed["invalid_rate"] == pytest.approx(2 / 6)
+
+
+def test_hf_seq2seq_folders_are_detected_and_a_missing_wordpiece_tokenizer_is_explained(
+    tmp_path: Path,
+) -> None:
+    from ptm_core.finetune.seq2seq import is_seq2seq_directory
+
+    config = transformers.T5Config(
+        vocab_size=97, d_model=16, d_kv=8, num_heads=2, num_layers=1, d_ff=32
+    )
+    transformers.T5ForConditionalGeneration(config).save_pretrained(tmp_path / "t5")
+    assert is_seq2seq_directory(tmp_path / "t5")
+    assert not is_seq2seq_directory(tmp_path)
+    with pytest.raises(ValueError, match=r"SentencePiece\) tokenizer is not supported"):
+        load_seq2seq_tokenizer(tmp_path / "t5")
+    # A WordPiece vocabulary whose [PAD]/[SEP] are not the model's pad/end ids is refused.
+    tokenizer = _tokenizer()
+    tokenizer.save(tmp_path / "t5")
+    model = EncoderDecoderModel.from_pretrained(tmp_path / "t5")
+    with pytest.raises(ValueError, match="eos_token_id=1 but the tokenizer's"):
+        finetune_seq2seq(
+            _task(tmp_path), model=model, tokenizer=tokenizer, trainer=_trainer(tmp_path)
+        )
