@@ -7,7 +7,7 @@ fine-tuned on one language transfers to another above chance, and MLM+TLM pre-tr
 transfers better than MLM-only. For each seed ``s``:
 
 1. pre-train two tiny XLMs on the bundled en/fr/de sample with seed ``s`` (the settings of
-   ``tests/multilingual/test_xlm_crosslingual.py``: 1 layer, 4 heads, 64 wide, 1500 steps of
+   ``tests/multilingual/test_xlm_crosslingual.py``: ``--layers`` (1), 4 heads, 64 wide, 1500 steps of
    32 rows, lr 5e-3; MLM only vs 1 MLM : 2 TLM batches in all six directions). A run whose
    ``final/`` exists under the work folder is reused;
 2. fine-tune each with :func:`ptm_multilingual.finetune.finetune_xlm_classifier` (seed
@@ -54,7 +54,7 @@ ARMS = {"mlm": 0, "mlm+tlm": 2}  # arm -> TLM batches per MLM batch
 LANGS = ("en", "fr", "de")
 
 
-def pretrain(work: Path, arm: str, seed: int, steps: int) -> Path:
+def pretrain(work: Path, arm: str, seed: int, steps: int, layers: int = 1) -> Path:
     """Pre-train (or reuse) one tiny XLM; returns its ``final/``."""
     run = work / f"{arm.replace('+', '-')}-s{seed}"
     if (run / "final" / "model.safetensors").exists():
@@ -63,7 +63,7 @@ def pretrain(work: Path, arm: str, seed: int, steps: int) -> Path:
         encoder=partial(
             xlm_text_encoder,
             hidden_size=64,
-            num_layers=1,
+            num_layers=layers,
             num_heads=4,
             max_positions=64,
             dropout=0.0,
@@ -158,7 +158,8 @@ def report(rows: list[dict[str, Any]], chance: dict[str, float], args: Any) -> s
         "# XLM zero-shot cross-lingual transfer (tiny, bundled en/fr/de sample)",
         "",
         f"Command: `python -m benchmarks.xlm_zero_shot --seeds {args.seeds} "
-        f"--pretrain-steps {args.pretrain_steps} --steps {args.steps} --lr {args.lr}`",
+        f"--pretrain-steps {args.pretrain_steps} --layers {args.layers} --steps {args.steps} "
+        f"--lr {args.lr} --freeze {args.freeze}`",
         "",
         "Classifier trained on en only (120 sentences, animal vs person); accuracy (%) on each "
         f"language, mean ± std over seeds {args.seeds} (pre-training and fine-tuning seed). "
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--pretrain-steps", type=int, default=1500)
+    parser.add_argument("--layers", type=int, default=1, help="pre-trained layers")
     parser.add_argument("--steps", type=int, default=150, help="fine-tuning steps")
     parser.add_argument("--lr", type=float, default=2e-3, help="fine-tuning peak lr")
     parser.add_argument("--freeze", default="none,embeddings")
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     start = time.time()
     for seed in seeds:
         for arm in ARMS:
-            final = pretrain(args.work, arm, seed, args.pretrain_steps)
+            final = pretrain(args.work, arm, seed, args.pretrain_steps, args.layers)
             print(f"[{time.time() - start:.0f}s] pre-trained {arm} seed {seed}", flush=True)
             for freeze in freezes:
                 out = args.work / "ft" / f"{arm.replace('+', '-')}-{freeze}-s{seed}"
