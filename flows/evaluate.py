@@ -45,6 +45,11 @@ FAMILIES = {
         True,
         "image-text matching (one true and one swapped caption per image; chance 0.5)",
     ),
+    "kbert": (
+        "accuracy",
+        True,
+        "K-BERT on its dev file with the KG it was trained with (sentence trees, visible matrix)",
+    ),
     # The headline metric is the task's own (task.json); see evaluate_finetuned_task.
     "finetuned": (
         "",
@@ -128,6 +133,9 @@ def model_family(model_dir: str | Path) -> str:
         raise ValueError(f"{directory}: is a file; pass the model directory that holds it")
     config_path = directory / "config.json"
     if (directory / "task.json").exists():
+        if _read_json_object(directory / "task.json", ("kind",)).get("recipe") == "kbert":
+            _read_json_object(config_path, ENCODER_SHAPE_KEYS)
+            return "kbert"  # scored with its KG (task.json's provenance names KG and dev file)
         record = _read_json_object(directory / "task.json", ("kind", "task"))
         _read_json_object(config_path, ENCODER_SHAPE_KEYS)
         if not isinstance(record["task"], dict):
@@ -351,6 +359,19 @@ def evaluate_finetuned_task(
     return {**metrics, "_metric": spec.metric}
 
 
+@task(name="evaluate-kbert")
+def evaluate_kbert_task(
+    model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
+) -> dict[str, Any]:
+    """A K-BERT ``final/`` on ``data`` (default: its dev file), with its KG."""
+    from ptm_knowledge.kbert.finetune import score_kbert_final
+
+    reinitialise = (lambda model: _reinitialise(model, seed)) if random_init else None
+    metrics, _ = score_kbert_final(model_dir, data, reinitialise=reinitialise)
+    kind = _read_json_object(Path(model_dir) / "task.json").get("kind")
+    return {**metrics, "_metric": "f1" if kind == "tagging" else "accuracy"}
+
+
 def downstream_rows(
     model_dir: str,
     baseline: str,
@@ -479,6 +500,15 @@ def evaluate(
             base, base_name = evaluate_finetuned_task(baseline, corpus), f"`{baseline}`"
         base.pop("_metric", None)
         corpus_note = corpus or "the task's dev file"
+    elif family == "kbert":
+        scores = evaluate_kbert_task(model_dir, corpus)
+        if baseline == "random":
+            base, base_name = evaluate_kbert_task(model_dir, corpus, True, seed), "random init"
+        else:
+            base, base_name = evaluate_kbert_task(baseline, corpus), f"`{baseline}`"
+        metric = str(scores.pop("_metric"))
+        base.pop("_metric", None)
+        corpus_note = corpus or "the run's dev file"
     elif family == "cogqa":
         assert corpus is not None  # check_evaluation
         scores = evaluate_cogqa_task(model_dir, corpus)

@@ -120,3 +120,25 @@ def test_retrain_gates_on_a_downstream_metric(tmp_path: Path) -> None:
     run_dir = Path(second["candidate"]).parent
     assert (run_dir / "downstream" / "champion" / "eval.json").exists()
     assert {p: p.read_bytes() for p in champion_dir.parent.rglob("*") if p.is_file()} == before
+
+
+def test_evaluate_scores_a_kbert_final_with_its_kg(tmp_path: Path) -> None:
+    from flows.config import compose_config
+    from flows.recipes import run_recipe
+
+    cfg = compose_config(
+        [
+            "experiment=kbert_tiny_cls",
+            "model.num_layers=1",
+            "trainer.max_steps=3",
+            "trainer.progress=false",
+            f"trainer.output_dir={tmp_path / 'kbert'}",
+        ]
+    )
+    result = run_recipe(cfg)
+    final = str(result.encoder_dir)
+    assert model_family(final) == "kbert"
+    report = evaluate(final, report_path=str(tmp_path / "report.md"))
+    assert report["metric"] == "accuracy"
+    assert report["model"]["accuracy"] == pytest.approx(result.final_metrics["dev/accuracy"])
+    assert 0.0 <= report["baseline"]["accuracy"] <= 1.0

@@ -15,7 +15,7 @@ seqeval entity F1 and word accuracy for tagging) in ``eval.json``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,6 +283,7 @@ def predict_kbert(
     *,
     batch_size: int = 64,
     device: str = "cpu",
+    reinitialise: Callable[[torch.nn.Module], None] | None = None,
 ) -> tuple[dict[str, float], list[Any]]:
     """Predict with a K-BERT ``final/`` on labelled rows, with its saved settings.
 
@@ -293,12 +294,16 @@ def predict_kbert(
         knowledge: the KG table the model was trained with (:func:`knowledge_from_graph`).
         batch_size: rows per batch.
         device: where to run.
+        reinitialise: applied to the loaded model first (``ptm evaluate``'s random-init
+            baseline: the same architecture and settings without the trained weights).
 
     Returns:
         ``(metrics, predictions)`` as :func:`evaluate_kbert`, with class names instead of
         indices for classification.
     """
     model, config = load_kbert_classifier(directory)
+    if reinitialise is not None:
+        reinitialise(model)
     model.to(device)
     tokenizer = WordPieceTokenizer.from_directory(directory)
     names = list(config["label_names"])
@@ -316,7 +321,11 @@ def predict_kbert(
 
 
 def score_kbert_final(
-    directory: str | Path, path: str | Path | None = None, *, device: str = "cpu"
+    directory: str | Path,
+    path: str | Path | None = None,
+    *,
+    device: str = "cpu",
+    reinitialise: Callable[[torch.nn.Module], None] | None = None,
 ) -> tuple[dict[str, float], list[Any]]:
     """Score a K-BERT ``final/`` on its dev file (or ``path``) with nothing but the folder.
 
@@ -351,7 +360,7 @@ def score_kbert_final(
     )
     read = read_tagged_tsv if config["kind"] == "tagging" else read_labeled_tsv
     rows, _ = read(target, config["label_names"])
-    return predict_kbert(directory, rows, knowledge, device=device)
+    return predict_kbert(directory, rows, knowledge, device=device, reinitialise=reinitialise)
 
 
 __all__ = [
