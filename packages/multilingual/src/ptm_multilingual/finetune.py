@@ -435,6 +435,13 @@ def finetune_xlm_classifier(
             f"max_length={max_length} exceeds the encoder's max_positions="
             f"{encoder.config.max_positions}; lower max_length"
         )
+    if trainer.layer_lr_decay is not None or trainer.unfreeze_every:
+        raise ValueError(
+            "trainer.layer_lr_decay / trainer.unfreeze_every are not supported for XLM yet: "
+            "the core trainer finds layers at model.encoder.layers, XLM's are at "
+            "model.encoder.encoder.layers (with the language table beside them); set them to "
+            "null / 0 (trainer.schedule=slanted_triangular works)"
+        )
     torch.manual_seed(trainer.seed)
     if random_init:
         encoder = XLMEncoder(type(encoder.encoder)(encoder.config), encoder.languages)
