@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,41 +254,28 @@ def save_feature_based_tagger(
     Returns:
         The directory written.
     """
-    from safetensors.torch import save_file
-
-    from ptm_core.finetune.model import TASK_FORMAT_VERSION, TASK_HEAD_FILE, TASK_JSON
+    from ptm_core.finetune.model import write_task_directory
 
     record: dict[str, Any] = {
-        "ptm_task": TASK_FORMAT_VERSION,
         "kind": model.kind,
         "num_labels": model.num_labels,
         "label_names": model.label_names,
         "feature_based": model.settings,
     }
-    for key, value in task_config.items():
-        if key == "feature_based" and value is True:
-            continue
-        if key in record and record[key] is not None and record[key] != value:
-            raise ValueError(
-                f"task_config[{key!r}] = {value!r} disagrees with the model's {record[key]!r}; "
-                f"drop it from task_config (save_feature_based_tagger writes {key!r})"
-            )
-        record[key] = value
-    try:
-        text = json.dumps(record, indent=2) + "\n"
-    except TypeError as exc:
-        raise ValueError(f"task_config must be JSON-ready ({exc})") from None
     head_state = {
-        name: value.detach().contiguous()
+        name: value
         for name, value in model.state_dict().items()
         if not name.startswith("features.encoder.")
     }
-
-    def write_task(tmp: Path) -> None:
-        save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
-        (tmp / TASK_JSON).write_text(text, encoding="utf-8")
-
-    return model.encoder.save_pretrained(directory, extra_writers=[write_task, *extra_writers])
+    return write_task_directory(
+        model.encoder,
+        head_state,
+        record,
+        task_config,
+        directory,
+        extra_writers=extra_writers,
+        writer="save_feature_based_tagger",
+    )
 
 
 def load_feature_based_tagger(directory: str | Path) -> tuple[FeatureBasedTagger, dict[str, Any]]:
@@ -337,36 +323,16 @@ def load_feature_based_tagger(directory: str | Path) -> tuple[FeatureBasedTagger
 
 def _load_trained_state(model: FeatureBasedTagger, path: Path) -> None:
     """Fill everything but the frozen encoder from ``path``, or raise naming the fix."""
-    from safetensors.torch import load_file
+    from ptm_core.finetune.model import read_trained_state
 
-    from ptm_core.checkpoints import CheckpointError
-
-    if not path.exists():
-        raise CheckpointError(
-            f"{path}: missing; the trained mix/LSTM/CRF weights of a feature-based tagger. "
-            "Copy the whole directory save_feature_based_tagger wrote, or train again"
-        )
-    try:
-        state = load_file(str(path))
-    except Exception as exc:
-        raise CheckpointError(
-            f"{path}: cannot read the tagger weights ({type(exc).__name__}: {exc}); the file "
-            "is damaged or truncated: save the model again"
-        ) from None
     expected = {
         k: v for k, v in model.state_dict().items() if not k.startswith("features.encoder.")
     }
-    problems = [
-        f"{k}: file {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
-        for k, v in state.items()
-        if k in expected and v.shape != expected[k].shape
-    ]
-    problems += [f"{k}: missing from the file" for k in expected if k not in state]
-    problems += [f"{k}: unknown to a feature-based tagger" for k in state if k not in expected]
-    if problems:
-        raise CheckpointError(
-            f"{path}: does not fit the tagger task.json describes:\n  "
-            + "\n  ".join(problems)
-            + "\nThe weights and task.json come from different models: copy both from one save"
-        )
+    state = read_trained_state(
+        path,
+        expected,
+        what="feature-based tagger",
+        described=f"num_labels={model.num_labels}",
+        fix="copy both from one save",
+    )
     model.load_state_dict(state, strict=False)

@@ -352,30 +352,64 @@ def save_task_model(
         The directory written.
     """
     record: dict[str, Any] = {
-        "ptm_task": TASK_FORMAT_VERSION,
         "kind": model.kind,
         "num_labels": model.num_labels,
         "label_names": model.label_names,
         **head_settings(model.head),
     }
+    head_state = dict(model.head.state_dict())
+    return write_task_directory(
+        model.encoder,
+        head_state,
+        record,
+        task_config,
+        directory,
+        extra_writers=extra_writers,
+        writer="save_task_model",
+    )
+
+
+def write_task_directory(
+    encoder: TransformerEncoder,
+    head_state: dict[str, Tensor],
+    record: dict[str, Any],
+    task_config: dict[str, Any],
+    directory: str | Path,
+    *,
+    extra_writers: Sequence[Callable[[Path], object]] = (),
+    writer: str = "save_task_model",
+) -> Path:
+    """The one layout of a fine-tuned model directory, written atomically.
+
+    The encoder as ``save_pretrained`` writes it, ``task_head.safetensors`` (``head_state``:
+    everything trained above the encoder) and ``task.json`` (``{"ptm_task": 1, **record,
+    **task_config}``). A ``task_config`` key that ``record`` holds must agree with it
+    (``feature_based: true`` is accepted beside the settings a feature-based tagger writes).
+
+    Raises:
+        ValueError: a disagreeing or non-JSON ``task_config``, before anything is written.
+    """
+    record = {"ptm_task": TASK_FORMAT_VERSION, **record}
     for key, value in task_config.items():
+        if key == "feature_based" and value is True and isinstance(record.get(key), dict):
+            continue
         if key in record and record[key] is not None and record[key] != value:
             raise ValueError(
                 f"task_config[{key!r}] = {value!r} disagrees with the model's {record[key]!r}; "
-                f"drop it from task_config (save_task_model writes {key!r} from the model)"
+                f"drop it from task_config ({writer} writes {key!r} from the model)"
             )
         record[key] = value
     try:
         text = json.dumps(record, indent=2) + "\n"
     except TypeError as exc:
         raise ValueError(f"task_config must be JSON-ready ({exc})") from None
-    head_state = {k: v.detach().contiguous() for k, v in model.head.state_dict().items()}
+    tensors = {k: v.detach().contiguous() for k, v in head_state.items()}
 
     def write_task(tmp: Path) -> None:
-        save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
         (tmp / TASK_JSON).write_text(text, encoding="utf-8")
 
-    return model.encoder.save_pretrained(directory, extra_writers=[write_task, *extra_writers])
+    return encoder.save_pretrained(directory, extra_writers=[write_task, *extra_writers])
 
 
 def read_task_json(path: Path) -> dict[str, Any]:
@@ -453,32 +487,47 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
 
 def load_head_state(head: nn.Module, path: Path, record: dict[str, Any]) -> None:
     """Fill ``head`` from ``task_head.safetensors``, or raise naming the file and the fix."""
+    state = read_trained_state(
+        path,
+        dict(head.state_dict()),
+        what=f"{record['kind']} head",
+        described=f"kind={record['kind']!r}, num_labels={record['num_labels']}",
+        fix="copy both from the same save, or fix kind/num_labels in task.json",
+    )
+    head.load_state_dict(state)
+
+
+def read_trained_state(
+    path: Path, expected: dict[str, Tensor], *, what: str, described: str, fix: str
+) -> dict[str, Tensor]:
+    """Read ``task_head.safetensors`` and check it against ``expected`` (names, shapes).
+
+    Raises:
+        CheckpointError: a missing, unreadable or mismatched file, naming it and the fix.
+    """
     if not path.exists():
         raise CheckpointError(
-            f"{path}: missing; the head weights of a fine-tuned model. Copy the whole "
-            "directory save_task_model wrote, or fine-tune again"
+            f"{path}: missing; the trained weights of a fine-tuned model ({what}). Copy the "
+            "whole directory that was saved, or fine-tune again"
         )
     try:
         state = load_file(str(path))
     except Exception as exc:
         raise CheckpointError(
-            f"{path}: cannot read the head weights ({type(exc).__name__}: {exc}); the file is "
+            f"{path}: cannot read the {what} weights ({type(exc).__name__}: {exc}); the file is "
             "damaged or truncated: restore it from the run's checkpoint or save the model again"
         ) from None
-    expected = head.state_dict()
     problems = [
         f"{k}: file {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
         for k, v in state.items()
         if k in expected and v.shape != expected[k].shape
     ]
     problems += [f"{k}: missing from the file" for k in expected if k not in state]
-    problems += [f"{k}: unknown to a {record['kind']} head" for k in state if k not in expected]
+    problems += [f"{k}: unknown to a {what}" for k in state if k not in expected]
     if problems:
         raise CheckpointError(
-            f"{path}: does not fit the head task.json describes (kind={record['kind']!r}, "
-            f"num_labels={record['num_labels']}):\n  "
+            f"{path}: does not fit the {what} {TASK_JSON} describes ({described}):\n  "
             + "\n  ".join(problems)
-            + f"\nThe head file and {TASK_JSON} come from different models: copy both from "
-            "the same save, or fix kind/num_labels in task.json"
+            + f"\nThe weights and {TASK_JSON} come from different models: {fix}"
         )
-    head.load_state_dict(state)
+    return state
