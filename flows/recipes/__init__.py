@@ -29,6 +29,7 @@ RECIPES: dict[str, str] = {
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
+    "xlm_finetune": "flows.recipes.xlm_finetune",
 }
 
 

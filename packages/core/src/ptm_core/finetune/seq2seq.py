@@ -355,8 +355,8 @@ def finetune_seq2seq(
         task: a ``classification`` or ``regression`` task (text-to-text: classification).
         model: the pre-trained (or re-initialised) encoder-decoder.
         tokenizer: its tokenizer (``[PAD]``/``[SEP]`` = the model's pad/end ids).
-        trainer: core trainer settings. The ULMFiT switches see no ``encoder.`` prefix
-            here and treat every parameter as the head's.
+        trainer: core trainer settings; ``schedule=slanted_triangular`` works, the
+            per-depth switches (``layer_lr_decay``, ``unfreeze_every``) are refused.
         seed: batch order seed.
         dropout: head dropout (classification head only).
         text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
@@ -376,6 +376,12 @@ def finetune_seq2seq(
             f"task {task.name}: encoder-decoders fine-tune on GLUE-format classification or "
             f"regression tasks; this one is {task.kind} in {task.format} format. Use a "
             "BERT-family model for it"
+        )
+    if trainer.layer_lr_decay is not None or trainer.unfreeze_every:
+        raise ValueError(
+            "trainer.layer_lr_decay / trainer.unfreeze_every are not supported for BART/T5 yet: "
+            "the core trainer finds depths under model.encoder.layers, and an encoder-decoder "
+            "has two stacks. Set trainer.layer_lr_decay=null trainer.unfreeze_every=0"
         )
     check_special_ids(model, tokenizer, "model")
     task.check_files()
