@@ -48,6 +48,7 @@ from ptm_core.finetune.model import (
     save_task_model,
 )
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
@@ -281,6 +282,9 @@ def finetune(
         :class:`FinetuneResult`; ``<output_dir>/final/`` holds the model, its tokenizer
         and ``task.json``, ``<output_dir>/eval.json`` the dev metrics.
     """
+    # The new head's initial weights come from the global RNG: seed it from the run's seed,
+    # so the same seed gives the same run in any process (the trainer seeds only later).
+    torch.manual_seed(derive_seed(trainer.seed, "task-head"))
     if isinstance(encoder, EncoderDecoderModel) and not feature_based:
         from ptm_core.finetune.seq2seq import finetune_seq2seq
 
