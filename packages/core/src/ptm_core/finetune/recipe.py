@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -356,17 +356,42 @@ def finetune(
     data = TaskBatches(
         train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
     )
+    return train_and_score(
+        model,
+        data,
+        trainer,
+        save_final=save_final,
+        score=lambda: evaluate_task(model, task, dev)[0],
+        name=task.name,
+        metric=str(task.metric),
+    )
+
+
+def train_and_score(
+    model: nn.Module,
+    data: Any,
+    trainer: TrainerConfig,
+    *,
+    save_final: Callable[[Path], object],
+    score: Callable[[], dict[str, float]],
+    name: str,
+    metric: str | None = None,
+) -> FinetuneResult:
+    """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
+    writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
+    (the last training metrics and ``dev/<name>`` for each dev metric), print the headline.
+    """
     run = train_and_save(model, data, trainer, save_final=save_final)
-    dev_metrics, _ = evaluate_task(model, task, dev)
+    dev_metrics = score()
     final_metrics = {
         **run.final_metrics,
-        **{f"dev/{name}": value for name, value in dev_metrics.items()},
+        **{f"dev/{key}": value for key, value in dev_metrics.items()},
     }
     output_dir = run.result.output_dir
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
+    headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
     print(
-        f"{task.name}: dev/{task.metric} {dev_metrics.get(str(task.metric), float('nan')):.4f} "
-        f"({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
+        f"{name}: {headline}({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
     )
     return FinetuneResult(
         output_dir=output_dir,

@@ -36,7 +36,7 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from ptm_core.atomic import atomic_directory, atomic_write_text
+from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, unique_state
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.model import (
@@ -368,8 +368,7 @@ def finetune_seq2seq(
         :class:`~ptm_core.finetune.recipe.FinetuneResult`, as the recipe writes it.
     """
     from ptm_core.finetune.data.task_batches import TaskBatches
-    from ptm_core.finetune.recipe import EVAL_FILE, FinetuneResult, evaluate_task, read_task
-    from ptm_core.training.run import train_and_save
+    from ptm_core.finetune.recipe import evaluate_task, read_task, train_and_score
 
     if task.format != "glue" or task.kind not in SEQ2SEQ_KINDS:
         raise ValueError(
@@ -429,22 +428,12 @@ def finetune_seq2seq(
             )
 
     data = TaskBatches(train.rows, featurizer, task.batch_size, seed=seed, num_workers=num_workers)
-    run = train_and_save(network, data, trainer, save_final=save_final)
-    dev_metrics, _ = evaluate_task(network, task, dev)
-    final_metrics = {
-        **run.final_metrics,
-        **{f"dev/{name}": value for name, value in dev_metrics.items()},
-    }
-    output_dir = run.result.output_dir
-    atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
-    print(
-        f"{task.name}: dev/{task.metric} {dev_metrics.get(str(task.metric), float('nan')):.4f} "
-        f"({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
-    )
-    return FinetuneResult(
-        output_dir=output_dir,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        encoder_dir=run.final_dir,
-        final_metrics=final_metrics,
+    return train_and_score(
+        network,
+        data,
+        trainer,
+        save_final=save_final,
+        score=lambda: evaluate_task(network, task, dev)[0],
+        name=task.name,
+        metric=str(task.metric),
     )

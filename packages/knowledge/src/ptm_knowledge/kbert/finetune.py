@@ -23,7 +23,6 @@ import torch
 from safetensors.torch import load_file
 
 from ptm_core import TransformerEncoder
-from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.model import (
@@ -33,11 +32,10 @@ from ptm_core.finetune.model import (
     load_task_model,
     save_task_model,
 )
-from ptm_core.finetune.recipe import EVAL_FILE, FinetuneResult, TaskData, evaluate_task
+from ptm_core.finetune.recipe import FinetuneResult, TaskData, evaluate_task, train_and_score
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
-from ptm_core.training.run import train_and_save
 from ptm_knowledge.kbert.model import KBertFeaturizer, KGMode, VisibleMode
 from ptm_knowledge.kbert.tsv import (
     LabeledSentence,
@@ -177,27 +175,16 @@ def finetune_kbert(
         **({"provenance": dict(provenance)} if provenance else {}),
     }
     batches = TaskBatches(train, featurizer, batch_size, seed=seed, num_workers=num_workers)
-    run = train_and_save(
+    return train_and_score(
         model,
         batches,
         trainer,
         save_final=lambda final: save_task_model(
             model, final, task_config=settings, extra_writers=[tokenizer.save]
         ),
-    )
-    dev_metrics, _ = evaluate_kbert(model, dev, featurizer, label_names)
-    final_metrics = {
-        **run.final_metrics,
-        **{f"dev/{name}": value for name, value in dev_metrics.items()},
-    }
-    output_dir = run.result.output_dir
-    atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
-    return FinetuneResult(
-        output_dir=output_dir,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        encoder_dir=run.final_dir,
-        final_metrics=final_metrics,
+        score=lambda: evaluate_kbert(model, dev, featurizer, label_names)[0],
+        name="kbert",
+        metric="f1" if kind == "tagging" else "accuracy",
     )
 
 
