@@ -63,27 +63,23 @@ def pad_examples(examples: Sequence[Example], pad_id: int) -> Batch:
     return batch
 
 
-class PretrainingBatches:
-    """A deterministic, resumable source of pre-training batches.
+class EpochBatches:
+    """Deterministic, resumable batches by position: the order and iteration that every
+    ptm batch source shares (pre-training, fine-tuning).
 
-    Each epoch visits every example once in an order drawn from ``(seed, epoch)``; batch
-    ``i`` of epoch ``e`` is padded and passed through ``transform`` with a generator
-    seeded by ``(seed, e, i)``. So a batch depends only on its position, which lets the
-    trainer resume mid-epoch by position alone, lets DDP ranks build only their own
-    batches, and lets worker processes build batches in any order: the result is the same.
-    The global RNG is never touched.
-
-    ``examples`` may be a lazy sequence (rows planned over a memory-mapped corpus, see
-    :mod:`ptm_core.data.layouts`): it is indexed, never copied, so memory does not grow
-    with the corpus.
+    Each epoch visits every example once in the order :class:`~ptm_core.data.shuffle.EpochOrder`
+    draws from ``(seed, epoch)`` (no ``N``-sized permutation is held in the trainer or its
+    workers); batch ``i`` of epoch ``e`` is examples ``[i * batch_size, (i + 1) *
+    batch_size)`` of that order, built by :meth:`batch`, which subclasses define and which
+    must depend only on ``(epoch, i)``. So the trainer resumes mid-epoch by position alone,
+    DDP ranks build only their own batches, and worker processes may build batches in any
+    order: the result is the same.
 
     Args:
-        examples: the examples (any sequence; indexed lazily).
+        examples: the examples (any sequence; indexed lazily, never copied).
         batch_size: examples per batch.
-        pad_id: padding id.
-        transform: the objectives' dynamic data side.
         seed: base seed.
-        shuffle: shuffle each epoch.
+        shuffle: shuffle each epoch (False: corpus order, for evaluation).
         drop_last: drop a final short batch.
         num_workers: worker processes that build batches off the training loop (a
             ``torch.utils.data.DataLoader``); 0 builds them in the training process.
@@ -91,13 +87,14 @@ class PretrainingBatches:
         prefetch_factor: batches each worker prepares ahead.
     """
 
+    #: The error for a source without examples (subclasses say where they came from).
+    empty_message = "no examples to batch"
+
     def __init__(
         self,
-        examples: Sequence[Example],
+        examples: Sequence[Any],
         batch_size: int,
         *,
-        pad_id: int,
-        transform: BatchTransform | None = None,
         seed: int = 0,
         shuffle: bool = True,
         drop_last: bool = False,
@@ -110,11 +107,9 @@ class PretrainingBatches:
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0, got {num_workers}")
         if not len(examples):
-            raise ValueError("no examples to batch: the corpus produced no training rows")
+            raise ValueError(self.empty_message)
         self.examples = examples
         self.batch_size = batch_size
-        self.pad_id = pad_id
-        self.transform = transform
         self.seed = seed
         self.shuffle = shuffle
         self.drop_last = drop_last
@@ -127,30 +122,24 @@ class PretrainingBatches:
         full, rest = divmod(len(self.examples), self.batch_size)
         return full + (1 if rest and not self.drop_last else 0)
 
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
     def order(self, epoch: int) -> EpochOrder:
         """The example indices in the order epoch ``epoch`` visits them, computed per
-        position from ``(seed, epoch)`` (:class:`~ptm_core.data.shuffle.EpochOrder`: no
-        ``N``-sized permutation is held in the trainer or its workers)."""
+        position from ``(seed, epoch)``."""
         return EpochOrder(len(self.examples), self.seed, epoch, shuffle=self.shuffle)
 
-    def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
-        """Build batch ``index`` of ``epoch``."""
+    def indices(self, epoch: int, index: int, order: EpochOrder | None = None) -> list[int]:
+        """Example indices of batch ``index`` of ``epoch``."""
         order = order if order is not None else self.order(epoch)
         start = index * self.batch_size
         stop = min(start + self.batch_size, len(order))
-        chosen = order.positions(np.arange(start, stop)).tolist()
-        batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
-        if "document_ids" in batch:  # packed rows: each example sees only itself
-            batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
-        batch = self.annotate(batch, epoch, index)
-        if self.transform is not None:
-            batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
-        return batch
+        return order.positions(np.arange(start, stop)).tolist()
 
-    def annotate(self, batch: Batch, epoch: int, index: int) -> Batch:
-        """Hook for subclasses: add keys that depend on the batch's position (before the
-        objectives' ``transform``). Default: unchanged."""
-        return batch
+    def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
+        """Build batch ``index`` of ``epoch`` (subclasses)."""
+        raise NotImplementedError
 
     def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         """Yield the batches of ``epoch`` from position ``start`` on."""
@@ -174,8 +163,77 @@ class PretrainingBatches:
             seed=self.seed,
         )
 
-    def __len__(self) -> int:
-        return self.batches_per_epoch
+
+class PretrainingBatches(EpochBatches):
+    """A deterministic, resumable source of pre-training batches.
+
+    Each epoch visits every example once in an order drawn from ``(seed, epoch)``; batch
+    ``i`` of epoch ``e`` is padded and passed through ``transform`` with a generator
+    seeded by ``(seed, e, i)``. So a batch depends only on its position (see
+    :class:`EpochBatches`). The global RNG is never touched.
+
+    ``examples`` may be a lazy sequence (rows planned over a memory-mapped corpus, see
+    :mod:`ptm_core.data.layouts`): it is indexed, never copied, so memory does not grow
+    with the corpus.
+
+    Args:
+        examples: the examples (any sequence; indexed lazily).
+        batch_size: examples per batch.
+        pad_id: padding id.
+        transform: the objectives' dynamic data side.
+        seed: base seed.
+        shuffle: shuffle each epoch.
+        drop_last: drop a final short batch.
+        num_workers: worker processes that build batches off the training loop (a
+            ``torch.utils.data.DataLoader``); 0 builds them in the training process.
+        pin_memory: page-lock batches for faster copies to a GPU (with workers).
+        prefetch_factor: batches each worker prepares ahead.
+    """
+
+    empty_message = "no examples to batch: the corpus produced no training rows"
+
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        batch_size: int,
+        *,
+        pad_id: int,
+        transform: BatchTransform | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        prefetch_factor: int = 4,
+    ) -> None:
+        super().__init__(
+            examples,
+            batch_size,
+            seed=seed,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            num_workers=num_workers,
+            pin_memory=pin_memory,
+            prefetch_factor=prefetch_factor,
+        )
+        self.pad_id = pad_id
+        self.transform = transform
+
+    def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
+        """Build batch ``index`` of ``epoch``."""
+        chosen = self.indices(epoch, index, order)
+        batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
+        if "document_ids" in batch:  # packed rows: each example sees only itself
+            batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
+        batch = self.annotate(batch, epoch, index)
+        if self.transform is not None:
+            batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
+        return batch
+
+    def annotate(self, batch: Batch, epoch: int, index: int) -> Batch:
+        """Hook for subclasses: add keys that depend on the batch's position (before the
+        objectives' ``transform``). Default: unchanged."""
+        return batch
 
 
 def forget_inherited_thread_exits(worker_id: int) -> None:

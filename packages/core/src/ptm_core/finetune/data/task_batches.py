@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
-from ptm_core.data.batches import iter_built_in_workers
+from ptm_core.data.batches import EpochBatches
 from ptm_core.data.shuffle import EpochOrder
 from ptm_core.finetune.data.features import Batch, Featurizer
 
 
-class TaskBatches:
+class TaskBatches(EpochBatches):
     """Batches of fine-tuning rows: the core trainer's ``BatchSource``.
 
     Epoch ``e`` visits every row once in the order :class:`~ptm_core.data.shuffle.EpochOrder`
@@ -22,8 +20,9 @@ class TaskBatches:
     ``i`` is rows ``[i * batch_size, (i + 1) * batch_size)`` of that order, featurized when
     it is asked for and padded to its longest row. A batch depends only on
     ``(seed, epoch, i)``, so ``iter_batches(epoch, start)`` is the tail of the full epoch
-    and a resumed run sees the same batches. Only the rows of one batch are ever tokenized
-    at a time.
+    and a resumed run sees the same batches (the order and iteration are
+    :class:`~ptm_core.data.batches.EpochBatches`, shared with pre-training). Only the rows
+    of one batch are ever tokenized at a time.
 
     Args:
         rows: examples (a reader's lazy sequence), or :class:`~ptm_core.finetune.data.qa.QAWindows`
@@ -38,6 +37,8 @@ class TaskBatches:
         num_workers: worker processes that featurize batches off the training loop.
     """
 
+    empty_message = "no rows to batch: the task file gave no examples"
+
     def __init__(
         self,
         rows: Sequence[Any],
@@ -50,38 +51,21 @@ class TaskBatches:
         feature_index: bool = False,
         num_workers: int = 0,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if not len(rows):
-            raise ValueError("no rows to batch: the task file gave no examples")
-        self.rows = rows
+        super().__init__(
+            rows,
+            batch_size,
+            seed=seed,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            num_workers=num_workers,
+        )
         self.featurizer = featurizer
-        self.batch_size = batch_size
-        self.seed = seed
-        self.shuffle = shuffle
-        self.drop_last = drop_last
         self.feature_index = feature_index
-        self.num_workers = num_workers
 
     @property
-    def batches_per_epoch(self) -> int:
-        """Batches in one epoch."""
-        full, rest = divmod(len(self.rows), self.batch_size)
-        return full + (1 if rest and not self.drop_last else 0)
-
-    def __len__(self) -> int:
-        return self.batches_per_epoch
-
-    def order(self, epoch: int) -> EpochOrder:
-        """Row indices in the order epoch ``epoch`` visits them."""
-        return EpochOrder(len(self.rows), self.seed, epoch, shuffle=self.shuffle)
-
-    def indices(self, epoch: int, index: int, order: EpochOrder | None = None) -> list[int]:
-        """Row indices of batch ``index`` of ``epoch``."""
-        order = order if order is not None else self.order(epoch)
-        start = index * self.batch_size
-        stop = min(start + self.batch_size, len(order))
-        return order.positions(np.arange(start, stop)).tolist()
+    def rows(self) -> Sequence[Any]:
+        """The rows batched (the examples, or QA windows)."""
+        return self.examples
 
     def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""
@@ -90,21 +74,6 @@ class TaskBatches:
         if self.feature_index:
             batch["feature_index"] = torch.tensor(chosen, dtype=torch.long)
         return batch
-
-    def iter_batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
-        """Yield the batches of ``epoch`` from batch ``start`` on."""
-        indices = range(start, self.batches_per_epoch)
-        if self.num_workers == 0 or len(indices) < 2:
-            order = self.order(epoch)
-            for index in indices:
-                yield self.batch(epoch, index, order)
-            return
-        yield from iter_built_in_workers(
-            functools.partial(self.batch, epoch),
-            list(indices),
-            num_workers=self.num_workers,
-            seed=self.seed,
-        )
 
 
 __all__ = ["TaskBatches"]
