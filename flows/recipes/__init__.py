@@ -30,6 +30,8 @@ RECIPES: dict[str, str] = {
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
     "xlm_finetune": "flows.recipes.xlm_finetune",
+    "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
+    "multimodal_finetune": "flows.recipes.multimodal_finetune",
 }
 
 
