@@ -12,6 +12,8 @@ import torch
 
 PRECISIONS = ("auto", "fp32", "bf16")
 SCHEDULES = ("linear", "slanted_triangular")
+# Experiment trackers the trainer can feed (training/loggers.py); each is an optional extra.
+LOGGERS = ("tensorboard", "mlflow")
 
 
 def _fail(field: str, requirement: str, value: object) -> ValueError:
@@ -65,6 +67,14 @@ class TrainerConfig:
         unfreeze_every: Gradual unfreezing (ULMFiT): 0 = off; otherwise only the head
             trains at first and one more depth, top down, is unfrozen every this many
             optimizer steps. It depends only on the step, so resume stays exact.
+        loggers: Experiment trackers fed every ``metrics.jsonl`` line: any of
+            ``"tensorboard"`` (``pip install "ptm-core[tensorboard]"``) and ``"mlflow"``
+            (``pip install "ptm-core[mlflow]"``). Empty = ``metrics.jsonl`` only.
+        tensorboard_dir: Where TensorBoard event files go; ``None`` =
+            ``<output_dir>/tensorboard``.
+        mlflow_tracking_uri: MLflow tracking store; ``None`` = the ``MLFLOW_TRACKING_URI``
+            environment variable, else ``file:<output_dir>/mlruns``.
+        mlflow_experiment: MLflow experiment name; ``None`` = the name of ``output_dir``.
     """
 
     output_dir: str
@@ -94,6 +104,10 @@ class TrainerConfig:
     stlr_ratio: float = 32.0
     layer_lr_decay: float | None = None
     unfreeze_every: int = 0
+    loggers: list[str] = dataclasses.field(default_factory=list)
+    tensorboard_dir: str | None = None
+    mlflow_tracking_uri: str | None = None
+    mlflow_experiment: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.output_dir, os.PathLike):
@@ -153,6 +167,26 @@ class TrainerConfig:
                 "layer_lr_decay", "must be in (0, 1] or None (one rate)", self.layer_lr_decay
             )
         self._check_int("unfreeze_every", minimum=0)
+        self._check_loggers()
+
+    def _check_loggers(self) -> None:
+        names = [self.loggers] if isinstance(self.loggers, str) else self.loggers
+        try:
+            names = [str(name) for name in names]  # Hydra hands over a ListConfig
+        except TypeError:
+            raise _fail(
+                "loggers", f"must be a list of {', '.join(LOGGERS)}", self.loggers
+            ) from None
+        unknown = [name for name in names if name not in LOGGERS]
+        if unknown:
+            raise _fail("loggers", f"must name only {', '.join(LOGGERS)}", unknown)
+        self.loggers = list(dict.fromkeys(names))
+        for name in ("tensorboard_dir", "mlflow_tracking_uri", "mlflow_experiment"):
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                setattr(self, name, os.fspath(value))
+            elif value is not None and (not isinstance(value, str) or not value):
+                raise _fail(name, "must be a non-empty string or None (the default)", value)
 
     def _check_int(self, name: str, *, minimum: int) -> None:
         value = getattr(self, name)
@@ -170,4 +204,5 @@ class TrainerConfig:
         """Return the settings as a JSON-ready dict (tuples become lists)."""
         data = dataclasses.asdict(self)
         data["adam_betas"] = list(self.adam_betas)
+        data["loggers"] = list(self.loggers)
         return data

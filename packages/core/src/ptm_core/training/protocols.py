@@ -47,9 +47,25 @@ class BatchSource(Protocol):
 class TrainerCallback:
     """Hooks the trainer calls; subclass and override, or pass any object with these methods.
 
-    Both methods are optional on duck-typed callbacks. An exception raised in a hook stops
-    training (the last checkpoint stays valid).
+    Every method is optional on duck-typed callbacks. An exception raised in a hook stops
+    training (the last checkpoint stays valid). The trainer calls them on rank 0 only.
     """
+
+    def on_train_begin(self, step: int, output_dir: Path) -> None:
+        """Called once per :meth:`Trainer.fit`, after resuming, before the first step.
+
+        Args:
+            step: The step training starts from (0 for a fresh run; the checkpoint's step
+                on resume: ``metrics.jsonl`` has just been cut back to it).
+            output_dir: The run directory.
+        """
+
+    def on_train_end(self, step: int) -> None:
+        """Called once when :meth:`Trainer.fit` ends, also when it ends with an exception.
+
+        Args:
+            step: The last optimizer step completed.
+        """
 
     def on_log(self, step: int, record: dict[str, Any]) -> None:
         """Called after a metrics line is written.

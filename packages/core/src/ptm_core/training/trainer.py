@@ -54,6 +54,10 @@ _COSMETIC_KEYS = {
     "resume",
     "progress",
     "devices",
+    "loggers",
+    "tensorboard_dir",
+    "mlflow_tracking_uri",
+    "mlflow_experiment",
 }
 
 
@@ -115,7 +119,9 @@ class Trainer:
             to the configured device.
         data: The batch source; tensors are moved to the device by the trainer.
         config: Trainer settings.
-        callbacks: Objects with optional ``on_log(step, record)`` / ``on_save(step, path)``.
+        callbacks: Objects with optional ``on_log(step, record)`` / ``on_save(step, path)``
+            / ``on_train_begin(step, output_dir)`` / ``on_train_end(step)``. The trackers
+            ``config.loggers`` names (TensorBoard, MLflow) are added after them.
     """
 
     def __init__(
@@ -138,6 +144,11 @@ class Trainer:
         self.model = model.to(self.device)
         self.data = data
         self.callbacks = list(callbacks or [])
+        if config.loggers and self.dist.is_main:
+            from ptm_core.training.loggers import build_loggers
+
+            # Built here, not at fit(): a missing package fails before any work is done.
+            self.callbacks += build_loggers(config)
         self.optimizer = build_optimizer(self.model, config)
         self.scheduler = build_schedule(self.optimizer, config)
         # ULMFiT's gradual unfreezing: which depths train is a function of the step alone,
@@ -202,6 +213,7 @@ class Trainer:
         last_checkpoint = self._restore_or_start()
         if main:
             self.metrics_log.truncate_after(self.step)
+            self._call("on_train_begin", self.step, self.output_dir)
         history: list[dict[str, Any]] = []
         bar = tqdm(
             total=self.config.max_steps,
@@ -234,6 +246,8 @@ class Trainer:
         finally:
             bar.close()
             self.cursor.close()
+            if main:
+                self._call("on_train_end", self.step)
         return TrainResult(
             final_step=self.step,
             output_dir=self.output_dir,
@@ -369,11 +383,28 @@ class Trainer:
         if not self.dist.is_main:
             return record
         self.metrics_log.append(record)
+        # One line per metrics line, for logs (the flows forward ``ptm_core`` to Prefect).
+        logger.info(
+            "step %d/%d: %s",
+            self.step,
+            self.config.max_steps,
+            ", ".join(
+                f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                for key, value in record.items()
+                if key != "step"
+            ),
+        )
         for callback in self.callbacks:
             hook = getattr(callback, "on_log", None)
             if hook is not None:
                 hook(self.step, dict(record))
         return record
+
+    def _call(self, name: str, *args: Any) -> None:
+        for callback in self.callbacks:
+            hook = getattr(callback, name, None)
+            if hook is not None:
+                hook(*args)
 
     def _save(self) -> Path:
         epoch, index = self.cursor.position

@@ -1,0 +1,196 @@
+"""TensorBoard and MLflow loggers: the same scalars as metrics.jsonl, no step twice on resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ptm_core.training import Trainer, TrainerCallback, TrainerConfig
+from ptm_core.training.loggers import (
+    MissingTrackerError,
+    MLflowLogger,
+    TensorBoardLogger,
+    flatten_params,
+    run_config,
+)
+
+
+class Crash(Exception):
+    """Stands in for a kill signal."""
+
+
+class CrashAfterLog(TrainerCallback):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_log(self, step: int, record: dict[str, Any]) -> None:
+        if step == self.step:
+            raise Crash
+
+
+def _metrics(output_dir: str | Path) -> list[dict[str, Any]]:
+    lines = (Path(output_dir) / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _expected(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] of every number in the metrics lines."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for record in records:
+        for key, value in record.items():
+            if key != "step" and isinstance(value, (int, float)):
+                out.setdefault(key, []).append((record["step"], float(value)))
+    return out
+
+
+def _tensorboard_scalars(log_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return {
+        tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+        for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def _assert_same(actual: dict, expected: dict) -> None:
+    assert sorted(actual) == sorted(expected)
+    for tag, points in expected.items():
+        steps = [step for step, _ in actual[tag]]
+        assert steps == [step for step, _ in points], tag
+        # TensorBoard stores float32: equal to metrics.jsonl's float64 rounded to float32.
+        np.testing.assert_array_equal(
+            np.array([v for _, v in actual[tag]], dtype=np.float32),
+            np.array([v for _, v in points], dtype=np.float32),
+            err_msg=tag,
+        )
+
+
+def test_tensorboard_events_hold_the_metrics_jsonl_scalars(
+    make_model, make_source, make_config
+) -> None:
+    config = make_config("tb", max_steps=12, log_every=3, loggers=["tensorboard"])
+    Trainer(make_model(0), make_source(), config).fit()
+    log_dir = Path(config.output_dir) / "tensorboard"
+    assert list(log_dir.glob("events.out.tfevents.*"))
+    expected = _expected(_metrics(config.output_dir))
+    assert {"loss", "lr", "grad_norm", "accuracy", "tokens"} <= set(expected)
+    assert [s for s, _ in expected["loss"]] == [3, 6, 9, 12]
+    _assert_same(_tensorboard_scalars(log_dir), expected)
+
+
+def test_tensorboard_after_a_resume_has_each_step_once(
+    make_model, make_source, make_config
+) -> None:
+    settings = {"max_steps": 12, "log_every": 3, "save_every": 5, "loggers": ["tensorboard"]}
+    config = make_config("tb-resume", **settings)
+    with pytest.raises(Crash):  # steps 6 and 9 logged, the checkpoint is at step 5
+        Trainer(make_model(0), make_source(), config, callbacks=[CrashAfterLog(9)]).fit()
+    Trainer(make_model(0), make_source(), make_config("tb-resume", **settings)).fit()
+    records = _metrics(config.output_dir)
+    assert [r["step"] for r in records] == [3, 6, 9, 12]
+    log_dir = Path(config.output_dir) / "tensorboard"
+    assert len(list(log_dir.glob("events.out.tfevents.*"))) == 2  # one per attempt
+    # The first attempt's steps 6 and 9 are purged; the re-trained ones stand.
+    _assert_same(_tensorboard_scalars(log_dir), _expected(records))
+
+
+def _mlflow_client(uri: str) -> Any:
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def test_mlflow_run_holds_the_metrics_and_the_params(
+    make_model, make_source, make_config, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "mlruns").as_uri()
+    config = make_config(
+        "ml", max_steps=12, log_every=3, loggers=["mlflow"], mlflow_tracking_uri=uri
+    )
+    with run_config({"model": {"dim": 16}, "data": {"files": ["a.txt", "b.txt"]}}):
+        Trainer(make_model(0), make_source(), config).fit()
+    run_id = json.loads((Path(config.output_dir) / "mlflow_run.json").read_text())["run_id"]
+    client = _mlflow_client(uri)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert client.get_experiment(run.info.experiment_id).name == "ml"
+    expected = _expected(_metrics(config.output_dir))
+    actual = {
+        key: [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=_step)]
+        for key in run.data.metrics
+    }
+    assert sorted(actual) == sorted(expected)
+    for key, points in expected.items():
+        assert actual[key] == points, key  # MLflow keeps float64: exactly equal
+    params = run.data.params
+    assert params["trainer.max_steps"] == "12"
+    assert params["trainer.learning_rate"] == "0.01"
+    assert params["trainer.loggers"] == '["mlflow"]'
+    assert params["config.model.dim"] == "16"
+    assert params["config.data.files"] == '["a.txt", "b.txt"]'
+    artifacts = [a.path for a in client.list_artifacts(run_id)]
+    assert artifacts == ["metrics.jsonl"]
+
+
+def _step(metric: Any) -> int:
+    return int(metric.step)
+
+
+def test_mlflow_resume_continues_the_run_without_repeating_steps(
+    make_model, make_source, make_config, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "mlruns").as_uri()
+    settings = {
+        "max_steps": 12,
+        "log_every": 3,
+        "save_every": 5,
+        "loggers": ["mlflow"],
+        "mlflow_tracking_uri": uri,
+    }
+    config = make_config("ml-resume", **settings)
+    with pytest.raises(Crash):
+        Trainer(make_model(0), make_source(), config, callbacks=[CrashAfterLog(9)]).fit()
+    first = json.loads((Path(config.output_dir) / "mlflow_run.json").read_text())["run_id"]
+    Trainer(make_model(0), make_source(), make_config("ml-resume", **settings)).fit()
+    second = json.loads((Path(config.output_dir) / "mlflow_run.json").read_text())["run_id"]
+    assert second == first
+    client = _mlflow_client(uri)
+    history = sorted(client.get_metric_history(first, "loss"), key=_step)
+    records = _metrics(config.output_dir)
+    assert [m.step for m in history] == [r["step"] for r in records] == [3, 6, 9, 12]
+    # Steps 6 and 9 were re-trained bit for bit: the values the run kept are the file's.
+    assert [m.value for m in history] == [r["loss"] for r in records]
+    assert len(client.search_runs([client.get_run(first).info.experiment_id])) == 1
+
+
+def test_missing_packages_name_the_extra_to_install(
+    monkeypatch, make_model, make_source, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)
+    with pytest.raises(MissingTrackerError, match=r'pip install "ptm-core\[tensorboard\]"'):
+        TensorBoardLogger(tmp_path)
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    with pytest.raises(MissingTrackerError, match=r'pip install "ptm-core\[mlflow\]"'):
+        MLflowLogger(None, "x")
+    # Through the config: the trainer fails at construction, before any step.
+    config = TrainerConfig(output_dir=str(tmp_path / "run"), loggers=["mlflow"], device="cpu")
+    with pytest.raises(MissingTrackerError, match=r"ptm-core\[mlflow\]"):
+        Trainer(make_model(0), make_source(), config)
+    assert not (tmp_path / "run").exists()
+
+
+def test_unknown_logger_names_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"must name only tensorboard, mlflow.*'wandb'"):
+        TrainerConfig(output_dir=str(tmp_path), loggers=["tensorboard", "wandb"])
+
+
+def test_flatten_params_joins_keys_with_dots() -> None:
+    flat = flatten_params({"a": {"b": 1, "c": {"d": None}}, "e": [1, 2], "f": "x" * 7000})
+    assert flat == {"a.b": "1", "a.c.d": "null", "e": "[1, 2]", "f": "x" * 6000}
