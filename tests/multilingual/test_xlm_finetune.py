@@ -149,15 +149,6 @@ def test_unknown_language_is_refused(xlm_dir: Path, tmp_path: Path) -> None:
         )
 
 
-def test_layerwise_switches_are_refused_with_the_reason(xlm_dir: Path, tmp_path: Path) -> None:
-    trainer = _trainer(tmp_path, steps=1)
-    trainer.layer_lr_decay = 0.5
-    with pytest.raises(ValueError, match=r"model\.encoder\.encoder\.layers"):
-        finetune_xlm_classifier(
-            xlm_dir, train=(CLS / "en.tsv", "en"), dev={"fr": CLS / "fr.tsv"}, trainer=trainer
-        )
-
-
 def test_bad_tsv_names_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "en.tsv"
     bad.write_text("animal\tThe cat sleeps.\nperson The man waits.\n", encoding="utf-8")

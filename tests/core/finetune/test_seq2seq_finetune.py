@@ -4,7 +4,6 @@ match), through the recipe, save/load, predict and `ptm finetune model=<seq2seq 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -414,9 +413,6 @@ def test_switches_that_do_not_fit_the_model_are_errors(tmp_path: Path) -> None:
         finetune_seq2seq(
             tagging, model=_tiny(tokenizer), tokenizer=tokenizer, trainer=_trainer(tmp_path)
         )
-    layered = dataclasses.replace(_trainer(tmp_path), layer_lr_decay=0.8)
-    with pytest.raises(ValueError, match=r"trainer\.layer_lr_decay=null"):
-        finetune_seq2seq(task, model=_tiny(tokenizer), tokenizer=tokenizer, trainer=layered)
 
 
 def test_exact_match_metrics_score_texts_that_are_no_label_as_wrong() -> None:

@@ -51,6 +51,7 @@ from ptm_core.finetune.model import (
 )
 from ptm_core.heads.tasks import PoolPosition, SequenceClassificationHead
 from ptm_core.training import TrainerConfig
+from ptm_core.training.finetuning import layer_index
 from ptm_core.training.run import train_and_save
 from ptm_multilingual.model import XLMEncoder
 from ptm_multilingual.tokenizer import SharedBPETokenizer
@@ -200,6 +201,18 @@ class XLMClassifier(nn.Module):
         self.head = head
         self.num_labels = num_labels
         self.label_names = list(label_names) if label_names is not None else None
+
+    def depth_top(self) -> int:
+        """The head's depth for the ULMFiT/ELECTRA switches (``L + 1``)."""
+        return self.encoder.config.num_layers + 1
+
+    def parameter_depth(self, name: str) -> int:
+        """Depth of a parameter: the language table is an input table, so it sits with
+        the token and position embeddings at depth 0 (XLM adds it to them before the
+        embedding LayerNorm); layer ``i`` at ``i + 1``; the head at ``L + 1``."""
+        if name.startswith("encoder.lang_embeddings."):
+            return 0
+        return layer_index(name, self.encoder.config.num_layers, prefix="encoder.encoder.")
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         mask = batch.get("attention_mask")
@@ -396,7 +409,9 @@ def finetune_xlm_classifier(
         train: ``(file, lang)``: the labelled training file and its language.
         dev: language -> labelled dev file; a language other than the training one is
             scored zero-shot.
-        trainer: core trainer settings (``seed`` sets the head's initialisation).
+        trainer: core trainer settings (``seed`` sets the head's initialisation); the
+            ULMFiT switches (``layer_lr_decay``, ``unfreeze_every``) use
+            :meth:`XLMClassifier.parameter_depth` (language table with the embeddings).
         tokenizer: the shared tokenizer (default: the one in ``model_dir``).
         batch_size: training rows per batch.
         eval_batch_size: rows per scoring batch.
@@ -434,13 +449,6 @@ def finetune_xlm_classifier(
         raise ValueError(
             f"max_length={max_length} exceeds the encoder's max_positions="
             f"{encoder.config.max_positions}; lower max_length"
-        )
-    if trainer.layer_lr_decay is not None or trainer.unfreeze_every:
-        raise ValueError(
-            "trainer.layer_lr_decay / trainer.unfreeze_every are not supported for XLM yet: "
-            "the core trainer finds layers at model.encoder.layers, XLM's are at "
-            "model.encoder.encoder.layers (with the language table beside them); set them to "
-            "null / 0 (trainer.schedule=slanted_triangular works)"
         )
     torch.manual_seed(trainer.seed)
     if random_init:

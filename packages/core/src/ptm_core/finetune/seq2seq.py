@@ -49,6 +49,7 @@ from ptm_core.finetune.model import (
 )
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
+from ptm_core.training.finetuning import encoder_decoder_depth
 
 if TYPE_CHECKING:
     from ptm_core.finetune.recipe import FinetuneResult
@@ -212,6 +213,23 @@ class Seq2SeqClassifier(nn.Module):
         self.num_labels = num_labels
         self.label_names = list(label_names) if label_names is not None else None
 
+    def depth_top(self) -> int:
+        """The head's depth for the ULMFiT/ELECTRA switches (``E + D + 1``)."""
+        return self.model.config.encoder_layers + self.model.config.decoder_layers + 1
+
+    def parameter_depth(self, name: str) -> int:
+        """Depth of a parameter: head, decoder layers top down, encoder layers top down,
+        embeddings (:func:`~ptm_core.training.finetuning.encoder_decoder_depth`); the
+        unused LM head sits with the embeddings (BART ties it to the token table)."""
+        config = self.model.config
+        return encoder_decoder_depth(
+            name,
+            encoder_layers=config.encoder_layers,
+            decoder_layers=config.decoder_layers,
+            prefix="model.",
+            lm_head_depth=0,
+        )
+
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         input_ids = batch["input_ids"]
         mask = batch.get("attention_mask")
@@ -355,8 +373,10 @@ def finetune_seq2seq(
         task: a ``classification`` or ``regression`` task (text-to-text: classification).
         model: the pre-trained (or re-initialised) encoder-decoder.
         tokenizer: its tokenizer (``[PAD]``/``[SEP]`` = the model's pad/end ids).
-        trainer: core trainer settings; ``schedule=slanted_triangular`` works, the
-            per-depth switches (``layer_lr_decay``, ``unfreeze_every``) are refused.
+        trainer: core trainer settings, the ULMFiT switches included
+            (``schedule=slanted_triangular``; ``layer_lr_decay`` and ``unfreeze_every``
+            over the depths of :func:`~ptm_core.training.finetuning.encoder_decoder_depth`:
+            head, decoder layers top down, encoder layers top down, embeddings).
         seed: batch order seed.
         dropout: head dropout (classification head only).
         text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
@@ -375,12 +395,6 @@ def finetune_seq2seq(
             f"task {task.name}: encoder-decoders fine-tune on GLUE-format classification or "
             f"regression tasks; this one is {task.kind} in {task.format} format. Use a "
             "BERT-family model for it"
-        )
-    if trainer.layer_lr_decay is not None or trainer.unfreeze_every:
-        raise ValueError(
-            "trainer.layer_lr_decay / trainer.unfreeze_every are not supported for BART/T5 yet: "
-            "the core trainer finds depths under model.encoder.layers, and an encoder-decoder "
-            "has two stacks. Set trainer.layer_lr_decay=null trainer.unfreeze_every=0"
         )
     check_special_ids(model, tokenizer, "model")
     task.check_files()

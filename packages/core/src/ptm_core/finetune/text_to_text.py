@@ -49,6 +49,7 @@ from ptm_core.finetune.seq2seq import (
     task_record,
 )
 from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.training.finetuning import encoder_decoder_depth
 
 if TYPE_CHECKING:
     from ptm_core.finetune.recipe import TaskData
@@ -104,6 +105,21 @@ class TextToTextModel(nn.Module):
         self.num_labels = len(label_names)
         self.label_names = list(label_names)
         self.label_ids = label_targets(tokenizer, label_names, model.config.eos_token_id)
+
+    def depth_top(self) -> int:
+        """The LM head's depth for the ULMFiT/ELECTRA switches (``E + D + 1``)."""
+        return self.model.config.encoder_layers + self.model.config.decoder_layers + 1
+
+    def parameter_depth(self, name: str) -> int:
+        """Depth of a parameter (:func:`~ptm_core.training.finetuning.encoder_decoder_depth`);
+        the LM head is the task head here, so a token table tied to it trains at the top."""
+        config = self.model.config
+        return encoder_decoder_depth(
+            name,
+            encoder_layers=config.encoder_layers,
+            decoder_layers=config.decoder_layers,
+            prefix="model.",
+        )
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         input_ids = batch["input_ids"]

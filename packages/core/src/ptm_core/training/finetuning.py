@@ -7,6 +7,10 @@
   (ULMFiT's discriminative fine-tuning, ELECTRA's layer-wise LR decay).
 - :func:`slanted_triangular`: ULMFiT's slanted triangular learning-rate schedule.
 - :class:`GradualUnfreezing`: ULMFiT's top-down unfreezing, deterministic from the step.
+- :class:`LayerGroups`: the hook for a model that is not one encoder at ``encoder.``
+  (BART/T5, XLM): it names its own top depth and each parameter's depth, and every
+  function here follows it; :func:`encoder_decoder_depth` is that rule for an
+  encoder-decoder.
 
 Nothing here knows the Trainer; the recipe passes the groups to ``torch.optim.AdamW``, the
 schedule to the loop, and calls :meth:`GradualUnfreezing.on_step_begin` before each step.
@@ -16,8 +20,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -92,6 +96,102 @@ def layer_index(name: str, num_layers: int, *, prefix: str = "encoder.") -> int:
     )
 
 
+@runtime_checkable
+class LayerGroups(Protocol):
+    """A model that says the depth of each of its parameters (the "layer groups" hook).
+
+    The functions of this module find depths under ``<prefix>layers`` of one encoder;
+    a model of another shape (an encoder-decoder, XLM's encoder with its language table
+    beside the stack) implements these two methods instead, and
+    :func:`parameter_depths`, :func:`discriminative_param_groups` and
+    :class:`GradualUnfreezing` use them whenever ``num_layers`` is not given.
+    Depth ``0`` is the input side, :meth:`depth_top` the task head; a rate is
+    ``lr * decay ** (top - depth)`` and unfreezing goes from the top down.
+    """
+
+    def depth_top(self) -> int:
+        """The head's depth (every depth lies in ``0 .. depth_top()``)."""
+        ...
+
+    def parameter_depth(self, name: str) -> int:
+        """The depth of the parameter called ``name`` in ``named_parameters()``."""
+        ...
+
+
+def encoder_decoder_depth(
+    name: str,
+    *,
+    encoder_layers: int,
+    decoder_layers: int,
+    prefix: str = "model.",
+    lm_head_depth: int | None = None,
+) -> int:
+    """The depth of one parameter of a task model on an encoder-decoder (BART/T5).
+
+    The order follows the data flow from the output down: the head reads the decoder,
+    every decoder layer reads the encoder's last state (cross-attention), and both stacks
+    read the token table. So, from the top (with ``E = encoder_layers``,
+    ``D = decoder_layers``, top ``= E + D + 1``)::
+
+        top            the task head (everything not under ``prefix``), decoder final_norm
+        E + D .. E + 1 decoder layers D-1 .. 0 (decoder relative_position_bias: E + D)
+        E .. 1         encoder layers E-1 .. 0 (encoder final_norm and
+                       relative_position_bias: E, the layer they finish / serve)
+        0              embeddings of both sides (shared token table, positions)
+
+    This is ULMFiT's rule (Howard & Ruder, 2018, sections 3.2-3.3: layers farther from
+    the output hold more general features, so they get smaller rates and are unfrozen
+    later) and ELECTRA's layer-wise decay by distance from the output (Clark et al.,
+    2020, appendix A), with the distance measured along the path the gradient of the
+    head takes: through all decoder layers before it reaches the encoder.
+
+    Args:
+        name: a name from ``named_parameters()``.
+        encoder_layers: ``E``.
+        decoder_layers: ``D``.
+        prefix: where the :class:`~ptm_core.encoders.encoder_decoder.EncoderDecoderModel`
+            sits in the task model.
+        lm_head_depth: the depth of ``lm_head.*`` (default: top; a classifier that never
+            uses the LM head passes 0, so a tied token table stays at the bottom).
+
+    Returns:
+        The depth, in ``0 .. E + D + 1``.
+
+    Raises:
+        ValueError: a parameter under ``prefix`` that is none of the known parts.
+    """
+    top = encoder_layers + decoder_layers + 1
+    if not name.startswith(prefix):
+        return top
+    rest = name[len(prefix) :]
+    if rest.startswith("lm_head."):
+        return top if lm_head_depth is None else lm_head_depth
+    if rest.startswith("encoder."):
+        if rest.startswith("encoder.final_norm."):
+            return encoder_layers
+        return layer_index(rest, encoder_layers, prefix="encoder.")
+    if rest.startswith("decoder."):
+        depth = layer_index(rest, decoder_layers, prefix="decoder.")
+        # layer_index gives 0 (embeddings), i + 1 (layer i), D (bias), D + 1 (final_norm).
+        return depth if depth == 0 else encoder_layers + depth
+    raise ValueError(
+        f"parameter {name!r} is under the encoder-decoder prefix {prefix!r} but is none of "
+        "encoder.*, decoder.*, lm_head.*; give it a depth in "
+        "ptm_core/training/finetuning.py:encoder_decoder_depth"
+    )
+
+
+def _depth_rule(
+    model: nn.Module, num_layers: int | None, prefix: str
+) -> tuple[int, Callable[[str], int]]:
+    """``(top depth, name -> depth)``: the model's own :class:`LayerGroups` when it has
+    them and ``num_layers`` is not given, else :func:`layer_index` under ``prefix``."""
+    if num_layers is None and isinstance(model, LayerGroups):
+        return model.depth_top(), model.parameter_depth
+    layers = num_layers if num_layers is not None else _infer_num_layers(model, prefix)
+    return layers + 1, lambda name: layer_index(name, layers, prefix=prefix)
+
+
 def _infer_num_layers(model: nn.Module, prefix: str) -> int:
     encoder = model.get_submodule(prefix.rstrip(".")) if prefix else model
     layers = getattr(encoder, "layers", None)
@@ -119,15 +219,16 @@ def parameter_depths(
         num_layers: The encoder's ``L``; default ``len(model.<prefix>layers)``.
         prefix: Where the encoder sits in ``model``.
 
+    A model with :class:`LayerGroups` (and ``num_layers=None``) gives the depths itself.
+
     Yields:
         ``(name, parameter, depth)`` in ``named_parameters()`` order.
     """
-    if num_layers is None:
-        num_layers = _infer_num_layers(model, prefix)
+    _, depth_of = _depth_rule(model, num_layers, prefix)
     first: dict[int, tuple[str, nn.Parameter]] = {}
     depth: dict[int, int] = {}
     for name, param in model.named_parameters(remove_duplicate=False):
-        d = layer_index(name, num_layers, prefix=prefix)
+        d = depth_of(name)
         key = id(param)
         if key not in first:
             first[key] = (name, param)
@@ -189,6 +290,8 @@ def discriminative_param_groups(
     the optimizer stores each group's ``lr`` as its ``initial_lr`` and multiplies it by the
     schedule, so every schedule keeps the per-depth ratios.
 
+    A model with :class:`LayerGroups` (BART/T5, XLM) sets the depths and the top itself.
+
     Args:
         model: The model; its encoder at ``prefix`` (``TaskModel.encoder``).
         learning_rate: The top (head) rate.
@@ -206,9 +309,7 @@ def discriminative_param_groups(
         ValueError: On an unknown preset or a decay outside ``(0, 1]``.
     """
     decay = _resolve_decay(layer_decay)
-    if num_layers is None:
-        num_layers = _infer_num_layers(model, prefix)
-    top = num_layers + 1
+    top, _ = _depth_rule(model, num_layers, prefix)
     buckets: dict[tuple[int, bool], list[nn.Parameter]] = {}
     for _, param, depth in parameter_depths(model, num_layers, prefix=prefix):
         buckets.setdefault((depth, param.ndim >= 2), []).append(param)
@@ -316,6 +417,10 @@ class GradualUnfreezing:
       (``grad = None``) the gradients of frozen depths. Call it after the last backward of
       the step and before gradient clipping; works under DDP and ``torch.compile``.
 
+    A model with :class:`LayerGroups` sets the depths itself (BART/T5: head, decoder
+    layers top down, encoder layers top down, embeddings; see
+    :func:`encoder_decoder_depth`).
+
     Args:
         model: The model; its encoder at ``prefix``.
         num_layers: The encoder's ``L``; ``None`` = ``len(model.<prefix>layers)``.
@@ -345,10 +450,8 @@ class GradualUnfreezing:
             raise ValueError(f"every_steps must be >= 1, got {every_steps}")
         if mode not in ("requires_grad", "grad_mask"):
             raise ValueError(f"mode must be 'requires_grad' or 'grad_mask', got {mode!r}")
-        if num_layers is None:
-            num_layers = _infer_num_layers(model, prefix)
-        self.num_layers = num_layers
-        self.top = num_layers + 1
+        self.top, _ = _depth_rule(model, num_layers, prefix)
+        self.num_layers = self.top - 1
         self.every_steps = every_steps
         self.mode = mode
         self._params = [
