@@ -24,6 +24,14 @@ from ptm_multimodal.evaluation import (
     retrieval_recall,
 )
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, hash_module, hash_text
+from ptm_multimodal.finetune import (
+    ImageTextTaskModel,
+    VilbertFusionHead,
+    finetune_image_text,
+    load_image_text_task_model,
+    predict_image_text,
+    save_image_text_task_model,
+)
 from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
 from ptm_multimodal.loading import load_multimodal
 from ptm_multimodal.matching import ImageTextMatchObjective
@@ -49,6 +57,12 @@ from ptm_multimodal.region_features import (
     write_region_features,
 )
 from ptm_multimodal.region_masking import MaskedRegionObjective, RegionPredictionHead, mask_regions
+from ptm_multimodal.task_data import (
+    ImageTextTask,
+    ImageTextTaskError,
+    read_image_text_task,
+    vqa_accuracy,
+)
 from ptm_multimodal.training import train_steps
 from ptm_multimodal.vilbert import ImageEmbeddings, VilbertModel, VilbertOutput, vilbert
 from ptm_multimodal.visualbert import VisualBertModel, visualbert
@@ -70,6 +84,9 @@ __all__ = [
     "ImageTextError",
     "ImageTextMatchObjective",
     "ImageTextPair",
+    "ImageTextTask",
+    "ImageTextTaskError",
+    "ImageTextTaskModel",
     "InMemoryPairs",
     "MaskedRegionObjective",
     "MatchingResult",
@@ -83,30 +100,37 @@ __all__ = [
     "RegionFeatureSet",
     "RegionPredictionHead",
     "RetrievalResult",
+    "VilbertFusionHead",
     "VilbertModel",
     "VilbertOutput",
     "VisualBertModel",
     "VisualFeatures",
     "check_checkpoint_features",
     "encode_boxes",
+    "finetune_image_text",
     "grid_boxes",
     "grid_feature_set",
     "hash_module",
     "hash_text",
     "hf_visualbert_to_ptm",
     "load_hf_visualbert",
+    "load_image_text_task_model",
     "load_multimodal",
     "mask_regions",
     "matching_accuracy",
     "open_image_text",
+    "predict_image_text",
     "prepare_image_text",
     "pretrain_multimodal",
     "read_image_text_pairs",
+    "read_image_text_task",
     "read_region_features",
     "retrieval_recall",
+    "save_image_text_task_model",
     "stack_regions",
     "train_steps",
     "vilbert",
     "visualbert",
+    "vqa_accuracy",
     "write_region_features",
 ]

@@ -229,3 +229,152 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# Fine-tuning tasks over the same scenes (issue #15). Two colours per shape never occur in a
+# fine-tuning training image; the dev questions and statements are about exactly those
+# colour-shape combinations. Pre-training captions (``make_scene`` with any seed) contain
+# all 18, so only a model that learnt word-region alignment in pre-training has seen them.
+HELD_OUT_COMBOS: tuple[tuple[str, str], ...] = (
+    ("red", "circle"),
+    ("green", "circle"),
+    ("blue", "square"),
+    ("yellow", "square"),
+    ("purple", "triangle"),
+    ("orange", "triangle"),
+)
+# What a careless annotator answers instead (the VQA-style answer noise).
+CONFUSABLE: dict[str, str] = {
+    "red": "orange",
+    "orange": "red",
+    "yellow": "orange",
+    "green": "yellow",
+    "blue": "purple",
+    "purple": "blue",
+    "circle": "square",
+    "square": "circle",
+    "triangle": "square",
+}
+NUM_ANNOTATORS = 10
+ANNOTATOR_NOISE = 0.15
+
+
+def _held_out(shape: Shape) -> bool:
+    return (shape.color, shape.shape) in HELD_OUT_COMBOS
+
+
+def _annotators(rng: random.Random, answer: str) -> list[str]:
+    """Ten annotators' answers: each gives the confusable answer with probability 0.15."""
+    return [
+        CONFUSABLE[answer] if rng.random() < ANNOTATOR_NOISE else answer
+        for _ in range(NUM_ANNOTATORS)
+    ]
+
+
+def vqa_questions(scene: Scene, rng: random.Random) -> list[tuple[Shape, dict[str, object]]]:
+    """The unambiguous questions about ``scene``: ``(target object, row)`` pairs.
+
+    ``"what color is the <shape>"`` when one object has that shape, ``"what shape is the
+    <color> object"`` when one object has that colour; ``answers`` are ten annotators'.
+    """
+    rows: list[tuple[Shape, dict[str, object]]] = []
+    for target in scene.shapes:
+        if sum(s.shape == target.shape for s in scene.shapes) == 1:
+            question = f"what color is the {target.shape}"
+            rows.append((target, {"question": question, "answers": _annotators(rng, target.color)}))
+        if sum(s.color == target.color for s in scene.shapes) == 1:
+            question = f"what shape is the {target.color} object"
+            rows.append((target, {"question": question, "answers": _annotators(rng, target.shape)}))
+    return rows
+
+
+def match_statement(scene: Scene, rng: random.Random, split: str = "train") -> tuple[str, str]:
+    """A true or false statement about ``scene``: its caption, or the caption with one
+    named object's colour or shape changed to a pair no object in the scene has.
+
+    For ``split="train"`` no statement names a :data:`HELD_OUT_COMBOS` pair; for ``"dev"``
+    every statement names one (a false one keeps the caption's held-out object).
+    """
+
+    def allowed(pairs: list[tuple[str, str]]) -> bool:
+        held = any(p in HELD_OUT_COMBOS for p in pairs)
+        return held if split == "dev" else not held
+
+    named = [(s.color, s.shape) for s in scene.shapes[:2]]
+    present = {(s.color, s.shape) for s in scene.shapes}
+    options = []
+    for which, (color, shape) in enumerate(named):
+        changed = [(c, shape) for c in COLORS if c != color]
+        changed += [(color, s) for s in SHAPES if s != shape]
+        for new in changed:
+            pairs = [new if i == which else p for i, p in enumerate(named)]
+            if new not in present and allowed(pairs):
+                options.append((which, new))
+    if rng.random() < 0.5 or not options:
+        return scene.caption, "true"
+    which, new = rng.choice(options)
+    words = scene.caption.split()
+    start = 1 if which == 0 else len(words) - 2  # "a C S <relation> a C S"
+    words[start : start + 2] = list(new)
+    return " ".join(words), "false"
+
+
+def _task_scenes(seed: int, count: int, split: str, size: int) -> list[Scene]:
+    """``count`` scenes of ``seed``: for ``train`` none holds a held-out combination; for
+    ``dev`` each caption names one."""
+    scenes: list[Scene] = []
+    index = 0
+    while len(scenes) < count:
+        scene = make_scene(index, seed, size)
+        index += 1
+        if (split == "train" and not any(_held_out(s) for s in scene.shapes)) or (
+            split == "dev" and any(_held_out(s) for s in scene.shapes[:2])
+        ):
+            scenes.append(scene)
+    return scenes
+
+
+def write_synthetic_tasks(
+    directory: str | Path,
+    *,
+    train_images: int = 32,
+    dev_images: int = 24,
+    seed: int = 11,
+    size: int = 64,
+) -> Path:
+    """Write the two fine-tuning tasks of ``data_specs/image_text`` (deterministic).
+
+    Files: ``features.json`` + ``features.safetensors`` (the regions of every task image),
+    ``vqa_{train,dev}.jsonl`` (``{"id", "image_id", "question", "answers": [10]}``) and
+    ``match_{train,dev}.jsonl`` (``{"id", "image_id", "text", "label": "true"|"false"}``),
+    ``vocab.txt``. Training images come from ``seed`` and never show a
+    :data:`HELD_OUT_COMBOS` combination; dev images come from ``seed + 1`` and every dev
+    question or statement is about one (only held-out objects are asked about).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    splits = {
+        "train": _task_scenes(seed, train_images, "train", size),
+        "dev": _task_scenes(seed + 1, dev_images, "dev", size),
+    }
+    generator = torch.Generator().manual_seed(seed)
+    images = {s.image_id: detect(s, generator) for scenes in splits.values() for s in scenes}
+    write_region_features(directory, RegionFeatureSet(spec=detector_spec(), images=images))
+    for split, scenes in splits.items():
+        rng = random.Random(f"tasks:{seed}:{split}")
+        vqa: list[str] = []
+        match: list[str] = []
+        for scene in scenes:
+            for target, row in vqa_questions(scene, rng):
+                if _held_out(target) == (split == "dev"):
+                    qid = f"{scene.image_id}-q{len(vqa)}"
+                    vqa.append(json.dumps({"id": qid, "image_id": scene.image_id, **row}))
+            text, label = match_statement(scene, rng, split)
+            sid = f"{scene.image_id}-s"
+            match.append(
+                json.dumps({"id": sid, "image_id": scene.image_id, "text": text, "label": label})
+            )
+        atomic_write_text(directory / f"vqa_{split}.jsonl", "\n".join(vqa) + "\n")
+        atomic_write_text(directory / f"match_{split}.jsonl", "\n".join(match) + "\n")
+    atomic_write_text(directory / "vocab.txt", "\n".join(vocabulary()) + "\n")
+    return directory
