@@ -3,8 +3,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# Offline and local-only settings (see ../shared/STACK.md): no hub retries, no telemetry,
-# every cache inside the project.
+# Offline and local-only settings (why each one: docs/STACK.md): no hub retries, no
+# telemetry, every cache inside the project.
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export DO_NOT_TRACK := 1
@@ -31,11 +31,12 @@ DEMO_ARGS :=
 CACHE_DIRS := $(PREFECT_HOME) $(PREFECT_LOCAL_STORAGE_PATH) $(HF_HOME) $(PYSTOW_HOME) \
 	$(DASK_TEMPORARY_DIRECTORY) $(PTM_CACHE_DIR)
 
-.PHONY: help setup dirs demo test lint format bench clean
+.PHONY: help setup dirs demo test test-readme-slow lint format bench clean
 
 help:
 	@echo "make demo   set up and run the demo flow (link entities, TransE, ERNIE-THU, report)"
 	@echo "make test   set up and run the whole test suite"
+	@echo "make test-readme-slow   run the README's slow blocks (pre-training presets)"
 	@echo "make lint   ruff (lint + format check) and mypy on the packages"
 	@echo "make bench  ptm vs transformers, side by side (writes benchmarks/results/)"
 
@@ -55,6 +56,11 @@ demo: $(SETUP) dirs
 
 test: $(SETUP) dirs
 	$(RUN) pytest -q
+
+# The README blocks marked `<!-- runnable slow -->` (pre-training presets; minutes each),
+# which `make test` leaves out (tests/docs/conftest.py).
+test-readme-slow: $(SETUP) dirs
+	PTM_README_SLOW=1 $(RUN) pytest -q tests/docs -m readme_slow
 
 lint: setup
 	$(RUN) ruff check .
