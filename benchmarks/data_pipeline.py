@@ -1,4 +1,4 @@
-"""The data-pipeline benchmarks of issue 14, together: storage, preparation, scale, linking.
+"""The data-pipeline benchmarks, together: storage, preparation, scale, linking.
 
     python -m benchmarks.data_pipeline                                # 10 MB + 100 MB, no link
     python -m benchmarks.data_pipeline --sizes 10MB,100MB,1GB --old-sizes 10MB,100MB
@@ -57,7 +57,7 @@ def run_part(part: str, args: argparse.Namespace) -> dict[str, Any]:
 def render(out: Path) -> dict[str, Any]:
     """``data_pipeline.md`` and ``.json`` from the parts' latest JSON files in ``out``."""
     combined: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "parts": {}}
-    sections = ["# Data pipeline benchmarks (issue 14)", ""]
+    sections = ["# Data pipeline benchmarks", ""]
     for part, (title, module) in PARTS.items():
         path = out / f"{part}.json"
         if not path.exists():

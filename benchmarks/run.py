@@ -3,7 +3,7 @@
     python -m benchmarks.run                 # everything, CPU (and CUDA when present)
     python -m benchmarks.run --quick         # fewer pairs, mini only, no compiled training
     python -m benchmarks.run --suite train --size base
-    python -m benchmarks.run --suite data-pipeline --data-sizes 10MB,100MB,1GB   # issue 14
+    python -m benchmarks.run --suite data-pipeline --data-sizes 10MB,100MB,1GB   # data pipeline
 
 Every ptm/transformers figure comes from the same process, the same weights and the same
 batch (same masked positions, same loss: checked before timing), measured in alternating

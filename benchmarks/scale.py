@@ -321,7 +321,7 @@ def _commands(results: dict[str, Any]) -> str:
 
 
 def _targets(sizes: dict[str, Any]) -> list[str]:
-    """Issue 14's targets, checked against what was measured."""
+    """Our targets for the data pipeline, checked against what was measured."""
     out = []
     small, large = sizes.get("10MB", {}), sizes.get("1GB", {})
     peaks = {
