@@ -119,7 +119,7 @@ def _makefile_environment(root: Path) -> dict[str, str]:
 def _workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A scratch checkout-like folder and the environment a block runs with."""
     work = tmp_path / "work"
-    work.mkdir()
+    work.mkdir(parents=True)
     for folder in ("configs", "data_specs"):
         shutil.copytree(REPO / folder, work / folder, symlinks=True)
     shim = tmp_path / "shim"
@@ -158,8 +158,8 @@ def _params() -> list[object]:
     return params
 
 
-@pytest.mark.parametrize("block", _params())
-def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
+def run_block(block: Block, tmp_path: Path) -> tuple[int, str]:
+    """Run ``block`` alone in a scratch folder; its exit code and output (README lines)."""
     work, env = _workspace(tmp_path)
     if block.language == "python":
         script = tmp_path / "block.py"
@@ -178,12 +178,43 @@ def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
             timeout=TIMEOUT_S[block.speed or ""],
         )
     except subprocess.TimeoutExpired as error:
-        pytest.fail(f"{block.where}: the {block.language} block ran past {error.timeout} s")
-    output = _readme_traceback(result.stdout + result.stderr, script, block)
-    assert result.returncode == 0, (
-        f"{block.where}: the {block.language} block exited with {result.returncode}:\n"
-        f"{_tail(output)}"
+        return -1, f"{block.where}: the {block.language} block ran past {error.timeout} s"
+    return result.returncode, _readme_traceback(result.stdout + result.stderr, script, block)
+
+
+@pytest.mark.parametrize("block", _params())
+def test_readme_block_runs(block: Block, tmp_path: Path) -> None:
+    returncode, output = run_block(block, tmp_path)
+    assert returncode == 0, (
+        f"{block.where}: the {block.language} block exited with {returncode}:\n{_tail(output)}"
     )
+
+
+def test_a_failing_block_is_reported_at_its_readme_line(tmp_path: Path) -> None:
+    """The harness itself: a block that fails is caught, with the README's file and line."""
+    python = Block(REPO / "README.md", 40, "python", "", "x = 1\nundefined_name\n")
+    returncode, output = run_block(python, tmp_path / "python")
+    assert returncode == 1
+    assert 'File "README.md", line 42' in output  # fence at 40, the block's 2nd line
+    assert "NameError: name 'undefined_name' is not defined" in output
+
+    bash = Block(REPO / "README.md", 50, "bash", "", "false | cat\necho not reached\n")
+    returncode, output = run_block(bash, tmp_path / "bash")
+    assert returncode == 1  # pipefail + errexit
+    assert "not reached" not in output
+
+
+def test_uv_run_executes_the_command_in_this_environment(tmp_path: Path) -> None:
+    """The shim: ``uv run --frozen python`` is this interpreter; other uv commands fail."""
+    text = 'uv run --frozen python -c "import sys; print(sys.prefix)"\n'
+    returncode, output = run_block(Block(REPO / "README.md", 1, "bash", "", text), tmp_path / "a")
+    assert returncode == 0, output
+    assert output.strip() == sys.prefix
+    returncode, output = run_block(
+        Block(REPO / "README.md", 1, "bash", "", "uv sync\n"), tmp_path / "b"
+    )
+    assert returncode == 2
+    assert "only 'uv run' is supported" in output
 
 
 def test_markers_sit_on_bash_or_python_blocks() -> None:
