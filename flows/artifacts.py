@@ -52,6 +52,31 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) ->
     return "\n".join(lines)
 
 
+def png_data_uri(path: str | Path) -> str:
+    """A PNG file as a ``data:image/png;base64,...`` URI (embeds it in markdown or HTML)."""
+    import base64
+
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def embedded_image(path: str | Path, alt: str) -> str:
+    """Markdown that shows the PNG at ``path`` inline (a data URI: no file server needed).
+
+    The Prefect UI renders it in a markdown artifact, and so does any markdown viewer that
+    allows data URIs; the image stays readable where the file system is not shared.
+    """
+    return f"![{alt}]({png_data_uri(path)})"
+
+
+def publish_image(key: str, png: str | Path, description: str) -> None:
+    """Create a Prefect image artifact of a PNG (as a data URI) inside a flow; else no-op."""
+    from prefect.artifacts import create_image_artifact
+    from prefect.context import FlowRunContext
+
+    if FlowRunContext.get() is not None:
+        create_image_artifact(image_url=png_data_uri(png), key=key, description=description)
+
+
 def publish_markdown(key: str, markdown: str, description: str) -> None:
     """Create a Prefect markdown artifact when running inside a flow; no-op otherwise."""
     from prefect.artifacts import create_markdown_artifact

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
 
-from flows.artifacts import markdown_table, plot_loss_curve, publish_markdown, read_metrics
+from flows.artifacts import (
+    embedded_image,
+    markdown_table,
+    plot_loss_curve,
+    publish_image,
+    publish_markdown,
+    read_metrics,
+)
 from flows.config import compose_config
 from flows.recipes import run_recipe
 from ptm_core.training import find_latest_checkpoint
@@ -42,9 +52,68 @@ def launch_torchrun(overrides: list[str], devices: int) -> None:
         )
 
 
+@contextmanager
+def package_logs_to_prefect(name: str = "ptm_core", level: int = logging.INFO) -> Iterator[None]:
+    """Send the ``name`` logger's records (the trainer's per-step lines) to the run's logs.
+
+    Inside a flow or task run, records of ``name`` at ``level`` and above go to the Prefect
+    API, attributed to the current run, as ``PREFECT_LOGGING_EXTRA_LOGGERS=ptm_core`` would
+    do for the whole process; they still reach the console through the root logger.
+    Outside a run, or when that setting already names ``name``, nothing changes.
+
+    Args:
+        name: the logger to forward (``ptm_core``: every ptm-core module logs under it).
+        level: the lowest level forwarded; the logger is lowered to it meanwhile.
+    """
+    from prefect.context import FlowRunContext, TaskRunContext
+    from prefect.logging.handlers import APILogHandler
+    from prefect.settings import get_current_settings
+
+    task_run = TaskRunContext.get()
+    flow_run = FlowRunContext.get()
+    extra = get_current_settings().logging.extra_loggers
+    extra_names = extra.split(",") if isinstance(extra, str) else list(extra or [])
+    if (task_run is None and flow_run is None) or name in {n.strip() for n in extra_names}:
+        yield
+        return
+    ids: dict[str, Any] = {}
+    if task_run is not None:
+        ids = {"flow_run_id": task_run.task_run.flow_run_id, "task_run_id": task_run.task_run.id}
+    elif flow_run is not None and flow_run.flow_run is not None:
+        ids = {"flow_run_id": flow_run.flow_run.id}
+
+    def attribute(record: logging.LogRecord) -> bool:
+        # Threads the trainer starts (batch prefetch) do not inherit Prefect's context.
+        for key, value in ids.items():
+            if getattr(record, key, None) is None:
+                setattr(record, key, value)
+        return True
+
+    handler = APILogHandler(level=level)
+    handler.addFilter(attribute)
+    target = logging.getLogger(name)
+    previous = target.level
+    if target.getEffectiveLevel() > level:
+        target.setLevel(level)
+    target.addHandler(handler)
+    try:
+        yield
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(previous)
+
+
 @task(name="train")
 def train(overrides: list[str]) -> dict[str, Any]:
-    """Run the configured recipe; resumes from the run's last checkpoint if there is one."""
+    """Run the configured recipe; resumes from the run's last checkpoint if there is one.
+
+    The trainer's per-step lines (logger ``ptm_core``) appear in the task run's logs.
+    """
+    with package_logs_to_prefect():
+        return _train(overrides)
+
+
+def _train(overrides: list[str]) -> dict[str, Any]:
     cfg = compose_config(overrides)
     devices = int(cfg.trainer.get("devices", 1))
     if devices > 1 and "WORLD_SIZE" not in os.environ:
@@ -60,7 +129,14 @@ def train(overrides: list[str]) -> dict[str, Any]:
             "last_checkpoint": str(latest) if latest else None,
             "final_metrics": records[-1] if records else {},
         }
-    result = run_recipe(cfg)
+    from omegaconf import OmegaConf
+
+    from ptm_core.training.loggers import run_config
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    with run_config({str(k): v for k, v in config.items()}):  # MLflow params: the whole config
+        result = run_recipe(cfg)
     return {
         "experiment": str(cfg.experiment_name),
         "output_dir": str(result.output_dir),
@@ -73,7 +149,8 @@ def train(overrides: list[str]) -> dict[str, Any]:
 
 @task(name="publish-training-report")
 def publish_training_report(summary: dict[str, Any]) -> str:
-    """Loss-curve PNG next to the metrics, and a markdown artifact with the metrics table."""
+    """Loss-curve PNG next to the metrics; artifacts: the metrics table with the curve
+    embedded (markdown) and the curve alone (image), both readable in the Prefect UI."""
     records = read_metrics(summary["metrics_path"])
     png = plot_loss_curve(records, Path(summary["output_dir"]) / "loss_curve.png")
     columns = ["step", *sorted(k for k in (records[-1] if records else {}) if k != "step")]
@@ -85,9 +162,13 @@ def publish_training_report(summary: dict[str, Any]) -> str:
         f"- final encoder: `{summary['encoder_dir']}`\n"
         f"- checkpoint: `{summary['last_checkpoint']}`\n"
         f"- metrics: `{summary['metrics_path']}`\n"
-        f"- loss curve: `{png}`\n\n" + markdown_table(shown, columns)
+        f"- loss curve: `{png}`\n\n"
+        + embedded_image(png, f"loss curve of {summary['experiment']}")
+        + "\n\n"
+        + markdown_table(shown, columns)
     )
     publish_markdown("pretraining-metrics", markdown, f"metrics of {summary['experiment']}")
+    publish_image("pretraining-loss-curve", png, f"loss curve of {summary['experiment']}")
     return str(png)
 
 
