@@ -1,0 +1,120 @@
+"""The demo report's train-against-held-out section, and the demo's document split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.artifacts import generalisation_flags, generalisation_report, metric_direction
+from flows.demo import split_documents
+
+# The numbers of issue 21: NSP memorised (0.98 on training, chance held-out), dEA learned.
+TRAIN = {
+    "loss": 3.1,
+    "mlm/accuracy": 0.31,
+    "mlm/loss": 2.9,
+    "mlm/predictions": 251.0,
+    "nsp/accuracy": 0.98,
+    "nsp/loss": 0.05,
+    "dea/accuracy": 0.83,
+    "dea/loss": 0.6,
+    "dea/chance": 0.04,
+}
+HELD_OUT = {
+    **TRAIN,
+    "loss": 7.4,
+    "mlm/accuracy": 0.12,
+    "mlm/loss": 4.4,
+    "mlm/predictions": 60.0,
+    "nsp/accuracy": 0.566,
+    "nsp/loss": 2.33,
+    "dea/accuracy": 0.79,
+    "dea/loss": 0.65,
+}
+RANDOM = {**HELD_OUT, "nsp/accuracy": 0.5, "nsp/loss": 0.69, "mlm/accuracy": 0.0, "loss": 9.0}
+
+
+def _table(markdown: str) -> tuple[list[str], dict[str, list[str]]]:
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0]] = cells
+    return header, rows
+
+
+def test_every_metric_has_train_and_held_out_side_by_side() -> None:
+    logged = {**TRAIN, "nsp/accuracy": 0.97, "lr": 1e-4}
+    markdown = generalisation_report(TRAIN, HELD_OUT, logged=logged, baseline=RANDOM)
+    header, rows = _table(markdown)
+    assert header == [
+        "metric",
+        "training (last log)",
+        "training split",
+        "held-out",
+        "held-out, random init",
+        "gap",
+    ]
+    assert sorted(rows) == sorted(TRAIN)  # every metric, nothing else (no lr)
+    for name, cells in rows.items():
+        assert all(cells), name  # no empty cell
+        assert float(cells[2]) == pytest.approx(TRAIN[name], rel=1e-3)
+        assert float(cells[3]) == pytest.approx(HELD_OUT[name], rel=1e-3)
+        assert float(cells[5]) == pytest.approx(HELD_OUT[name] - TRAIN[name], rel=1e-3)
+    assert rows["nsp/accuracy"][1] == "0.97"
+
+
+def test_a_large_gap_is_called_memorisation_in_plain_words() -> None:
+    markdown = generalisation_report(TRAIN, HELD_OUT, baseline=RANDOM)
+    lines = markdown.splitlines()
+    assert "**Overfitting** (held-out well short of training):" in lines
+    assert (
+        "- NSP: 0.98 on training, 0.57 held-out (random init: 0.50): memorised, not learned."
+        in lines
+    )
+    assert (
+        "- NSP loss: 0.05 on training, 2.33 held-out (random init: 0.69): memorised, not learned."
+        in lines
+    )
+    # MLM fell by 0.19 but kept 0.12 of its 0.31 gain over random init: partly learned.
+    assert (
+        "- MLM: 0.31 on training, 0.12 held-out (random init: 0.00): overfitting, partly learned."
+        in lines
+    )
+    flags = generalisation_flags(TRAIN, HELD_OUT, RANDOM)
+    assert [f.split(":")[0] for f in flags] == ["total loss", "MLM", "MLM loss", "NSP", "NSP loss"]
+    # dEA (0.83 -> 0.79) and counts (predictions, chance) raise no flag.
+    assert not any(f.startswith(("dEA", "DEA", "MLM predictions", "DEA chance")) for f in flags)
+
+
+def test_no_flag_when_held_out_matches_training() -> None:
+    close = {k: v * 0.98 if metric_direction(k) == "higher" else v for k, v in TRAIN.items()}
+    markdown = generalisation_report(TRAIN, close, baseline=RANDOM)
+    assert "Overfitting" not in markdown and "memorised" not in markdown
+    assert "No gap between training and held-out data above 0.1" in markdown
+
+
+def test_metric_direction() -> None:
+    assert metric_direction("nsp/accuracy") == metric_direction("hits@10") == "higher"
+    assert metric_direction("loss") == metric_direction("mlm/loss") == "lower"
+    assert metric_direction("mlm/predictions") is None
+    assert metric_direction("dea/chance") is None
+    assert metric_direction("dea/mentions") is None
+
+
+def test_split_documents_holds_out_every_fifth(tmp_path: Path) -> None:
+    corpus = tmp_path / "linked.jsonl"
+    documents = [json.dumps({"id": f"d{i}", "sentences": [f"s{i}."]}) for i in range(32)]
+    corpus.write_text("\n".join(documents) + "\n\n")
+    split = split_documents(corpus, tmp_path / "train.jsonl", tmp_path / "held.jsonl")
+    train = Path(split["train"]).read_text().splitlines()
+    held = Path(split["held_out"]).read_text().splitlines()
+    assert (split["train_documents"], split["held_out_documents"]) == (26, 6)
+    assert [json.loads(line)["id"] for line in held] == ["d4", "d9", "d14", "d19", "d24", "d29"]
+    assert sorted(train + held) == sorted(documents)
+    corpus.write_text("\n".join(documents[:9]) + "\n")
+    with pytest.raises(ValueError, match=r"9 documents.*at least 10"):
+        split_documents(corpus, tmp_path / "t.jsonl", tmp_path / "h.jsonl")
