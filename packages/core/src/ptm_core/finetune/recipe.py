@@ -39,6 +39,7 @@ from ptm_core.finetune.data.qa import QAFeaturizer, postprocess_qa, squad_refere
 from ptm_core.finetune.data.squad import read_squad
 from ptm_core.finetune.data.swag import read_swag
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.model import (
     TASK_JSON,
@@ -49,7 +50,6 @@ from ptm_core.finetune.model import (
 )
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
 
@@ -78,7 +78,7 @@ class TaskData:
 def read_task(
     task: TaskSpec,
     split: str,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     label_names: Sequence[str] | None = None,
     *,
     path: str | Path | None = None,
@@ -250,7 +250,7 @@ def finetune(
     task: TaskSpec,
     *,
     encoder: TransformerEncoder | EncoderDecoderModel,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     trainer: TrainerConfig,
     seed: int = 0,
     dropout: float = 0.1,
@@ -266,7 +266,9 @@ def finetune(
         task: the task (kind, files, lengths, metric).
         encoder: the pre-trained encoder (or a random one, for the baseline); an
             encoder-decoder (BART/T5) runs :func:`~ptm_core.finetune.seq2seq.finetune_seq2seq`.
-        tokenizer: its tokenizer (saved into ``final/``).
+        tokenizer: its tokenizer (saved into ``final/``): BERT WordPiece, or any Hugging
+            Face ``tokenizer.json`` (:class:`~ptm_core.finetune.data.task_tokenizer.HFTokenizer`:
+            RoBERTa/BART byte-level BPE, ALBERT/XLNet/T5 Unigram).
         trainer: core trainer settings, the ULMFiT switches included
             (``schedule=slanted_triangular``, ``layer_lr_decay``, ``unfreeze_every``).
         seed: batch order seed (the trainer's ``seed`` sets initialisation and dropout).
@@ -404,7 +406,7 @@ def train_and_score(
 
 def load_finetuned(
     directory: str | Path,
-) -> tuple[nn.Module, WordPieceTokenizer, TaskSpec, dict[str, Any]]:
+) -> tuple[nn.Module, TaskTokenizer, TaskSpec, dict[str, Any]]:
     """Load a ``final/`` written by :func:`finetune`.
 
     Returns:
@@ -419,7 +421,7 @@ def load_finetuned(
             "save_task_model, not by the finetune recipe. Load it with load_task_model"
         )
     model: nn.Module
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     if record.get("seq2seq"):  # BART/T5: classification head or text-to-text
         from ptm_core.finetune.seq2seq import load_seq2seq_task
 

@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, unique_state
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
     TASK_FORMAT_VERSION,
     TASK_HEAD_FILE,
@@ -47,7 +48,6 @@ from ptm_core.finetune.model import (
     load_head_state,
     task_loss,
 )
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.finetuning import encoder_decoder_depth
 
@@ -74,42 +74,39 @@ def is_seq2seq_directory(path: str | Path) -> bool:
     )
 
 
-def load_seq2seq_tokenizer(directory: str | Path) -> WordPieceTokenizer:
-    """The tokenizer of a seq2seq ``final/``: in the folder itself, or in ``tokenizer/``
-    (where ``ptm`` seq2seq pre-training writes it).
+def load_seq2seq_tokenizer(directory: str | Path) -> TaskTokenizer:
+    """The tokenizer of a seq2seq ``final/`` or Hugging Face BART/T5 folder: in the folder
+    itself, or in ``tokenizer/`` (where ``ptm`` seq2seq pre-training writes it). A BERT
+    WordPiece tokenizer, or any ``tokenizer.json`` (BART's byte-level BPE, T5's Unigram)
+    through :func:`~ptm_core.finetune.data.task_tokenizer.load_task_tokenizer`.
 
     Raises:
-        ValueError: no WordPiece tokenizer there. Hugging Face BART (byte-level BPE) and T5
-            (SentencePiece) tokenizers are not supported by ptm's task featurizers, which
-            take a :class:`~ptm_core.tokenization.WordPieceTokenizer`.
+        ValueError: no tokenizer in either place (the details of both attempts follow).
     """
     directory = Path(directory)
     errors = []
     for place in (directory, directory / "tokenizer"):
         try:
-            return WordPieceTokenizer.from_directory(place)
+            return load_task_tokenizer(place)
         except (FileNotFoundError, ValueError) as exc:
             errors.append(f"{place}: {exc}")
     raise ValueError(
-        f"{directory}: no WordPiece tokenizer in the folder or in its tokenizer/ subfolder "
-        "(ptm seq2seq runs write one there). ptm's task featurizers read a "
-        "WordPieceTokenizer (vocab.txt / tokenizer.json); a Hugging Face BART (BPE) or T5 "
-        "(SentencePiece) tokenizer is not supported yet: save a WordPiece vocabulary that "
-        "matches the model's ids in the folder. Details:\n  " + "\n  ".join(errors)
+        f"{directory}: no tokenizer in the folder or in its tokenizer/ subfolder (ptm seq2seq "
+        "runs write one there); save the model's tokenizer.json (Hugging Face: "
+        "tokenizer.save_pretrained(folder)) or vocab.txt there. Details:\n  " + "\n  ".join(errors)
     )
 
 
-def check_special_ids(
-    model: EncoderDecoderModel, tokenizer: WordPieceTokenizer, source: str
-) -> None:
-    """The model's pad and end ids must be the tokenizer's ``[PAD]`` and ``[SEP]``."""
+def check_special_ids(model: EncoderDecoderModel, tokenizer: TaskTokenizer, source: str) -> None:
+    """The model's pad and end ids must be the tokenizer's pad and sep (``[PAD]``/``[SEP]``,
+    ``<pad>``/``</s>``)."""
     vocab = tokenizer.vocab_info
     config = model.config
     wrong = [
         f"{field}={value} but the tokenizer's {token} is {expected}"
         for field, value, token, expected in (
-            ("pad_token_id", config.pad_token_id, "[PAD]", vocab.pad_id),
-            ("eos_token_id", config.eos_token_id, "[SEP]", vocab.sep_id),
+            ("pad_token_id", config.pad_token_id, "pad token", vocab.pad_id),
+            ("eos_token_id", config.eos_token_id, "end (sep) token", vocab.sep_id),
         )
         if value != expected
     ]
@@ -334,7 +331,7 @@ def load_seq2seq_classifier(directory: str | Path, record: dict[str, Any]) -> Se
 
 
 def load_seq2seq_task(
-    directory: str | Path, record: dict[str, Any], tokenizer: WordPieceTokenizer
+    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
 ) -> nn.Module:
     """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
 
@@ -359,7 +356,7 @@ def finetune_seq2seq(
     task: TaskSpec,
     *,
     model: EncoderDecoderModel,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     trainer: TrainerConfig,
     seed: int = 0,
     dropout: float = 0.1,

@@ -39,6 +39,7 @@ from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.features import SentenceFeaturizer, pad_rows
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.model import IGNORE_INDEX, TASK_JSON, TaskOutput
 from ptm_core.finetune.seq2seq import (
@@ -48,7 +49,6 @@ from ptm_core.finetune.seq2seq import (
     shift_right,
     task_record,
 )
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training.finetuning import encoder_decoder_depth
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
 
 def label_targets(
-    tokenizer: WordPieceTokenizer, label_names: Sequence[str], eos_id: int
+    tokenizer: TaskTokenizer, label_names: Sequence[str], eos_id: int
 ) -> list[list[int]]:
     """``tokenize_ids(name) + [eos]`` per label; raises if two labels tokenize alike."""
     targets = [[*tokenizer.tokenize_ids(name), eos_id] for name in label_names]
@@ -92,7 +92,7 @@ class TextToTextModel(nn.Module):
     """
 
     def __init__(
-        self, model: EncoderDecoderModel, tokenizer: WordPieceTokenizer, label_names: Sequence[str]
+        self, model: EncoderDecoderModel, tokenizer: TaskTokenizer, label_names: Sequence[str]
     ) -> None:
         super().__init__()
         check_special_ids(model, tokenizer, "text-to-text model")
@@ -172,7 +172,7 @@ class TextToTextFeaturizer:
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: TaskTokenizer,
         max_length: int,
         label_ids: Sequence[Sequence[int]],
         decoder_start_id: int,
@@ -185,7 +185,7 @@ class TextToTextFeaturizer:
 
     @classmethod
     def for_model(
-        cls, model: TextToTextModel, tokenizer: WordPieceTokenizer, max_length: int
+        cls, model: TextToTextModel, tokenizer: TaskTokenizer, max_length: int
     ) -> TextToTextFeaturizer:
         """The featurizer of ``model``'s labels and special ids."""
         config = model.model.config
@@ -239,7 +239,7 @@ def evaluate_text_to_text(
     model.eval()
     device = device or next(model.parameters()).device
     featurizer = data.featurizer
-    tokenizer: WordPieceTokenizer = getattr(featurizer, "inputs", featurizer).tokenizer
+    tokenizer: TaskTokenizer = getattr(featurizer, "inputs", featurizer).tokenizer
     if not isinstance(featurizer, TextToTextFeaturizer):
         featurizer = TextToTextFeaturizer.for_model(model, tokenizer, task.max_length)
     batches = TaskBatches(data.rows, featurizer, task.eval_batch_size, shuffle=False)
@@ -332,7 +332,7 @@ def save_text_to_text(
 
 
 def load_text_to_text(
-    directory: str | Path, record: dict[str, Any], tokenizer: WordPieceTokenizer
+    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
 ) -> TextToTextModel:
     """Load what :func:`save_text_to_text` wrote (``record``: its ``task.json``)."""
     directory = Path(directory)

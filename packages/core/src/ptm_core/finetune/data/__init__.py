@@ -7,6 +7,9 @@
   :class:`TaggingFeaturizer`, :class:`QAFeaturizer` (windows with a stride),
   :class:`ChoiceFeaturizer`; :class:`TaskBatches` is the trainer's batch source.
 - :func:`postprocess_qa` maps start/end logits back to answer text.
+- :class:`TaskTokenizer` is what the featurizers take: BERT's ``WordPieceTokenizer`` or
+  :class:`HFTokenizer` (any Hugging Face ``tokenizer.json``: BPE, Unigram, WordPiece);
+  :func:`load_task_tokenizer` picks one for a model folder.
 """
 
 from ptm_core.finetune.data.conll import read_conll
@@ -37,6 +40,7 @@ from ptm_core.finetune.data.records import ExampleList, TaskRecords
 from ptm_core.finetune.data.squad import SquadExamples, read_squad
 from ptm_core.finetune.data.swag import read_swag
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import HFTokenizer, TaskTokenizer, load_task_tokenizer
 
 __all__ = [
     "IGNORE_INDEX",
@@ -44,6 +48,7 @@ __all__ = [
     "ChoiceFeaturizer",
     "ExampleList",
     "Featurizer",
+    "HFTokenizer",
     "QAAnswer",
     "QAExample",
     "QAFeaturizer",
@@ -56,7 +61,9 @@ __all__ = [
     "TaggingFeaturizer",
     "TaskBatches",
     "TaskRecords",
+    "TaskTokenizer",
     "aligned_tags",
+    "load_task_tokenizer",
     "postprocess_qa",
     "read_conll",
     "read_glue",

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ptm_core.finetune.data.examples import ChoiceExample, SentenceExample, TaggedExample
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, num_special_tokens
 
 Batch = dict[str, Tensor]
 IGNORE_INDEX = -100
@@ -59,10 +59,11 @@ def _labels(examples: Sequence[Any], what: str) -> list[Any] | None:
 
 class SentenceFeaturizer:
     """Single-sentence or sentence-pair inputs for classification and regression (BERT's
-    ``[CLS] a [SEP] b [SEP]``; Devlin et al., 2019, section 4.1).
+    ``[CLS] a [SEP] b [SEP]``; Devlin et al., 2019, section 4.1; other tokenizers put
+    their own specials, e.g. RoBERTa's ``<s> a </s></s> b </s>``).
 
     Args:
-        tokenizer: the model's tokenizer.
+        tokenizer: the model's tokenizer (any :class:`TaskTokenizer`).
         max_length: longest row, specials included; longer pairs lose tokens from the
             longer sentence first (``longest_first``, as BERT and HF).
         kind: ``classification`` (long labels) or ``regression`` (float32 labels).
@@ -74,7 +75,7 @@ class SentenceFeaturizer:
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: TaskTokenizer,
         max_length: int = 128,
         *,
         kind: Literal["classification", "regression"] = "classification",
@@ -111,8 +112,9 @@ class TaggingFeaturizer:
     """Word-level tags on word pieces (BERT's NER setup, Devlin et al., 2019, section 5.3).
 
     Words are split into pieces with the backend's pre-tokenized mode (``word_ids`` say
-    which word each piece came from); each word's tag goes on its first piece and every
-    other position gets ``-100`` (no loss): continuation pieces, ``[CLS]``, ``[SEP]`` and
+    which word each piece came from; as ``transformers``' ``is_split_into_words``); each
+    word's tag goes on its first piece and every other position gets ``-100`` (no loss):
+    continuation pieces, the specials (``[CLS]``/``[SEP]``, ``<s>``/``</s>``, ...) and
     padding. Rows longer than ``max_length`` are cut; the words that lose their first
     piece then have no label (:meth:`truncated_words` counts them).
 
@@ -125,7 +127,7 @@ class TaggingFeaturizer:
         ``(B, L)`` when the examples have tags.
     """
 
-    def __init__(self, tokenizer: WordPieceTokenizer, max_length: int = 128) -> None:
+    def __init__(self, tokenizer: TaskTokenizer, max_length: int = 128) -> None:
         _check_max_length(max_length, 3)
         self.tokenizer = tokenizer
         self.max_length = max_length
@@ -139,7 +141,7 @@ class TaggingFeaturizer:
             is_pretokenized=True,
             add_special_tokens=False,
         )
-        room = self.max_length - 2
+        room = self.max_length - num_special_tokens(self.tokenizer, pair=False)
         out = []
         for example, encoding in zip(rows, encodings, strict=True):
             ids = list(encoding.ids)[:room]
@@ -153,10 +155,10 @@ class TaggingFeaturizer:
                     if example.tags is not None:
                         labels[position] = example.tags[word]
                 previous = word
-            input_ids, _types, _special = self.tokenizer.build_inputs(ids)
-            out.append(
-                (input_ids, [IGNORE_INDEX, *labels, IGNORE_INDEX], len(example.words) - labelled)
-            )
+            input_ids, _types, special = self.tokenizer.build_inputs(ids)
+            pieces = iter(labels)
+            row_labels = [IGNORE_INDEX if flag else next(pieces) for flag in special]
+            out.append((input_ids, row_labels, len(example.words) - labelled))
         return out
 
     def featurize(self, rows: Sequence[TaggedExample]) -> Batch:
@@ -222,7 +224,7 @@ class ChoiceFeaturizer:
         ``(B,)`` when the examples have labels.
     """
 
-    def __init__(self, tokenizer: WordPieceTokenizer, max_length: int = 128) -> None:
+    def __init__(self, tokenizer: TaskTokenizer, max_length: int = 128) -> None:
         _check_max_length(max_length, 3)
         self.tokenizer = tokenizer
         self.max_length = max_length

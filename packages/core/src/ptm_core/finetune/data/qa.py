@@ -2,8 +2,9 @@
 
 BERT's SQuAD setup (Devlin et al., 2019, section 4.2; ``run_squad.py``) as Hugging Face's
 ``run_qa.py`` implements it (``prepare_train_features``, ``postprocess_qa_predictions``):
-each row is ``[CLS] question [SEP] context window [SEP]``; a context longer than the room
-left is cut into windows that overlap by ``doc_stride`` tokens; the labels are the
+each row is ``[CLS] question [SEP] context window [SEP]`` (or the tokenizer's own layout
+of a pair, e.g. RoBERTa's ``<s> question </s></s> window </s>``); a context longer than
+the room left is cut into windows that overlap by ``doc_stride`` tokens; the labels are the
 answer's first and last token in the row, or 0 (``[CLS]``) when the answer is not wholly
 inside the window or the question has none (SQuAD v2.0).
 
@@ -25,7 +26,7 @@ from tokenizers import Encoding
 from ptm_core.data.layouts import LazyRows
 from ptm_core.finetune.data.examples import QAExample
 from ptm_core.finetune.data.features import Batch, pad_rows
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, num_special_tokens
 
 Offset = tuple[int, int]
 
@@ -38,8 +39,9 @@ class QAWindow:
         index: position of the window in its :class:`QAWindows` (``feature_index``).
         example_index: position of its example in the examples.
         example_id: the question id.
-        input_ids: ``[CLS] question [SEP] window [SEP]``.
-        token_type_ids: 0 for ``[CLS] question [SEP]``, 1 for ``window [SEP]``.
+        input_ids: ``[CLS] question [SEP] window [SEP]`` (the tokenizer's pair layout).
+        token_type_ids: 0 for ``[CLS] question [SEP]``, 1 for ``window [SEP]`` (BERT; the
+            tokenizer's own types otherwise, e.g. all 0 for RoBERTa and T5).
         offsets: per token, the ``(start, end)`` characters of the context it covers, or
             ``None`` outside the context (question, specials).
         start_position: the answer's first token in the row, 0 when not in this window.
@@ -73,16 +75,18 @@ class QAFeaturizer:
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: TaskTokenizer,
         max_length: int = 384,
         doc_stride: int = 128,
         max_query_length: int = 64,
     ) -> None:
         if doc_stride < 0:
             raise ValueError(f"doc_stride must be >= 0, got {doc_stride}")
-        if max_length - 3 - max_query_length <= doc_stride:
+        self.specials = num_special_tokens(tokenizer, pair=True)  # 3 for BERT, 4 for RoBERTa
+        if max_length - self.specials - max_query_length <= doc_stride:
             raise ValueError(
-                f"max_length={max_length} leaves {max_length - 3 - max_query_length} context "
+                f"max_length={max_length} leaves {max_length - self.specials - max_query_length}"
+                " context "
                 f"tokens after a question of max_query_length={max_query_length}, not more "
                 f"than doc_stride={doc_stride}, so windows would not advance; raise max_length "
                 "or lower doc_stride/max_query_length"
@@ -104,7 +108,7 @@ class QAFeaturizer:
             part = [examples[i] for i in range(first, min(first + chunk, len(examples)))]
             questions, contexts = self._encode(part)
             for offset, (question, context) in enumerate(zip(questions, contexts, strict=True)):
-                room = self.max_length - 3 - len(question)
+                room = self.max_length - self.specials - len(question)
                 for start in _window_starts(len(context), room, self.doc_stride):
                     example_index.append(first + offset)
                     window_start.append(start)
@@ -190,16 +194,20 @@ class QAWindows(LazyRows):
         example = self.examples[example_index]
         question, context = self._encoded(example_index)
         featurizer = self.featurizer
-        room = featurizer.max_length - 3 - len(question)
+        room = featurizer.max_length - featurizer.specials - len(question)
         start = int(self.window_start[index])
         window_ids = list(context.ids)[start : start + room]
         window_offsets: list[Offset] = [
-            (int(s), int(e)) for s, e in list(context.offsets)[start : start + room]
+            trim_offset(example.context, int(s), int(e))
+            for s, e in list(context.offsets)[start : start + room]
         ]
-        input_ids, token_type_ids, _ = featurizer.tokenizer.build_inputs(question, window_ids)
-        first = len(question) + 2  # row position of the window's first token
+        input_ids, token_type_ids, special = featurizer.tokenizer.build_inputs(question, window_ids)
+        # Row positions of the window's tokens: the text tokens after the question's.
+        positions = [i for i, flag in enumerate(special) if not flag][len(question) :]
+        first = positions[0] if positions else len(input_ids)
         offsets: list[Offset | None] = [None] * len(input_ids)
-        offsets[first : first + len(window_offsets)] = window_offsets
+        for position, offset in zip(positions, window_offsets, strict=True):
+            offsets[position] = offset
         start_position = end_position = 0
         if not example.is_impossible and example.answers:
             span = _answer_tokens(context, example.answers[0].start, example.answers[0].end)
@@ -216,6 +224,17 @@ class QAWindows(LazyRows):
             end_position=end_position,
             context=example.context,
         )
+
+
+def trim_offset(text: str, start: int, end: int) -> Offset:
+    """``(start, end)`` without the white space at either end of ``text[start:end]``
+    (byte-level BPE tokens carry the space before their word when the file does not trim
+    offsets); an all-space token becomes empty at its end."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 def _answer_tokens(context: Encoding, start_char: int, end_char: int) -> tuple[int, int] | None:
@@ -318,4 +337,11 @@ def squad_references(examples: Sequence[QAExample]) -> dict[str, list[str]]:
     return {e.id: [a.text for a in e.answers] for e in examples}
 
 
-__all__ = ["QAFeaturizer", "QAWindow", "QAWindows", "postprocess_qa", "squad_references"]
+__all__ = [
+    "QAFeaturizer",
+    "QAWindow",
+    "QAWindows",
+    "postprocess_qa",
+    "squad_references",
+    "trim_offset",
+]
