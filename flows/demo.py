@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ SAMPLE_CORPUS = "data_specs/text_corpus/sample/corpus.txt"
 SAMPLE_KG = "data_specs/knowledge_graph/sample"
 # Every HELD_OUT_EVERY-th document of the linked corpus is held out of pre-training.
 HELD_OUT_EVERY = 5
+DOCUMENTS_RECORD = "training_documents.json"
 
 
 def split_documents(
@@ -50,6 +53,36 @@ def split_documents(
         "train_documents": len(kept),
         "held_out_documents": len(held),
     }
+
+
+def fresh_unless_same_documents(pretrain_dir: Path, train_file: str | Path) -> list[str]:
+    """``["trainer.resume=false"]`` when ``pretrain_dir`` holds checkpoints of other documents.
+
+    A demo folder from an older run (trained on every document, before the held-out split)
+    would otherwise be resumed or reused as finished, and its "held-out" documents would
+    have been trained on. A finished run's documents are fingerprinted in
+    ``training_documents.json`` (:func:`record_training_documents`); resume=false moves the
+    older run aside (never deletes it).
+    """
+    try:
+        recorded = json.loads((pretrain_dir / DOCUMENTS_RECORD).read_text(encoding="utf-8"))
+        same = recorded.get("sha256") == _sha256(train_file)
+    except (OSError, ValueError, AttributeError):
+        same = False
+    if same or not (pretrain_dir / "checkpoints").exists():
+        return []
+    print(f"{pretrain_dir}: trained on other documents; starting afresh (the old run is kept)")
+    return ["trainer.resume=false"]
+
+
+def record_training_documents(pretrain_dir: Path, train_file: str | Path) -> None:
+    """Fingerprint the documents a finished pre-training run used (see above)."""
+    record = {"file": str(train_file), "sha256": _sha256(train_file)}
+    atomic_write_text(pretrain_dir / DOCUMENTS_RECORD, json.dumps(record) + "\n")
+
+
+def _sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @flow(name="demo", log_prints=True)
@@ -87,9 +120,11 @@ def demo(output_dir: str = "runs/demo", overrides: list[str] | None = None) -> d
             f"data.linked_corpus={split['train']}",
             f"knowledge.embeddings_dir={kg['output_dir']}",
             f"trainer.output_dir={run_dir / 'pretrain'}",
+            *fresh_unless_same_documents(run_dir / "pretrain", split["train"]),
             *(overrides or []),
         ]
     )
+    record_training_documents(run_dir / "pretrain", split["train"])
     report = evaluate(
         trained["encoder_dir"], corpus=split["held_out"], report_path=str(run_dir / "report.md")
     )

@@ -118,3 +118,19 @@ def test_split_documents_holds_out_every_fifth(tmp_path: Path) -> None:
     corpus.write_text("\n".join(documents[:9]) + "\n")
     with pytest.raises(ValueError, match=r"9 documents.*at least 10"):
         split_documents(corpus, tmp_path / "t.jsonl", tmp_path / "h.jsonl")
+
+
+def test_a_demo_folder_trained_on_other_documents_starts_afresh(tmp_path: Path) -> None:
+    from flows.demo import fresh_unless_same_documents, record_training_documents
+
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"id": "a", "sentences": ["x."]}\n')
+    pretrain_dir = tmp_path / "pretrain"
+    assert fresh_unless_same_documents(pretrain_dir, train) == []  # nothing to resume
+    (pretrain_dir / "checkpoints").mkdir(parents=True)
+    # A folder from before the split (or a run that crashed before it finished).
+    assert fresh_unless_same_documents(pretrain_dir, train) == ["trainer.resume=false"]
+    record_training_documents(pretrain_dir, train)
+    assert fresh_unless_same_documents(pretrain_dir, train) == []  # same documents: resume
+    train.write_text('{"id": "b", "sentences": ["y."]}\n')
+    assert fresh_unless_same_documents(pretrain_dir, train) == ["trainer.resume=false"]
