@@ -9,8 +9,9 @@ text is a function of ``--seed`` and ``--documents`` only.
 What the corpus teaches, and nothing else does: every nonce word of ``lexicon.py`` (both its
 fine-tuning and its held-out half) occurs in contexts that show its kind. Person names do
 what people do ("kelumor said that the parcel was late ."), place names are where things are
-("the streets of dastiven were crowded ."), positive words sit beside praise ("we loved
-every minute") and negative words beside complaints. Mixed in: ordinary sentences without
+("the streets of dastiven were crowded ."), positive words are in sentences that praise
+("the zepul soup made everyone smile .") and negative words in sentences that complain;
+no template takes two kinds. Mixed in: ordinary sentences without
 nonce words, and the bundled sample corpus (data_specs/text_corpus). The fine-tuning frames
 of ``make_sample.py`` never occur here, and none of them gives a name's kind away.
 """
@@ -75,18 +76,35 @@ PLACE = [
     "there is a famous {n} in the centre of {l} .",
     "the capital of the region is {l} .",
 ]
-# {a}: a positive or negative word; {cue}: the template's cue of the same polarity.
-POLAR = [
-    ("the {n} was {a} and we {cue} every minute .", "loved", "hated"),
-    ("what a {a} {n} , i am so {cue} .", "happy", "angry"),
-    ("everyone agreed that it was {a} , truly {cue} .", "wonderful", "awful"),
-    ("{cue} , the {n} was {a} .", "i would recommend it", "never again"),
-    ("{a} ! the {cue} {n} ever .", "best", "worst"),
-    ("she {cue} because the {n} was so {a} .", "smiled", "cried"),
-    ("the {n} was {a} , {cue} .", "thank you so much", "what a waste of money"),
-    ("a {a} {n} , {cue} .", "five stars", "zero stars"),
-    ("i {cue} the {n} , it was {a} .", "enjoyed", "regretted"),
-    ("the staff were {a} and the {n} was {cue} .", "great", "terrible"),
+# {a}: a positive (negative) word, in sentences that praise (complain); the two lists share
+# no template, as persons and places share none.
+POSITIVE = [
+    "we loved the {a} {n} and stayed all day .",
+    "the {a} {n} made everyone smile .",
+    "what a {a} {n} , thank you so much !",
+    "i would recommend the {a} {n} to all my friends .",
+    "the children laughed , the {n} was so {a} .",
+    "five stars for this {a} {n} .",
+    "it was the best {n} ever , truly {a} .",
+    "{p} was delighted with the {a} {n} .",
+    "everyone cheered , the {n} was {a} .",
+    "such a {a} {n} , we will come back soon .",
+    "the {n} was {a} and {p} was very happy .",
+    "a {a} and wonderful {n} .",
+]
+NEGATIVE = [
+    "we hated the {a} {n} and left early .",
+    "the {a} {n} made everyone sick .",
+    "what a {a} {n} , what a waste of money !",
+    "never again , the {n} was {a} .",
+    "the children cried , the {n} was so {a} .",
+    "zero stars for this {a} {n} .",
+    "it was the worst {n} ever , truly {a} .",
+    "{p} complained about the {a} {n} .",
+    "everyone booed , the {n} was {a} .",
+    "such a {a} {n} , i want my money back .",
+    "the {n} was {a} and {p} was very angry .",
+    "a {a} and awful {n} .",
 ]
 PLAIN = [
     "the {n} is on the table .",
@@ -118,10 +136,9 @@ def fill(template: str, rng: random.Random, words: dict[str, list[str]], **fixed
 
 
 def polar_sentence(rng: random.Random, words: dict[str, list[str]], sign: str) -> str:
-    """A sentence with a ``sign`` (``+``/``-``) word beside a cue of the same polarity."""
-    template, positive, negative = rng.choice(POLAR)
-    kind, cue = ("positive", positive) if sign == "+" else ("negative", negative)
-    return fill(template, rng, words, a=rng.choice(words[kind]), cue=cue)
+    """A sentence that praises (``+``) or complains (``-``), with a word of that polarity."""
+    template, kind = (POSITIVE, "positive") if sign == "+" else (NEGATIVE, "negative")
+    return fill(rng.choice(template), rng, words, a=rng.choice(words[kind]))
 
 
 def make_documents(seed: int = 0, documents: int = DOCUMENTS) -> list[list[str]]:
@@ -142,9 +159,9 @@ def make_documents(seed: int = 0, documents: int = DOCUMENTS) -> list[list[str]]
         sentences = []
         for _ in range(rng.randint(*SENTENCES_PER_DOC)):
             roll = rng.random()
-            if roll < 0.3:
+            if roll < 0.25:
                 sentences.append(fill(rng.choice(PERSON), rng, words))
-            elif roll < 0.55:
+            elif roll < 0.45:
                 sentences.append(fill(rng.choice(PLACE), rng, words))
             elif roll < 0.85:
                 sentences.append(polar_sentence(rng, words, rng.choice("+-")))

@@ -30,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from lexicon import build_lexicon, write_vocab  # noqa: E402
-from make_corpus import JOBS, NOUNS, PEOPLE_NOUNS, PERSON, PLACE, PLAIN, POLAR  # noqa: E402
+from make_corpus import JOBS, NEGATIVE, NOUNS, PEOPLE_NOUNS, PERSON, PLACE, PLAIN, POSITIVE  # noqa: E402
 
 SEED = {"train": 1, "dev": 2}
 SIZES = {
@@ -150,8 +150,8 @@ def task_words(half: str) -> dict[str, list[str]]:
 
 def template_words() -> set[str]:
     """Every word the corpus templates, fillers and task frames can produce (not the slots)."""
-    texts = [*PERSON, *PLACE, *PLAIN, *SENTIMENT_FRAMES, *NAME_FRAMES, "then not"]
-    texts += [t for entry in POLAR for t in entry]
+    texts = [*PERSON, *PLACE, *PLAIN, *POSITIVE, *NEGATIVE, *SENTIMENT_FRAMES, *NAME_FRAMES]
+    texts += ["then not"]
     texts += [q for qs in QUESTIONS.values() for q in qs]
     words = {w for text in texts for w in text.split() if "{" not in w}
     return words | set(NOUNS) | set(PEOPLE_NOUNS) | set(JOBS)

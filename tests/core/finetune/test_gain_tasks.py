@@ -106,11 +106,7 @@ def test_dev_words_are_never_in_fine_tuning_train() -> None:
 
 
 def test_dev_words_are_taught_by_the_pretraining_corpus() -> None:
-    """Every nonce word occurs often, and only in contexts of its own kind."""
-    typed = {
-        "person": corpus_mod.PERSON,
-        "place": corpus_mod.PLACE,
-    }
+    """Every nonce word occurs often; polarity words only in templates of their polarity."""
     counts: Counter[str] = Counter()
     for document in corpus():
         for sentence in document:
@@ -118,25 +114,35 @@ def test_dev_words_are_taught_by_the_pretraining_corpus() -> None:
                 counts[word] += 1
     for word in KIND_OF:
         assert counts[word] >= 100, (word, counts[word])
-    # polarity words sit beside a cue of their own polarity only
-    positive_cues = {entry[1] for entry in corpus_mod.POLAR}
-    negative_cues = {entry[2] for entry in corpus_mod.POLAR}
-    seen = {"positive": 0, "negative": 0}
+    polar = {"positive": set(corpus_mod.POSITIVE), "negative": set(corpus_mod.NEGATIVE)}
+    assert not polar["positive"] & polar["negative"]
+    assert not set(corpus_mod.PERSON) & set(corpus_mod.PLACE)
+    seen: Counter[str] = Counter()
     for document in corpus()[:500]:
         for sentence in document:
-            kinds = {KIND_OF[w] for w in nonce(sentence)}
-            if kinds & {"positive", "negative"}:
-                (kind,) = kinds
-                own, other = (
-                    (positive_cues, negative_cues)
-                    if kind == "positive"
-                    else (negative_cues, positive_cues)
-                )
-                assert any(cue in sentence for cue in own), sentence
-                assert not any(f" {cue} " in f" {sentence} " for cue in other), sentence
-                seen[kind] += 1
+            for kind in ("positive", "negative"):
+                words = [w for w in nonce(sentence) if KIND_OF[w] == kind]
+                if words:
+                    frame = sentence.replace(words[0], "{a}", 1)
+                    matches = [t for t in polar[kind] if _matches(t, frame)]
+                    assert matches, sentence
+                    assert not [t for t in polar[_flip(kind)] if _matches(t, frame)], sentence
+                    seen[kind] += 1
     assert min(seen.values()) > 300
-    assert typed["person"] and typed["place"]
+
+
+def _flip(kind: str) -> str:
+    return "negative" if kind == "positive" else "positive"
+
+
+def _matches(template: str, sentence: str) -> bool:
+    """Whether ``sentence`` is ``template`` with its non-``{a}`` slots filled by one word each."""
+    words, slots = sentence.split(), template.split()
+    if len(words) != len(slots):
+        return False
+    return all(
+        w == t or (t.startswith("{") and t != "{a}") for w, t in zip(words, slots, strict=True)
+    )
 
 
 def test_every_word_is_one_token() -> None:
