@@ -292,12 +292,16 @@ def test_qa_windows_with_a_stride_equal_transformers_and_offsets_find_the_answer
                     assert got[0] == got[1] and abs(got[0] - want[0]) <= 1, (n, k, i)
                 else:
                     assert got == want, (n, k, i)
-            if window.start_position:
+            # "No answer" points at the classification token: <s> first, XLNet's <cls> last.
+            null = len(window.input_ids) - 1 if layout == "xlnet" else 0
+            assert window.null_index == null
+            if window.start_position != null:
                 found += 1
                 s, e = window.offsets[window.start_position], window.offsets[window.end_position]
                 assert s is not None and e is not None
                 assert CONTEXT[s[0] : e[1]] == example.answers[0].text, (n, k)
             else:  # the answer is not wholly inside this window
+                assert window.end_position == null
                 lo = min(o[0] for o in window.offsets if o is not None)
                 hi = max(o[1] for o in window.offsets if o is not None)
                 start = example.answers[0].start
@@ -378,3 +382,51 @@ def test_finetune_with_a_bpe_tokenizer_runs_saves_and_predicts(tmp_path: Path) -
     metrics, predictions = predict(result.encoder_dir)
     assert metrics["accuracy"] == result.final_metrics["dev/accuracy"]
     assert len(predictions) == len((GLUE / "single_dev.tsv").read_text().splitlines()) - 1
+
+
+def test_bart_with_its_bpe_tokenizer_fine_tunes_from_a_hf_folder(tmp_path: Path) -> None:
+    from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+    from ptm_core.finetune.seq2seq import finetune_seq2seq, load_seq2seq_tokenizer
+
+    tokenizer, _ = _pair("roberta")  # <s>=0 <pad>=1 </s>=2: BART's ids
+    torch.manual_seed(0)
+    config = transformers.BartConfig(
+        vocab_size=tokenizer.vocab_size,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=64,
+    )
+    folder = tmp_path / "bart"
+    transformers.BartForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save(folder)
+    loaded = load_seq2seq_tokenizer(folder)  # refused before: "BPE is not supported"
+    assert isinstance(loaded, HFTokenizer)
+    task = TaskSpec(
+        name="pairs",
+        kind="classification",
+        train=str(GLUE / "train.tsv"),
+        dev=str(GLUE / "dev.tsv"),
+        max_length=48,
+        batch_size=4,
+    )
+    trainer = TrainerConfig(
+        output_dir=str(tmp_path / "run"),
+        max_steps=3,
+        progress=False,
+        device="cpu",
+        log_every=1,
+        save_every=1000,
+    )
+    result = finetune_seq2seq(
+        task, model=EncoderDecoderModel.from_pretrained(folder), tokenizer=loaded, trainer=trainer
+    )
+    _, again, _, record = load_finetuned(result.encoder_dir)
+    assert isinstance(again, HFTokenizer) and record["seq2seq"] == "classification_head"
+    metrics, predictions = predict(result.encoder_dir)
+    assert metrics["accuracy"] == result.final_metrics["dev/accuracy"]
+    assert set(predictions) <= {"entailment", "not_entailment"}

@@ -44,9 +44,12 @@ class QAWindow:
             tokenizer's own types otherwise, e.g. all 0 for RoBERTa and T5).
         offsets: per token, the ``(start, end)`` characters of the context it covers, or
             ``None`` outside the context (question, specials).
-        start_position: the answer's first token in the row, 0 when not in this window.
-        end_position: the answer's last token in the row, 0 when not in this window.
+        start_position: the answer's first token in the row, ``null_index`` when not in
+            this window.
+        end_position: the answer's last token in the row, ``null_index`` when not in it.
         context: the example's context (offsets index into it).
+        null_index: the "no answer" position: the classification token (``[CLS]``/``<s>``
+            at 0; XLNet's ``<cls>`` last, as ``run_qa.py``'s ``cls_index``), else 0.
     """
 
     index: int
@@ -58,6 +61,7 @@ class QAWindow:
     start_position: int
     end_position: int
     context: str
+    null_index: int = 0
 
 
 class QAFeaturizer:
@@ -208,7 +212,13 @@ class QAWindows(LazyRows):
         offsets: list[Offset | None] = [None] * len(input_ids)
         for position, offset in zip(positions, window_offsets, strict=True):
             offsets[position] = offset
-        start_position = end_position = 0
+        vocab = featurizer.tokenizer.vocab_info
+        null_index = 0  # T5 has no classification token (its cls_id is the end token's)
+        if vocab.cls_id != vocab.sep_id:
+            null_index = next(
+                (i for i, t in enumerate(input_ids) if t == vocab.cls_id and special[i]), 0
+            )
+        start_position = end_position = null_index
         if not example.is_impossible and example.answers:
             span = _answer_tokens(context, example.answers[0].start, example.answers[0].end)
             if span is not None and start <= span[0] and span[1] < start + len(window_ids):
@@ -223,6 +233,7 @@ class QAWindows(LazyRows):
             start_position=start_position,
             end_position=end_position,
             context=example.context,
+            null_index=null_index,
         )
 
 
@@ -264,7 +275,8 @@ def postprocess_qa(
     in the context, the end is not before the start and the span has at most
     ``max_answer_length`` tokens; its score is ``start_logit + end_logit``. The best pair's
     characters (through the tokens' offsets) are the answer. With ``version_2``, the null
-    score is the smallest ``start_logits[0] + end_logits[0]`` over the windows, and the
+    score is the smallest ``start_logits[n] + end_logits[n]`` over the windows (``n``: the
+    window's ``null_index``, 0 unless the classification token comes last as in XLNet), and the
     answer is ``""`` when ``null score - best span score > null_threshold`` (or no span
     is valid). Without it, a question with no valid span also gets ``""``.
 
@@ -295,7 +307,7 @@ def postprocess_qa(
             size = len(window.input_ids)
             starts = _logits_row(start_logits[position], size, position)
             ends = _logits_row(end_logits[position], size, position)
-            null = float(starts[0] + ends[0])
+            null = float(starts[window.null_index] + ends[window.null_index])
             null_score = null if null_score is None else min(null_score, null)
             top_starts = np.argsort(starts, kind="stable")[::-1][:n_best]
             top_ends = np.argsort(ends, kind="stable")[::-1][:n_best]
