@@ -1,4 +1,4 @@
-"""ERNIE (Baidu) knowledge masking and ERNIE (Tsinghua) knowledgeable encoder + dEA."""
+"""ERNIE (Baidu) knowledge masking; ERNIE (Tsinghua) knowledgeable encoder, dEA, fine-tuning."""
 
 from ptm_knowledge.ernie.dea import (
     DenoisingEntityAutoencoderObjective,
@@ -12,6 +12,15 @@ from ptm_knowledge.ernie.examples import (
     annotate_documents,
     build_knowledge_examples,
     check_mention_coverage,
+)
+from ptm_knowledge.ernie.finetune import (
+    ErnieFeaturizer,
+    ErnieTaskModel,
+    finetune_ernie_thu,
+    is_ernie_finetuned,
+    load_ernie_task_model,
+    predict_ernie,
+    task_links,
 )
 from ptm_knowledge.ernie.knowledge_masking import (
     LEVELS,
@@ -46,6 +55,8 @@ __all__ = [
     "CollocationPhrases",
     "DenoisingEntityAutoencoderObjective",
     "EntityPredictionHead",
+    "ErnieFeaturizer",
+    "ErnieTaskModel",
     "ErnieThuPretrainingModel",
     "KnowledgeEncoderOutput",
     "KnowledgeMaskingObjective",
@@ -63,12 +74,17 @@ __all__ = [
     "check_mention_coverage",
     "corrupt_entities",
     "evaluate_ernie_thu",
+    "finetune_ernie_thu",
+    "is_ernie_finetuned",
     "is_ernie_thu_checkpoint",
     "knowledge_coverage",
     "knowledge_rows",
+    "load_ernie_task_model",
     "open_linked_corpus",
+    "predict_ernie",
     "prepare_linked_corpus",
     "pretrain_ernie_baidu",
     "pretrain_ernie_thu",
     "select_units",
+    "task_links",
 ]
