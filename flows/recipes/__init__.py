@@ -59,4 +59,5 @@ def instantiation_message(exc: InstantiationException) -> str:
     key = found.group(1) if found else "config"
     cause = exc.__cause__
     reason = str(cause) if cause is not None else str(exc).splitlines()[0]
-    return f"bad config at {key}: {reason}"
+    # One line however the builder worded it (a multi-line reason is joined).
+    return f"bad config at {key}: {' '.join(reason.split())}"
