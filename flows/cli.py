@@ -6,7 +6,8 @@ ptm finetune --multirun task=kg_pair seed=0,1,2          # a sweep: mean +- std 
 ptm config experiment=bert_tiny                          # print the composed config
 ptm demo                                                 # end-to-end demo flow
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
-ptm evaluate runs/demo/final                             # evaluate flow + report
+ptm evaluate runs/demo/pretrain/final                    # evaluate flow + report
+ptm export --format hf runs/demo/pretrain/final hf_model/  # a transformers folder
 ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]
 ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
 ptm retrain --corpus data/ --gate-task kg_pair experiment=bert_tiny   # gate on a downstream task
@@ -73,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="also fine-tune on this task preset and report its dev metrics (repeatable)",
     )
+    export = commands.add_parser(
+        "export", help="write a final/ folder as a Hugging Face transformers folder"
+    )
+    export.add_argument("--format", default="hf", choices=["hf"])
+    export.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
+    export.add_argument("output", help="the folder to write (replaced)")
     link = commands.add_parser("link", help="link a corpus against a KG (sharded, cached)")
     link.add_argument("--corpus", required=True)
     link.add_argument("--kg", required=True, help="directory with entities.tsv/triples.tsv")
@@ -304,6 +311,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "finetune":
         return _finetune(args)
+    if args.command == "export":
+        from flows.export import export
+
+        try:
+            export(args.source, args.output, format=args.format)
+        except USER_ERRORS as exc:
+            print(f"ptm: {exc}", file=sys.stderr)
+            return 1
+        return 0
     from flows.server import temporary_server
 
     try:

@@ -113,6 +113,26 @@ def _read_json_object(
     return data
 
 
+def _final_dirs_near(directory: Path) -> str:
+    """The run ``final/`` folders under the nearest existing parent of ``directory``."""
+    base = directory.parent
+    while not base.is_dir() and base != base.parent:
+        base = base.parent
+    found = sorted(
+        str(path)
+        for depth in range(4)
+        for path in base.glob("/".join(["*"] * depth + ["final"]))
+        if (path / "config.json").is_file() and not any(p.startswith(".") for p in path.parts)
+    )
+    if not found:
+        return (
+            f"no final/ folder with config.json under {base} (ptm pretrain writes "
+            "<trainer.output_dir>/final; ptm demo writes runs/demo/pretrain/final)"
+        )
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    return f"final/ folders under {base}: {shown}"
+
+
 def model_family(model_dir: str | Path) -> str:
     """Which evaluation fits a directory (see :data:`FAMILIES`).
 
@@ -127,7 +147,7 @@ def model_family(model_dir: str | Path) -> str:
     if not directory.exists():
         raise FileNotFoundError(
             f"{directory}: the model directory does not exist; pass a run's final/ directory "
-            "(or a KG-embedding directory)"
+            "(or a KG-embedding directory): " + _final_dirs_near(directory)
         )
     if not directory.is_dir():
         raise ValueError(f"{directory}: is a file; pass the model directory that holds it")

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
 from ptm_core.pretraining import PretrainResult, pretrain
+
+logger = logging.getLogger(__name__)
 
 
 def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
@@ -24,6 +28,17 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     if isinstance(trainer.adam_betas, list):
         trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
+    init_from = cfg.get("init_from")
+    tokenizer = None if prepared else data.tokenizer
+    if init_from and tokenizer and find_tokenizer_directory(init_from) is not None:
+        # The checkpoint's token table is indexed by its own tokenizer's ids: the data
+        # preset's tokenizer (data.tokenizer has a default) would not fit it.
+        logger.info(
+            "init_from=%s has its own tokenizer; it replaces data.tokenizer=%s",
+            init_from,
+            tokenizer,
+        )
+        tokenizer = None
     return pretrain(
         None if prepared else data.corpus,
         prepared=prepared,
@@ -31,14 +46,14 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         objectives=objectives,
         weights=weights,  # type: ignore[arg-type]
         trainer=trainer,
-        tokenizer=None if prepared else data.tokenizer,
+        tokenizer=tokenizer,
         vocab_size=data.vocab_size,
         lowercase=data.lowercase,
         max_length=data.max_length,
         batch_size=data.batch_size,
         pack=data.get("pack", False),
         seed=cfg.seed,
-        init_from=cfg.get("init_from"),
+        init_from=init_from,
         num_workers=data.get("num_workers", 0),
         cache_dir=data.get("cache_dir"),
     )

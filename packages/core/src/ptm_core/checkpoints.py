@@ -10,8 +10,9 @@ concatenated into ptm's fused projection and split again on export.
 from __future__ import annotations
 
 import json
+import logging
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,9 @@ from ptm_core.encoders.config import EncoderConfig
 
 if TYPE_CHECKING:
     from ptm_core.encoders.transformer import TransformerEncoder
+    from ptm_core.tokenization import WordPieceTokenizer
+
+logger = logging.getLogger(__name__)
 
 PTM_ENCODER_FORMAT = "ptm-encoder/1"
 
@@ -391,6 +395,8 @@ def save_encoder(
     *,
     format: str = "ptm",
     extra_writers: Sequence[Callable[[Path], object]] = (),
+    tokenizer: WordPieceTokenizer | None = None,
+    heads: torch.nn.Module | Mapping[str, Tensor] | None = None,
 ) -> Path:
     """Write an encoder checkpoint directory atomically.
 
@@ -404,6 +410,16 @@ def save_encoder(
             are factorised, else BERT).
         extra_writers: callables given the directory being written, to add files in the
             same atomic step (``tokenizer.save``, a model card).
+        tokenizer: the model's tokenizer, written beside the weights: as ptm saves it, or
+            for a Hugging Face format as the files ``AutoTokenizer`` loads
+            (:mod:`ptm_core.checkpoints_hf.tokenizer_files`).
+        heads: the pre-training objectives (an ``ObjectiveMix``, or its tensors named as in
+            ``heads.safetensors``): ``heads.safetensors`` for ``"ptm"``; for a Hugging Face
+            format the heads go into the model file under that family's names
+            (``BertForPreTraining``'s ``cls.predictions.*`` / ``cls.seq_relationship.*``,
+            ``AlbertForPreTraining``, ``ElectraForPreTraining``, ``XLNetLMHeadModel``), so
+            ``AutoModelForMaskedLM`` loads the trained MLM head. Without heads a Hugging Face
+            folder is a bare ``...Model``.
     """
     formats = ("ptm", "hf", "hf-bert", "hf-albert", "hf-electra", "hf-xlnet")
     if format not in formats:
@@ -413,6 +429,37 @@ def save_encoder(
         format = _default_hf_format(config)
     if format in ("hf-bert", "hf-albert", "hf-electra"):
         _check_bert_layout(config, format)
+    head_state = _own_head_tensors(heads, encoder)
+    if format != "ptm" and (tokenizer is not None or head_state):
+        from ptm_core.checkpoints_hf.export import write_hf_encoder
+
+        if format == "hf-bert" and (
+            config.factorised or config.share_layers != "none" or config.relative
+        ):
+            raise CheckpointError(
+                "a BERT checkpoint has no factorised embeddings, layer sharing or relative "
+                "positions; export this encoder with format='hf' or 'ptm'"
+            )
+        with atomic_directory(path) as tmp:
+            write_hf_encoder(
+                encoder,
+                tmp,
+                family=format.removeprefix("hf-"),
+                heads=head_state,
+                tokenizer=tokenizer,
+            )
+            for writer in extra_writers:
+                writer(tmp)
+        return Path(path)
+    if format != "ptm" and not extra_writers:
+        logger.warning(
+            "%s: a bare %s without pre-training heads or tokenizer files (AutoModelForMaskedLM "
+            "would start its head from random init, AutoTokenizer would not load); pass "
+            "tokenizer= and heads= to save_encoder, or export a run's final/ with "
+            "`ptm export --format hf`",
+            path,
+            format,
+        )
     if format == "ptm":
         config_dict = {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()}
         state = unique_state(encoder)
@@ -434,9 +481,28 @@ def save_encoder(
     with atomic_directory(path) as tmp:
         (tmp / "config.json").write_text(json.dumps(config_dict, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save(tmp)
+        if head_state:
+            save_file(head_state, str(tmp / "heads.safetensors"))
         for writer in extra_writers:
             writer(tmp)
     return Path(path)
+
+
+def _own_head_tensors(
+    heads: torch.nn.Module | Mapping[str, Tensor] | None, encoder: torch.nn.Module
+) -> dict[str, Tensor]:
+    """The objectives' own tensors (those tied to the encoder left out), by state-dict name."""
+    if heads is None:
+        return {}
+    state = heads.state_dict() if isinstance(heads, torch.nn.Module) else dict(heads)
+    shared = {p.data_ptr() for p in encoder.parameters()}
+    return {
+        name: tensor.detach().contiguous()
+        for name, tensor in state.items()
+        if tensor.data_ptr() not in shared
+    }
 
 
 def _check_bert_layout(config: EncoderConfig, format: str) -> None:

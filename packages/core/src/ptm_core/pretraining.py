@@ -342,9 +342,11 @@ def pretrain(
         batch_size: rows per micro-batch.
         seed: seed of example building, masking and shuffling.
         callbacks: trainer callbacks (``on_log(step, record)``, ``on_save(step, path)``).
-        init_from: a ``final/`` directory of an earlier run to continue from: its encoder
-            (architecture and weights; ``encoder`` is then ignored), its objective heads
-            (``heads.safetensors``) and, unless ``tokenizer`` is given, its tokenizer.
+        init_from: a ``final/`` directory of an earlier run, or a Hugging Face BERT,
+            ALBERT, ELECTRA or XLNet folder, to continue from: its encoder (architecture
+            and weights; ``encoder`` is then ignored), its objective heads
+            (``heads.safetensors``, or a Hugging Face ``...ForPreTraining`` model's heads)
+            and, unless ``tokenizer`` is given, its tokenizer.
         pack: pack short rows together (block-diagonal attention, positions restarting
             per example) so no compute goes to padding; for single-segment objectives
             (MLM, SpanBERT, WWM), not for NSP/SOP pairs or objectives that build their
@@ -359,7 +361,9 @@ def pretrain(
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     if init_from is not None and tokenizer is None and prepared is None:
-        tokenizer = init_from
+        from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
+
+        tokenizer = find_tokenizer_directory(init_from) or init_from
     store, tok = open_training_corpus(
         corpus,
         prepared,
@@ -374,6 +378,7 @@ def pretrain(
     torch.manual_seed(derive_seed(seed, "init"))
     if init_from is not None:
         model_encoder = TransformerEncoder.from_pretrained(init_from)
+        _check_init_vocabulary(init_from, model_encoder, vocab, tok_source=tokenizer)
     elif isinstance(encoder, TransformerEncoder):
         model_encoder = encoder
     else:
@@ -391,7 +396,7 @@ def pretrain(
         if isinstance(objective, UsesWordBoundaries):
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
     if init_from is not None:
-        load_heads(mix, Path(init_from))
+        load_init_heads(mix, Path(init_from))
     examples = build_examples(mix, store, vocab, max_length, seed)
     if pack:
         if any(isinstance(o, BuildsExamples) for _, o in mix):
@@ -434,6 +439,58 @@ def pretrain(
         final_metrics=run.final_metrics,
         num_examples=len(examples),
     )
+
+
+def _check_init_vocabulary(
+    init_from: str | Path,
+    encoder: TransformerEncoder,
+    vocab: VocabInfo,
+    *,
+    tok_source: str | Path | None,
+) -> None:
+    """An ``init_from`` checkpoint's token table must fit the run's tokenizer."""
+    if vocab.vocab_size == encoder.config.vocab_size:
+        return
+    from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
+
+    own = find_tokenizer_directory(init_from)
+    fix = (
+        f"leave data.tokenizer unset so that the checkpoint's own tokenizer ({own}) is used"
+        if own is not None
+        else f"{init_from} has no tokenizer files (tokenizer.json or vocab.txt): give "
+        "data.tokenizer=<the vocab.txt the checkpoint was trained with>"
+    )
+    raise ValueError(
+        f"init_from={init_from}: the checkpoint's vocab_size is {encoder.config.vocab_size} "
+        f"but the tokenizer ({tok_source or 'trained on the corpus'}) has {vocab.vocab_size} "
+        f"ids; its token table is indexed by its own tokenizer's ids, so {fix}"
+    )
+
+
+def load_init_heads(mix: ObjectiveMix, directory: Path) -> list[str]:
+    """Load the objectives' heads of an ``init_from`` folder; returns those left fresh.
+
+    A ptm ``final/`` has them in ``heads.safetensors`` (:func:`load_heads`); a Hugging Face
+    ``...ForPreTraining`` folder in its model file, under its own names
+    (:func:`~ptm_core.checkpoints_hf.pretraining_heads.load_hf_pretraining_heads`).
+    """
+    from ptm_core.checkpoints import read_json_object
+
+    config_path = directory / "config.json"
+    if (directory / HEADS_FILE).exists() or "ptm_format" in read_json_object(config_path):
+        return load_heads(mix, directory)
+    from ptm_core.checkpoints_hf.pretraining_heads import load_hf_pretraining_heads
+
+    loaded, fresh = load_hf_pretraining_heads(mix, directory)
+    if loaded:
+        logger.info("%s: heads of %s loaded from the checkpoint", directory, ", ".join(loaded))
+    if fresh:
+        logger.warning(
+            "%s: no Hugging Face head for %s in the checkpoint: those heads start from random init",
+            directory,
+            ", ".join(fresh),
+        )
+    return fresh
 
 
 HEADS_FILE = "heads.safetensors"

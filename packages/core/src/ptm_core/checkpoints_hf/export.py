@@ -1,0 +1,398 @@
+"""Export a ptm ``final/`` folder as a complete Hugging Face model folder.
+
+``ptm pretrain`` writes an encoder ``final/`` (``config.json`` with ``ptm_format``, the
+weights with ptm's names, the objectives' heads in ``heads.safetensors`` and the
+tokenizer); ``ptm finetune`` adds ``task.json`` and ``task_head.safetensors``; the
+encoder-decoder families write ``ptm_model: encoder_decoder`` and ``tokenizer/``.
+:func:`export_hf` turns any of them into the folder ``transformers`` expects: weights with
+the heads under Hugging Face's names, a ``config.json`` whose ``architectures`` names the
+class that holds those heads, and the tokenizer files of
+:mod:`~ptm_core.checkpoints_hf.tokenizer_files`.
+
+=================  ==============================  ===================================
+ptm folder         Hugging Face class              ``transformers`` auto class
+=================  ==============================  ===================================
+BERT layout        ``BertForPreTraining`` (MLM +   ``AutoModelForMaskedLM``,
+(bert, roberta,    NSP), ``BertForMaskedLM``       ``AutoModelForPreTraining``
+spanbert, ...)     (MLM only), ``BertModel``
+ALBERT             ``AlbertForPreTraining``        ``AutoModelForMaskedLM``
+ELECTRA            ``ElectraForPreTraining``       ``AutoModelForPreTraining``
+                   (discriminator)
+XLNet              ``XLNetLMHeadModel``            ``AutoModelForCausalLM``
+BART               ``BartForConditionalGeneration``  ``AutoModelForSeq2SeqLM``
+T5                 ``T5ForConditionalGeneration``    ``AutoModelForSeq2SeqLM``
+fine-tuned BERT    ``BertFor{SequenceClassification, TokenClassification,
+                   QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``)
+=================  ===================================================================
+
+Heads without a Hugging Face counterpart (SpanBERT's SBO, ELECTRA's generator, ...) are
+left out and named in :attr:`HFExport.skipped`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from safetensors.torch import load_file, save_file
+from torch import Tensor
+
+from ptm_core.atomic import atomic_directory
+from ptm_core.checkpoints import (
+    CheckpointError,
+    encoder_config_to_hf,
+    ptm_to_hf_bert,
+    read_json_object,
+)
+from ptm_core.checkpoints_hf.tokenizer_files import (
+    find_tokenizer_directory,
+    write_hf_tokenizer_files,
+)
+
+if TYPE_CHECKING:
+    from ptm_core.encoders.transformer import TransformerEncoder
+    from ptm_core.tokenization import WordPieceTokenizer
+
+HEADS_FILE = "heads.safetensors"
+TASK_JSON = "task.json"
+
+# What ``ptm export --format hf`` accepts, for the error message of anything else.
+SUPPORTED_KINDS = (
+    "a ptm pretrain final/ of a BERT-layout encoder (bert, roberta, spanbert, ...), ALBERT, "
+    "ELECTRA or XLNet",
+    "a BART or T5 pretrain final/ (ptm_model: encoder_decoder)",
+    "a ptm finetune final/ (task.json) on a BERT-layout encoder",
+)
+
+_MLM_NAMES = {  # ptm MaskedLMHead -> BERT's cls.predictions
+    "head.dense.weight": "cls.predictions.transform.dense.weight",
+    "head.dense.bias": "cls.predictions.transform.dense.bias",
+    "head.norm.weight": "cls.predictions.transform.LayerNorm.weight",
+    "head.norm.bias": "cls.predictions.transform.LayerNorm.bias",
+    "head.decoder.bias": "cls.predictions.bias",
+}
+_PAIR_NAMES = {  # ptm SentencePairHead -> BERT's pooler + NSP classifier
+    "head.pooler.dense.weight": "bert.pooler.dense.weight",
+    "head.pooler.dense.bias": "bert.pooler.dense.bias",
+    "head.classifier.weight": "cls.seq_relationship.weight",
+    "head.classifier.bias": "cls.seq_relationship.bias",
+}
+_ALBERT_MLM_NAMES = {
+    "head.dense.weight": "predictions.dense.weight",
+    "head.dense.bias": "predictions.dense.bias",
+    "head.norm.weight": "predictions.LayerNorm.weight",
+    "head.norm.bias": "predictions.LayerNorm.bias",
+    "head.decoder.bias": "predictions.bias",
+}
+_ALBERT_SOP_NAMES = {
+    "head.pooler.dense.weight": "albert.pooler.weight",
+    "head.pooler.dense.bias": "albert.pooler.bias",
+    "head.classifier.weight": "sop_classifier.classifier.weight",
+    "head.classifier.bias": "sop_classifier.classifier.bias",
+}
+_ELECTRA_NAMES = {
+    "discriminator_head.dense.weight": "discriminator_predictions.dense.weight",
+    "discriminator_head.dense.bias": "discriminator_predictions.dense.bias",
+    "discriminator_head.prediction.weight": "discriminator_predictions.dense_prediction.weight",
+    "discriminator_head.prediction.bias": "discriminator_predictions.dense_prediction.bias",
+}
+_XLNET_NAMES = {"output_bias": "lm_loss.bias"}
+
+
+@dataclass
+class HFExport:
+    """What :func:`export_hf` wrote.
+
+    Attributes:
+        directory: the Hugging Face folder.
+        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``bart`` or ``t5``.
+        architecture: the ``transformers`` class in ``config.json``'s ``architectures``.
+        auto_class: the ``transformers`` auto class that loads it with its heads.
+        heads: the ptm objectives (or task head) whose weights were exported.
+        skipped: objectives whose heads have no Hugging Face counterpart (not written).
+    """
+
+    directory: Path
+    family: str
+    architecture: str
+    auto_class: str
+    heads: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _unsupported(source: Path, what: str) -> CheckpointError:
+    return CheckpointError(
+        f"{source}: {what}, which has no Hugging Face counterpart ptm can export. "
+        "Supported: " + "; ".join(SUPPORTED_KINDS)
+    )
+
+
+def export_hf(source: str | Path, target: str | Path) -> HFExport:
+    """Write ``source`` (a ptm ``final/``) as a Hugging Face folder at ``target``, atomically.
+
+    ``transformers`` loads the result with ``AutoModelFor...`` (see the module table) and
+    ``AutoTokenizer``; both give the same outputs and token ids as ptm on the same input.
+
+    Args:
+        source: a ``final/`` written by ``ptm pretrain`` or ``ptm finetune``.
+        target: the folder to write (replaced as a whole if it exists).
+
+    Returns:
+        :class:`HFExport`.
+
+    Raises:
+        CheckpointError: ``source`` is not a ptm ``final/``, or its family or head has no
+            Hugging Face counterpart (the message names the folder and the supported kinds).
+    """
+    source = Path(source)
+    if not source.is_dir():
+        raise CheckpointError(
+            f"{source}: no such folder; give the final/ folder that ptm pretrain or ptm "
+            "finetune wrote (e.g. runs/demo/pretrain/final)"
+        )
+    raw = read_json_object(source / "config.json")
+    tokenizer_dir = find_tokenizer_directory(source)
+    if (source / TASK_JSON).is_file():
+        return _export_task(source, Path(target), tokenizer_dir)
+    if raw.get("ptm_model") == "encoder_decoder":
+        return _export_seq2seq(source, Path(target), tokenizer_dir)
+    if "ptm_format" in raw:
+        return _export_encoder(source, Path(target), tokenizer_dir)
+    if "model_type" in raw:
+        raise CheckpointError(
+            f"{source}: already a Hugging Face folder (model_type {raw['model_type']!r}); "
+            "transformers loads it as it is"
+        )
+    kind = raw.get("ptm_model") or raw.get("model_type") or "an unknown model"
+    raise _unsupported(source, f"config.json describes {kind!r}")
+
+
+def _tokenizer_writer(
+    tokenizer_dir: Path | None, max_length: int | None
+) -> Callable[[Path], object]:
+    def write(directory: Path) -> object:
+        if tokenizer_dir is None:
+            return None
+        from ptm_core.tokenization import WordPieceTokenizer
+
+        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
+        return write_hf_tokenizer_files(tokenizer, directory, model_max_length=max_length)
+
+    return write
+
+
+def _take(
+    groups: dict[str, dict[str, Tensor]], names: dict[str, str], used: list[str]
+) -> dict[str, Tensor]:
+    """The first objective whose tensors are exactly ``names``' keys, renamed; else ``{}``."""
+    for objective, tensors in groups.items():
+        if objective not in used and set(tensors) == set(names):
+            used.append(objective)
+            return {theirs: tensors[ours].contiguous() for ours, theirs in names.items()}
+    return {}
+
+
+def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
+    from ptm_core.checkpoints import _default_hf_format
+    from ptm_core.encoders.transformer import TransformerEncoder
+
+    encoder = TransformerEncoder.from_pretrained(source)
+    try:
+        family = _default_hf_format(encoder.config).removeprefix("hf-")
+    except CheckpointError as exc:
+        raise _unsupported(source, str(exc)) from None
+    tokenizer = None
+    if tokenizer_dir is not None:
+        from ptm_core.tokenization import WordPieceTokenizer
+
+        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
+    heads_path = source / HEADS_FILE
+    heads = load_file(str(heads_path)) if heads_path.is_file() else {}
+    try:
+        with atomic_directory(target) as tmp:
+            result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=tokenizer)
+    except CheckpointError as exc:
+        raise _unsupported(source, str(exc)) from None
+    result.directory = target
+    return result
+
+
+def write_hf_encoder(
+    encoder: TransformerEncoder,
+    directory: Path,
+    *,
+    family: str,
+    heads: Mapping[str, Tensor],
+    tokenizer: WordPieceTokenizer | None,
+) -> HFExport:
+    """Write an encoder, its pre-training heads and its tokenizer as a Hugging Face folder.
+
+    Args:
+        encoder: the encoder.
+        directory: an existing (empty) folder to write into; the caller makes it atomic.
+        family: ``bert``, ``albert``, ``electra`` or ``xlnet``.
+        heads: the objectives' own tensors as ``heads.safetensors`` holds them
+            (``objectives.<name>.<tensor>``, tied tensors left out); ``{}`` for none.
+        tokenizer: the WordPiece tokenizer, or ``None`` to write no tokenizer files.
+
+    Returns:
+        :class:`HFExport` (``directory`` is the folder written into).
+    """
+    from ptm_core.checkpoints import _check_bert_layout
+    from ptm_core.checkpoints_hf import FAMILIES
+
+    config = encoder.config
+    if family != "xlnet":
+        _check_bert_layout(config, f"hf-{family}")
+    groups: dict[str, dict[str, Tensor]] = {}
+    for name, tensor in heads.items():
+        _, objective, rest = name.split(".", 2)  # "objectives.<name>.<tensor>"
+        groups.setdefault(objective, {})[rest] = tensor
+    used: list[str] = []
+    state: dict[str, Tensor]
+    if family == "bert":
+        hf_config = encoder_config_to_hf(config)
+        state = {
+            f"bert.{k}": v
+            for k, v in ptm_to_hf_bert(encoder.state_dict(), config.num_layers).items()
+        }
+        mlm = _take(groups, _MLM_NAMES, used)
+        pair = _take(groups, _PAIR_NAMES, used)
+        state.update(mlm)
+        state.update(pair)
+        if mlm and pair:
+            architecture, auto = "BertForPreTraining", "AutoModelForPreTraining"
+        elif mlm:
+            architecture, auto = "BertForMaskedLM", "AutoModelForMaskedLM"
+        else:
+            architecture, auto = "BertModel", "AutoModel"
+    else:
+        module = FAMILIES[family]
+        hf_config = module.config_to_hf(config)
+        encoder_state = module.state_to_hf(encoder.state_dict(), config)
+        if family == "albert":
+            state = {f"albert.{k}": v for k, v in encoder_state.items()}
+            mlm = _take(groups, _ALBERT_MLM_NAMES, used)
+            if mlm:
+                mlm["predictions.decoder.bias"] = mlm["predictions.bias"].clone()
+            sop = _take(groups, _ALBERT_SOP_NAMES, used)
+            state.update(mlm)
+            state.update(sop)
+            architecture, auto = (
+                ("AlbertForPreTraining", "AutoModelForPreTraining")
+                if mlm and sop
+                else ("AlbertForMaskedLM", "AutoModelForMaskedLM")
+                if mlm
+                else ("AlbertModel", "AutoModel")
+            )
+        elif family == "electra":
+            state = {f"electra.{k}": v for k, v in encoder_state.items()}
+            discriminator: dict[str, Tensor] = {}
+            # The RTD objective's tensors hold the generator too: take its discriminator.
+            for objective, tensors in groups.items():
+                if set(_ELECTRA_NAMES) <= set(tensors):
+                    used.append(objective)
+                    discriminator = {t: tensors[o] for o, t in _ELECTRA_NAMES.items()}
+                    break
+            state.update(discriminator)
+            architecture, auto = (
+                ("ElectraForPreTraining", "AutoModelForPreTraining")
+                if discriminator
+                else ("ElectraModel", "AutoModel")
+            )
+        else:  # xlnet
+            state = {f"transformer.{k}": v for k, v in encoder_state.items()}
+            head = _take(groups, _XLNET_NAMES, used)
+            if head:
+                head["lm_loss.weight"] = encoder_state["word_embedding.weight"].clone()
+            state.update(head)
+            architecture, auto = (
+                ("XLNetLMHeadModel", "AutoModelForCausalLM")
+                if head
+                else ("XLNetModel", "AutoModel")
+            )
+    hf_config["architectures"] = [architecture]
+    (directory / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
+    save_file(
+        {k: v.detach().contiguous() for k, v in state.items()},
+        str(directory / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    if tokenizer is not None:
+        max_length = None if family == "xlnet" else config.max_positions
+        write_hf_tokenizer_files(tokenizer, directory, model_max_length=max_length)
+    skipped = [name for name in groups if name not in used]
+    if family == "electra" and used:
+        skipped.append(f"{used[0]} (generator)")
+    return HFExport(directory, family, architecture, auto, heads=used, skipped=skipped)
+
+
+def _move_into(written: Path, tmp: Path) -> None:
+    for path in written.iterdir():
+        shutil.move(str(path), str(tmp / path.name))
+    written.rmdir()
+
+
+def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
+    from ptm_core.checkpoints_hf.bart import load_seq2seq, save_seq2seq
+    from ptm_core.checkpoints_hf.t5 import save_t5
+
+    model = load_seq2seq(source)
+    config = model.config
+    family = "t5" if config.position_encoding == "t5_buckets" else "bart"
+    write_tokenizer = _tokenizer_writer(
+        tokenizer_dir, None if family == "t5" else config.max_positions
+    )
+    with atomic_directory(target) as tmp:
+        try:
+            if family == "t5":
+                save_t5(model, tmp / "model")
+            else:
+                save_seq2seq(model, tmp / "model", format="hf")
+        except CheckpointError as exc:
+            raise _unsupported(source, str(exc)) from None
+        _move_into(tmp / "model", tmp)
+        write_tokenizer(tmp)
+    architecture = (
+        "T5ForConditionalGeneration" if family == "t5" else "BartForConditionalGeneration"
+    )
+    return HFExport(target, family, architecture, "AutoModelForSeq2SeqLM", heads=["lm_head"])
+
+
+_TASK_AUTO = {
+    "classification": "AutoModelForSequenceClassification",
+    "regression": "AutoModelForSequenceClassification",
+    "tagging": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+    "multiple_choice": "AutoModelForMultipleChoice",
+}
+
+
+def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
+    from ptm_core.checkpoints_hf.bert_tasks import _KIND_TO_ARCHITECTURE, export_hf_task_model
+    from ptm_core.finetune.model import load_task_model
+
+    record = read_json_object(source / TASK_JSON)
+    if record.get("recipe") not in (None, "core") or record.get("feature_based"):
+        what = "feature-based tagger" if record.get("feature_based") else record.get("recipe")
+        raise _unsupported(source, f"task.json describes a {what} fine-tuned model")
+    config = read_json_object(source / "config.json")
+    if "ptm_format" not in config:
+        raise _unsupported(source, "a fine-tuned model on a non-BERT encoder")
+    model, task = load_task_model(source)
+    write_tokenizer = _tokenizer_writer(tokenizer_dir, model.encoder.config.max_positions)
+    with atomic_directory(target) as tmp:
+        try:
+            export_hf_task_model(model, tmp / "model")
+        except CheckpointError as exc:
+            raise _unsupported(source, str(exc)) from None
+        _move_into(tmp / "model", tmp)
+        write_tokenizer(tmp)
+    kind = str(task["kind"])
+    return HFExport(
+        target, "bert", _KIND_TO_ARCHITECTURE[kind], _TASK_AUTO[kind], heads=[f"task:{kind}"]
+    )
