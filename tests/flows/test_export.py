@@ -317,3 +317,44 @@ def test_a_pre_ln_gpt_final_is_refused_naming_the_folder(
     err = capsys.readouterr().err
     assert f"{tmp_path / 'final'}: " in err and "post-LN" in err and "Supported:" in err
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "auto_class"),
+    [("kg_ner", "AutoModelForTokenClassification"), ("kg_squad", "AutoModelForQuestionAnswering")],
+)
+def test_fine_tuned_tagger_and_qa_export_to_their_auto_classes(
+    task: str,
+    auto_class: str,
+    bert_final: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run = tmp_path / "ft"
+    code = main(
+        [
+            "finetune",
+            f"task={task}",
+            f"model={bert_final}",
+            "trainer.max_steps=2",
+            f"trainer.output_dir={run}",
+        ]
+    )
+    assert code == 0
+    capsys.readouterr()
+    out = tmp_path / "hf"
+    _export(run / "final", out, capsys)
+    model, record = load_task_model(run / "final")
+    model.eval()
+    batch = _batch(_check_token_ids(out, WordPieceTokenizer.from_directory(run / "final")))
+    real = batch["attention_mask"].bool()
+    theirs = _loaded(auto_class, out)
+    with torch.no_grad():
+        ours = model({**batch, "attention_mask": real})
+        expected = theirs(**batch)
+    if task == "kg_ner":
+        assert theirs.config.id2label == dict(enumerate(record["label_names"]))
+        _assert_close(ours.logits, expected.logits, real)
+    else:
+        _assert_close(ours.start_logits, expected.start_logits, real)
+        _assert_close(ours.end_logits, expected.end_logits, real)
