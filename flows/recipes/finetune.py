@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ptm_core import TransformerEncoder
 from ptm_core.checkpoints_hf.bert_tasks import is_hf_task_directory, load_hf_task_model
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+from ptm_core.finetune.data import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.recipe import FinetuneResult, finetune
 from ptm_core.finetune.seq2seq import is_seq2seq_directory, load_seq2seq_tokenizer
 from ptm_core.finetune.task_spec import TaskSpec
@@ -38,8 +39,12 @@ def load_tokenizer(path: str | Path, lowercase: bool = True) -> WordPieceTokeniz
 
 def encoder_and_tokenizer(
     cfg: DictConfig,
-) -> tuple[TransformerEncoder | EncoderDecoderModel, WordPieceTokenizer]:
-    """The encoder (or encoder-decoder) to fine-tune and its tokenizer, as the config says."""
+) -> tuple[TransformerEncoder | EncoderDecoderModel, TaskTokenizer]:
+    """The encoder (or encoder-decoder) to fine-tune and its tokenizer, as the config says.
+
+    A model folder brings its own tokenizer: BERT WordPiece, or any Hugging Face
+    ``tokenizer.json`` (byte-level BPE, Unigram) through :func:`load_task_tokenizer`.
+    """
     init_from = cfg.get("init_from")
     random_init = bool(cfg.finetune.get("random_init", False))
     if init_from:
@@ -55,7 +60,7 @@ def encoder_and_tokenizer(
                 torch.manual_seed(int(cfg.seed))
                 seq2seq = EncoderDecoderModel(seq2seq.config)
             return seq2seq, load_seq2seq_tokenizer(directory)
-        tokenizer = load_tokenizer(directory)
+        tokenizer = load_task_tokenizer(directory)
         if is_hf_task_directory(directory):  # a BertFor{...} folder: its encoder, not its head
             encoder = load_hf_task_model(directory).encoder
         else:
