@@ -49,6 +49,7 @@ from ptm_core.checkpoints import (
     read_json_object,
 )
 from ptm_core.checkpoints_hf.tokenizer_files import (
+    HF_TOKENIZER_FILES,
     find_tokenizer_directory,
     write_hf_tokenizer_files,
 )
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
 
 HEADS_FILE = "heads.safetensors"
+# Files of non-WordPiece Hugging Face tokenizers, copied beside HF_TOKENIZER_FILES.
+_COPIED_TOKENIZER_FILES = ("vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model")
 TASK_JSON = "task.json"
 
 # What ``ptm export --format hf`` accepts, for the error message of anything else.
@@ -177,9 +180,20 @@ def _tokenizer_writer(
     def write(directory: Path) -> object:
         if tokenizer_dir is None:
             return None
-        from ptm_core.tokenization import WordPieceTokenizer
+        from ptm_core.tokenization import TOKENIZER_FILE, WordPieceTokenizer
 
-        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
+        try:
+            tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
+        except ValueError:
+            if not (tokenizer_dir / TOKENIZER_FILE).is_file():
+                raise
+            # A Hugging Face tokenizer that is not WordPiece (a fine-tuned folder that
+            # came from the Hub with BPE/Unigram): its own files are already what
+            # AutoTokenizer loads, so they are copied as they are.
+            for name in (*_COPIED_TOKENIZER_FILES, *HF_TOKENIZER_FILES):
+                if (tokenizer_dir / name).is_file():
+                    shutil.copyfile(tokenizer_dir / name, directory / name)
+            return None
         return write_hf_tokenizer_files(tokenizer, directory, model_max_length=max_length)
 
     return write
