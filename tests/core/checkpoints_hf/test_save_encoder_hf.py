@@ -69,3 +69,18 @@ def test_a_bare_hf_export_warns_what_it_lacks(
         save_encoder(encoder, tmp_path, format="hf")
     assert "without pre-training heads or tokenizer files" in caplog.text
     assert "ptm export --format hf" in caplog.text
+
+
+def test_encoder_save_pretrained_passes_heads_and_tokenizer_through(tmp_path: Path) -> None:
+    encoder, mix, tokenizer = _model()
+    encoder.save_pretrained(tmp_path, format="hf", tokenizer=tokenizer, heads=mix)
+    model, info = transformers.AutoModelForMaskedLM.from_pretrained(
+        tmp_path, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert len(transformers.AutoTokenizer.from_pretrained(tmp_path)) == tokenizer.vocab_size
+    ids = torch.tensor([tokenizer.encode("Marie Curie won the Nobel Prize.").input_ids])
+    with torch.no_grad():
+        ours = dict(mix)["mlm"].head(encoder(ids).last_hidden_state)
+        theirs = model.eval()(ids).logits
+    assert (ours - theirs).abs().max().item() <= 1e-5

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -21,6 +21,9 @@ from ptm_core.modules.relative_attention import (
     sinusoid_relative_positions,
 )
 from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
+
+if TYPE_CHECKING:
+    from ptm_core.tokenization import WordPieceTokenizer
 
 
 @dataclass
@@ -487,6 +490,8 @@ class TransformerEncoder(nn.Module):
         *,
         format: str = "ptm",
         extra_writers: Sequence[Callable[[Path], object]] = (),
+        tokenizer: WordPieceTokenizer | None = None,
+        heads: torch.nn.Module | Mapping[str, Tensor] | None = None,
     ) -> Path:
         """Write ``config.json`` + ``model.safetensors`` atomically.
 
@@ -499,13 +504,26 @@ class TransformerEncoder(nn.Module):
                 ``"hf-xlnet"`` (relative positions).
             extra_writers: callables given the directory being written, to add files in the
                 same atomic step (``tokenizer.save``, a model card).
+            tokenizer: written beside the weights; with ``format="hf"`` as the files
+                ``AutoTokenizer`` reads (``tokenizer.json``, ``vocab.txt``,
+                ``tokenizer_config.json``, ``special_tokens_map.json``).
+            heads: pre-training heads (an objective mix or its state dict); with
+                ``format="hf"`` under transformers' names (``cls.predictions.*``, ...), so
+                ``AutoModelForMaskedLM`` loads the folder with its MLM head.
 
         Returns:
             The directory written.
         """
         from ptm_core.checkpoints import save_encoder
 
-        return save_encoder(self, path, format=format, extra_writers=extra_writers)
+        return save_encoder(
+            self,
+            path,
+            format=format,
+            extra_writers=extra_writers,
+            tokenizer=tokenizer,
+            heads=heads,
+        )
 
     @classmethod
     def from_pretrained(
