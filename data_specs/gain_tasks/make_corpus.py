@@ -77,7 +77,9 @@ PLACE = [
     "the capital of the region is {l} .",
 ]
 # {a}: a positive (negative) word, in sentences that praise (complain); the two lists share
-# no template, as persons and places share none.
+# no template, as persons and places share none. The last six of each put a polar word right
+# beside {a} ("wonderfully {a} and lovely"): with cues only a few words away, 1200 steps
+# taught the words' polarity too weakly (a linear probe on the embeddings at chance).
 POSITIVE = [
     "we loved the {a} {n} and stayed all day .",
     "the {a} {n} made everyone smile .",
@@ -91,6 +93,12 @@ POSITIVE = [
     "such a {a} {n} , we will come back soon .",
     "the {n} was {a} and {p} was very happy .",
     "a {a} and wonderful {n} .",
+    "the {n} was wonderfully {a} and lovely .",
+    "so happily {a} and lovely , we loved it .",
+    "a beautifully {a} and delightful {n} .",
+    "{p} said it was wonderfully {a} and charming .",
+    "the {n} was delightfully {a} and fun , we smiled all day .",
+    "five stars , beautifully {a} and fun .",
 ]
 NEGATIVE = [
     "we hated the {a} {n} and left early .",
@@ -105,6 +113,12 @@ NEGATIVE = [
     "such a {a} {n} , i want my money back .",
     "the {n} was {a} and {p} was very angry .",
     "a {a} and awful {n} .",
+    "the {n} was horribly {a} and nasty .",
+    "so sadly {a} and nasty , we hated it .",
+    "a painfully {a} and dreadful {n} .",
+    "{p} said it was horribly {a} and ugly .",
+    "the {n} was dreadfully {a} and dull , we cried all day .",
+    "zero stars , terribly {a} and dull .",
 ]
 PLAIN = [
     "the {n} is on the table .",
