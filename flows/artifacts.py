@@ -115,12 +115,16 @@ def metric_direction(name: str) -> str | None:
     return None
 
 
+# How objectives are written in prose (the papers' spelling).
+_OBJECTIVE_NAMES = {"dea": "dEA", "mlm": "MLM", "nsp": "NSP", "sop": "SOP", "tlm": "TLM"}
+
+
 def _label(name: str) -> str:
-    """``nsp/accuracy`` -> ``NSP``, ``mlm/loss`` -> ``MLM loss``, ``loss`` -> ``total loss``."""
+    """``nsp/accuracy`` -> ``NSP``, ``dea/loss`` -> ``dEA loss``, ``loss`` -> ``total loss``."""
     if "/" not in name:
         return "total loss" if name == "loss" else name
     group, leaf = name.rsplit("/", 1)
-    group = group.upper() if len(group) <= 4 else group
+    group = _OBJECTIVE_NAMES.get(group, group)
     return group if leaf == "accuracy" else f"{group} {leaf}"
 
 
@@ -194,7 +198,8 @@ def generalisation_report(
     columns = ["metric"]
     if logged is not None:
         columns.append("training (last log)")
-    columns += ["training split", "held-out", f"held-out, {baseline_name}", "gap"]
+    gap = "gap (held-out - training)"
+    columns += ["training split", "held-out", f"held-out, {baseline_name}", gap]
     rows = []
     for name in names:
         row: dict[str, Any] = {"metric": name}
@@ -203,7 +208,7 @@ def generalisation_report(
         row["training split"] = float(train[name])
         row["held-out"] = float(held_out[name])
         row[f"held-out, {baseline_name}"] = (baseline or {}).get(name, "")
-        row["gap"] = float(held_out[name]) - float(train[name])
+        row[gap] = float(held_out[name]) - float(train[name])
         rows.append(row)
     flags = generalisation_flags(train, held_out, baseline)
     if flags:
