@@ -362,12 +362,17 @@ def part_text(
 
 
 def part_gain(
-    runner: Runner, seeds: Sequence[int], final: Path, steps: int, lr: float | None = None
+    runner: Runner,
+    seeds: Sequence[int],
+    final: Path,
+    steps: int,
+    lr: float | None = None,
+    tasks: Sequence[str] = GAIN_TASKS,
 ) -> list:
-    """The gain suite: each task of :data:`GAIN_TASKS`, pre-trained vs random init."""
+    """The gain suite: each of ``tasks`` (:data:`GAIN_TASKS`), pre-trained vs random init."""
     rows = []
     tag = f"gain-{steps}-{gain_digest()}" + (f"-lr{lr:g}" if lr else "")
-    for task in GAIN_TASKS:
+    for task in tasks:
         chosen = dict(GAIN_BUDGETS[task])
         if lr:
             chosen["learning_rate"] = lr
@@ -738,6 +743,7 @@ def main(argv: list[str] | None = None) -> None:
         help="pre-training steps of the gain suite's tiny BERT (experiment=bert_tiny_gain)",
     )
     parser.add_argument("--text-tasks", default="sentiment,kg_ner,kg_squad")
+    parser.add_argument("--gain-tasks", default=",".join(GAIN_TASKS))
     parser.add_argument("--minilm-tasks", default="sentiment")
     parser.add_argument("--ulmfit-task", default="kg_ner")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -804,7 +810,10 @@ def main(argv: list[str] | None = None) -> None:
             )
         elif part == "gain":
             key = f"gain@{args.gain_pretrain_steps}"
-            results["parts"][key] = part_gain(runner, seeds, gain_final, args.gain_pretrain_steps)
+            tasks = [t for t in args.gain_tasks.split(",") if t]
+            results["parts"][key] = part_gain(
+                runner, seeds, gain_final, args.gain_pretrain_steps, tasks=tasks
+            )
     wall = time.perf_counter() - start
     command = "python -m benchmarks.finetune_gain " + " ".join(argv or sys.argv[1:])
     results["meta"] = {
