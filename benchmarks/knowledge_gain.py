@@ -1,6 +1,12 @@
 """Does the KG help? ERNIE-THU and K-BERT, each against its own kg-free ablation.
 
-    nice -n 19 python -m benchmarks.knowledge_gain --seeds 0,1,2 --threads 1
+    nice -n 19 python -m benchmarks.knowledge_gain --models ernie_thu --ernie-pretrain-steps 300
+    nice -n 19 python -m benchmarks.knowledge_gain --models kbert --kbert-init runs/bert_tiny/final
+    nice -n 19 python -m benchmarks.knowledge_gain --models kbert       # K-BERT from random init
+    nice -n 19 python -m benchmarks.knowledge_gain --models ernie_thu --ernie-lr 1e-3   # a rate
+
+Each invocation merges its rows into the results (a row per model and setting), so the
+parts can run one after another or as parallel processes.
 
 The task is ``configs/task/kg_entity_typing.yaml`` (``data_specs/kg_entity_typing``): is the
 entity a neutral sentence names a person, a city or a country? Dev entities never occur in
@@ -26,6 +32,7 @@ and the seeds the KG arm won. Writes ``benchmarks/results/knowledge_gain.{md,jso
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -51,6 +58,7 @@ ARMS: dict[str, tuple[str, str, str]] = {
     "kbert": ("kbert_entity_typing_tiny", "kbert.kg=full", "kbert.kg=none"),
 }
 METRIC = "dev/accuracy"
+DEFAULT_ERNIE_LR = 1e-4
 
 
 def pretrain_ernie(steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
@@ -85,13 +93,32 @@ def pretrain_ernie(steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
     return final, record
 
 
-def run_arm(model: str, kg: bool, seed: int, extra: list[str]) -> dict[str, Any]:
+def transe_probe(embeddings_dir: Path) -> dict[str, Any]:
+    """What the KG input can carry at most: logistic regression on the TransE vectors of the
+    train entities, scored on the dev entities (entity level, C=1)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from ptm_knowledge.kg import load_entity_embeddings
+
+    sys.path.insert(0, str(ROOT / "data_specs" / "kg_entity_typing"))
+    import make_sample
+
+    ids, vectors = load_entity_embeddings(embeddings_dir)
+    index = {entity: i for i, entity in enumerate(ids)}
+    train, dev = make_sample.split_entities(make_sample.typed_entities())
+    rows = lambda es: vectors[[index[e.entity_id] for e in es]].numpy()  # noqa: E731
+    clf = LogisticRegression(max_iter=2000).fit(rows(train), [e.label for e in train])
+    accuracy = float(clf.score(rows(dev), [e.label for e in dev]))
+    return {"dev_entity_accuracy": accuracy, "dev_entities": len(dev)}
+
+
+def run_arm(model: str, kg: bool, seed: int, extra: list[str], tag: str = "") -> dict[str, Any]:
     """One fine-tuning run; returns its overrides and dev metrics."""
     from flows.config import compose_config
     from flows.recipes import run_recipe
 
     experiment, on, off = ARMS[model]
-    out = WORK / model / ("kg" if kg else "kg-free") / f"seed{seed}"
+    out = WORK / (tag or model) / ("kg" if kg else "kg-free") / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     overrides = [
         f"experiment={experiment}",
@@ -144,7 +171,7 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         "# Knowledge gain: ERNIE-THU and K-BERT vs their kg-free ablations",
         "",
-        f"Command: `{result['command']}`",
+        "Commands: " + "; ".join(f"{m}: `{c}`" for m, c in result.get("commands", {}).items()),
         "",
         "Task: `kg_entity_typing` (data_specs/kg_entity_typing): person / city / country for the "
         f"entity a neutral sentence names; train {result['task']['train_rows']} rows "
@@ -171,10 +198,19 @@ def render(result: dict[str, Any]) -> str:
             lines.append(
                 f"- {model} {arm}: `ptm pretrain {' '.join(o for o in first if not o.startswith(('seed=', 'trainer.output_dir')))} seed=<s>`"
             )
-    if result.get("pretrain"):
+    if result.get("transe_probe"):
+        probe = result["transe_probe"]
         lines += [
             "",
-            f"ERNIE-THU pre-training: `{result['pretrain']['command']}` ({result['pretrain']['wall_s']:.0f} s).",
+            "What the KG input can carry: a logistic regression on the pre-training's TransE "
+            "vectors of the train entities types the "
+            f"{probe['dev_entities']} dev entities at {100 * probe['dev_entity_accuracy']:.1f} %.",
+        ]
+    for steps, record in sorted(result.get("pretrain", {}).items()):
+        lines += [
+            "",
+            f"ERNIE-THU pre-training ({steps} steps): `{record['command']}` "
+            f"({record['wall_s']:.0f} s).",
         ]
     if result.get("notes"):
         lines += ["", result["notes"].strip()]
@@ -206,7 +242,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ernie-pretrain-steps", type=int, default=300)
     parser.add_argument("--ernie-steps", type=int, default=150)
-    parser.add_argument("--ernie-lr", type=float, default=1e-3)
+    parser.add_argument("--ernie-lr", type=float, default=DEFAULT_ERNIE_LR)
     parser.add_argument("--kbert-steps", type=int, default=150)
     parser.add_argument("--kbert-lr", type=float, default=1e-3)
     parser.add_argument(
@@ -214,6 +250,7 @@ def main() -> None:
     )
     parser.add_argument("--notes", type=Path, default=None, help="markdown appended to the report")
     parser.add_argument("--out", default="knowledge_gain", help="results/<out>.{md,json}")
+    parser.add_argument("--probe-only", action="store_true", help="only the TransE probe")
     args = parser.parse_args()
     if args.threads:
         import torch
@@ -222,6 +259,13 @@ def main() -> None:
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("PTM_CACHE_DIR", str(WORK / "cache"))
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.probe_only:  # the TransE probe of an existing pre-training, merged into the results
+        out = WORK / f"pretrain-ernie_thu_tiny-{args.ernie_pretrain_steps}" / "kg_embeddings"
+        probe = {"command": "", "models": {}, "transe_probe": transe_probe(out)}
+        if args.notes is not None:
+            probe["notes"] = args.notes.read_text(encoding="utf-8")
+        print(render(write_results(probe, args.out)))
+        return
     result: dict[str, Any] = {
         "command": "nice -n 19 python -m benchmarks.knowledge_gain " + " ".join(sys.argv[1:]),
         "seeds": seeds,
@@ -230,10 +274,13 @@ def main() -> None:
     }
     for model in args.models.split(","):
         if model == "ernie_thu":
-            final, result["pretrain"] = pretrain_ernie(args.ernie_pretrain_steps, args.threads)
+            final, record = pretrain_ernie(args.ernie_pretrain_steps, args.threads)
+            result["pretrain"] = {str(args.ernie_pretrain_steps): record}
+            result["transe_probe"] = transe_probe(final.parent / "kg_embeddings")
             extra = [f"init_from={final}", f"trainer.max_steps={args.ernie_steps}",
                      f"trainer.save_every={args.ernie_steps}", f"trainer.learning_rate={args.ernie_lr}"]  # fmt: skip
             budget = f"{args.ernie_steps} steps, lr {args.ernie_lr:g}"
+            tag = f"-pretrain{args.ernie_pretrain_steps}-lr{args.ernie_lr:g}"
         elif model == "kbert":
             extra = [f"trainer.max_steps={args.kbert_steps}", f"trainer.save_every={args.kbert_steps}",
                      f"trainer.learning_rate={args.kbert_lr}"]  # fmt: skip
@@ -242,19 +289,41 @@ def main() -> None:
             budget = f"{args.kbert_steps} steps, lr {args.kbert_lr:g}" + (
                 ", pre-trained BERT" if args.kbert_init else ", random init"
             )
+            tag = "-bert-init" if args.kbert_init else ""
         else:
             raise SystemExit(f"unknown model {model!r}; valid: {', '.join(MODELS)}")
         runs = {
-            arm: [run_arm(model, arm == "kg", seed, extra) for seed in seeds]
+            arm: [run_arm(model, arm == "kg", seed, extra, model + tag) for seed in seeds]
             for arm in ("kg", "kg-free")
         }
-        result["models"][model] = {"budget": budget, "runs": runs, "summary": summarize(runs)}
+        key = f"{model} (pre-trained BERT)" if tag else model
+        if model == "ernie_thu":
+            key = f"ernie_thu (pre-trained {args.ernie_pretrain_steps} steps, lr {args.ernie_lr:g})"
+        result["models"][key] = {"budget": budget, "runs": runs, "summary": summarize(runs)}
     if args.notes is not None:
         result["notes"] = args.notes.read_text(encoding="utf-8")
+    print(render(write_results(result, args.out)))
+
+
+def write_results(result: dict[str, Any], name: str) -> dict[str, Any]:
+    """Merge into ``results/<name>.json`` (models not run now keep their earlier rows; a
+    lock lets the ERNIE and K-BERT parts run as two processes) and rewrite the markdown."""
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=1) + "\n")
-    (RESULTS / f"{args.out}.md").write_text(render(result))
-    print(render(result))
+    path = RESULTS / f"{name}.json"
+    WORK.mkdir(parents=True, exist_ok=True)
+    with (WORK / f".{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        earlier = json.loads(path.read_text()) if path.is_file() else {}
+        merged = {**earlier, **{k: v for k, v in result.items() if k != "models" and v}}
+        merged["models"] = {**earlier.get("models", {}), **result["models"]}
+        merged["commands"] = {
+            **earlier.get("commands", {}),
+            **{model: result["command"] for model in result["models"]},
+        }
+        merged["pretrain"] = {**earlier.get("pretrain", {}), **result.get("pretrain", {})}
+        path.write_text(json.dumps(merged, indent=1) + "\n")
+        (RESULTS / f"{name}.md").write_text(render(merged))
+    return merged
 
 
 if __name__ == "__main__":

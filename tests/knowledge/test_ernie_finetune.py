@@ -151,6 +151,15 @@ def test_kg_free_switch_removes_the_entity_path(tokenizer, entity_ids):
         outputs[use] = (before, model(batch).logits)
     assert not torch.allclose(*outputs[True])
     torch.testing.assert_close(*outputs[False], rtol=0, atol=0)
+    # Why pool="mentions" is the default: with one K-Encoder layer [CLS] attends before the
+    # entities are fused, so a [CLS]-pooled head never sees them.
+    model = build_ernie_task_model(
+        tiny_encoder(tokenizer, len(entity_ids)), "classification", 3, pool="first"
+    ).eval()
+    before = model(batch).logits
+    with torch.no_grad():
+        model.encoder.entity_table[index["vienna"]] += 5.0
+    torch.testing.assert_close(model(batch).logits, before, rtol=0, atol=0)
 
 
 def test_save_load_gives_identical_logits(tmp_path, tokenizer, entity_ids):
