@@ -50,6 +50,11 @@ FAMILIES = {
         True,
         "K-BERT on its dev file with the KG it was trained with (sentence trees, visible matrix)",
     ),
+    "ernie_finetuned": (
+        "",
+        True,
+        "a fine-tuned ERNIE-THU on its task's dev file, the text linked to its KG as in training",
+    ),
     # The headline metric is the task's own (task.json); see evaluate_finetuned_task.
     "finetuned": (
         "",
@@ -153,9 +158,12 @@ def model_family(model_dir: str | Path) -> str:
         raise ValueError(f"{directory}: is a file; pass the model directory that holds it")
     config_path = directory / "config.json"
     if (directory / "task.json").exists():
-        if _read_json_object(directory / "task.json", ("kind",)).get("recipe") == "kbert":
+        recipe = _read_json_object(directory / "task.json", ("kind",)).get("recipe")
+        if recipe == "kbert":
             _read_json_object(config_path, ENCODER_SHAPE_KEYS)
             return "kbert"  # scored with its KG (task.json's provenance names KG and dev file)
+        if recipe == "ernie_thu_finetune":
+            return "ernie_finetuned"  # its knowledge layers and KG links (task.json names both)
         record = _read_json_object(directory / "task.json", ("kind", "task"))
         _read_json_object(config_path, ENCODER_SHAPE_KEYS)
         if not isinstance(record["task"], dict):
@@ -379,6 +387,21 @@ def evaluate_finetuned_task(
     return {**metrics, "_metric": spec.metric}
 
 
+@task(name="evaluate-ernie-finetuned")
+def evaluate_ernie_finetuned_task(
+    model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
+) -> dict[str, Any]:
+    """A fine-tuned ERNIE-THU ``final/`` on ``data`` (default: its dev file), the text linked
+    to the KG its ``task.json`` names."""
+    from ptm_knowledge.ernie.finetune import predict_ernie
+
+    reinitialise = (lambda model: _reinitialise(model, seed)) if random_init else None
+    metrics, _ = predict_ernie(model_dir, data, reinitialise=reinitialise)
+    record = _read_json_object(Path(model_dir) / "task.json", ("task",))
+    task = record["task"] if isinstance(record["task"], dict) else {}
+    return {**metrics, "_metric": str(task.get("metric") or "accuracy")}
+
+
 @task(name="evaluate-kbert")
 def evaluate_kbert_task(
     model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
@@ -520,12 +543,13 @@ def evaluate(
             base, base_name = evaluate_finetuned_task(baseline, corpus), f"`{baseline}`"
         base.pop("_metric", None)
         corpus_note = corpus or "the task's dev file"
-    elif family == "kbert":
-        scores = evaluate_kbert_task(model_dir, corpus)
+    elif family in ("kbert", "ernie_finetuned"):
+        score = evaluate_kbert_task if family == "kbert" else evaluate_ernie_finetuned_task
+        scores = score(model_dir, corpus)
         if baseline == "random":
-            base, base_name = evaluate_kbert_task(model_dir, corpus, True, seed), "random init"
+            base, base_name = score(model_dir, corpus, True, seed), "random init"
         else:
-            base, base_name = evaluate_kbert_task(baseline, corpus), f"`{baseline}`"
+            base, base_name = score(baseline, corpus), f"`{baseline}`"
         metric = str(scores.pop("_metric"))
         base.pop("_metric", None)
         corpus_note = corpus or "the run's dev file"

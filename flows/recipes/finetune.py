@@ -96,8 +96,11 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     task = TaskSpec.from_mapping(task_settings)  # type: ignore[arg-type]
     task.check_files()  # before any model is built or loaded
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    encoder, tokenizer = encoder_and_tokenizer(cfg)
     options = cfg.finetune
+    init_from = cfg.get("init_from")
+    if init_from and (Path(init_from) / "knowledge_config.json").is_file():
+        return _finetune_ernie_thu(cfg, task, trainer)
+    encoder, tokenizer = encoder_and_tokenizer(cfg)
     return finetune(
         task,
         encoder=encoder,
@@ -113,4 +116,33 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
             "init_from": str(cfg.get("init_from")) if cfg.get("init_from") else None,
             "random_init": bool(options.get("random_init", False)),
         },
+    )
+
+
+def _finetune_ernie_thu(cfg: DictConfig, task: TaskSpec, trainer: Any) -> FinetuneResult:
+    """An ERNIE-THU ``final/``: its knowledge layers fine-tune too, with the task text linked
+    to ``finetune.kg`` at fine-tuning time (``finetune.use_entities=false``: the kg-free
+    ablation). Without this branch the generic loader would keep only the text layers."""
+    from ptm_knowledge.ernie.finetune import finetune_ernie_thu
+
+    options = cfg.finetune
+    unsupported = [
+        key for key in ("random_init", "feature_based", "text_to_text") if options.get(key)
+    ]
+    if unsupported:
+        raise ValueError(
+            f"finetune.{unsupported[0]}=true is not supported for an ERNIE-THU model "
+            f"({cfg.init_from}); drop it, or use ernie_finetune.use_entities=false for the "
+            "kg-free ablation"
+        )
+    return finetune_ernie_thu(
+        task,
+        model_dir=cfg.init_from,
+        kg=options.kg,
+        trainer=trainer,
+        seed=int(cfg.seed),
+        dropout=float(options.get("dropout", 0.1)),
+        use_entities=bool(options.get("use_entities", True)),
+        num_workers=int(options.get("num_workers", 0)),
+        provenance={"init_from": str(cfg.init_from)},
     )
