@@ -50,6 +50,12 @@ FAMILIES = {
         True,
         "K-BERT on its dev file with the KG it was trained with (sentence trees, visible matrix)",
     ),
+    "multimodal_task": (
+        "",
+        True,
+        "a fine-tuned VisualBERT/ViLBERT on its image-text task's dev file (accuracy or VQA "
+        "accuracy), with its region features",
+    ),
     "ernie_finetuned": (
         "",
         True,
@@ -158,7 +164,10 @@ def model_family(model_dir: str | Path) -> str:
         raise ValueError(f"{directory}: is a file; pass the model directory that holds it")
     config_path = directory / "config.json"
     if (directory / "task.json").exists():
-        recipe = _read_json_object(directory / "task.json", ("kind",)).get("recipe")
+        marker = _read_json_object(directory / "task.json", ("kind",))
+        if marker.get("family") == "multimodal":
+            return "multimodal_task"  # regions from the task's feature store (task.json)
+        recipe = marker.get("recipe")
         if recipe == "kbert":
             _read_json_object(config_path, ENCODER_SHAPE_KEYS)
             return "kbert"  # scored with its KG (task.json's provenance names KG and dev file)
@@ -402,6 +411,16 @@ def evaluate_ernie_finetuned_task(
     return {**metrics, "_metric": str(task.get("metric") or "accuracy")}
 
 
+@task(name="evaluate-multimodal-finetuned")
+def evaluate_multimodal_finetuned_task(
+    model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
+) -> dict[str, Any]:
+    """A fine-tuned VisualBERT/ViLBERT ``final/`` on ``data`` (default: its dev file)."""
+    from ptm_multimodal.finetune import evaluate_finetuned_image_text
+
+    return evaluate_finetuned_image_text(model_dir, data, random_init, seed)
+
+
 @task(name="evaluate-kbert")
 def evaluate_kbert_task(
     model_dir: str, data: str | None = None, random_init: bool = False, seed: int = 0
@@ -543,8 +562,12 @@ def evaluate(
             base, base_name = evaluate_finetuned_task(baseline, corpus), f"`{baseline}`"
         base.pop("_metric", None)
         corpus_note = corpus or "the task's dev file"
-    elif family in ("kbert", "ernie_finetuned"):
-        score = evaluate_kbert_task if family == "kbert" else evaluate_ernie_finetuned_task
+    elif family in ("kbert", "ernie_finetuned", "multimodal_task"):
+        score = {
+            "kbert": evaluate_kbert_task,
+            "ernie_finetuned": evaluate_ernie_finetuned_task,
+            "multimodal_task": evaluate_multimodal_finetuned_task,
+        }[family]
         scores = score(model_dir, corpus)
         if baseline == "random":
             base, base_name = score(model_dir, corpus, True, seed), "random init"
