@@ -176,10 +176,16 @@ def gain_corpus() -> tuple[Path, dict[str, Any]]:
     return path, stats
 
 
-def pretrain_gain(steps: int, threads: int = 0) -> tuple[Path, dict[str, Any]]:
-    """``ptm pretrain experiment=bert_tiny_gain data.corpus=<generated corpus>``; reused if done."""
+def pretrain_gain(
+    steps: int, threads: int = 0, init_from: Path | None = None, done: int = 0
+) -> tuple[Path, dict[str, Any]]:
+    """``ptm pretrain experiment=bert_tiny_gain data.corpus=<generated corpus>``; reused if done.
+
+    With ``init_from`` (a ``final/`` of ``done`` steps), ``steps`` more steps from it: a second
+    schedule (warmup, linear decay) over the same corpus.
+    """
     corpus, stats = gain_corpus()
-    out = WORK / f"pretrain-bert_tiny_gain-{steps}-{gain_digest()}"
+    out = WORK / f"pretrain-bert_tiny_gain-{done + steps}-{gain_digest()}"
     final = out / "final"
     record_path = out / "bench.json"
     if final.is_dir() and record_path.is_file():
@@ -193,6 +199,7 @@ def pretrain_gain(steps: int, threads: int = 0) -> tuple[Path, dict[str, Any]]:
         "flows.cli",
         "pretrain",
         "experiment=bert_tiny_gain",
+        *([f"init_from={init_from}"] if init_from else []),
         f"data.corpus={corpus}",
         f"trainer.max_steps={steps}",
         f"trainer.save_every={steps}",
@@ -206,6 +213,7 @@ def pretrain_gain(steps: int, threads: int = 0) -> tuple[Path, dict[str, Any]]:
     wall = time.perf_counter() - start
     record = {
         "steps": steps,
+        "continued_from": str(init_from) if init_from else None,
         "experiment": "bert_tiny_gain",
         "generator_digest": gain_digest(),
         "corpus": stats,
@@ -368,12 +376,19 @@ def part_gain(
     steps: int,
     lr: float | None = None,
     tasks: Sequence[str] = GAIN_TASKS,
+    max_steps: int = 0,
 ) -> list:
     """The gain suite: each of ``tasks`` (:data:`GAIN_TASKS`), pre-trained vs random init."""
     rows = []
-    tag = f"gain-{steps}-{gain_digest()}" + (f"-lr{lr:g}" if lr else "")
+    tag = (
+        f"gain-{steps}-{gain_digest()}"
+        + (f"-lr{lr:g}" if lr else "")
+        + (f"-ft{max_steps}" if max_steps else "")
+    )
     for task in tasks:
         chosen = dict(GAIN_BUDGETS[task])
+        if max_steps:
+            chosen["max_steps"] = max_steps
         if lr:
             chosen["learning_rate"] = lr
         budget = budget_overrides(chosen)
@@ -687,6 +702,7 @@ def report(results: dict[str, Any]) -> str:
 
 def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]) -> str:
     """The gain suite's table, with its pre-training run and the embedding probe."""
+    steps = steps.split(",")[0]
     pre = results.get("gain_pretrain_runs", {}).get(steps, {})
     corpus = pre.get("corpus", {})
     loss = pre.get("last_metrics", {})
@@ -700,11 +716,17 @@ def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]
         "Tasks whose dev words (nonce person/place names, positive/negative words) never occur "
         "in fine-tuning but do occur, in contexts that show their kind, in the pre-training "
         "corpus; the task frames alone decide nothing (data_specs/gain_tasks/README.md).\n",
-        f"Pre-training: `ptm pretrain experiment=bert_tiny_gain data.corpus=<corpus> "
-        f"trainer.max_steps={pre.get('steps', steps)}` (BERT 2 x 128, MLM + NSP, batch 16, peak lr 1e-3) on the "
+        "Pre-training: `ptm pretrain experiment=bert_tiny_gain data.corpus=<corpus> "
+        + ("init_from=<the first run's final> " if pre.get("continued_from") else "")
+        + f"trainer.max_steps={pre.get('steps', steps)}` (BERT 2 x 128, MLM + NSP, batch 16, peak lr 1e-3) on the "
         f"generated corpus (`{corpus.get('command', 'make_corpus.py')}`: "
         f"{corpus.get('bytes', 0) / 1e6:.2f} MB, {corpus.get('documents', 0)} documents, "
         f"{corpus.get('words', 0)} words), {pre.get('wall_s', math.nan):.0f} s"
+        + (
+            f" (after {steps.split('+')[0]} steps from scratch)"
+            if pre.get("continued_from")
+            else ""
+        )
         + (f"; last {loss_text}" if loss_text else "")
         + ".\n",
         table(rows, lambda row: budget_text(GAIN_BUDGETS[row["task"]])),
@@ -744,6 +766,18 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--text-tasks", default="sentiment,kg_ner,kg_squad")
     parser.add_argument("--gain-tasks", default=",".join(GAIN_TASKS))
+    parser.add_argument(
+        "--gain-ft-steps",
+        type=int,
+        default=0,
+        help="fine-tuning steps of every gain task (both arms)",
+    )
+    parser.add_argument(
+        "--gain-continue-steps",
+        type=int,
+        default=0,
+        help="then this many more steps from that checkpoint (init_from, a second schedule)",
+    )
     parser.add_argument("--minilm-tasks", default="sentiment")
     parser.add_argument("--ulmfit-task", default="kg_ner")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
@@ -784,9 +818,15 @@ def main(argv: list[str] | None = None) -> None:
     gain_final = WORK / "none"
     if "gain" in parts:
         gain_final, record = pretrain_gain(args.gain_pretrain_steps, args.threads)
+        gain_steps = str(args.gain_pretrain_steps)
+        if args.gain_continue_steps:
+            gain_final, record = pretrain_gain(
+                args.gain_continue_steps, args.threads, gain_final, args.gain_pretrain_steps
+            )
+            gain_steps += f"+{args.gain_continue_steps}"
         record["embedding_probe"] = embedding_probe(gain_final)
         print(f"embedding probe: {record['embedding_probe']}", flush=True)
-        results["gain_pretrain_runs"] = {str(args.gain_pretrain_steps): record}
+        results["gain_pretrain_runs"] = {gain_steps: record}
     # Results of another pre-training length or rate are kept beside the default's, not over.
     variant = args.pretrain_steps != DEFAULT_PRETRAIN_STEPS or args.text_lr
     suffix = f"@{args.pretrain_steps}" if variant else ""
@@ -809,10 +849,11 @@ def main(argv: list[str] | None = None) -> None:
                 runner, seeds, final, args.ulmfit_task, lr, tag
             )
         elif part == "gain":
-            key = f"gain@{args.gain_pretrain_steps}"
             tasks = [t for t in args.gain_tasks.split(",") if t]
+            total = args.gain_pretrain_steps + args.gain_continue_steps
+            key = f"gain@{gain_steps}" + (f",ft {args.gain_ft_steps}" if args.gain_ft_steps else "")
             results["parts"][key] = part_gain(
-                runner, seeds, gain_final, args.gain_pretrain_steps, tasks=tasks
+                runner, seeds, gain_final, total, tasks=tasks, max_steps=args.gain_ft_steps
             )
     wall = time.perf_counter() - start
     command = "python -m benchmarks.finetune_gain " + " ".join(argv or sys.argv[1:])
