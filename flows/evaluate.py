@@ -579,7 +579,7 @@ def evaluate(
     elif family == "cogqa":
         assert corpus is not None  # check_evaluation
         scores = evaluate_cogqa_task(model_dir, corpus)
-        if baseline == "random":  # the baseline: System 1 without the graph
+        if baseline == "random":  # our baseline: System 1 without the graph
             base, base_name = evaluate_cogqa_task(model_dir, corpus, True), "System 1 only"
         else:
             base, base_name = evaluate_cogqa_task(baseline, corpus), f"`{baseline}`"

@@ -231,7 +231,7 @@ if __name__ == "__main__":
     main()
 
 
-# Fine-tuning tasks over the same scenes (issue #15). Two colours per shape never occur in a
+# Fine-tuning tasks over the same scenes. Two colours per shape never occur in a
 # fine-tuning training image; the dev questions and statements are about exactly those
 # colour-shape combinations. Pre-training captions (``make_scene`` with any seed) contain
 # all 18, so only a model that learnt word-region alignment in pre-training has seen them.
