@@ -563,16 +563,16 @@ def evaluate(
         base.pop("_metric", None)
         corpus_note = corpus or "the task's dev file"
     elif family in ("kbert", "ernie_finetuned", "multimodal_task"):
-        score = {
+        score_task = {
             "kbert": evaluate_kbert_task,
             "ernie_finetuned": evaluate_ernie_finetuned_task,
             "multimodal_task": evaluate_multimodal_finetuned_task,
         }[family]
-        scores = score(model_dir, corpus)
+        scores = score_task(model_dir, corpus)
         if baseline == "random":
-            base, base_name = score(model_dir, corpus, True, seed), "random init"
+            base, base_name = score_task(model_dir, corpus, True, seed), "random init"
         else:
-            base, base_name = score(baseline, corpus), f"`{baseline}`"
+            base, base_name = score_task(baseline, corpus), f"`{baseline}`"
         metric = str(scores.pop("_metric"))
         base.pop("_metric", None)
         corpus_note = corpus or "the run's dev file"
