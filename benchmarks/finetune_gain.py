@@ -651,7 +651,8 @@ def report(results: dict[str, Any]) -> str:
         "ulmfit": "## ULMFiT switches on vs off, pre-trained tiny",
     }
     keys = sorted(
-        results.get("parts", {}), key=lambda k: (list(sections).index(k.split("@")[0]), k)
+        results.get("parts", {}),
+        key=lambda k: (list(sections).index(k.split("@")[0]), "+" not in k, k),
     )
     for key in keys:
         part, _, variant = key.partition("@")
@@ -702,7 +703,7 @@ def report(results: dict[str, Any]) -> str:
 
 def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]) -> str:
     """The gain suite's table, with its pre-training run and the embedding probe."""
-    steps = steps.split(",")[0]
+    steps, _, fine_tuning = steps.partition(",")
     pre = results.get("gain_pretrain_runs", {}).get(steps, {})
     corpus = pre.get("corpus", {})
     loss = pre.get("last_metrics", {})
@@ -712,7 +713,14 @@ def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]
     label = pre.get("label")
     lines = [
         "## Text (BERT preset, tiny), the gain suite (data_specs/gain_tasks): "
-        "pre-trained vs random init" + (f", {label}" if label else "") + "\n",
+        "pre-trained vs random init"
+        + (f", {label}" if label else "")
+        + (
+            f"; {fine_tuning.removeprefix('ft ')} fine-tuning steps, every arm"
+            if fine_tuning
+            else ""
+        )
+        + "\n",
         "Tasks whose dev words (nonce person/place names, positive/negative words) never occur "
         "in fine-tuning but do occur, in contexts that show their kind, in the pre-training "
         "corpus; the task frames alone decide nothing (data_specs/gain_tasks/README.md).\n",
