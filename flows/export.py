@@ -1,13 +1,20 @@
 """``ptm export --format hf FINAL_DIR OUT_DIR``: a ptm ``final/`` as a Hugging Face folder.
 
-The conversion itself is :func:`ptm_core.checkpoints_hf.export.export_hf`; this module
-checks the command's arguments and prints what was written and how to load it.
+The conversion itself is :func:`ptm_core.checkpoints_hf.export.export_hf` for the core
+families; XLM finals (written by ``ptm pretrain experiment=xlm_*``, recognised by their
+``languages.json``) go through :func:`export_xlm` here, because ptm-core does not import the
+extensions. This module checks the command's arguments and prints what was written and how
+to load it.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
+from ptm_core.atomic import atomic_write_text
+from ptm_core.checkpoints import CheckpointError
 from ptm_core.checkpoints_hf.export import HFExport, export_hf
 
 FORMATS = ("hf",)
@@ -36,11 +43,13 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         raise ValueError(
             f"{target}: the output folder must not be {source} or inside it; give another one"
         )
-    result = export_hf(source, target)
+    result = export_xlm(source, target) if is_xlm_final(source) else export_hf(source, target)
     print(f"exported       {source} -> {result.directory}")
     print(f"family         {result.family}")
     print(f"architecture   {result.architecture}")
     print(f"heads          {', '.join(result.heads) or '(none)'}")
+    if result.family == "xlm":
+        print("note           XLM pre-training saves the encoder only: exported as XLMModel")
     if result.skipped:
         print(f"not exported   {', '.join(result.skipped)} (no Hugging Face counterpart)")
     print(
@@ -48,3 +57,99 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         f"AutoTokenizer.from_pretrained({str(target)!r})"
     )
     return result
+
+
+def is_xlm_final(source: Path) -> bool:
+    """Whether ``source`` is an XLM folder (``XLMEncoder.save_pretrained`` + tokenizer)."""
+    config = source / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        raw = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and str(raw.get("ptm_format", "")).startswith("ptm-xlm")
+
+
+def _xlm_tokenizer_files(tokenizer: Any, target: Path) -> None:
+    """``tokenizer.json`` + ``tokenizer_config.json`` for ``PreTrainedTokenizerFast``.
+
+    ptm's :meth:`~ptm_multilingual.tokenizer.SharedBPETokenizer.encode` adds no special
+    tokens, so the written ``tokenizer.json`` has no post-processor: ``AutoTokenizer`` gives
+    the same ids with its default ``add_special_tokens=True``.
+    """
+    state = json.loads(tokenizer.tokenizer.to_str())
+    state["post_processor"] = None
+    state["truncation"] = None
+    state["padding"] = None
+    atomic_write_text(target / "tokenizer.json", json.dumps(state, ensure_ascii=False))
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "cls_token": "<s>",
+        "sep_token": "</s>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+        "mask_token": "<mask>",
+        "languages": list(tokenizer.languages),
+    }
+    atomic_write_text(target / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
+
+
+def export_xlm(source: Path, target: Path) -> HFExport:
+    """Write an XLM ``final/`` as a ``transformers.XLMModel`` folder with its tokenizer.
+
+    XLM pre-training saves the encoder only (its MLM output layer is tied to the token table
+    but the output bias is not saved), so the export is an ``XLMModel``: hidden states, not
+    MLM logits. Language ids keep ptm's numbering (``languages.json`` order, also written as
+    ``lang2id`` in ``config.json``).
+
+    Args:
+        source: folder with ``config.json`` (``ptm_format`` ``ptm-xlm-1``),
+            ``model.safetensors``, ``tokenizer.json`` and ``languages.json``.
+        target: the folder to write (replaced as a whole).
+
+    Returns:
+        What was written.
+
+    Raises:
+        CheckpointError: the folder lacks the tokenizer, or the encoder has a shape XLM
+            cannot express.
+    """
+    from ptm_multilingual.hf_xlm import save_hf_xlm
+    from ptm_multilingual.model import XLMEncoder
+    from ptm_multilingual.tokenizer import SharedBPETokenizer
+
+    encoder = XLMEncoder.from_pretrained(source)
+    try:
+        tokenizer = SharedBPETokenizer.from_directory(source)
+    except FileNotFoundError as exc:
+        raise CheckpointError(f"{source}: no XLM tokenizer to export ({exc})") from exc
+    vocab = tokenizer.vocab_info
+    if vocab.vocab_size != encoder.config.vocab_size:
+        raise CheckpointError(
+            f"{source / 'tokenizer.json'}: {vocab.vocab_size} tokens but the model's "
+            f"vocab_size is {encoder.config.vocab_size}; export the folder they were saved in"
+        )
+    try:
+        save_hf_xlm(
+            encoder,
+            target,
+            bos_index=vocab.cls_id,
+            eos_index=vocab.sep_id,
+            pad_index=vocab.pad_id,
+            unk_index=vocab.unk_id,
+            mask_index=vocab.mask_id,
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
+    _xlm_tokenizer_files(tokenizer, target)
+    return HFExport(
+        directory=target,
+        family="xlm",
+        architecture="XLMModel",
+        auto_class="AutoModel",
+        heads=[],
+        skipped=[],
+    )
