@@ -2,7 +2,8 @@
 
 The conversion itself is :func:`ptm_core.checkpoints_hf.export.export_hf` for the core
 families; XLM finals (written by ``ptm pretrain experiment=xlm_*``, recognised by their
-``languages.json``) go through :func:`export_xlm` here, because ptm-core does not import the
+``languages.json``) and VisualBERT finals (``ptm pretrain experiment=visualbert_*``) go
+through :func:`export_xlm` and :func:`export_visualbert` here, because ptm-core does not import the
 extensions. This module checks the command's arguments and prints what was written and how
 to load it.
 """
@@ -43,7 +44,12 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         raise ValueError(
             f"{target}: the output folder must not be {source} or inside it; give another one"
         )
-    result = export_xlm(source, target) if is_xlm_final(source) else export_hf(source, target)
+    if is_xlm_final(source):
+        result = export_xlm(source, target)
+    elif is_visualbert_final(source):
+        result = export_visualbert(source, target)
+    else:
+        result = export_hf(source, target)
     print(f"exported       {source} -> {result.directory}")
     print(f"family         {result.family}")
     print(f"architecture   {result.architecture}")
@@ -59,16 +65,69 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
     return result
 
 
-def is_xlm_final(source: Path) -> bool:
-    """Whether ``source`` is an XLM folder (``XLMEncoder.save_pretrained`` + tokenizer)."""
+def _read_config(source: Path) -> dict[str, Any]:
     config = source / "config.json"
     if not config.is_file():
-        return False
+        return {}
     try:
         raw = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(raw, dict) and str(raw.get("ptm_format", "")).startswith("ptm-xlm")
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def is_xlm_final(source: Path) -> bool:
+    """Whether ``source`` is an XLM folder (``XLMEncoder.save_pretrained`` + tokenizer)."""
+    return str(_read_config(source).get("ptm_format", "")).startswith("ptm-xlm")
+
+
+def is_visualbert_final(source: Path) -> bool:
+    """Whether ``source`` is a VisualBERT ``final/`` of ``ptm pretrain`` (multimodal)."""
+    return _read_config(source).get("architecture") == "visualbert"
+
+
+def export_visualbert(source: Path, target: Path) -> HFExport:
+    """Write a VisualBERT ``final/`` as a transformers VisualBERT folder with its tokenizer.
+
+    With both the ``mlm`` and ``itm`` objectives the folder is a
+    ``VisualBertForPreTraining`` (``AutoModelForPreTraining``); otherwise a
+    ``VisualBertModel``. Other objectives (masked regions, alignment) have no Hugging Face
+    counterpart and are listed as skipped. The tokenizer is the WordPiece one, written by
+    :func:`~ptm_core.checkpoints_hf.tokenizer_files.write_hf_tokenizer_files`.
+
+    Args:
+        source: a ``final/`` with ``config.json`` (``architecture: visualbert``),
+            ``model.safetensors`` and the WordPiece tokenizer.
+        target: the folder to write (replaced as a whole).
+
+    Raises:
+        CheckpointError: ``box_position: true`` (no Hugging Face counterpart) or weights
+            that do not fit.
+    """
+    from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
+    from ptm_multimodal.loading import load_multimodal
+    from ptm_multimodal.visualbert_hf_export import save_hf_visualbert
+
+    wrapped, tokenizer = load_multimodal(source)
+    try:
+        architecture = save_hf_visualbert(wrapped, target)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
+    write_hf_tokenizer_files(
+        tokenizer, target, model_max_length=int(getattr(wrapped.model, "text_positions", 512))
+    )
+    names = [name for name, _ in wrapped.objectives]
+    exported = [n for n in names if n in ("mlm", "itm")]
+    pretraining = architecture == "VisualBertForPreTraining"
+    return HFExport(
+        directory=target,
+        family="visualbert",
+        architecture=architecture,
+        auto_class="AutoModelForPreTraining" if pretraining else "AutoModel",
+        heads=exported if pretraining else [n for n in exported if n == "itm"],
+        skipped=[n for n in names if n not in exported]
+        + ([] if pretraining else [n for n in exported if n == "mlm"]),
+    )
 
 
 def _xlm_tokenizer_files(tokenizer: Any, target: Path) -> None:

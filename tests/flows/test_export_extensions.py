@@ -1,7 +1,10 @@
 """``ptm export --format hf`` on extension families: an XLM ``final/`` (written by
 ``ptm pretrain experiment=xlm_mlm_tiny``) loads in transformers' ``AutoModel`` (an
 ``XLMModel``) with the same hidden states (fp32, 1e-5, language ids given) and
-``AutoTokenizer`` gives the ids of ptm's shared BPE tokenizer."""
+``AutoTokenizer`` gives the ids of ptm's shared BPE tokenizer; a VisualBERT ``final/``
+(``experiment=visualbert_tiny model.box_position=false``) loads in
+``AutoModelForPreTraining`` with the same hidden states (``visual_embeds`` given), MLM and
+sentence-image logits, and the same WordPiece ids."""
 
 from __future__ import annotations
 
@@ -10,12 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import safetensors.torch
 import torch
 import transformers
 
 from flows.cli import main
+from flows.export import export
+from ptm_core.checkpoints import CheckpointError
 from ptm_multilingual.model import XLMEncoder
 from ptm_multilingual.tokenizer import SharedBPETokenizer
+from ptm_multimodal.loading import load_multimodal
+from ptm_multimodal.visualbert import visualbert
+from ptm_multimodal.visualbert_hf_export import visualbert_config_to_hf
 
 TOL = 1e-5
 SENTENCES = {
@@ -124,8 +133,126 @@ def test_xlm_final_exports_to_xlm_model(
 def test_xlm_export_without_tokenizer_names_the_folder(tmp_path: Path, xlm_final: Path) -> None:
     ours = XLMEncoder.from_pretrained(xlm_final)
     ours.save_pretrained(tmp_path / "bare")
-    from flows.export import export
-    from ptm_core.checkpoints import CheckpointError
-
     with pytest.raises(CheckpointError, match="no XLM tokenizer"):
         export(tmp_path / "bare", tmp_path / "hf")
+
+
+VISUALBERT_FAST = [
+    "trainer.max_steps=2",
+    "trainer.save_every=2",
+    "trainer.log_every=2",
+    "trainer.progress=false",
+    "trainer.device=cpu",
+    "data.batch_size=8",
+    "data.synthetic.num_images=24",
+    "data.synthetic.eval_images=8",
+]
+CAPTIONS = ["a red circle above a blue square", "two green triangles", "a small dog"]
+
+
+@pytest.fixture(scope="module")
+def visualbert_final(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny VisualBERT (MLM + ITM, no box term) by ``ptm pretrain experiment=visualbert_tiny``."""
+    run = tmp_path_factory.mktemp("visualbert-run")
+    code = main(
+        [
+            "pretrain",
+            "experiment=visualbert_tiny",
+            "model.box_position=false",
+            *VISUALBERT_FAST,
+            f"trainer.output_dir={run}",
+        ]
+    )
+    assert code == 0
+    return run / "final"
+
+
+def test_visualbert_final_exports_to_visualbert_for_pretraining(
+    visualbert_final: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrapped, tokenizer = load_multimodal(visualbert_final)
+    _randomise(wrapped)
+    # save in the final/ layout (model.safetensors + config.json + tokenizer)
+    source = tmp_path / "final"
+    source.mkdir()
+    safetensors.torch.save_model(wrapped, str(source / "model.safetensors"))
+    (source / "config.json").write_text(json.dumps(wrapped.checkpoint_config()))
+    tokenizer.save(source)
+
+    out = tmp_path / "hf"
+    capsys.readouterr()
+    assert main(["export", "--format", "hf", str(source), str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "family         visualbert" in printed
+    assert "VisualBertForPreTraining" in printed
+
+    hf = transformers.AutoModelForPreTraining.from_pretrained(out).eval()
+    assert type(hf).__name__ == "VisualBertForPreTraining"
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    for text in CAPTIONS:
+        assert hf_tok(text)["input_ids"] == tokenizer.encode(text).input_ids, text
+
+    wrapped.eval()
+    model = wrapped.model
+    enc = hf_tok(CAPTIONS, padding=True, return_tensors="pt")
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    g = torch.Generator().manual_seed(3)
+    regions = 5
+    visual = torch.randn(len(CAPTIONS), regions, model.visual_embedding_dim, generator=g)
+    visual_mask = torch.ones(len(CAPTIONS), regions, dtype=torch.long)
+    visual_mask[2, 3:] = 0
+    real = torch.cat([mask, visual_mask], dim=1).bool()
+    with torch.no_grad():
+        theirs = hf(
+            input_ids=ids,
+            attention_mask=mask,
+            visual_embeds=visual,
+            visual_attention_mask=visual_mask,
+            output_hidden_states=True,
+        )
+        base = hf.visual_bert(
+            input_ids=ids,
+            attention_mask=mask,
+            visual_embeds=visual,
+            visual_attention_mask=visual_mask,
+        ).last_hidden_state
+        ours = model(
+            ids,
+            visual,
+            attention_mask=mask,
+            visual_mask=visual_mask,
+            output_hidden_states=True,
+        )
+        mlm = wrapped.objectives.objectives["mlm"].head(ours.last_hidden_state)
+        itm = wrapped.objectives.objectives["itm"].head(ours.last_hidden_state)
+    assert (base - ours.last_hidden_state)[real].abs().max().item() <= TOL
+    assert ours.hidden_states is not None
+    for a, b in zip(theirs.hidden_states, ours.hidden_states, strict=True):
+        assert (a - b)[real].abs().max().item() <= TOL
+    assert (theirs.prediction_logits - mlm)[real].abs().max().item() <= TOL
+    # ptm: 1 = match; Hugging Face: 0 = match
+    assert (theirs.seq_relationship_logits - itm.flip(-1)).abs().max().item() <= TOL
+    # the regions matter (so the visual tables are really carried over)
+    with torch.no_grad():
+        other = hf.visual_bert(
+            input_ids=ids,
+            attention_mask=mask,
+            visual_embeds=visual + 1.0,
+            visual_attention_mask=visual_mask,
+        ).last_hidden_state
+    assert (other - base)[real].abs().max() > 1e-2
+
+
+def test_visualbert_with_box_term_is_refused_with_the_field_and_fix() -> None:
+
+    model = visualbert(
+        vocab_size=50,
+        visual_embedding_dim=8,
+        hidden_size=16,
+        num_layers=1,
+        num_heads=2,
+        max_positions=8,
+        box_position=True,
+    )
+    with pytest.raises(CheckpointError, match=r"box_position.*model\.box_position=false"):
+        visualbert_config_to_hf(model)
