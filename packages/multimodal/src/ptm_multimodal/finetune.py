@@ -115,6 +115,90 @@ class VilbertFusionHead(nn.Module):
         return self.classifier(fused[:, None])  # (B, 1, D_co) -> (B, N)
 
 
+ANSWER_HEADS = ("cls", "cloze")
+
+
+class ClozeAnswerHead(nn.Module):
+    """A cloze answer head: the masked-LM head restricted to the answer words.
+
+    Prompt-based fine-tuning (Schick & Schütze, 2021, PET; Gao et al., 2021, LM-BFF): the
+    question gets a ``[MASK]`` answer slot; the hidden state there goes through the MLM
+    transform ``LN(act(W h + b))`` and a decoder whose rows (and biases) start as the MLM
+    decoder rows of the answer words. Before any training, the logits equal the
+    pre-trained MLM logits of the answer words at the slot.
+
+    Args:
+        hidden_size: encoder width ``D``.
+        num_labels: answers ``K``.
+        dropout: dropout on the slot's hidden state.
+        width: the MLM transform width (the decoder input).
+        activation: the transform activation.
+        layer_norm_eps: LayerNorm epsilon.
+
+    Shapes:
+        ``hidden (B, T, D)``, ``positions (B,)`` -> logits ``(B, K)``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        num_labels: int,
+        dropout: float = 0.1,
+        *,
+        width: int | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
+    ) -> None:
+        super().__init__()
+        from ptm_core.heads.mlm import MaskedLMHead
+
+        # the (random) MLM head shape: dense, activation, norm, decoder over the answers
+        mlm = MaskedLMHead(
+            hidden_size,
+            num_labels,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            embedding_size=width,
+        )
+        self.dropout = nn.Dropout(dropout)
+        self.dense, self.activation, self.norm = mlm.dense, mlm.activation, mlm.norm
+        self.decoder = mlm.decoder
+
+    def init_from_mlm(self, mlm_head: nn.Module, answer_ids: Sequence[int]) -> None:
+        """Copy ``mlm_head``'s transform and the decoder rows/biases of ``answer_ids``."""
+        source: Any = mlm_head
+        with torch.no_grad():
+            self.dense.load_state_dict(source.dense.state_dict())
+            self.norm.load_state_dict(source.norm.state_dict())
+            ids = torch.tensor(list(answer_ids))
+            self.decoder.weight.copy_(source.decoder.weight[ids])
+            self.decoder.bias.copy_(source.decoder.bias[ids])
+        self.activation = source.activation
+
+    def forward(self, hidden: Tensor, positions: Tensor) -> Tensor:
+        rows = torch.arange(hidden.shape[0], device=hidden.device)
+        slot = self.dropout(hidden[rows, positions])
+        return cast(Tensor, self.decoder(self.norm(self.activation(self.dense(slot)))))
+
+
+def answer_token_ids(tokenizer: WordPieceTokenizer, names: Sequence[str]) -> list[int]:
+    """The vocabulary id of each answer word (its only word piece).
+
+    Raises:
+        ValueError: an answer that is not one word piece (the cloze head needs one slot).
+    """
+    ids: list[int] = []
+    for name in names:
+        pieces = tokenizer.encode(name).input_ids[1:-1]
+        if len(pieces) != 1:
+            raise ValueError(
+                f"answer {name!r} is {len(pieces)} word pieces; multimodal_finetune.head=cloze "
+                "needs one-word-piece answers (use multimodal_finetune.head=cls)"
+            )
+        ids.append(int(pieces[0]))
+    return ids
+
+
 class ImageTextTaskModel(nn.Module):
     """A VisualBERT or ViLBERT backbone with one task head.
 
@@ -146,6 +230,11 @@ class ImageTextTaskModel(nn.Module):
         self.num_labels = len(self.label_names)
 
     @property
+    def answer_head(self) -> str:
+        """``cloze`` (a :class:`ClozeAnswerHead`) or ``cls``."""
+        return "cloze" if isinstance(self.head, ClozeAnswerHead) else "cls"
+
+    @property
     def architecture(self) -> str:
         return str(self.encoder.checkpoint_config()["architecture"])  # type: ignore[operator]
 
@@ -158,6 +247,8 @@ class ImageTextTaskModel(nn.Module):
         )
         if isinstance(self.head, VilbertFusionHead):
             logits = self.head(output.last_hidden_state, output.image_hidden_state)
+        elif isinstance(self.head, ClozeAnswerHead):
+            logits = self.head(output.last_hidden_state, batch["answer_positions"])
         else:
             logits = self.head(output.last_hidden_state)  # [CLS] of the L + R slots
         if self.kind == "classification":
@@ -179,10 +270,31 @@ class ImageTextTaskModel(nn.Module):
         }
 
 
-def build_task_head(encoder: nn.Module, num_labels: int, dropout: float = 0.1) -> nn.Module:
-    """The head for ``encoder``'s architecture (see :class:`ImageTextTaskModel`)."""
+def build_task_head(
+    encoder: nn.Module, num_labels: int, dropout: float = 0.1, head: str = "cls"
+) -> nn.Module:
+    """The head for ``encoder``'s architecture (see :class:`ImageTextTaskModel`).
+
+    ``head="cloze"`` (VisualBERT): a :class:`ClozeAnswerHead` instead of the ``[CLS]``
+    classifier.
+    """
     net: Any = encoder  # a VisualBertModel or VilbertModel
     hidden = net.config.hidden_size
+    if head not in ANSWER_HEADS:
+        raise ValueError(f"multimodal_finetune.head is {head!r}; valid: {', '.join(ANSWER_HEADS)}")
+    if head == "cloze":
+        if net.checkpoint_config()["architecture"] != "visualbert":
+            raise ValueError(
+                "multimodal_finetune.head=cloze is implemented for VisualBERT only; "
+                "use multimodal_finetune.head=cls with ViLBERT"
+            )
+        return ClozeAnswerHead(
+            hidden,
+            num_labels,
+            dropout,
+            activation=str(getattr(net.config, "activation", "gelu")),
+            layer_norm_eps=float(getattr(net.config, "layer_norm_eps", 1e-12)),
+        )
     if net.checkpoint_config()["architecture"] == "vilbert":
         inner = int(net.hyperparameters.get("co_hidden_size", net.image_hidden_size))
         return VilbertFusionHead(hidden, int(net.image_hidden_size), inner, num_labels, dropout)
@@ -253,6 +365,7 @@ def save_image_text_task_model(
         "num_labels": model.num_labels,
         "label_names": model.label_names,
         "dropout": float(cast(nn.Dropout, model.head.dropout).p),
+        "head": model.answer_head,
         **dict(task_config),
     }
     text = json.dumps(record, indent=2) + "\n"
@@ -311,7 +424,12 @@ def load_image_text_task_model(
             f"{directory / 'model.safetensors'}: missing {sorted(missing)}, unknown "
             f"{sorted(unexpected)}; the weights and config.json come from different models"
         )
-    head = build_task_head(backbone, int(record["num_labels"]), float(record.get("dropout", 0.1)))
+    head = build_task_head(
+        backbone,
+        int(record["num_labels"]),
+        float(record.get("dropout", 0.1)),
+        head=str(record.get("head", "cls")),
+    )
     state = read_trained_state(
         directory / TASK_HEAD_FILE,
         dict(head.state_dict()),
@@ -386,6 +504,7 @@ def finetune_image_text(
     dropout: float = 0.1,
     random_init: bool = False,
     provenance: Mapping[str, Any] | None = None,
+    head: str = "cls",
 ) -> FinetuneResult:
     """Fine-tune a pre-trained VisualBERT/ViLBERT on ``task`` and score its dev set.
 
@@ -401,6 +520,10 @@ def finetune_image_text(
         random_init: rebuild ``init_from``'s architecture with fresh weights (the "no
             pre-training" baseline: every weight, head poolers included, re-initialised).
         provenance: JSON-ready facts to keep in ``task.json``.
+        head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
+            answer slot read through the MLM transform, the answer classifier initialised
+            from the pre-trained MLM decoder rows of the answer words; with
+            ``random_init`` the same head from its random initialisation).
 
     Returns:
         :class:`~ptm_core.finetune.recipe.FinetuneResult`; ``eval.json`` holds
@@ -441,10 +564,21 @@ def finetune_image_text(
             Path(task.train), None, "label", f"only {names}", "give two labels or more"
         )
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
-    head = build_task_head(backbone, len(names), dropout)
-    copied = init_head_from_pretraining(head, objectives)
-    model = ImageTextTaskModel(backbone, head, task.kind, names)
-    featurizer = ImageTextFeaturizer(tokenizer, features, task.kind, names, task.max_length)
+    answer_head = head
+    task_head = build_task_head(backbone, len(names), dropout, head=answer_head)
+    if isinstance(task_head, ClozeAnswerHead):
+        ids = answer_token_ids(tokenizer, names)
+        mlm = getattr(objectives.get("mlm"), "head", None)
+        copied = []
+        if mlm is not None:
+            task_head.init_from_mlm(mlm, ids)
+            copied = ["mlm.transform", "mlm.decoder[answers]"]
+    else:
+        copied = init_head_from_pretraining(task_head, objectives)
+    model = ImageTextTaskModel(backbone, task_head, task.kind, names)
+    featurizer = ImageTextFeaturizer(
+        tokenizer, features, task.kind, names, task.max_length, answer_slot=answer_head == "cloze"
+    )
     record = {
         "task": task.to_dict(),
         "random_init": random_init,
@@ -487,7 +621,14 @@ def predict_image_text(
         require_labels=False,
         features_path=features_dir / "features.json",
     )
-    featurizer = ImageTextFeaturizer(tokenizer, features, task.kind, names, task.max_length)
+    featurizer = ImageTextFeaturizer(
+        tokenizer,
+        features,
+        task.kind,
+        names,
+        task.max_length,
+        answer_slot=model.answer_head == "cloze",
+    )
     return evaluate_image_text_task(
         model.to(device), examples, featurizer, batch_size=task.eval_batch_size
     )
@@ -507,14 +648,20 @@ def evaluate_finetuned_image_text(
     model, tokenizer, task, _ = load_image_text_task_model(model_dir)
     torch.manual_seed(derive_seed(seed, "baseline"))
     fresh = load_backbone(model_dir, random_init=True, seed=seed)[0]
+    answer_head = model.answer_head
     model = ImageTextTaskModel(
-        fresh, build_task_head(fresh, model.num_labels), model.kind, model.label_names
+        fresh,
+        build_task_head(fresh, model.num_labels, head=answer_head),
+        model.kind,
+        model.label_names,
     ).eval()
     features_dir = Path(task.features or Path(task.train).parent)
     features = read_region_features(features_dir)
     examples, names = read_image_text_task(
         data or task.dev, task.kind, features, label_names=model.label_names
     )
-    featurizer = ImageTextFeaturizer(tokenizer, features, task.kind, names, task.max_length)
+    featurizer = ImageTextFeaturizer(
+        tokenizer, features, task.kind, names, task.max_length, answer_slot=answer_head == "cloze"
+    )
     metrics, _ = evaluate_image_text_task(model, examples, featurizer)
     return {**metrics, "_metric": task.metric}

@@ -270,7 +270,9 @@ class ImageTextFeaturizer:
     Returns (``featurize``): ``input_ids``, ``attention_mask``, ``token_type_ids`` ``(B, L)``;
     ``visual_features`` ``(B, R, D)``, ``visual_boxes`` ``(B, R, 5)``, ``visual_mask``
     ``(B, R)``; ``labels (B,)`` (classification) or ``answer_scores (B, K)`` (vqa) when
-    every row is labelled.
+    every row is labelled. With ``answer_slot`` a ``[MASK]`` is appended to the text
+    (before the final ``[SEP]``) and ``answer_positions (B,)`` gives its index (the
+    cloze answer head reads the hidden state there).
     """
 
     def __init__(
@@ -280,16 +282,30 @@ class ImageTextFeaturizer:
         kind: str,
         label_names: Sequence[str],
         max_length: int = 32,
+        answer_slot: bool = False,
     ) -> None:
         self.tokenizer = tokenizer
+        self.answer_slot = answer_slot
         self.features = features
         self.kind = kind
         self.label_names = list(label_names)
         self.max_length = max_length
 
     def featurize(self, rows: Sequence[ImageTextExample]) -> dict[str, Tensor]:
-        texts = [self.tokenizer.encode(r.text, max_length=self.max_length) for r in rows]
-        length = max(len(t.input_ids) for t in texts)
+        budget = self.max_length - 1 if self.answer_slot else self.max_length
+        encoded = [self.tokenizer.encode(r.text, max_length=budget) for r in rows]
+        texts = [
+            (list(t.input_ids), list(t.attention_mask), list(t.token_type_ids)) for t in encoded
+        ]
+        positions: list[int] = []
+        if self.answer_slot:  # [CLS] question [MASK] [SEP]
+            mask_id = self.tokenizer.vocab_info.mask_id
+            for ids, att, types in texts:
+                positions.append(len(ids) - 1)
+                ids.insert(len(ids) - 1, mask_id)
+                att.insert(len(att) - 1, 1)
+                types.insert(len(types) - 1, types[-1])
+        length = max(len(t[0]) for t in texts)
         pad = self.tokenizer.vocab_info.pad_id
 
         def padded(values: Sequence[int], fill: int) -> list[int]:
@@ -297,15 +313,17 @@ class ImageTextFeaturizer:
 
         visual = stack_regions([self.features[r.image_id] for r in rows], with_classes=False)
         batch = {
-            "input_ids": torch.tensor([padded(t.input_ids, pad) for t in texts]),
-            "attention_mask": torch.tensor([padded(t.attention_mask, 0) for t in texts]),
-            "token_type_ids": torch.tensor([padded(t.token_type_ids, 0) for t in texts]),
+            "input_ids": torch.tensor([padded(t[0], pad) for t in texts]),
+            "attention_mask": torch.tensor([padded(t[1], 0) for t in texts]),
+            "token_type_ids": torch.tensor([padded(t[2], 0) for t in texts]),
             "visual_features": visual.features,
             "visual_boxes": encode_boxes(
                 visual.boxes, visual.image_sizes[:, None, 0], visual.image_sizes[:, None, 1]
             ),
             "visual_mask": visual.mask,
         }
+        if self.answer_slot:
+            batch["answer_positions"] = torch.tensor(positions)
         if self.kind == "classification" and all(r.label is not None for r in rows):
             batch["labels"] = torch.tensor([r.label for r in rows])
         elif self.kind == "vqa" and all(r.answers is not None for r in rows):
