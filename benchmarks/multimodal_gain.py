@@ -180,6 +180,11 @@ def finetune_command(
     experiment = f"{family}_vqa_tiny" if task == "vqa" else "multimodal_match_finetune"
     arm = "random" if random_init else "pretrained"
     steps, lr = BUDGET["max_steps"], BUDGET["learning_rate"]
+    head = BUDGET.get("head", "cls")
+    if head != "cls":  # the recipe does not pass multimodal_finetune.head yet: run in-process
+        out = WORK / "runs" / f"{family}-{task}-{head}-{arm}-seed{seed}-{steps}-{lr}"
+        spec = {"final": str(final), "data": str(data), "arm": arm, "seed": seed, "head": head}
+        return ["direct", json.dumps({**spec, **BUDGET, "out": str(out)})], out
     out = WORK / "runs" / f"{family}-{task}-{arm}-seed{seed}-{steps}-{lr}"
     return [
         "pretrain",
@@ -204,9 +209,13 @@ def finetune(command: list[str], out: Path, threads: int) -> dict[str, float]:
     extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
     log = out.parent / f"{out.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    if command[0] == "direct":
+        argv = [sys.executable, "-m", "benchmarks.multimodal_gain", "--direct", command[1]]
+    else:
+        argv = [sys.executable, "-m", "flows.cli", *command]
     with open(log, "w") as handle:
         subprocess.run(
-            [sys.executable, "-m", "flows.cli", *command],
+            argv,
             cwd=ROOT,
             env=bench_env(**extra),
             check=True,
@@ -215,6 +224,50 @@ def finetune(command: list[str], out: Path, threads: int) -> dict[str, float]:
         )
     metrics = json.loads((out / "eval.json").read_text())
     return {k.removeprefix("dev/"): float(v) for k, v in metrics.items() if k.startswith("dev/")}
+
+
+def shown(command: list[str]) -> str:
+    """A run's command as a shell line."""
+    if command[0] == "direct":
+        return f"python -m benchmarks.multimodal_gain --direct '{command[1]}'"
+    return "ptm " + " ".join(command)
+
+
+def direct_finetune(spec: dict[str, Any]) -> None:
+    """One VQA fine-tuning through ``finetune_image_text`` (for ``--head cloze``)."""
+    from ptm_core.training import TrainerConfig
+    from ptm_multimodal.finetune import finetune_image_text
+    from ptm_multimodal.task_data import ImageTextTask
+
+    data = Path(spec["data"])
+    task = ImageTextTask(
+        name="synthetic_vqa",
+        kind="vqa",
+        train=str(data / "vqa_train.jsonl"),
+        dev=str(data / "vqa_dev.jsonl"),
+        max_length=16,
+        batch_size=int(spec["batch_size"]),
+        eval_batch_size=64,
+    )
+    steps = int(spec["max_steps"])
+    trainer = TrainerConfig(
+        output_dir=spec["out"],
+        max_steps=steps,
+        learning_rate=float(spec["learning_rate"]),
+        warmup_ratio=0.1,
+        progress=False,
+        save_every=steps,
+        log_every=20,
+        seed=int(spec["seed"]),
+    )
+    finetune_image_text(
+        task,
+        init_from=spec["final"],
+        trainer=trainer,
+        seed=int(spec["seed"]),
+        random_init=spec["arm"] == "random",
+        head=spec["head"],
+    )
 
 
 def mean_std(values: Sequence[float]) -> dict[str, float]:
@@ -255,9 +308,7 @@ def compare(
         "task": task,
         "metric": metric,
         "seeds": list(seeds),
-        "commands": {
-            f"{arm}/seed{seed}": "ptm " + " ".join(commands[(arm, seed)][0]) for arm, seed in runs
-        },
+        "commands": {f"{arm}/seed{seed}": shown(commands[(arm, seed)][0]) for arm, seed in runs},
         "pretrained": {**mean_std(pre), "per_seed": pre, "all": arms["pretrained"]},
         "random": {**mean_std(rnd), "per_seed": rnd, "all": arms["random"]},
         "gain": {**mean_std(gains), "per_seed": gains},
@@ -314,7 +365,8 @@ def report(results: dict[str, Any]) -> str:
         ]
         lines.append(
             f"| {row['family']} | {row['task']} ({row['metric']}) | "
-            f"{budget['max_steps']} steps, lr {budget['learning_rate']} | "
+            f"{budget['max_steps']} steps, lr {budget['learning_rate']}"
+            f"{', head ' + budget['head'] if budget.get('head', 'cls') != 'cls' else ''} | "
             f"{row['pretrained']['mean'] * 100:.1f} ± {row['pretrained']['std'] * 100:.1f} | "
             f"{row['random']['mean'] * 100:.1f} ± {row['random']['std'] * 100:.1f} | "
             f"{row['gain']['mean'] * 100:+.1f} ± {row['gain']['std'] * 100:.1f} | {per_seed} | "
@@ -347,11 +399,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="fine-tuning runs at once")
     parser.add_argument("--steps", type=int, default=BUDGET["max_steps"])
     parser.add_argument("--lr", type=float, default=BUDGET["learning_rate"])
+    parser.add_argument("--head", default="cls", choices=["cls", "cloze"], help="VQA head")
+    parser.add_argument("--direct", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--notes", default=None, help="a file whose text ends the report")
     parser.add_argument("--render", action="store_true", help="rewrite the markdown only")
     args = parser.parse_args(argv)
     import torch
 
+    if args.direct:
+        direct_finetune(json.loads(args.direct))
+        return
     if args.render:
         results = json.loads((RESULTS / "multimodal_gain.json").read_text())
         if args.notes:
@@ -364,6 +421,8 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
     BUDGET.update(max_steps=args.steps, learning_rate=args.lr)
+    if args.head != "cls":
+        BUDGET["head"] = args.head
     data, sizes = task_data(args.train_images, args.dev_images)
     results: dict[str, Any] = {
         "command": "python -m benchmarks.multimodal_gain " + " ".join(argv or sys.argv[1:]),
@@ -381,6 +440,8 @@ def main(argv: list[str] | None = None) -> None:
         record["cloze"] = cloze_probe(final, data)
         results["pretraining"][family] = record
         for task in args.tasks.split(","):
+            if args.head != "cls" and task != "vqa":
+                continue  # the cloze head is a VQA answer head
             row = compare(family, final, data, task, seeds, jobs=args.jobs, threads=args.threads)
             results["rows"].append(row)
             print(json.dumps({k: row[k] for k in ("family", "task", "gain", "seeds_won")}))
@@ -393,7 +454,8 @@ def main(argv: list[str] | None = None) -> None:
 
         def key(row: dict[str, Any]) -> tuple[Any, ...]:
             budget = row["budget"]
-            return row["family"], row["task"], budget["max_steps"], budget["learning_rate"]
+            steps, lr = budget["max_steps"], budget["learning_rate"]
+            return row["family"], row["task"], steps, lr, budget.get("head", "cls")
 
         ran = {key(r) for r in results["rows"]}
         kept = [r for r in earlier.get("rows", []) if key(r) not in ran]
