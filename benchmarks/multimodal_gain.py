@@ -45,6 +45,7 @@ from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env
 RESULTS = Path(__file__).resolve().parent / "results"
 WORK = BENCH_DIR / "multimodal-gain"
 # Set up front for both arms (not tuned per arm).
+REUSE = False  # --reuse: read the eval.json of runs already done instead of running them
 BUDGET: dict[str, Any] = {"max_steps": 300, "learning_rate": 5e-4, "batch_size": 32}
 TASKS = {"vqa": ("vqa", "vqa_accuracy"), "match": ("classification", "accuracy")}
 
@@ -205,6 +206,11 @@ def finetune_command(
 
 def finetune(command: list[str], out: Path, threads: int) -> dict[str, float]:
     """Run one ``ptm pretrain`` fine-tuning command (a subprocess); its dev metrics."""
+    if REUSE and (out / "eval.json").is_file():  # --reuse: a finished run of the same command
+        metrics = json.loads((out / "eval.json").read_text())
+        return {
+            k.removeprefix("dev/"): float(v) for k, v in metrics.items() if k.startswith("dev/")
+        }
     shutil.rmtree(out, ignore_errors=True)
     extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
     log = out.parent / f"{out.name}.log"
@@ -401,6 +407,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lr", type=float, default=BUDGET["learning_rate"])
     parser.add_argument("--head", default="cls", choices=["cls", "cloze"], help="VQA head")
     parser.add_argument("--direct", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--reuse", action="store_true", help="read finished runs' eval.json, do not re-run them"
+    )
     parser.add_argument("--notes", default=None, help="a file whose text ends the report")
     parser.add_argument("--render", action="store_true", help="rewrite the markdown only")
     args = parser.parse_args(argv)
@@ -417,6 +426,8 @@ def main(argv: list[str] | None = None) -> None:
         (RESULTS / "multimodal_gain.md").write_text(report(results))
         return
 
+    global REUSE
+    REUSE = args.reuse
     if args.threads:
         torch.set_num_threads(args.threads)
     seeds = [int(s) for s in args.seeds.split(",")]
