@@ -67,6 +67,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
         seed=int(cfg.seed),
         dropout=float(options.get("dropout", 0.1)),
         random_init=random_init,
+        head=str(options.get("head", "cls")),
         provenance={
             "init_from": str(init_from),
             "experiment": experiment,

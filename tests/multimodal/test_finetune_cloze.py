@@ -128,3 +128,22 @@ def test_cloze_random_init_and_bad_head_name(final: Path, tmp_path: Path) -> Non
     backbone, _, _ = load_backbone(final)
     with pytest.raises(ValueError, match=r"multimodal_finetune\.head is 'pooled'"):
         build_task_head(backbone, 3, head="pooled")
+
+
+def test_the_recipe_passes_the_head_switch(final: Path, tmp_path: Path) -> None:
+    from flows.config import compose_config
+    from flows.recipes import multimodal_finetune
+
+    cfg = compose_config(
+        [
+            "experiment=visualbert_vqa_tiny",
+            f"init_from={final}",
+            "multimodal_finetune.head=cloze",
+            "trainer.max_steps=2",
+            "trainer.progress=false",
+            f"trainer.output_dir={tmp_path / 'run'}",
+        ]
+    )
+    result = multimodal_finetune.run(cfg)
+    record = json.loads((result.encoder_dir / "task.json").read_text())
+    assert record["head"] == "cloze"
