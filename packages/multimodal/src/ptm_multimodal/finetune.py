@@ -302,7 +302,7 @@ def build_task_head(
         hidden,
         num_labels,
         dropout,
-        initializer_range=encoder.config.initializer_range,  # type: ignore[union-attr]
+        initializer_range=float(net.config.initializer_range),
     )
 
 
