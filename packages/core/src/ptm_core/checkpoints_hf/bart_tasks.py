@@ -38,6 +38,7 @@ from ptm_core.checkpoints_hf.bart import (
     ptm_to_hf_bart,
     seq2seq_config_to_hf,
 )
+from ptm_core.checkpoints_hf.bert_tasks import label_names_from_config
 from ptm_core.finetune.seq2seq import Seq2SeqClassifier
 
 ARCHITECTURE = "BartForSequenceClassification"
@@ -55,23 +56,6 @@ def is_hf_bart_classifier(config: dict[str, Any]) -> bool:
     return config.get("model_type") == "bart" and ARCHITECTURE in (
         config.get("architectures") or []
     )
-
-
-def _label_names(config: dict[str, Any], source: str) -> list[str] | None:
-    id2label = config.get("id2label")
-    if not isinstance(id2label, dict) or not id2label:
-        return None
-    try:
-        by_index = {int(k): str(v) for k, v in id2label.items()}
-    except ValueError:
-        raise CheckpointError(
-            f"{source}: id2label keys must be 0..N-1, got {sorted(id2label)}"
-        ) from None
-    if sorted(by_index) != list(range(len(by_index))):
-        raise CheckpointError(
-            f"{source}: id2label keys must be 0..{len(by_index) - 1}, got {sorted(by_index)}"
-        )
-    return [by_index[i] for i in range(len(by_index))]
 
 
 def load_hf_bart_classifier(directory: str | Path) -> Seq2SeqClassifier:
@@ -106,7 +90,7 @@ def load_hf_bart_classifier(directory: str | Path) -> Seq2SeqClassifier:
             f"{source}: problem_type 'multi_label_classification' is not supported by ptm's "
             "seq2seq classifier (single-label classification and regression are)"
         )
-    names = _label_names(raw, source)
+    names = label_names_from_config(raw, source=source)
     num_labels = len(names) if names is not None else int(raw.get("num_labels", 2))
     kind = (
         "regression"

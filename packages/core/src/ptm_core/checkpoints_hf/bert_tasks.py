@@ -127,7 +127,9 @@ def _num_labels(config: dict[str, Any]) -> int:
     return int(config.get("num_labels", 2))
 
 
-def _label_names(config: dict[str, Any], *, source: str) -> list[str] | None:
+def label_names_from_config(config: dict[str, Any], *, source: str) -> list[str] | None:
+    """The label names of an HF ``config.json``'s ``id2label`` in index order (``None``
+    without one); keys that are not exactly ``0..N-1`` raise :class:`CheckpointError`."""
     id2label = config.get("id2label")
     if not isinstance(id2label, dict) or not id2label:
         return None
@@ -196,7 +198,9 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
         dropout = raw.get("hidden_dropout_prob", 0.1)
     num_labels = 2 if kind == "qa" else _num_labels(raw)
     label_names = (
-        _label_names(raw, source=source) if kind in ("classification", "tagging") else None
+        label_names_from_config(raw, source=source)
+        if kind in ("classification", "tagging")
+        else None
     )
     model = build_task_model(
         encoder, kind, num_labels, float(dropout), pool="first", label_names=label_names
