@@ -32,6 +32,14 @@ RECIPES: dict[str, str] = {
     "xlm_finetune": "flows.recipes.xlm_finetune",
     "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
     "multimodal_finetune": "flows.recipes.multimodal_finetune",
+    # First and second generation (static embeddings, recurrent LMs).
+    "static_embeddings": "flows.recipes.static_embeddings",
+    "elmo": "flows.recipes.elmo",
+    "awd_lstm": "flows.recipes.awd_lstm",
+    # The remaining seed systems.
+    "lxmert": "flows.recipes.lxmert",
+    "kepler": "flows.recipes.kepler",
+    "wklm": "flows.recipes.wklm",
 }
 
 
