@@ -11,6 +11,14 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Raw corpora are prepared into a cache: one per test session, never the user's.
 os.environ["PTM_CACHE_DIR"] = tempfile.mkdtemp(prefix="ptm-test-cache-")
+# Under pytest-xdist (`make test` runs one worker per core) each worker gets its share of the
+# cores, so the workers' torch thread pools do not oversubscribe the machine. Set before torch
+# is imported; subprocesses (CLI tests) inherit it.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+if _workers > 1:
+    _threads = str(max(1, (os.cpu_count() or 1) // _workers))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, _threads)
 
 import pytest
 import torch
