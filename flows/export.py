@@ -2,8 +2,9 @@
 
 The conversion itself is :func:`ptm_core.checkpoints_hf.export.export_hf` for the core
 families; XLM finals (written by ``ptm pretrain experiment=xlm_*``, recognised by their
-``languages.json``) and VisualBERT finals (``ptm pretrain experiment=visualbert_*``) go
-through :func:`export_xlm` and :func:`export_visualbert` here, because ptm-core does not import the
+``languages.json``), VisualBERT finals (``ptm pretrain experiment=visualbert_*``) and
+LXMERT finals (``experiment=lxmert_*``) go through :func:`export_xlm`,
+:func:`export_visualbert` and :func:`export_lxmert` here, because ptm-core does not import the
 extensions. This module checks the command's arguments and prints what was written and how
 to load it.
 """
@@ -48,6 +49,8 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         result = export_xlm(source, target)
     elif is_visualbert_final(source):
         result = export_visualbert(source, target)
+    elif is_lxmert_final(source):
+        result = export_lxmert(source, target)
     else:
         result = export_hf(source, target)
     print(f"exported       {source} -> {result.directory}")
@@ -84,6 +87,43 @@ def is_xlm_final(source: Path) -> bool:
 def is_visualbert_final(source: Path) -> bool:
     """Whether ``source`` is a VisualBERT ``final/`` of ``ptm pretrain`` (multimodal)."""
     return _read_config(source).get("architecture") == "visualbert"
+
+
+def is_lxmert_final(source: Path) -> bool:
+    """Whether ``source`` is an LXMERT ``final/`` of ``ptm pretrain`` (multimodal)."""
+    return _read_config(source).get("architecture") == "lxmert"
+
+
+def export_lxmert(source: Path, target: Path) -> HFExport:
+    """Write an LXMERT ``final/`` as a transformers LXMERT folder with its tokenizer.
+
+    With the ``lm`` and ``itm`` heads the folder is an ``LxmertForPreTraining``
+    (``AutoModelForPreTraining``, with the object and QA heads when trained); otherwise an
+    ``LxmertModel``.
+
+    Raises:
+        CheckpointError: a model Hugging Face cannot express, or weights that do not fit.
+    """
+    from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
+    from ptm_multimodal.lxmert_hf import load_lxmert, save_hf_lxmert
+
+    wrapped, tokenizer = load_lxmert(source)
+    try:
+        architecture = save_hf_lxmert(wrapped, target)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
+    positions = int(getattr(wrapped.model, "hyperparameters", {}).get("max_positions", 512))
+    write_hf_tokenizer_files(tokenizer, target, model_max_length=positions)
+    names = [name for name, _ in wrapped.objectives]
+    pretraining = architecture == "LxmertForPreTraining"
+    return HFExport(
+        directory=target,
+        family="lxmert",
+        architecture=architecture,
+        auto_class="AutoModelForPreTraining" if pretraining else "AutoModel",
+        heads=names if pretraining else [],
+        skipped=[] if pretraining else names,
+    )
 
 
 def export_visualbert(source: Path, target: Path) -> HFExport:
