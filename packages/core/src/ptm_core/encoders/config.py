@@ -79,6 +79,11 @@ class EncoderConfig:
             absorbs the factor).
         gated_feed_forward: ``W_out(act(W_gate x) * W_in x)`` instead of the two-layer MLP
             (T5 v1.1 gated-GELU).
+        heads_per_layer: after attention-head pruning (Michel et al., 2019), the number of
+            heads each layer kept (``num_layers`` integers, each ``1..num_heads``); every
+            head keeps the width ``hidden_size / num_heads``. ``None`` = ``num_heads`` in
+            every layer (an unpruned encoder). Absolute positions without layer sharing
+            only (written by :mod:`ptm_core.compress.prune`).
     """
 
     vocab_size: int = 30522
@@ -107,6 +112,7 @@ class EncoderConfig:
     bias: bool = True
     attention_scale: bool = True
     gated_feed_forward: bool = False
+    heads_per_layer: list[int] | None = None
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -184,6 +190,32 @@ class EncoderConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
+        if self.heads_per_layer is not None:
+            self._check_heads_per_layer()
+
+    def _check_heads_per_layer(self) -> None:
+        heads = self.heads_per_layer
+        if (
+            not isinstance(heads, list | tuple)
+            or len(heads) != self.num_layers
+            or not all(isinstance(h, int) and 1 <= h <= self.num_heads for h in heads)
+        ):
+            raise ValueError(
+                f"EncoderConfig.heads_per_layer must be a list of num_layers={self.num_layers} "
+                f"integers in 1..num_heads={self.num_heads}, got {heads!r}; use null for an "
+                "unpruned encoder"
+            )
+        if self.position_encoding != "absolute" or self.share_layers != "none":
+            raise ValueError(
+                "EncoderConfig.heads_per_layer (pruned heads) needs position_encoding="
+                f"'absolute' and share_layers='none', got {self.position_encoding!r} and "
+                f"{self.share_layers!r}; set heads_per_layer to null"
+            )
+        self.heads_per_layer = list(heads)
+
+    def layer_heads(self, index: int) -> int:
+        """Heads of layer ``index``: ``heads_per_layer[index]``, else ``num_heads``."""
+        return self.num_heads if self.heads_per_layer is None else self.heads_per_layer[index]
 
     @property
     def factorised(self) -> bool:
@@ -206,8 +238,12 @@ class EncoderConfig:
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field."""
-        return dataclasses.asdict(self)
+        """JSON-ready dict of every field (``heads_per_layer`` only when heads were pruned, so
+        an unpruned encoder's ``config.json`` is what earlier ptm versions wrote and read)."""
+        data = dataclasses.asdict(self)
+        if data["heads_per_layer"] is None:
+            del data["heads_per_layer"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> EncoderConfig:
@@ -217,6 +253,12 @@ class EncoderConfig:
             data: the fields; extra bookkeeping keys starting with ``ptm_`` are ignored.
             source: where the dict came from, for error messages.
         """
+        if "ptm_quantization" in data:
+            raise ValueError(
+                f"{source}: holds a quantised model ({data['ptm_quantization']}, written by "
+                "`ptm compress`), which a float encoder cannot load; load it with "
+                "ptm_core.compress.load_compressed"
+            )
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in data if k not in names and not k.startswith("ptm_"))
         if unknown:

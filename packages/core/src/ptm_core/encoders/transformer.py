@@ -134,7 +134,7 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
     ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints`).
     """
 
-    def attention() -> nn.Module:
+    def attention(index: int = 0) -> nn.Module:
         if config.relative:
             return RelativeMultiHeadAttention(
                 config.hidden_size,
@@ -144,10 +144,14 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
             )
         return MultiHeadSelfAttention(
             config.hidden_size,
-            config.num_heads,
+            config.layer_heads(index),
             dropout=config.attention_dropout,
             bias=config.bias,
             scale=config.attention_scale,
+            # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
+            head_dim=None
+            if config.heads_per_layer is None
+            else config.hidden_size // config.num_heads,
         )
 
     def feed_forward() -> nn.Module:
@@ -180,7 +184,7 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
     if config.share_layers == "ffn":
         shared_ffn = feed_forward()
         return nn.ModuleList(layer(attention(), shared_ffn) for _ in range(count))
-    return nn.ModuleList(layer(attention(), feed_forward()) for _ in range(count))
+    return nn.ModuleList(layer(attention(index), feed_forward()) for index in range(count))
 
 
 class TransformerEncoder(nn.Module):

@@ -65,6 +65,9 @@ class MultiHeadSelfAttention(nn.Module):
         bias: whether the projections have biases (T5: no).
         scale: whether ``QK^T`` is divided by ``sqrt(d)`` (T5: no; its initialisation
             absorbs the factor).
+        head_dim: width ``d`` of one head when it is not ``D / h``: a layer whose heads
+            were pruned (Michel et al., 2019) keeps ``h' < h`` heads of the original width,
+            so its projections are ``D -> 3 h' d`` and ``h' d -> D``. ``None`` = ``D / h``.
 
     Shapes:
         hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
@@ -86,20 +89,22 @@ class MultiHeadSelfAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         scale: bool = True,
+        head_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
-        self.head_dim = head_size(hidden_size, num_heads)
+        self.head_dim = head_size(hidden_size, num_heads) if head_dim is None else head_dim
         self.dropout = dropout
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0
-        self.qkv_proj = nn.Linear(hidden_size, 3 * hidden_size, bias=bias)
-        self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+        inner = num_heads * self.head_dim  # D unless heads were pruned
+        self.qkv_proj = nn.Linear(hidden_size, 3 * inner, bias=bias)
+        self.out_proj = nn.Linear(inner, hidden_size, bias=bias)
 
     def forward(
         self, hidden_states: Tensor, mask: Tensor | None = None, return_scores: bool = False
     ) -> Tensor | tuple[Tensor, Tensor]:
-        batch, length, width = hidden_states.shape
+        batch, length, _ = hidden_states.shape
         qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
         if return_scores:
@@ -110,7 +115,7 @@ class MultiHeadSelfAttention(nn.Module):
             elif mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
             probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
-            context = (probs @ value).transpose(1, 2).reshape(batch, length, width)
+            context = (probs @ value).transpose(1, 2).reshape(batch, length, -1)  # (B, L, h*d)
             return self.out_proj(context), scores
         context = attend_heads(
             query, key, value, mask, self.dropout if self.training else 0.0, self.scale
