@@ -72,11 +72,13 @@ class EntityReplacementObjective(Objective):
     The data side (type-constrained replacement) changes the rows' length, so it runs on
     the rows before batching (:class:`~ptm_knowledge.wklm.EntityReplacementRows`); the
     batch brings ``mention_labels`` and ``mention_ends`` ``(B, L)``. Which tokens
-    represent a mention: the paper uses "the final representations of the boundary
-    words" of the mention; ``boundary="mention"`` (default) reads them as the first and
-    last word pieces of the mention itself, whose states see the (possibly replaced)
-    name directly and are defined for every mention; ``"outside"`` takes the pieces just
-    before and after it (``[CLS]``/``[SEP]`` at the row's ends).
+    represent a mention: the paper predicts from "the final representations of the
+    boundary words" of the mention, concatenated, through a logistic layer. Two readings
+    are offered: ``boundary="mention"`` (default) takes the first and last word pieces of
+    the mention itself, whose states hold the (possibly replaced) name directly and
+    exist for every mention, also a one-piece mention at a row's edge; ``"outside"``
+    takes the pieces just before and after it (``[CLS]``/``[SEP]`` at the row's ends),
+    the words around the span, which judge the name only through attention.
 
     Args:
         encoder: the encoder whose states the head reads (its width).
