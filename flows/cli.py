@@ -80,6 +80,23 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--format", default="hf", choices=["hf"])
     export.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
     export.add_argument("output", help="the folder to write (replaced)")
+    compress = commands.add_parser(
+        "compress", help="quantise, prune or ONNX-export a final/ into a new folder"
+    )
+    compress.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
+    compress.add_argument(
+        "--method",
+        required=True,
+        choices=["int8", "int8-weight", "int4-weight", "prune-heads", "drop-layers", "onnx"],
+    )
+    compress.add_argument("--output", required=True, help="the folder to write (a new one)")
+    compress.add_argument("--fraction", type=float, default=None, help="prune-heads: share")
+    compress.add_argument(
+        "--keep", default=None, help="drop-layers: bottom:K|top:K|every-other|0,2"
+    )
+    compress.add_argument("--data", default=None, help="prune-heads: labelled file (default dev)")
+    compress.add_argument("--group-size", type=int, default=None, help="int4-weight: 32..256")
+    compress.add_argument("--exporter", default=None, choices=["dynamo", "torchscript"])
     link = commands.add_parser("link", help="link a corpus against a KG (sharded, cached)")
     link.add_argument("--corpus", required=True)
     link.add_argument("--kg", required=True, help="directory with entities.tsv/triples.tsv")
@@ -315,6 +332,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "finetune":
         return _finetune(args)
+    if args.command == "compress":
+        from flows.compress import compress
+
+        try:
+            compress(
+                args.source,
+                args.output,
+                args.method,
+                fraction=args.fraction,
+                keep=args.keep,
+                data=args.data,
+                group_size=args.group_size,
+                exporter=args.exporter,
+            )
+        except (*USER_ERRORS, ImportError) as exc:
+            print(f"ptm: {exc}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "export":
         from flows.export import export
 
