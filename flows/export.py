@@ -105,7 +105,8 @@ def export_lxmert(source: Path, target: Path) -> HFExport:
         CheckpointError: a model Hugging Face cannot express, or weights that do not fit.
     """
     from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
-    from ptm_multimodal.lxmert_hf import load_lxmert, save_hf_lxmert
+    from ptm_multimodal.lxmert_hf import save_hf_lxmert
+    from ptm_multimodal.lxmert_loading import load_lxmert
 
     wrapped, tokenizer = load_lxmert(source)
     try:

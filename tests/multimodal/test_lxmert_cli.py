@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flows.cli import main
-from ptm_multimodal.lxmert_hf import load_lxmert
+from ptm_multimodal.lxmert_loading import load_lxmert
 
 FAST = [
     "trainer.max_steps=3",

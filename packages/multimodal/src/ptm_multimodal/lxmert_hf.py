@@ -1,5 +1,4 @@
-"""LXMERT to and from Hugging Face (``LxmertModel`` / ``LxmertForPreTraining``), and
-loading a ptm LXMERT ``final/``.
+"""LXMERT to and from Hugging Face (``LxmertModel`` / ``LxmertForPreTraining``).
 
 ptm never imports transformers: these functions read and write state dicts and
 ``config.json`` files only.
@@ -18,10 +17,10 @@ from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_weights
-from ptm_core.objectives import Objective, ObjectiveMix
-from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.feature_spec import FeatureSpec
-from ptm_multimodal.lxmert import LxmertModel, lxmert
+from ptm_multimodal.lxmert import LxmertModel
+from ptm_multimodal.lxmert_loading import build_lxmert_pretraining, load_checked
 from ptm_multimodal.lxmert_pretraining import (
     VISUAL_LOSS_NORMALIZER,
     LxmertImageQAObjective,
@@ -50,15 +49,6 @@ HF_LXMERT_CONFIG_KEYS = {
     "hidden_act": "activation",
     "initializer_range": "initializer_range",
     "pad_token_id": "pad_token_id",
-}
-OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
-    cls.__name__: cls
-    for cls in (
-        LxmertMaskedLMObjective,
-        LxmertObjectPredictionObjective,
-        LxmertMatchingObjective,
-        LxmertImageQAObjective,
-    )
 }
 # BERT layer: ptm TransformerLayer module -> HF LxmertLayer module.
 _BERT_LAYER = {
@@ -347,24 +337,6 @@ def save_hf_lxmert(wrapped: MultimodalPretraining, path: str | Path) -> str:
     return architecture
 
 
-def build_lxmert_pretraining(
-    numbers: dict[str, Any],
-    vocab: VocabInfo | None,
-    heads: dict[str, dict[str, Any]],
-    *,
-    feature_spec: FeatureSpec | None = None,
-    weights: dict[str, float] | None = None,
-) -> MultimodalPretraining:
-    """An LXMERT with the objectives ``heads`` names (``name -> {"class", **settings}``)."""
-    model = lxmert(**numbers, feature_spec=feature_spec)
-    objectives: dict[str, Objective] = {}
-    for name, entry in heads.items():
-        settings = dict(entry)
-        cls = OBJECTIVE_CLASSES[settings.pop("class")]
-        objectives[name] = cls(model, vocab, **settings)
-    return MultimodalPretraining(model, ObjectiveMix(objectives, weights))
-
-
 def load_hf_lxmert(
     path: str | Path, vocab: VocabInfo | None = None, *, feature_spec: FeatureSpec | None = None
 ) -> MultimodalPretraining:
@@ -409,88 +381,7 @@ def load_hf_lxmert(
         raise CheckpointError(
             f"{directory}: not an LXMERT state dict: missing {sorted(missing)}, unknown {unused}"
         )
-    _load(wrapped, mapped, directory, allow_missing=("itm.classifier",) if len(heads) == 1 else ())
-    return wrapped
-
-
-def _load(
-    wrapped: MultimodalPretraining,
-    state: dict[str, Tensor],
-    directory: Path,
-    *,
-    allow_missing: tuple[str, ...] = (),
-) -> None:
-    missing, unexpected = wrapped.load_state_dict(state, strict=False)
-    # the LM decoder is tied to the word table; safetensors stores the shared tensor once
-    missing = [
-        k
-        for k in missing
-        if not k.endswith("head.decoder.weight") and not any(a in k for a in allow_missing)
-    ]
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{directory}: LXMERT tensors missing {missing}, unknown {unexpected}"
-        )
-
-
-def load_lxmert(
-    directory: str | Path, *, features: FeatureSpec | None = None
-) -> tuple[MultimodalPretraining, WordPieceTokenizer]:
-    """Rebuild an LXMERT ``final/`` (``ptm pretrain experiment=lxmert_*``) with its heads.
-
-    Head sizes (answers, detector classes, which object decoders) are read from the
-    weights' shapes, so the objectives' data-side settings are their defaults.
-
-    Raises:
-        FeatureMismatchError: ``features`` differ from the checkpoint's.
-        CheckpointError: an unreadable config, not an LXMERT, or tensors that do not fit.
-    """
-    directory = Path(directory)
-    source = str(directory / "config.json")
-    try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{source}: cannot read the config ({exc})") from None
-    if config.get("architecture") != "lxmert":
-        raise CheckpointError(
-            f"{source}: field 'architecture' is {config.get('architecture')!r}, expected 'lxmert'"
-        )
-    spec = config.get("feature_spec")
-    feature_spec = None if spec is None else FeatureSpec.from_dict(spec, source=source)
-    state, _ = read_weights(directory)
-    numbers = {
-        k: v for k, v in config.items() if k not in ("architecture", "objectives", "feature_spec")
-    }
-    tokenizer = WordPieceTokenizer.from_directory(directory)
-    heads: dict[str, dict[str, Any]] = {}
-    weights: dict[str, float] = {}
-    for name, entry in config.get("objectives", {}).items():
-        cls = entry.get("class")
-        if cls not in OBJECTIVE_CLASSES:
-            raise CheckpointError(
-                f"{source}: objective {name!r} has class {cls!r}; known: {sorted(OBJECTIVE_CLASSES)}"
-            )
-        settings: dict[str, Any] = {"class": cls}
-        p = f"objectives.objectives.{name}.head."
-        if cls == "LxmertImageQAObjective":
-            settings["num_answers"] = state[f"{p}out.weight"].shape[0]
-        if cls == "LxmertObjectPredictionObjective":
-            sizes = {
-                k: state[f"{p}decoders.{k}.weight"].shape[0]
-                for k in ("obj", "attr", "feat")
-                if f"{p}decoders.{k}.weight" in state
-            }
-            settings.update(
-                num_classes=sizes.get("obj", 0),
-                num_attributes=sizes.get("attr", 0),
-                feature_regression="feat" in sizes,
-            )
-        heads[name] = settings
-        weights[name] = float(entry.get("weight", 1.0))
-    wrapped = build_lxmert_pretraining(
-        numbers, tokenizer.vocab_info, heads, feature_spec=feature_spec, weights=weights
+    load_checked(
+        wrapped, mapped, directory, allow_missing=("itm.classifier",) if len(heads) == 1 else ()
     )
-    if features is not None:
-        wrapped.model.check_features(features, source="the given features")  # type: ignore[operator]
-    _load(wrapped, state, directory)
-    return wrapped, tokenizer
+    return wrapped
