@@ -24,6 +24,9 @@ RUN := $(UV) run --frozen
 # `setup` syncs the environment first; the fresh-clone test (tests/flows/test_fresh_clone.py)
 # sets SETUP= and RUN= to run this Makefile's demo with the test's own interpreter.
 SETUP := setup
+# pytest-xdist workers for `make test` (one per core on a 2-core CI machine; tests/conftest.py
+# gives each worker its share of torch threads). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS := 2
 # Extra arguments for `ptm demo` (Hydra overrides), e.g. DEMO_ARGS="trainer.max_steps=20".
 DEMO_ARGS :=
 # Every folder the settings above point at. Prefect creates only the last level of
@@ -55,7 +58,7 @@ demo: $(SETUP) dirs
 	$(RUN) ptm demo --output-dir runs/demo $(DEMO_ARGS)
 
 test: $(SETUP) dirs
-	$(RUN) pytest -q
+	$(RUN) pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The README blocks marked `<!-- runnable slow -->` (pre-training presets; minutes each),
 # which `make test` leaves out (tests/docs/conftest.py).
