@@ -1,0 +1,33 @@
+"""`ptm pretrain experiment=word2vec_tiny`: a vector table gensim loads, in seconds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from ptm_core.static.vectors import VectorTable
+
+
+def test_word2vec_tiny_writes_a_vector_table_and_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    code = main(
+        ["pretrain", "experiment=word2vec_tiny", "model.epochs=3", f"trainer.output_dir={out}"]
+    )
+    assert code == 0
+    assert str(out / "final") in capsys.readouterr().out
+    table = VectorTable.load(out / "final")
+    assert table.method == "word2vec-sg" and table.dim == 32 and "river" in table
+    keyed = table.to_keyed_vectors()
+    assert [w for w, _ in keyed.most_similar("river", topn=3)] == [
+        w for w, _ in table.most_similar("river", 3)
+    ]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3] and all(r["loss"] > 0 for r in records)
+    report = json.loads((out / "final" / "metrics.json").read_text())
+    assert set(report["neighbours"]) == {"she", "paris", "river", "physics"}
+    assert report["analogies"][0]["query"] == "marie : she :: pierre : ?"
