@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from ptm_core.recurrent.bilm import BiLM, BiLMConfig
 from ptm_core.recurrent.elmo_pretraining import ElmoPretrainResult, pretrain_elmo
 
 
@@ -37,3 +40,20 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> ElmoPretrainResult:
         num_workers=data.get("num_workers", 0),
         word_corpus_dir=data.get("word_corpus_dir"),
     )
+
+
+def instantiate_for_check(cfg: DictConfig, vocab_size: int = 120) -> BiLM:
+    """Build the configured biLM on the meta device (shapes only: no memory, no weights),
+    as the config tests do for every preset; ``elmo_original`` builds in a second this way.
+
+    Args:
+        cfg: a composed config with ``recipe: elmo``.
+        vocab_size: output words to build the softmax with.
+    """
+    config = instantiate(cfg.model, _convert_="all")(vocab_size=vocab_size)
+    if not isinstance(config, BiLMConfig):
+        raise TypeError(f"model config builds {type(config).__name__}, not a BiLMConfig")
+    # normal_ on meta goes through torch's reference decompositions, whose first call
+    # takes seconds; nothing is initialised on meta anyway.
+    with torch.device("meta"), patch.object(torch.nn.init, "normal_", lambda t, *a, **k: t):
+        return BiLM(config)
