@@ -215,3 +215,28 @@ def test_clear_errors_for_mismatch_and_missing_table(tmp_path: Path) -> None:
         save_word_model(
             TagLMTagger(WordFeatures(lm=BiLMWordFeatures(FakeBiLM())), 3), tmp_path / "x"
         )
+
+
+def test_elmo_bilm_tagger_saves_with_its_final(tmp_path: Path) -> None:
+    from ptm_core.recurrent.bilm import BiLM, BiLMConfig, save_bilm
+
+    torch.manual_seed(0)
+    config = BiLMConfig(
+        vocab_size=8,
+        filters=[[1, 4], [2, 4]],
+        num_highway=1,
+        cell_size=8,
+        projection_dim=4,
+        softmax="full",
+    )
+    final = save_bilm(BiLM(config), tmp_path / "final", [f"w{i}" for i in range(8)])
+    lm = BiLMWordFeatures.from_final(final)
+    assert lm.hidden_size == 8 and lm.layers == [0, 1, 2]
+    model = TagLMTagger(WordFeatures(static=static_table(), lm=lm), 3, label_names=TAGS).eval()
+    sentences = [["anna", "met", "bob"], ["rome"]]
+    before = model(model.encode(sentences)).logits
+    saved = save_word_model(model, tmp_path / "tagger")
+    assert (saved / "lm" / "model.safetensors").is_file()
+    loaded, _ = load_word_model(saved)
+    loaded.eval()
+    torch.testing.assert_close(loaded(loaded.encode(sentences)).logits, before)
