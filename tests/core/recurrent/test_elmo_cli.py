@@ -37,6 +37,9 @@ def test_elmo_tiny_trains_through_the_cli(
     assert all(r["perplexity"] > 1 and "forward_nll" in r for r in records)
     last = json.loads(printed.split("last metrics")[1].strip().splitlines()[0])
     assert last["heldout_perplexity"] > 1
+    saved = json.loads((out / "eval.json").read_text())
+    assert saved["heldout_perplexity"] == last["heldout_perplexity"]
+    assert saved["heldout_rows"] == 23  # every 20th of the sample's 453 rows
     bilm = load_bilm(out / "final")
     vocab = read_vocabulary(out / "final")
     assert vocab[:3] == ["<unk>", "<s>", "</s>"] and len(vocab) == bilm.config.vocab_size

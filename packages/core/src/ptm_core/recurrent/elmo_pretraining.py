@@ -7,6 +7,7 @@ factory; the run, the save and the result go through the one training tail
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ptm_core.atomic import atomic_write_text
 from ptm_core.recurrent.bilm import BiLM, BiLMConfig, BiLMPretrainingModel, save_bilm
 from ptm_core.recurrent.word_corpus import (
     ElmoBatches,
@@ -31,6 +33,9 @@ from ptm_core.training.run import train_and_save
 
 logger = logging.getLogger(__name__)
 
+#: The held-out (or training-rows) perplexity of the final model, beside metrics.jsonl.
+EVAL_FILE = "eval.json"
+
 
 @dataclass
 class ElmoPretrainResult:
@@ -43,7 +48,8 @@ class ElmoPretrainResult:
         metrics_path: JSON lines of training metrics.
         last_checkpoint: newest training checkpoint (for resume).
         final_metrics: the last training record plus the held-out perplexity
-            (``heldout_perplexity``, full softmax, both directions).
+            (``heldout_perplexity``, full softmax, both directions), also written to
+            ``<output_dir>/eval.json``.
         num_examples: training rows.
     """
 
@@ -165,7 +171,10 @@ def pretrain_elmo(
         evaluation = ElmoBatches(words, rows=held, shuffle=False, **common)
         scores = evaluate_perplexity(bilm, evaluation)
         prefix = "heldout" if every else "train"
-        final_metrics.update({f"{prefix}_{k}": v for k, v in scores.items()})
+        evaluated = {f"{prefix}_{k}": v for k, v in scores.items()}
+        evaluated[f"{prefix}_rows"] = len(held)
+        final_metrics.update(evaluated)
+        atomic_write_text(output_dir / EVAL_FILE, json.dumps(evaluated, indent=2) + "\n")
         logger.info("%s perplexity %.2f (full softmax)", prefix, scores["perplexity"])
     return ElmoPretrainResult(
         output_dir=output_dir,
