@@ -23,7 +23,7 @@ def _options(group: str) -> list[str]:
 
 # Multimodal models are not TransformerEncoders and their objectives need the whole model:
 # their own recipe builds both; a group option is checked inside its experiment.
-MULTIMODAL = {"visualbert", "vilbert"}
+MULTIMODAL = {"visualbert", "vilbert", "lxmert"}
 # Encoder-decoder presets (recipe seq2seq): their model and objective build together too.
 SEQ2SEQ_OPTIONS = {
     "model=bart_tiny": "bart_tiny",
@@ -40,6 +40,8 @@ MULTIMODAL_OPTIONS = {
     "data=image_text_sample": "visualbert_tiny",
     "model=vilbert_tiny": "vilbert_tiny",
     "objective=vl_vilbert": "vilbert_tiny",
+    "model=lxmert_tiny": "lxmert_tiny",
+    "objective=vl_lxmert": "lxmert_tiny",
 }
 
 

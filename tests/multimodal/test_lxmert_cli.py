@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from flows.cli import main
+from ptm_multimodal import LxmertModel, load_multimodal
 from ptm_multimodal.lxmert_loading import load_lxmert
 
 FAST = [
@@ -33,6 +34,9 @@ def test_lxmert_tiny_pretrains_logs_each_task_and_exports_to_transformers(
         assert all(key in r for r in records), key
     config = json.loads((out / "final" / "config.json").read_text())
     assert config["architecture"] == "lxmert" and config["feature_spec"]["feature_size"] == 32
+    # The multimodal loader that `ptm evaluate` uses hands an LXMERT final to its own loader.
+    loaded, _ = load_multimodal(out / "final")
+    assert isinstance(loaded.model, LxmertModel)
 
     transformers = pytest.importorskip("transformers")
     assert main(["export", "--format", "hf", str(out / "final"), str(tmp_path / "hf")]) == 0

@@ -34,6 +34,15 @@ from ptm_multimodal.finetune import (
 )
 from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
 from ptm_multimodal.loading import load_multimodal
+from ptm_multimodal.lxmert import LxmertModel, LxmertOutput
+from ptm_multimodal.lxmert_hf import load_hf_lxmert, save_hf_lxmert
+from ptm_multimodal.lxmert_loading import load_lxmert
+from ptm_multimodal.lxmert_pretraining import (
+    LxmertImageQAObjective,
+    LxmertMaskedLMObjective,
+    LxmertMatchingObjective,
+    LxmertObjectPredictionObjective,
+)
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.prepared import (
     GridExtraction,
@@ -68,6 +77,8 @@ from ptm_multimodal.vilbert import ImageEmbeddings, VilbertModel, VilbertOutput,
 from ptm_multimodal.visualbert import VisualBertModel, visualbert
 from ptm_multimodal.visualbert_hf import hf_visualbert_to_ptm, load_hf_visualbert
 
+# LXMERT's builder stays `ptm_multimodal.lxmert.lxmert` (the configs' _target_): exporting it
+# here would shadow the submodule of the same name.
 __all__ = [
     "AlignmentHead",
     "AlignmentObjective",
@@ -88,6 +99,12 @@ __all__ = [
     "ImageTextTaskError",
     "ImageTextTaskModel",
     "InMemoryPairs",
+    "LxmertImageQAObjective",
+    "LxmertMaskedLMObjective",
+    "LxmertMatchingObjective",
+    "LxmertModel",
+    "LxmertObjectPredictionObjective",
+    "LxmertOutput",
     "MaskedRegionObjective",
     "MatchingResult",
     "MultimodalOutput",
@@ -113,8 +130,10 @@ __all__ = [
     "hash_module",
     "hash_text",
     "hf_visualbert_to_ptm",
+    "load_hf_lxmert",
     "load_hf_visualbert",
     "load_image_text_task_model",
+    "load_lxmert",
     "load_multimodal",
     "mask_regions",
     "matching_accuracy",
@@ -126,6 +145,7 @@ __all__ = [
     "read_image_text_task",
     "read_region_features",
     "retrieval_recall",
+    "save_hf_lxmert",
     "save_image_text_task_model",
     "stack_regions",
     "train_steps",

@@ -55,7 +55,7 @@ def _build(config: dict[str, Any], source: str):
 def load_multimodal(
     directory: str | Path, *, features: FeatureSpec | None = None
 ) -> tuple[MultimodalPretraining, WordPieceTokenizer]:
-    """Rebuild a trained VisualBERT/ViLBERT with its heads and tokenizer.
+    """Rebuild a trained VisualBERT/ViLBERT/LXMERT with its heads and tokenizer.
 
     Objectives are rebuilt from the class names in ``config.json`` with their default
     settings (head shapes only depend on the model and the feature spec, except a
@@ -81,6 +81,11 @@ def load_multimodal(
             f"{source}: cannot read the config ({type(exc).__name__}: {exc}); is {directory} "
             "a final/ directory written by pretrain_multimodal?"
         ) from None
+    if isinstance(config, dict) and config.get("architecture") == "lxmert":
+        # LXMERT's heads are sized from its weights (ptm_multimodal.lxmert_loading).
+        from ptm_multimodal.lxmert_loading import load_lxmert
+
+        return load_lxmert(directory, features=features)
     model = _build(config, source)
     if features is not None:
         model.check_features(features, source="the given features")
