@@ -220,9 +220,11 @@ class BiLM(nn.Module):
             outputs are one ``(B, L+2, P)`` tensor per layer, zero at padding.
         """
         chars, full_mask = self._with_boundaries(char_ids, mask)
-        tokens = self.token_encoder(chars)
+        # The char CNN reads real words only (padding is about half of a batch's words).
+        real = self.token_encoder(chars[full_mask].unsqueeze(0))[0]  # (N, P)
+        tokens = real.new_zeros(*full_mask.shape, real.shape[-1])
+        tokens = tokens.masked_scatter(full_mask.unsqueeze(-1), real)
         keep = full_mask.unsqueeze(-1).to(tokens.dtype)
-        tokens = tokens * keep
         lengths = full_mask.sum(dim=1)
         forward = [h * keep for h in self.forward_lm(tokens)]
         backward = [
