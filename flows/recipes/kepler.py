@@ -47,7 +47,6 @@ def run(
     given = OmegaConf.to_container(objective.get("weights", {}), resolve=True)
     assert isinstance(given, dict)
     weights = {str(name): float(value) for name, value in given.items()}
-    ke_weight = weights.pop("ke", 1.0)
     return pretrain_kepler(
         None if prepared else data.corpus,
         prepared=prepared,
@@ -66,7 +65,7 @@ def run(
         num_negatives=kepler.num_negatives,
         margin=kepler.margin,
         p_norm=kepler.p_norm,
-        ke_weight=ke_weight,
+        ke_weight=kepler.get("ke_weight", 1.0),
         description_max_length=kepler.description_max_length,
         allow_missing_descriptions=kepler.get("allow_missing_descriptions", True),
         test_fraction=kepler.test_fraction,
