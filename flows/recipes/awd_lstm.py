@@ -9,7 +9,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from ptm_core.pretraining import PretrainResult
+from ptm_core.recurrent.awd_lstm import AWDLSTMLanguageModel
 from ptm_core.recurrent.awd_lstm_pretrain import pretrain_awd_lstm
+from ptm_core.tokenization import VocabInfo
 
 
 def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
@@ -41,3 +43,8 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         seed=cfg.seed,
         cache_dir=data.get("cache_dir"),
     )
+
+
+def instantiate_for_check(cfg: DictConfig, vocab: VocabInfo) -> AWDLSTMLanguageModel:
+    """Build the configured language model for ``vocab`` without training (config tests)."""
+    return AWDLSTMLanguageModel(instantiate(cfg.model)(vocab_size=vocab.vocab_size))
