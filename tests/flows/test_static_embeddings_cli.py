@@ -31,3 +31,27 @@ def test_word2vec_tiny_writes_a_vector_table_and_metrics(
     report = json.loads((out / "final" / "metrics.json").read_text())
     assert set(report["neighbours"]) == {"she", "paris", "river", "physics"}
     assert report["analogies"][0]["query"] == "marie : she :: pierre : ?"
+
+
+def test_init_embeddings_switch_starts_a_transformer_from_a_table(tmp_path: Path) -> None:
+    from functools import partial
+
+    import torch
+
+    from flows.recipes.text import with_static_embeddings
+    from ptm_core.encoders.presets import bert_encoder
+    from ptm_core.tokenization import WordPieceTokenizer
+
+    vocab = Path(__file__).parents[2] / "data_specs" / "text_corpus" / "sample-vocab.txt"
+    tokenizer = WordPieceTokenizer.from_vocab(vocab, lowercase=True)
+    tokenizer.save(tmp_path / "tokenizer")
+    words = ["river", "sea", "Paris", "notaword"]
+    VectorTable(words, torch.arange(64.0).reshape(4, 16), "planted").save(tmp_path / "table")
+    factory = partial(bert_encoder, hidden_size=16, num_layers=1, num_heads=2)
+    build = with_static_embeddings(factory, tmp_path / "table", tmp_path / "tokenizer")
+    encoder = build(vocab_size=tokenizer.vocab_size)
+    weight = encoder.word_embeddings.weight.detach()
+    river, sea = tokenizer.token_to_id("river"), tokenizer.token_to_id("sea")
+    assert river is not None and sea is not None
+    assert torch.equal(weight[river], torch.arange(0.0, 16.0))
+    assert torch.equal(weight[sea], torch.arange(16.0, 32.0))

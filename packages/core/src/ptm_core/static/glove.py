@@ -64,7 +64,7 @@ def count_cooccurrences(
     window: int = 10,
     symmetric: bool = True,
     distance_weighting: bool = True,
-    chunk_tokens: int = 1_000_000,
+    chunk_tokens: int = 200_000,
     progress: bool = False,
 ) -> sp.csr_matrix:
     """Count weighted co-occurrences of one pass over ``sentences``.
@@ -76,7 +76,9 @@ def count_cooccurrences(
         symmetric: also count each pair as (context, word) (the paper's setting);
             ``False`` counts left contexts only.
         distance_weighting: add ``1/d`` for words ``d`` apart (the paper), else 1.
-        chunk_tokens: words buffered before their pairs are merged into the total.
+        chunk_tokens: words buffered before their pairs are merged into the total; a chunk
+            holds about ``chunk_tokens * 2 * window`` pairs of 16 bytes while it is merged
+            (200,000 words, window 10: about 64 MB).
         progress: show a progress bar (sentences counted).
 
     Returns:
