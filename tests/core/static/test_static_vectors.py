@@ -127,3 +127,16 @@ def test_init_token_embeddings_reaches_a_transformer_and_checks_dims() -> None:
     wide = bert_encoder(vocab_size=6, hidden_size=32, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match="the embedding 32: train the table with dim=32"):
         init_token_embeddings(wide.word_embeddings, ["man"], table)
+
+
+def test_missing_gensim_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gensim", None)  # import gensim -> ImportError
+    monkeypatch.setitem(sys.modules, "gensim.models", None)
+    with pytest.raises(ImportError, match=r"pip install 'ptm-core\[static\]'"):
+        planted_analogy_table().to_keyed_vectors()
+    from ptm_core.static.word2vec import train_word2vec
+
+    with pytest.raises(ImportError, match=r"ptm-core\[static\]"):
+        train_word2vec([["a", "b"]], min_count=1)
