@@ -318,7 +318,8 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         "# The generational claim: static vs contextual vs fine-tuned",
         "",
-        f"`{meta['command']}` ({meta['machine']}). Dev metric x 100, mean ± std over seeds "
+        f"`python -m benchmarks.generations` (every invocation that made these rows is listed "
+        f"at the end; {meta['machine']}). Dev metric x 100, mean ± std over seeds "
         f"{meta['seeds']} (the task model's seed; each pre-trained model trained once). "
         "gain_ner: seqeval entity F1; gain_sentiment: accuracy. Feature arms: the same task "
         f"model (BiLSTM-CRF tagger / BiLSTM-max classifier) and budget {TASK_BUDGET}, "
