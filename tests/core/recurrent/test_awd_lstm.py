@@ -172,3 +172,38 @@ def test_broken_or_missing_final_raises_a_clear_error(tmp_path: Path) -> None:
     (other / "config.json").write_text(json.dumps({**config, "hidden_size": 12}))
     with pytest.raises(CheckpointError, match="does not fit"):
         AWDLSTMLanguageModel.from_pretrained(other)
+
+
+class _StopAtStep3:
+    def on_save(self, step: int, path: Path) -> None:
+        if step == 3:
+            raise KeyboardInterrupt
+
+
+def test_interrupted_run_resumes_bit_identically_with_the_carried_state(tmp_path: Path) -> None:
+    docs = [[[4 + (i * 7 + j) % 20 for j in range(30)] for i in range(3)] for _ in range(8)]
+    stream = LMTokenStream(InMemoryTokenStore(docs), separator_id=3)
+
+    def run(directory: Path, callbacks: list[object]) -> AWDLSTMLanguageModel:
+        torch.manual_seed(0)
+        lm = AWDLSTMLanguageModel(_tiny(wdrop=0.3))
+        config = TrainerConfig(
+            output_dir=str(directory),
+            max_steps=7,
+            learning_rate=1e-2,
+            save_every=3,
+            progress=False,
+            device="cpu",
+        )
+        batches = BPTTBatches(stream, 4, 12, variable_length=True)
+        Trainer(AWDLSTMPretrainingModel(lm, 4), batches, config, callbacks=callbacks).fit()
+        return lm
+
+    straight = run(tmp_path / "straight", [])
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "resumed", [_StopAtStep3()])
+    resumed = run(tmp_path / "resumed", [])  # from step 3: weights, optimizer, LSTM state
+    for (name, a), b in zip(
+        straight.state_dict().items(), resumed.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), name
