@@ -51,6 +51,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         batch_size=data.batch_size,
         seed=cfg.seed,
         replace_prob=float(options.get("replace_prob", 0.5)),
+        dynamic=bool(options.get("dynamic", False)),
         aliases=bool(options.get("aliases", False)),
         untyped=str(options.get("untyped", "keep")),
         objectives={n: instantiate(node) for n, node in cfg.objective.objectives.items()},

@@ -118,3 +118,14 @@ def test_mlm_masks_five_percent_outside_mentions_only() -> None:
         {"input_ids": ids, "special_tokens_mask": special, "mention_mask": mentions}, g
     )
     assert ((again["mlm_labels"] != -100) & (mentions == 1)).any()
+
+
+def test_a_batch_without_mentions_gives_zero_loss_and_no_accuracy() -> None:
+    objective = EntityReplacementObjective(_encoder(), VOCAB)
+    labels = torch.full((2, 4), -100)
+    out = objective(
+        EncoderOutput(last_hidden_state=torch.randn(2, 4, 16)),
+        {"mention_labels": labels, "mention_ends": torch.zeros(2, 4, dtype=torch.long)},
+    )
+    assert out.loss.item() == 0.0 and out.loss.requires_grad
+    assert "accuracy" not in out.metrics and out.metrics["mentions"].item() == 0

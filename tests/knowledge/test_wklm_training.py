@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from knowledge_sample_paths import KG_DIR, VOCAB
 
 from flows.cli import main
@@ -16,7 +17,13 @@ from ptm_core.training import TrainerConfig
 from ptm_knowledge.ernie import knowledge_rows, open_linked_corpus
 from ptm_knowledge.kg import KGError, load_knowledge_graph
 from ptm_knowledge.linking.corpus import LinkedCorpusError
-from ptm_knowledge.wklm import EntityReplacementRows, EntityTypeIndex, SurfaceForms, pretrain_wklm
+from ptm_knowledge.wklm import (
+    EntityReplacementRows,
+    EntityTypeIndex,
+    ReplacementBatches,
+    SurfaceForms,
+    pretrain_wklm,
+)
 
 GOLD = KG_DIR / "gold_mentions.jsonl"
 
@@ -74,6 +81,17 @@ def test_sample_rows_replace_within_type_and_spans_hold_the_new_name(
                 assert new != old and types.type_name(new) == types.type_name(old)
                 name = tok.encode(sample_kg.entities.names[new]).input_ids[1:-1]
                 assert out.input_ids[first:stop] == name
+    # Static rows repeat; dynamic ones are redrawn per epoch, the same within one.
+    assert rows.replaced(0).input_ids == rows[0]["input_ids"]
+    assert rows.replaced(3, epoch=1).replaced == rows.replaced(3, epoch=1).replaced
+    assert any(
+        rows.replaced(i, epoch=0).replaced != rows.replaced(i, epoch=1).replaced
+        for i in range(len(rows))
+    )
+    batches = ReplacementBatches(rows, 4, pad_id=tok.vocab_info.pad_id, seed=0)
+    first, again = batches.batch(1, 0), batches.batch(1, 0)
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert {"mention_labels", "mention_ends", "mention_mask"} <= set(first)
     stats = rows.stats()
     assert stats.replaced == replaced > 20
     assert stats.mentions > 100 and stats.single > 0

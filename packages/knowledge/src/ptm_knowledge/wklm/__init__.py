@@ -6,7 +6,11 @@ from ptm_knowledge.wklm.detection import (
     ReplacementDetectionHead,
     boundary_positions,
 )
-from ptm_knowledge.wklm.pretraining import EntityReplacementRows, pretrain_wklm
+from ptm_knowledge.wklm.pretraining import (
+    EntityReplacementRows,
+    ReplacementBatches,
+    pretrain_wklm,
+)
 from ptm_knowledge.wklm.replacement import (
     ReplacedRow,
     ReplacementStats,
@@ -23,6 +27,7 @@ __all__ = [
     "EntityTypeIndex",
     "OutsideMentionsMLMObjective",
     "ReplacedRow",
+    "ReplacementBatches",
     "ReplacementDetectionHead",
     "ReplacementStats",
     "SurfaceForms",

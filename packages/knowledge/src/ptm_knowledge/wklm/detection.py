@@ -120,11 +120,11 @@ class EntityReplacementObjective(Objective):
         rows, firsts, lasts, targets = boundary_positions(
             batch["mention_labels"], batch["mention_ends"], self.boundary
         )
-        if rows.numel() == 0:  # no mention in the batch: a zero that keeps the graph
+        if rows.numel() == 0:
+            # No mention in the batch: a zero that keeps the graph; no accuracy is logged
+            # (the trainer averages each metric over the steps that report it).
             zero = self.head.classifier.weight.sum() * 0.0
-            return ObjectiveOutput(
-                loss=zero, metrics={"accuracy": zero.detach(), "mentions": zero.detach()}
-            )
+            return ObjectiveOutput(loss=zero, metrics={"mentions": zero.detach()})
         logits = self.head(hidden[rows, firsts], hidden[rows, lasts])  # (N,)
         labels = targets.float()
         loss = F.binary_cross_entropy_with_logits(logits.float(), labels)

@@ -3,9 +3,11 @@ replacement detection + 5% MLM with the core Trainer.
 
 The linked corpus is prepared once into memory-mapped shards and cached, exactly as for
 ERNIE (:func:`~ptm_knowledge.ernie.open_linked_corpus`); rows are planned once and built
-per index, and each row's replacements are drawn when it is built with a generator seeded
-by ``(seed, "wklm", row)``: the same in every epoch, worker and resume (static, as
-BERT's static masks), with nothing per row held in memory.
+per index, and each row's replacements are drawn when it is built, with a generator
+seeded by ``(seed, "wklm", epoch, row)`` (dynamic: new replacements every epoch, as
+RoBERTa's masks) or ``(seed, "wklm", row)`` (static: the same in every epoch). Either way
+a batch depends only on its position, so workers and resumes see the same batches, and
+nothing per row is held in memory.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import numpy as np
 import torch
 
 from ptm_core.data import PretrainingBatches
+from ptm_core.data.batches import pad_examples
 from ptm_core.data.layouts import LazyRows
+from ptm_core.data.shuffle import EpochOrder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import ObjectiveMix
+from ptm_core.objectives.base import Batch
 from ptm_core.pretraining import PretrainResult, save_heads
-from ptm_core.seeding import derive_seed
+from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows
@@ -88,10 +93,16 @@ class EntityReplacementRows(LazyRows):
         """Row lengths before replacement (from the plan)."""
         return np.asarray(self.rows.lengths(), dtype=np.int64)  # type: ignore[attr-defined]
 
-    def replaced(self, index: int) -> ReplacedRow:
-        """Row ``index`` after replacement, with spans, entities and counts."""
+    def replaced(self, index: int, epoch: int | None = None) -> ReplacedRow:
+        """Row ``index`` after replacement, with spans, entities and counts.
+
+        Args:
+            index: the row.
+            epoch: draw this epoch's replacements (``None``: the static ones).
+        """
         row = self.rows[index]
-        rng = np.random.default_rng(derive_seed(self.seed, "wklm", index))
+        parts = (self.seed, "wklm", index) if epoch is None else (self.seed, "wklm", epoch, index)
+        rng = np.random.default_rng(derive_seed(*parts))
         return replace_mentions(
             row,
             row_mentions(row["entity_units"], row["entity_ids"]),
@@ -113,6 +124,29 @@ class EntityReplacementRows(LazyRows):
         return total
 
 
+class ReplacementBatches(PretrainingBatches):
+    """:class:`~ptm_core.data.PretrainingBatches` whose rows draw new replacements every
+    epoch (``(seed, "wklm", epoch, row)``); batch ``i`` of epoch ``e`` still depends only
+    on ``(e, i)``.
+
+    Args:
+        examples: the rows.
+        batch_size, **kwargs: as :class:`~ptm_core.data.PretrainingBatches`.
+    """
+
+    def __init__(self, examples: EntityReplacementRows, batch_size: int, **kwargs: Any) -> None:
+        super().__init__(examples, batch_size, **kwargs)
+        self.rows = examples
+
+    def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
+        chosen = self.indices(epoch, index, order)
+        batch = pad_examples([self.rows.replaced(i, epoch).example() for i in chosen], self.pad_id)
+        batch = self.annotate(batch, epoch, index)
+        if self.transform is not None:
+            batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))
+        return batch
+
+
 def pretrain_wklm(
     linked_corpus: LinkedSource = None,
     *,
@@ -128,6 +162,7 @@ def pretrain_wklm(
     batch_size: int = 32,
     seed: int = 0,
     replace_prob: float = 0.5,
+    dynamic: bool = False,
     aliases: bool = False,
     untyped: str = "keep",
     objectives: Mapping[str, Callable[..., Any]] | None = None,
@@ -150,6 +185,7 @@ def pretrain_wklm(
         tokenizer, vocab_size, lowercase, max_length, batch_size, seed: as
             :func:`~ptm_knowledge.ernie.pretrain_ernie_thu`.
         replace_prob: probability that an eligible mention is replaced (paper: 0.5).
+        dynamic: new replacements every epoch (default: drawn once per row, static).
         aliases: replacement surface drawn among name and aliases (default: the name).
         untyped: ``"keep"``: mentions of untyped entities stay, unlabelled as replaced;
             ``"error"``: an untyped entity is an error naming ``entities.tsv:line``.
@@ -220,7 +256,7 @@ def pretrain_wklm(
         sample.single,
         sample.untyped,
     )
-    batches = PretrainingBatches(
+    batches = (ReplacementBatches if dynamic else PretrainingBatches)(
         rows,
         batch_size,
         pad_id=vocab.pad_id,
