@@ -174,7 +174,10 @@ def model_family(model_dir: str | Path) -> str:
         if recipe == "ernie_thu_finetune":
             return "ernie_finetuned"  # its knowledge layers and KG links (task.json names both)
         record = _read_json_object(directory / "task.json", ("kind", "task"))
-        _read_json_object(config_path, ENCODER_SHAPE_KEYS)
+        # ULMFiT's classifier holds an AWD-LSTM (its own config.json), not a Transformer.
+        _read_json_object(
+            config_path, ("model_type",) if record.get("ulmfit") else ENCODER_SHAPE_KEYS
+        )
         if not isinstance(record["task"], dict):
             raise ValueError(f"{directory / 'task.json'}: 'task' must be an object")
         return "finetuned"

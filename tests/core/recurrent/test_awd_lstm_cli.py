@@ -59,3 +59,9 @@ def test_awd_lstm_tiny_pretrains_from_the_cli_and_finetunes_as_ulmfit(
     assert 0.0 <= eval_record["dev/accuracy"] <= 1.0
     ids = torch.tensor([[2, 10, 11, 3]])
     assert classifier({"input_ids": ids}).logits.shape == (1, 2)
+    # predict / `ptm evaluate` read the ULMFiT final through the fine-tuned loader and score
+    # the dev file with the metrics the run itself reported.
+    from ptm_core.finetune.recipe import predict
+
+    metrics, _ = predict(tmp_path / "clf" / "final")
+    assert metrics["accuracy"] == pytest.approx(eval_record["dev/accuracy"], abs=1e-6)

@@ -430,6 +430,10 @@ def load_finetuned(
         from ptm_core.finetune.feature_based import load_feature_based_tagger
 
         model, _ = load_feature_based_tagger(directory)
+    elif record.get("ulmfit"):  # ULMFiT's classifier over an AWD-LSTM
+        from ptm_core.recurrent.ulmfit import load_ulmfit_classifier
+
+        model = load_ulmfit_classifier(directory)
     else:
         model, _ = load_task_model(directory)
     return model.eval(), tokenizer, TaskSpec.from_mapping(record["task"]), record

@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
+from ptm_core.finetune.model import TASK_FORMAT_VERSION
 from ptm_core.recurrent.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
 
 MODEL_TYPE = "ulmfit_classifier"
@@ -302,7 +303,12 @@ def finetune_ulmfit(
         dropouts=dropouts,
         label_names=train.label_names,
     )
+    # task.json in the fine-tuned format (ptm_core.finetune.model.read_task_json), so that
+    # `ptm evaluate` and `predict` (ptm_core.finetune.recipe.load_finetuned) read it.
     record = {
+        "ptm_task": TASK_FORMAT_VERSION,
+        "kind": task.kind,
+        "num_labels": len(train.label_names),
         "task": task.to_dict(),
         "ulmfit": True,
         "label_names": train.label_names,
