@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra.utils import instantiate
+from omegaconf import DictConfig
 
 from flows.config import ConfigError, compose_config, config_dir
 from ptm_core import TransformerEncoder
@@ -47,13 +48,52 @@ MULTIMODAL_OPTIONS = {
 
 # Permutation LM needs a relative-position encoder: checked inside its experiment.
 NEEDS_EXPERIMENT = {"objective=permutation_lm": "xlnet_tiny"}
+# Static embeddings and recurrent LMs (not Transformers, so no TINY overrides): each recipe
+# builds its own model; a model option is checked inside its experiment.
+NOT_TRANSFORMER_OPTIONS = {
+    "model=word2vec_tiny": "word2vec_tiny",
+    "model=glove_tiny": "glove_tiny",
+    "model=nnlm_tiny": "nnlm_tiny",
+    "model=elmo_tiny": "elmo_tiny",
+    "model=elmo_original": "elmo_tiny",
+    "model=awd_lstm_tiny": "awd_lstm_tiny",
+    "model=awd_lstm_paper": "awd_lstm_tiny",
+}
+NOT_TRANSFORMER = {"static_embeddings", "elmo", "awd_lstm"}
+
+
+def _check_not_transformer(cfg: DictConfig) -> None:
+    recipe = cfg.recipe
+    if recipe == "static_embeddings":
+        from flows.recipes.static_embeddings import instantiate_for_check as static_check
+
+        assert callable(static_check(cfg))
+    elif recipe == "elmo":
+        from flows.recipes.elmo import instantiate_for_check as elmo_check
+
+        bilm = elmo_check(cfg, VOCAB.vocab_size)
+        assert bilm.num_layers == cfg.model.num_layers + 1
+    else:
+        from flows.recipes.awd_lstm import instantiate_for_check as awd_check
+
+        model = awd_check(cfg, VOCAB)
+        assert model.config.vocab_size == VOCAB.vocab_size
 
 
 def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
-    options = {**MULTIMODAL_OPTIONS, **SEQ2SEQ_OPTIONS, **NEEDS_EXPERIMENT}
+    options = {
+        **MULTIMODAL_OPTIONS,
+        **SEQ2SEQ_OPTIONS,
+        **NEEDS_EXPERIMENT,
+        **NOT_TRANSFORMER_OPTIONS,
+    }
     extra = [f"experiment={options[o]}" for o in overrides if o in options]
-    cfg = compose_config([*extra, *overrides, *TINY, f"trainer.output_dir={tmp_path}"])
-    if cfg.get("recipe") in MULTIMODAL:
+    cfg = compose_config([*extra, *overrides, f"trainer.output_dir={tmp_path}"])
+    if cfg.get("recipe") not in NOT_TRANSFORMER:
+        cfg = compose_config([*extra, *overrides, *TINY, f"trainer.output_dir={tmp_path}"])
+    if cfg.get("recipe") in NOT_TRANSFORMER:
+        _check_not_transformer(cfg)
+    elif cfg.get("recipe") in MULTIMODAL:
         from flows.recipes.visualbert import instantiate_for_check
 
         model, objectives = instantiate_for_check(cfg, VOCAB)
