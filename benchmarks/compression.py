@@ -38,6 +38,9 @@ import torch
 from benchmarks.fixtures import BENCH_DIR, bench_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# aten's weight-only kernels (_weight_int8pack_mm, _weight_int4pack_mm_for_cpu) are made for
+# decoding (a few rows); at 32 x 128 rows they take many seconds per call on one thread.
+NOT_TIMED_B32 = ("int8 weight-only", "int4 weight-only (g32)")
 WORK = BENCH_DIR / "compression"
 
 
@@ -100,6 +103,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--reuse", action="store_true", help="reuse compressed variants on disk")
     args = parser.parse_args()
     os.environ.update(bench_env())
     torch.set_num_threads(args.threads)
@@ -123,12 +127,18 @@ def main() -> None:
     }
     for label, method, options in methods:
         out = WORK / "variants" / f"{method}-{options.get('fraction', '')}".rstrip("-")
-        start = time.perf_counter()
-        result = compress_final(final, out, method, **options)
-        print(f"{label}: {result.summary()} ({time.perf_counter() - start:.0f} s)", flush=True)
-        variants[label] = {"dir": out, "summary": result.details.get("summary", "")}
+        record_path = out / "compression.json"
+        if args.reuse and record_path.is_file():  # compressed by an earlier run of this final
+            record = json.loads(record_path.read_text())
+            print(f"{label}: reused {out}", flush=True)
+        else:
+            start = time.perf_counter()
+            result = compress_final(final, out, method, **options)
+            print(f"{label}: {result.summary()} ({time.perf_counter() - start:.0f} s)", flush=True)
+            record = result.details["record"]
+        variants[label] = {"dir": out}
         if method == "onnx":
-            variants[label]["onnx_check_max_abs_diff"] = result.details["max_abs_diff"]
+            variants[label]["onnx_check_max_abs_diff"] = record["max_abs_diff"]
 
     runners: dict[str, Any] = {}
     fp32_model = load_compressed(final).model.eval()
@@ -173,14 +183,19 @@ def main() -> None:
             "attention_mask": torch.ones_like(ids),
             "token_type_ids": torch.zeros_like(ids),
         }
-        times: dict[str, list[float]] = {label: [] for label in runners}
-        cpu: dict[str, list[float]] = {label: [] for label in runners}
+        timed = {
+            label: run
+            for label, run in runners.items()
+            if batch_size == 1 or label not in NOT_TIMED_B32
+        }
+        times: dict[str, list[float]] = {label: [] for label in timed}
+        cpu: dict[str, list[float]] = {label: [] for label in timed}
         with torch.no_grad():
-            for run in runners.values():
+            for run in timed.values():
                 for _ in range(3):
                     run(batch)
             for _ in range(args.repeats):
-                for label, run in runners.items():
+                for label, run in timed.items():
                     start, start_cpu = time.perf_counter(), time.thread_time()
                     run(batch)
                     times[label].append(time.perf_counter() - start)
@@ -193,10 +208,14 @@ def main() -> None:
 
     base = variants["fp32"]
     for info in variants.values():
+        for key in ("latency_ms", "cpu_ms"):
+            for size in (1, 32):
+                info.setdefault(f"{key}_b{size}", None)
         info["speedup_b1"] = base["latency_ms_b1"] / info["latency_ms_b1"]
-        info["speedup_b32"] = base["latency_ms_b32"] / info["latency_ms_b32"]
         info["cpu_speedup_b1"] = base["cpu_ms_b1"] / info["cpu_ms_b1"]
-        info["cpu_speedup_b32"] = base["cpu_ms_b32"] / info["cpu_ms_b32"]
+        timed32 = info["latency_ms_b32"] is not None
+        info["speedup_b32"] = base["latency_ms_b32"] / info["latency_ms_b32"] if timed32 else None
+        info["cpu_speedup_b32"] = base["cpu_ms_b32"] / info["cpu_ms_b32"] if timed32 else None
         info["dir"] = str(info["dir"])
     int8 = variants["int8 (dynamic)"]
     onnx_diff = max(variants["ONNX Runtime"]["onnx_check_max_abs_diff"].values())
@@ -253,6 +272,14 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, v in results["variants"].items():
+        if v["latency_ms_b32"] is None:
+            lines.append(
+                f"| {label} | {v['bytes'] / 2**20:.2f} | {v['latency_ms_b1']:.1f} | "
+                f"{v['cpu_ms_b1']:.1f} | not timed | not timed | - | "
+                f"{100 * v['accuracy']:.1f} | {100 * v['agreement_with_fp32']:.1f}% | "
+                f"{v['dev_logits_max_abs_diff_vs_fp32']:.1e} |"
+            )
+            continue
         lines.append(
             f"| {label} | {v['bytes'] / 2**20:.2f} | {v['latency_ms_b1']:.1f} | "
             f"{v['cpu_ms_b1']:.1f} | {v['latency_ms_b32']:.0f} | {v['cpu_ms_b32']:.0f} | "
