@@ -62,6 +62,23 @@ def test_prune_heads_on_the_dev_set(
     argv = ["compress", str(final), "--method", "prune-heads", "--fraction", "0.25"]
     assert main([*argv, "--output", str(tmp_path / "p")]) == 0
     assert "pruned 2/8 heads" in capsys.readouterr().out
+    # Layers of different widths have no Hugging Face BERT layout: export refuses by name.
+    assert main(["export", "--format", "hf", str(tmp_path / "p"), str(tmp_path / "hf")]) != 0
+    assert "heads_per_layer=" in capsys.readouterr().err
+    assert not (tmp_path / "hf").exists()
+
+
+def test_predict_reads_compressed_finals(final: Path, tmp_path: Path) -> None:
+    """`predict` / `ptm evaluate` load int8 and pruned outputs like any fine-tuned final/."""
+    from ptm_core.finetune.recipe import predict
+
+    reference, _ = predict(final)
+    for method in ("int8", "prune-heads"):
+        out = tmp_path / method
+        assert main(["compress", str(final), "--method", method, "--output", str(out)]) == 0
+        metrics, _ = predict(out)
+        assert set(metrics) == set(reference)
+        assert 0.0 <= metrics["accuracy"] <= 1.0
 
 
 def test_broken_final_and_bad_arguments(

@@ -517,6 +517,8 @@ def _check_bert_layout(config: EncoderConfig, format: str) -> None:
         "bias",
         "attention_scale",
         "gated_feed_forward",
+        # Pruned heads (`ptm compress --method prune-heads`): layers of different widths.
+        "heads_per_layer",
     )
     changed = [
         f"{name}={getattr(config, name)!r}"

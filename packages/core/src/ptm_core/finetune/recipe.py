@@ -430,6 +430,10 @@ def load_finetuned(
         from ptm_core.finetune.feature_based import load_feature_based_tagger
 
         model, _ = load_feature_based_tagger(directory)
+    elif (directory / "compression.json").exists():  # `ptm compress` (int8/int4 included)
+        from ptm_core.compress import load_compressed
+
+        model = load_compressed(directory).model
     elif record.get("ulmfit"):  # ULMFiT's classifier over an AWD-LSTM
         from ptm_core.recurrent.ulmfit import load_ulmfit_classifier
 
