@@ -290,10 +290,31 @@ SUITES = {
     "xlnet": "XLNet permutation-LM training step vs transformers XLNetLMHeadModel",
     "visibility": "K-BERT visibility matrix vs padding mask on the same ptm encoder",
     "linking": "entity linking documents/s",
+    "compression": "fine-tuned BERT-mini: fp32 vs int8 vs pruned heads vs ONNX Runtime (size, CPU latency, accuracy)",
     "data-pipeline": "prepared data (storage, prepare MB/s, scale): opt-in, 20+ min",
+    "kepler": "KEPLER vs PyKEEN TransE vs random, link prediction on the sample KG: opt-in, ~10 min",
+    "generations": "static vs ELMo features vs fine-tuned BERT on the gain tasks: opt-in, ~30 min",
+    "static-scaling": "GloVe co-occurrence counting time/memory at 3 corpus sizes: opt-in, ~8 min",
 }
-# The data pipeline writes its own results (benchmarks.data_pipeline) and takes long.
-DEFAULT_SUITES = [s for s in SUITES if s != "data-pipeline"]
+# Suites that run as their own module and write their own results (benchmarks/results/<name>.md).
+MODULE_SUITES = {
+    "compression": ["benchmarks.compression", "--reuse"],
+    "kepler": ["benchmarks.kepler_link_prediction", "--seeds", "0,1,2"],
+    "generations": [
+        "benchmarks.generations",
+        "--seeds",
+        "0",
+        "1",
+        "2",
+        "--threads",
+        "1",
+        "--reuse",
+    ],
+    "static-scaling": ["benchmarks.static_scaling"],
+}
+# The opt-in suites take long; `make bench` runs the others.
+OPT_IN = {"data-pipeline", "kepler", "generations", "static-scaling"}
+DEFAULT_SUITES = [s for s in SUITES if s not in OPT_IN]
 
 
 def main() -> None:
@@ -373,8 +394,13 @@ def main() -> None:
             check=True,
             cwd=Path(__file__).resolve().parents[1],
         )
-        if args.suite == ["data-pipeline"]:
-            return
+    for suite, module in MODULE_SUITES.items():
+        if suite in args.suite:
+            subprocess.run(
+                [sys.executable, "-m", *module], check=True, cwd=Path(__file__).resolve().parents[1]
+            )
+    if not set(args.suite) - {"data-pipeline", *MODULE_SUITES}:
+        return  # only suites with their own result files
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)
