@@ -27,6 +27,8 @@ from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, DiskFullError)
+# `ptm compress --method onnx` without the compress extra: an ImportError that says the fix.
+COMPRESS_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, ImportError)
 
 EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, model=bert_mini)
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
@@ -346,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 group_size=args.group_size,
                 exporter=args.exporter,
             )
-        except (*USER_ERRORS, ImportError) as exc:
+        except COMPRESS_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
         return 0

@@ -20,8 +20,8 @@ if _workers > 1:
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, _threads)
 
-import pytest
-import torch
+import pytest  # noqa: E402  (after the environment settings above)
+import torch  # noqa: E402
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

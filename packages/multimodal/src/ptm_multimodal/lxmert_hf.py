@@ -202,7 +202,8 @@ def lxmert_config_to_hf(wrapped: MultimodalPretraining, *, heads: bool = True) -
     roles = _roles(wrapped) if heads else {}
     objectives = dict(wrapped.objectives.objectives)
     obj = objectives.get(roles.get("obj", ""))
-    decoders = {} if obj is None else {k: d.out_features for k, d in obj.head.decoders.items()}
+    obj_head: Any = None if obj is None else obj.head
+    decoders = {} if obj_head is None else {k: d.out_features for k, d in obj_head.decoders.items()}
     qa = objectives.get(roles.get("qa", ""))
     hf.update(
         num_qa_labels=qa.num_answers if qa is not None else 1,
@@ -294,7 +295,8 @@ def ptm_to_hf_lxmert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tensor],
     if not full:
         roles = {}
     objectives = dict(wrapped.objectives.objectives)
-    decoders = list(objectives[roles["obj"]].head.decoders) if "obj" in roles else []
+    obj_head: Any = objectives[roles["obj"]].head if "obj" in roles else None
+    decoders = list(obj_head.decoders) if obj_head is not None else []
     ours_state = {k: v.detach() for k, v in wrapped.state_dict().items()}
     numbers = (
         len(model.language_encoder.layers),

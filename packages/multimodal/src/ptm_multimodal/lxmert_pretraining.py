@@ -186,7 +186,7 @@ class LxmertMaskedLMObjective(Objective):
         """``(B, L, V)`` token logits."""
         return self.head(encoder_output.last_hidden_state)
 
-    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:
+    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:  # type: ignore[override]
         labels = batch["lxmert_lm_labels"]
         chosen = labels != IGNORE_INDEX
         states = encoder_output.last_hidden_state[chosen]  # (N, D)
@@ -284,7 +284,7 @@ class LxmertObjectPredictionObjective(Objective):
         """``{name: (B, R, n)}`` for the decoders ``obj``/``attr``/``feat``."""
         return self.head(encoder_output.vision_hidden_state)
 
-    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:
+    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:  # type: ignore[override]
         vision = encoder_output.vision_hidden_state  # (B, R, D)
         assert vision is not None
         real = batch["visual_mask"].bool()
@@ -341,7 +341,7 @@ class LxmertMatchingObjective(Objective):
         """``(B, 2)`` logits; column 1 = match."""
         return self.classifier(encoder_output.pooled_output)
 
-    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:
+    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:  # type: ignore[override]
         logits = self.logits(encoder_output)
         labels = batch["match_label"]
         return ObjectiveOutput(
@@ -433,7 +433,7 @@ class LxmertImageQAObjective(Objective):
         """``(B, num_answers)`` answer logits."""
         return self.head(encoder_output.pooled_output)
 
-    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:
+    def forward(self, encoder_output: LxmertOutput, batch: Batch) -> ObjectiveOutput:  # type: ignore[override]
         labels = batch["qa_label"]
         if "match_label" in batch:
             labels = labels.masked_fill(batch["match_label"] == 0, IGNORE_INDEX)
