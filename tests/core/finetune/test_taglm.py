@@ -240,3 +240,69 @@ def test_elmo_bilm_tagger_saves_with_its_final(tmp_path: Path) -> None:
     loaded, _ = load_word_model(saved)
     loaded.eval()
     torch.testing.assert_close(loaded(loaded.encode(sentences)).logits, before)
+
+
+class ScaledBiLM(nn.Module):
+    """A FakeBiLM whose states are multiplied by ``scale`` (and shifted by ``shift``)."""
+
+    def __init__(self, inner: nn.Module, scale: float, shift: float = 0.0) -> None:
+        super().__init__()
+        self.inner, self.scale, self.shift = inner, scale, shift
+
+    def layer_states(self, char_ids: Tensor, mask: Tensor) -> list[Tensor]:
+        states = self.inner.layer_states(char_ids, mask)
+        return [(s * self.scale + self.shift) * mask.unsqueeze(-1) for s in states]
+
+
+def test_bilm_features_are_unit_scale_whatever_the_biLMs_scale() -> None:
+    # The tiny gain biLM's raw states have mean norms 48 / 17 / 22 (word2vec: 2.1); mixed raw,
+    # they swamped the static vectors and scored below random vectors. Layer-normalised
+    # states make the features independent of the biLM's scale.
+    torch.manual_seed(0)
+    inner = FakeBiLM()
+    sentences = [["anna", "met", "bob", "in", "rome"], ["the", "cat"]]
+    outputs = {}
+    for scale, shift in ((1.0, 0.0), (50.0, 3.0)):
+        lm = BiLMWordFeatures(ScaledBiLM(inner, scale, shift))
+        features = WordFeatures(lm=lm)
+        batch = features.encode(sentences)
+        outputs[scale] = features(batch)
+    mask = batch["word_mask"]
+    torch.testing.assert_close(outputs[50.0], outputs[1.0], atol=1e-4, rtol=1e-4)
+    # (words, D): a convex mix (gamma = 1) of per-word normalised layers: mean 0, variance <= 1
+    real = outputs[50.0][mask]
+    torch.testing.assert_close(real.mean(-1), torch.zeros(len(real)), atol=1e-4, rtol=0)
+    variance = real.var(-1, unbiased=False)
+    assert bool((variance <= 1 + 1e-4).all()) and bool((variance > 0.2).all()), variance
+    one = BiLMWordFeatures(ScaledBiLM(inner, 50.0, 3.0), layers=[1])
+    single = WordFeatures(lm=one)(batch)[mask]  # one layer: exactly unit variance
+    torch.testing.assert_close(
+        single.var(-1, unbiased=False), torch.ones(len(single)), atol=1e-3, rtol=0
+    )
+    assert outputs[50.0][~mask].abs().max() == 0  # padding words stay 0
+    raw = WordFeatures(lm=BiLMWordFeatures(ScaledBiLM(inner, 50.0, 3.0), normalize=None))
+    assert raw(raw.encode(sentences))[mask].norm(dim=-1).mean() > 20 * real.norm(dim=-1).mean()
+
+
+def test_real_bilm_features_do_not_depend_on_the_batch() -> None:
+    # ELMo's biLM adds <S>/</S> itself and packs by length: a sentence's word vectors must be
+    # the same alone and beside a longer sentence, under every normalisation.
+    from ptm_core.recurrent.bilm import BiLM, BiLMConfig
+
+    torch.manual_seed(0)
+    config = BiLMConfig(
+        vocab_size=8, filters=[[1, 4], [2, 4]], num_highway=1, cell_size=8, projection_dim=4
+    )
+    bilm = BiLM(config)
+    long, short = ["anna", "met", "bob", "in", "rome"], ["the", "cat"]
+    for normalize in (None, "layer", "mix"):
+        features = WordFeatures(lm=BiLMWordFeatures(bilm, normalize=normalize)).train()
+        together = features(features.encode([long, short]))
+        alone = features(features.encode([short]))
+        torch.testing.assert_close(together[1, :2], alone[0], atol=1e-5, rtol=1e-5)
+        assert together[1, 2:].abs().max() == 0
+    mixed = WordFeatures(lm=BiLMWordFeatures(ScaledBiLM(bilm, 30.0), normalize="mix"))
+    real = mixed(mixed.encode([long]))[0]
+    torch.testing.assert_close(real.var(-1, unbiased=False), torch.ones(5), atol=1e-3, rtol=0)
+    with pytest.raises(ValueError, match="normalize must be one of"):
+        BiLMWordFeatures(FakeBiLM(), normalize="batch")
