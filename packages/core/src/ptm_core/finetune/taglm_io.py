@@ -134,7 +134,10 @@ def _load_lm(directory: Path, spec: dict[str, Any]) -> LMFeatures:
     if spec["kind"] == "encoder":
         return EncoderWordFeatures.from_final(lm_dir, layers=spec["layers"])
     if spec["kind"] == "bilm":
-        return BiLMWordFeatures.from_final(lm_dir, layers=spec["layers"])
+        # A tagger saved before per-layer normalisation existed (no key) used raw states.
+        return BiLMWordFeatures.from_final(
+            lm_dir, layers=spec["layers"], normalize=spec.get("normalize")
+        )
     raise CheckpointError(
         f"{directory / JSON_FILE}: features.lm.kind {spec['kind']!r}; expected 'encoder' or 'bilm'"
     )
