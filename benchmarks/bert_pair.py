@@ -33,7 +33,7 @@ def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
     from transformers import BertConfig, BertForPreTraining
 
     from ptm_core import TransformerEncoder
-    from ptm_core.checkpoints_hf.bert_heads import hf_head_state, load_bert_pretraining_heads
+    from ptm_core.checkpoints.hf.bert_heads import hf_head_state, load_bert_pretraining_heads
     from ptm_core.models import PretrainingModel
     from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
     from ptm_core.tokenization import VocabInfo

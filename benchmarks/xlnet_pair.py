@@ -54,7 +54,7 @@ def bench_xlnet_train(
     from transformers import XLNetConfig, XLNetLMHeadModel
 
     from ptm_core import TransformerEncoder
-    from ptm_core.checkpoints_hf.xlnet import load_lm_head
+    from ptm_core.checkpoints.hf.xlnet import load_lm_head
     from ptm_core.objectives import PermutationLMObjective
     from ptm_core.tokenization import VocabInfo
 

@@ -1,6 +1,6 @@
 """``ptm export --format hf FINAL_DIR OUT_DIR``: a ptm ``final/`` as a Hugging Face folder.
 
-The conversion itself is :func:`ptm_core.checkpoints_hf.export.export_hf` for the core
+The conversion itself is :func:`ptm_core.checkpoints.hf.export.export_hf` for the core
 families; XLM finals (written by ``ptm pretrain experiment=xlm_*``, recognised by their
 ``languages.json``), VisualBERT finals (``ptm pretrain experiment=visualbert_*``) and
 LXMERT finals (``experiment=lxmert_*``) go through :func:`export_xlm`,
@@ -17,7 +17,7 @@ from typing import Any
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints_hf.export import HFExport, export_hf
+from ptm_core.checkpoints.hf.export import HFExport, export_hf
 
 FORMATS = ("hf",)
 
@@ -31,7 +31,7 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         format: ``"hf"`` (Hugging Face ``transformers``), the only format for now.
 
     Returns:
-        What was written (:class:`~ptm_core.checkpoints_hf.export.HFExport`).
+        What was written (:class:`~ptm_core.checkpoints.hf.export.HFExport`).
 
     Raises:
         ValueError: an unknown format, ``target`` inside ``source``, or a folder that
@@ -104,7 +104,7 @@ def export_lxmert(source: Path, target: Path) -> HFExport:
     Raises:
         CheckpointError: a model Hugging Face cannot express, or weights that do not fit.
     """
-    from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
+    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
     from ptm_multimodal.lxmert_hf import save_hf_lxmert
     from ptm_multimodal.lxmert_loading import load_lxmert
 
@@ -134,7 +134,7 @@ def export_visualbert(source: Path, target: Path) -> HFExport:
     ``VisualBertForPreTraining`` (``AutoModelForPreTraining``); otherwise a
     ``VisualBertModel``. Other objectives (masked regions, alignment) have no Hugging Face
     counterpart and are listed as skipped. The tokenizer is the WordPiece one, written by
-    :func:`~ptm_core.checkpoints_hf.tokenizer_files.write_hf_tokenizer_files`.
+    :func:`~ptm_core.checkpoints.hf.tokenizer_files.write_hf_tokenizer_files`.
 
     Args:
         source: a ``final/`` with ``config.json`` (``architecture: visualbert``),
@@ -145,7 +145,7 @@ def export_visualbert(source: Path, target: Path) -> HFExport:
         CheckpointError: ``box_position: true`` (no Hugging Face counterpart) or weights
             that do not fit.
     """
-    from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
+    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
     from ptm_multimodal.loading import load_multimodal
     from ptm_multimodal.visualbert_hf_export import save_hf_visualbert
 

@@ -20,7 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ptm_core import TransformerEncoder
-from ptm_core.checkpoints_hf.bert_tasks import is_hf_task_directory, load_hf_task_model
+from ptm_core.checkpoints.hf.bert_tasks import is_hf_task_directory, load_hf_task_model
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.recipe import FinetuneResult, finetune

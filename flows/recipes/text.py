@@ -10,7 +10,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
+from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.pretraining import RUN_TOKENIZER, PretrainResult, pretrain
 

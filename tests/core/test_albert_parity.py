@@ -10,7 +10,7 @@ import torch
 from transformers import AlbertConfig, AlbertForPreTraining, AlbertModel
 
 from ptm_core import CheckpointError, TransformerEncoder
-from ptm_core.checkpoints_hf import albert as hf_albert
+from ptm_core.checkpoints.hf import albert as hf_albert
 from ptm_core.encoders import albert_encoder
 from ptm_core.heads import MaskedLMHead, Pooler, SentencePairHead
 

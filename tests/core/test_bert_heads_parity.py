@@ -8,7 +8,7 @@ import torch
 from transformers import BertConfig, BertForPreTraining
 
 from ptm_core import TransformerEncoder
-from ptm_core.checkpoints_hf.bert_heads import (
+from ptm_core.checkpoints.hf.bert_heads import (
     bert_pretraining_heads_to_hf,
     hf_head_state,
     load_bert_pretraining_heads,

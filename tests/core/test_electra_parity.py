@@ -10,7 +10,7 @@ import torch
 from transformers import ElectraConfig, ElectraForPreTraining, ElectraModel
 
 from ptm_core import TransformerEncoder
-from ptm_core.checkpoints_hf import electra as hf_electra
+from ptm_core.checkpoints.hf import electra as hf_electra
 from ptm_core.encoders import electra_encoder
 from ptm_core.heads import TokenDiscriminatorHead
 

@@ -307,7 +307,7 @@ def test_memory_mask_hides_the_previous_segments_padding() -> None:
 
 
 def test_permutation_lm_logits_match_xlnet_lm_head_model(tmp_path: Path) -> None:
-    from ptm_core.checkpoints_hf.xlnet import load_lm_head
+    from ptm_core.checkpoints.hf.xlnet import load_lm_head
     from ptm_core.objectives import PermutationLMObjective
     from ptm_core.tokenization import VocabInfo
 

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 import transformers
 
-from ptm_core.checkpoints_hf.pretraining_heads import load_hf_pretraining_heads
+from ptm_core.checkpoints.hf.pretraining_heads import load_hf_pretraining_heads
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives import (
     MaskedLMObjective,

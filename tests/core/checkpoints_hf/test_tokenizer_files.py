@@ -10,8 +10,8 @@ import transformers
 from tokenizers import Tokenizer
 from tokenizers.models import BPE
 
-from ptm_core.checkpoints_hf.export import _tokenizer_writer
-from ptm_core.checkpoints_hf.tokenizer_files import write_hf_tokenizer_files
+from ptm_core.checkpoints.hf.export import _tokenizer_writer
+from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
 from ptm_core.tokenization import WordPieceTokenizer
 
 TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Paris", "paris", "is", "big", "."]

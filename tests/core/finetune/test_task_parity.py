@@ -21,7 +21,7 @@ from transformers import (
 )
 
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints_hf.bert_tasks import (
+from ptm_core.checkpoints.hf.bert_tasks import (
     export_hf_task_model,
     is_hf_task_directory,
     load_hf_task_model,

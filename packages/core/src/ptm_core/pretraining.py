@@ -361,7 +361,7 @@ def pretrain(
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     if init_from is not None and tokenizer is None and prepared is None:
-        from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
+        from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
 
         tokenizer = find_tokenizer_directory(init_from) or init_from
     store, tok = open_training_corpus(
@@ -451,7 +451,7 @@ def _check_init_vocabulary(
     """An ``init_from`` checkpoint's token table must fit the run's tokenizer."""
     if vocab.vocab_size == encoder.config.vocab_size:
         return
-    from ptm_core.checkpoints_hf.tokenizer_files import find_tokenizer_directory
+    from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
 
     own = find_tokenizer_directory(init_from)
     fix = (
@@ -472,14 +472,14 @@ def load_init_heads(mix: ObjectiveMix, directory: Path) -> list[str]:
 
     A ptm ``final/`` has them in ``heads.safetensors`` (:func:`load_heads`); a Hugging Face
     ``...ForPreTraining`` folder in its model file, under its own names
-    (:func:`~ptm_core.checkpoints_hf.pretraining_heads.load_hf_pretraining_heads`).
+    (:func:`~ptm_core.checkpoints.hf.pretraining_heads.load_hf_pretraining_heads`).
     """
     from ptm_core.checkpoints import read_json_object
 
     config_path = directory / "config.json"
     if (directory / HEADS_FILE).exists() or "ptm_format" in read_json_object(config_path):
         return load_heads(mix, directory)
-    from ptm_core.checkpoints_hf.pretraining_heads import load_hf_pretraining_heads
+    from ptm_core.checkpoints.hf.pretraining_heads import load_hf_pretraining_heads
 
     loaded, fresh = load_hf_pretraining_heads(mix, directory)
     if loaded:

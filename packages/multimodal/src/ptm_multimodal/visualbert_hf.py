@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ptm_core.checkpoints import CheckpointError, hf_bert_to_ptm, read_weights
+from ptm_core.checkpoints.hf.bert import hf_bert_to_ptm
+from ptm_core.checkpoints.io import CheckpointError, read_weights
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.feature_spec import FeatureSpec

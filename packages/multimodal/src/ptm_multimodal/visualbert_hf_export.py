@@ -13,7 +13,8 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, encoder_config_to_hf, ptm_to_hf_bert
+from ptm_core.checkpoints.hf.bert import encoder_config_to_hf, ptm_to_hf_bert
+from ptm_core.checkpoints.io import CheckpointError
 from ptm_multimodal.pretraining_model import MultimodalPretraining
 from ptm_multimodal.visualbert import VisualBertModel
 

@@ -192,7 +192,7 @@ def save_quantized_final(
     from safetensors.torch import save_file
 
     from ptm_core.atomic import atomic_directory
-    from ptm_core.checkpoints import PTM_ENCODER_FORMAT
+    from ptm_core.checkpoints.encoder import PTM_ENCODER_FORMAT
     from ptm_core.compress.quantize import dynamic_int8_state
 
     method = record["method"]

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import memory_visibility, to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
@@ -131,7 +132,7 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
     layer module in every slot (one set of weights applied ``num_layers`` times);
     ``"attention"`` / ``"ffn"`` give every layer the same attention / feed-forward module and
     its own other block and LayerNorms. A shared tensor appears under every layer's name in
-    ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints`).
+    ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints.io`).
     """
 
     def attention(index: int = 0) -> nn.Module:
@@ -518,15 +519,19 @@ class TransformerEncoder(nn.Module):
         Returns:
             The directory written.
         """
-        from ptm_core.checkpoints import save_encoder
+        from ptm_core.checkpoints import registry
 
-        return save_encoder(
-            self,
-            path,
-            format=format,
-            extra_writers=extra_writers,
-            tokenizer=tokenizer,
-            heads=heads,
+        return cast(
+            Path,
+            registry.save(
+                XLNET if self.config.relative else ENCODER,
+                self,
+                path,
+                format=format,
+                extra_writers=extra_writers,
+                tokenizer=tokenizer,
+                heads=heads,
+            ),
         )
 
     @classmethod
@@ -547,6 +552,6 @@ class TransformerEncoder(nn.Module):
             strict: raise on missing/unknown tensors (shape mismatches always raise).
             **overrides: config fields to change, e.g. ``dropout=0.0``.
         """
-        from ptm_core.checkpoints import load_encoder
+        from ptm_core.checkpoints import registry
 
-        return load_encoder(path, strict=strict, **overrides)
+        return cast(TransformerEncoder, registry.load(ENCODER, path, strict=strict, **overrides))

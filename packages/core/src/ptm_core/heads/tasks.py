@@ -3,7 +3,7 @@
 Each head maps the encoder's last hidden states to logits and never computes a loss (the
 loss lives in :class:`~ptm_core.finetune.model.TaskModel`). Parameter layouts follow
 Hugging Face's ``BertFor...`` classes so weights move both ways with a plain name map
-(:mod:`ptm_core.checkpoints_hf.bert_tasks`).
+(:mod:`ptm_core.checkpoints.hf.bert_tasks`).
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.checkpoints.io import CheckpointError, read_weights
 from ptm_core.encoders.config import EncoderConfig
 
 if TYPE_CHECKING:

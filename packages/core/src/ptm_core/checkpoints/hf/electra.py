@@ -1,7 +1,7 @@
 """Hugging Face ELECTRA (``ElectraModel`` / ``ElectraForPreTraining``) <-> ptm.
 
 ELECTRA's discriminator is BERT with factorised embeddings: the layers use BERT's names
-(mapped by :func:`~ptm_core.checkpoints.hf_bert_to_ptm`), ``embeddings_project`` maps onto
+(mapped by :func:`~ptm_core.checkpoints.hf.bert.hf_bert_to_ptm`), ``embeddings_project`` maps onto
 ptm's ``embedding_projection`` (present only when ``embedding_size != hidden_size``), and
 ``discriminator_predictions.{dense,dense_prediction}`` onto
 :class:`~ptm_core.heads.TokenDiscriminatorHead`.
@@ -14,14 +14,8 @@ from typing import Any
 
 from torch import Tensor
 
-from ptm_core.checkpoints import (
-    HF_BERT_CONFIG_KEYS,
-    CheckpointError,
-    check_state,
-    hf_bert_to_ptm,
-    ptm_to_hf_bert,
-    read_weights,
-)
+from ptm_core.checkpoints.hf.bert import HF_BERT_CONFIG_KEYS, hf_bert_to_ptm, ptm_to_hf_bert
+from ptm_core.checkpoints.io import CheckpointError, check_state, read_weights
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.heads.token_discriminator import TokenDiscriminatorHead
 

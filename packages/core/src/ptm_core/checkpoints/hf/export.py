@@ -7,7 +7,7 @@ encoder-decoder families write ``ptm_model: encoder_decoder`` and ``tokenizer/``
 :func:`export_hf` turns any of them into the folder ``transformers`` expects: weights with
 the heads under Hugging Face's names, a ``config.json`` whose ``architectures`` names the
 class that holds those heads, and the tokenizer files of
-:mod:`~ptm_core.checkpoints_hf.tokenizer_files`.
+:mod:`~ptm_core.checkpoints.hf.tokenizer_files`.
 
 =================  ==============================  ===================================
 ptm folder         Hugging Face class              ``transformers`` auto class
@@ -42,17 +42,15 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import (
-    CheckpointError,
-    encoder_config_to_hf,
-    ptm_to_hf_bert,
-    read_json_object,
-)
-from ptm_core.checkpoints_hf.tokenizer_files import (
+from ptm_core.checkpoints import registry
+from ptm_core.checkpoints.hf.bert import check_bert_layout, encoder_config_to_hf, ptm_to_hf_bert
+from ptm_core.checkpoints.hf.formats import default_hf_format
+from ptm_core.checkpoints.hf.tokenizer_files import (
     HF_TOKENIZER_FILES,
     find_tokenizer_directory,
     write_hf_tokenizer_files,
 )
+from ptm_core.checkpoints.io import CheckpointError, read_json_object
 
 if TYPE_CHECKING:
     from ptm_core.encoders.transformer import TransformerEncoder
@@ -211,12 +209,11 @@ def _take(
 
 
 def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints import _default_hf_format
     from ptm_core.encoders.transformer import TransformerEncoder
 
     encoder = TransformerEncoder.from_pretrained(source)
     try:
-        family = _default_hf_format(encoder.config).removeprefix("hf-")
+        family = default_hf_format(encoder.config).removeprefix("hf-")
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
     tokenizer = None
@@ -256,12 +253,9 @@ def write_hf_encoder(
     Returns:
         :class:`HFExport` (``directory`` is the folder written into).
     """
-    from ptm_core.checkpoints import _check_bert_layout
-    from ptm_core.checkpoints_hf import FAMILIES
-
     config = encoder.config
     if family != "xlnet":
-        _check_bert_layout(config, f"hf-{family}")
+        check_bert_layout(config, f"hf-{family}")
     groups: dict[str, dict[str, Tensor]] = {}
     for name, tensor in heads.items():
         _, objective, rest = name.split(".", 2)  # "objectives.<name>.<tensor>"
@@ -285,7 +279,8 @@ def write_hf_encoder(
         else:
             architecture, auto = "BertModel", "AutoModel"
     else:
-        module = FAMILIES[family]
+        module = registry.hf_encoder_family(family)
+        assert module is not None, family
         hf_config = module.config_to_hf(config)
         encoder_state = module.state_to_hf(encoder.state_dict(), config)
         if family == "albert":
@@ -387,7 +382,7 @@ _TASK_AUTO = {
 
 
 def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints_hf.bert_tasks import _KIND_TO_ARCHITECTURE, export_hf_task_model
+    from ptm_core.checkpoints.hf.bert_tasks import _KIND_TO_ARCHITECTURE, export_hf_task_model
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)

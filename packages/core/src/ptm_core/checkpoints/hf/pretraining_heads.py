@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ptm_core.checkpoints import read_json_object, read_weights
+from ptm_core.checkpoints.io import read_json_object, read_weights
 
 if TYPE_CHECKING:
     from ptm_core.objectives.mix import ObjectiveMix
@@ -48,9 +48,9 @@ def load_hf_pretraining_heads(
     Raises:
         CheckpointError: a head tensor's shape does not fit (the message names the file).
     """
-    from ptm_core.checkpoints import CheckpointError
-    from ptm_core.checkpoints_hf import albert, electra
-    from ptm_core.checkpoints_hf.bert_heads import load_bert_pretraining_heads
+    from ptm_core.checkpoints.hf import albert, electra
+    from ptm_core.checkpoints.hf.bert_heads import load_bert_pretraining_heads
+    from ptm_core.checkpoints.io import CheckpointError
     from ptm_core.objectives.electra import ReplacedTokenDetectionObjective
     from ptm_core.objectives.mlm import MaskedLMObjective
     from ptm_core.objectives.nsp import NextSentenceObjective
@@ -103,7 +103,7 @@ def load_hf_pretraining_heads(
                 and isinstance(objective, PermutationLMObjective)
                 and has("lm_loss.bias")
             ):
-                from ptm_core.checkpoints_hf.xlnet import load_lm_head
+                from ptm_core.checkpoints.hf.xlnet import load_lm_head
 
                 load_lm_head(directory, objective)
                 loaded.append(name)

@@ -16,14 +16,8 @@ from typing import Any
 
 from torch import Tensor
 
-from ptm_core.checkpoints import (
-    HF_BERT_CONFIG_KEYS,
-    CheckpointError,
-    check_state,
-    hf_bert_to_ptm,
-    ptm_to_hf_bert,
-    read_weights,
-)
+from ptm_core.checkpoints.hf.bert import HF_BERT_CONFIG_KEYS, hf_bert_to_ptm, ptm_to_hf_bert
+from ptm_core.checkpoints.io import CheckpointError, check_state, read_weights
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.heads.sentence_pair import SentencePairHead

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from ptm_core.checkpoints import read_weights
+from ptm_core.checkpoints.io import read_weights
 
 if TYPE_CHECKING:
     from ptm_core.objectives.mlm import MaskedLMObjective

@@ -1,0 +1,106 @@
+"""Which code loads and saves each model kind: the registry behind ``from_pretrained``.
+
+Model classes never import checkpoint code. Their ``from_pretrained`` / ``save_pretrained``
+call :func:`load` / :func:`save` here with their ``"ptm_model"`` kind
+(:mod:`ptm_core.model_kinds`); this module maps the kind to a ``"module:function"``
+string and imports it on first use, so it imports no model and no format module
+itself. Hugging Face encoder families (``bert``, ``albert``, ``electra``, ``xlnet``)
+are registered the same way by ``model_type``, as modules exposing ``config_from_hf``,
+``config_to_hf``, ``state_from_hf``, ``state_to_hf`` and ``check_exportable``.
+
+An extension registers its kinds from the module that defines the model, with strings::
+
+    register(XLM, load="ptm_multilingual.checkpoint:load_xlm",
+             save="ptm_multilingual.checkpoint:save_xlm")
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ptm_core import model_kinds
+
+# kind -> "module:function" (load(path, **options) / save(model, path, **options)).
+_LOADERS: dict[str, str] = {
+    model_kinds.ENCODER: "ptm_core.checkpoints.encoder:load_encoder",
+    model_kinds.XLNET: "ptm_core.checkpoints.encoder:load_encoder",
+}
+_SAVERS: dict[str, str] = {
+    model_kinds.ENCODER: "ptm_core.checkpoints.encoder:save_encoder",
+    model_kinds.XLNET: "ptm_core.checkpoints.encoder:save_encoder",
+}
+# Hugging Face ``model_type`` -> family module mapped onto TransformerEncoder.
+_HF_ENCODER_FAMILIES: dict[str, str] = {
+    "bert": "ptm_core.checkpoints.hf.bert",
+    "albert": "ptm_core.checkpoints.hf.albert",
+    "electra": "ptm_core.checkpoints.hf.electra",
+    "xlnet": "ptm_core.checkpoints.hf.xlnet",
+}
+
+
+def register(kind: str, *, load: str | None = None, save: str | None = None) -> None:
+    """Name the functions that load and save ``kind`` (``"module:function"`` strings)."""
+    if kind not in model_kinds.KINDS:
+        raise ValueError(f"unknown model kind {kind!r}; add it to ptm_core.model_kinds first")
+    for table, target in ((_LOADERS, load), (_SAVERS, save)):
+        if target is not None:
+            _check_target(target)
+            table[kind] = target
+
+
+def register_hf_encoder_family(model_type: str, module: str) -> None:
+    """Map Hugging Face ``model_type`` onto TransformerEncoder through ``module``."""
+    _HF_ENCODER_FAMILIES[model_type] = module
+
+
+def resolve(target: str) -> Callable[..., Any]:
+    """The function a ``"module:function"`` string names (its module imported now)."""
+    _check_target(target)
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def loader(kind: str) -> Callable[..., Any]:
+    """The function that loads a ``kind`` directory."""
+    try:
+        return resolve(_LOADERS[kind])
+    except KeyError:
+        raise KeyError(f"no loader registered for model kind {kind!r}") from None
+
+
+def saver(kind: str) -> Callable[..., Any]:
+    """The function that saves a ``kind`` model."""
+    try:
+        return resolve(_SAVERS[kind])
+    except KeyError:
+        raise KeyError(f"no saver registered for model kind {kind!r}") from None
+
+
+def load(kind: str, path: Any, **options: Any) -> Any:
+    """Load a ``kind`` checkpoint directory."""
+    return loader(kind)(path, **options)
+
+
+def save(kind: str, model: Any, path: Any, **options: Any) -> Any:
+    """Save ``model`` (of ``kind``) to ``path``."""
+    return saver(kind)(model, path, **options)
+
+
+def hf_encoder_families() -> tuple[str, ...]:
+    """The Hugging Face ``model_type``\\ s that load into a TransformerEncoder."""
+    return tuple(_HF_ENCODER_FAMILIES)
+
+
+def hf_encoder_family(model_type: str) -> ModuleType | None:
+    """The family module for a Hugging Face ``model_type``; ``None`` if unregistered."""
+    module = _HF_ENCODER_FAMILIES.get(model_type)
+    return importlib.import_module(module) if module is not None else None
+
+
+def _check_target(target: str) -> None:
+    module, sep, name = target.partition(":")
+    if not (module and sep and name):
+        raise ValueError(f"expected 'module:function', got {target!r}")
