@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, check_state, read_weights
+from ptm_core.checkpoints import registry
 from ptm_core.encoders import EncoderConfig, EncoderOutput, TransformerEncoder, bert_encoder
+from ptm_core.model_kinds import XLM
 
 PTM_XLM_FORMAT = "ptm-xlm-1"
+
+# The model never imports its checkpoint code: the registry imports it on first use.
+registry.register(
+    XLM, load="ptm_multilingual.checkpoint:load_xlm", save="ptm_multilingual.checkpoint:save_xlm"
+)
 
 
 def xlm_text_encoder(
@@ -137,47 +140,20 @@ class XLMEncoder(nn.Module):
     def save_pretrained(
         self, path: str | Path, *, extra_writers: Sequence[Callable[[Path], object]] = ()
     ) -> Path:
-        """Write ``config.json`` (encoder fields + languages) and ``model.safetensors``."""
-        config = {
-            "ptm_format": PTM_XLM_FORMAT,
-            "languages": self.languages,
-            "encoder": self.config.to_dict(),
-        }
-        state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
-        with atomic_directory(path) as tmp:
-            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-            save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-            for writer in extra_writers:
-                writer(tmp)
-        return Path(path)
+        """Write ``config.json`` (encoder fields + languages) and ``model.safetensors``
+        (:func:`ptm_multilingual.checkpoint.save_xlm`, through the checkpoint registry)."""
+        return cast(Path, registry.save(XLM, self, path, extra_writers=extra_writers))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **overrides: Any) -> XLMEncoder:
-        """Load what :meth:`save_pretrained` wrote, or a Hugging Face XLM directory.
+        """Load what :meth:`save_pretrained` wrote, or a Hugging Face XLM directory
+        (:func:`ptm_multilingual.checkpoint.load_xlm`, through the checkpoint registry).
 
         Args:
             path: checkpoint directory.
             **overrides: encoder config fields to change (``dropout=0.0``).
         """
-        directory = Path(path)
-        config_path = directory / "config.json"
-        if not config_path.is_file():
-            raise CheckpointError(f"{config_path}: missing; pass an XLM checkpoint directory")
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-        if raw.get("model_type") == "xlm":
-            from ptm_multilingual.hf_xlm import load_hf_xlm
-
-            return load_hf_xlm(directory, **overrides).encoder
-        if raw.get("ptm_format") != PTM_XLM_FORMAT:
-            raise CheckpointError(
-                f"{config_path}: not an XLM checkpoint (ptm_format {raw.get('ptm_format')!r}, "
-                f"expected {PTM_XLM_FORMAT!r} or a Hugging Face config with model_type 'xlm')"
-            )
-        config = EncoderConfig.from_dict({**raw["encoder"], **overrides}, source=str(config_path))
-        model = cls(TransformerEncoder(config), raw["languages"])
-        weights, weights_path = read_weights(directory)
-        check_state(model, weights, source=str(weights_path))
-        return model
+        return cast(XLMEncoder, registry.load(XLM, path, **overrides))
 
 
 class XLMPredictionHead(nn.Module):

@@ -57,6 +57,7 @@ from ptm_core.heads.tasks import SequenceClassificationHead
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
+from ptm_multimodal.checkpoint_kinds import with_model_kind
 from ptm_multimodal.region_features import read_region_features
 from ptm_multimodal.task_data import (
     IMAGE_TEXT_KINDS,
@@ -369,7 +370,8 @@ def save_image_text_task_model(
         **dict(task_config),
     }
     text = json.dumps(record, indent=2) + "\n"
-    config = json.dumps(model.encoder.checkpoint_config(), indent=2, sort_keys=True) + "\n"  # type: ignore[operator]
+    backbone_config = with_model_kind(model.encoder.checkpoint_config())  # type: ignore[operator]
+    config = json.dumps(backbone_config, indent=2, sort_keys=True) + "\n"
     with atomic_directory(directory) as tmp:
         safetensors.torch.save_model(model.encoder, str(tmp / "model.safetensors"))
         head = {k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}

@@ -8,6 +8,7 @@ from typing import Any
 
 from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
+from ptm_core.model_kinds import KIND_KEY
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.alignment import AlignmentObjective
@@ -44,7 +45,9 @@ def _build(config: dict[str, Any], source: str):
             feature_spec=feature_spec,
         )
     if architecture == "vilbert":
-        numbers = {k: v for k, v in config.items() if k not in ("architecture", "objectives")}
+        numbers = {
+            k: v for k, v in config.items() if k not in ("architecture", "objectives", KIND_KEY)
+        }
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
     raise CheckpointError(

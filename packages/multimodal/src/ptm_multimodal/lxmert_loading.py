@@ -11,6 +11,7 @@ from torch import Tensor
 from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.lxmert_pretraining import (
@@ -96,9 +97,7 @@ def load_lxmert(
     spec = config.get("feature_spec")
     feature_spec = None if spec is None else FeatureSpec.from_dict(spec, source=source)
     state, _ = read_weights(directory)
-    numbers = {
-        k: v for k, v in config.items() if k not in ("architecture", "objectives", "feature_spec")
-    }
+    numbers = {k: v for k, v in config.items() if k not in NOT_NUMBERS}
     tokenizer = WordPieceTokenizer.from_directory(directory)
     heads: dict[str, dict[str, Any]] = {}
     weights: dict[str, float] = {}

@@ -19,6 +19,7 @@ from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
+from ptm_multimodal.checkpoint_kinds import with_model_kind
 from ptm_multimodal.data import (
     ImageTextBatches,
     ImageTextDataset,
@@ -276,7 +277,8 @@ def pretrain_multimodal(
         with atomic_directory(directory) as tmp:
             safetensors.torch.save_model(wrapped, str(tmp / "model.safetensors"))
             (tmp / "config.json").write_text(
-                json.dumps(wrapped.checkpoint_config(), indent=2, sort_keys=True) + "\n"
+                json.dumps(with_model_kind(wrapped.checkpoint_config()), indent=2, sort_keys=True)
+                + "\n"
             )
             tokenizer.save(tmp)
 

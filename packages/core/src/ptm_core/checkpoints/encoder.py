@@ -32,7 +32,7 @@ from ptm_core.checkpoints.io import (
     write_weights,
 )
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.model_kinds import KIND_KEY
+from ptm_core.model_kinds import ENCODER, KIND_KEY, XLNET, with_kind
 
 if TYPE_CHECKING:
     from ptm_core.encoders.transformer import TransformerEncoder
@@ -119,6 +119,7 @@ def save_encoder(
     extra_writers: Sequence[Callable[[Path], object]] = (),
     tokenizer: WordPieceTokenizer | None = None,
     heads: torch.nn.Module | Mapping[str, Tensor] | None = None,
+    kind: str | None = None,
 ) -> Path:
     """Write an encoder checkpoint directory atomically.
 
@@ -142,6 +143,10 @@ def save_encoder(
             ``AlbertForPreTraining``, ``ElectraForPreTraining``, ``XLNetLMHeadModel``), so
             ``AutoModelForMaskedLM`` loads the trained MLM head. Without heads a Hugging Face
             folder is a bare ``...Model``.
+        kind: the ``"ptm_model"`` written into a ptm-format ``config.json``
+            (:mod:`ptm_core.model_kinds`); default ``"xlnet"`` for an encoder with relative
+            positions, else ``"encoder"``. A model that wraps the encoder and adds files
+            (ERNIE-THU) names its own kind.
     """
     formats = ("ptm", "hf", *(f"hf-{name}" for name in registry.hf_encoder_families()))
     if format not in formats:
@@ -184,7 +189,10 @@ def save_encoder(
             format,
         )
     if family is None:
-        config_dict: dict[str, Any] = {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()}
+        config_dict: dict[str, Any] = with_kind(
+            {"ptm_format": PTM_ENCODER_FORMAT, **config.to_dict()},
+            kind or encoder_kind(config),
+        )
         state = unique_state(encoder)
     else:
         if hasattr(family, "check_exportable"):
@@ -216,3 +224,8 @@ def _own_head_tensors(
         for name, tensor in state.items()
         if tensor.data_ptr() not in shared
     }
+
+
+def encoder_kind(config: EncoderConfig) -> str:
+    """The ``"ptm_model"`` of a plain encoder: ``"xlnet"`` with relative positions."""
+    return XLNET if config.relative else ENCODER

@@ -79,12 +79,12 @@ def saver(kind: str) -> Callable[..., Any]:
         raise KeyError(f"no saver registered for model kind {kind!r}") from None
 
 
-def load(kind: str, path: Any, **options: Any) -> Any:
+def load(kind: str, path: Any, /, **options: Any) -> Any:
     """Load a ``kind`` checkpoint directory."""
     return loader(kind)(path, **options)
 
 
-def save(kind: str, model: Any, path: Any, **options: Any) -> Any:
+def save(kind: str, model: Any, path: Any, /, **options: Any) -> Any:
     """Save ``model`` (of ``kind``) to ``path``."""
     return saver(kind)(model, path, **options)
 

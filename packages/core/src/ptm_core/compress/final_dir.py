@@ -192,19 +192,23 @@ def save_quantized_final(
     from safetensors.torch import save_file
 
     from ptm_core.atomic import atomic_directory
-    from ptm_core.checkpoints.encoder import PTM_ENCODER_FORMAT
+    from ptm_core.checkpoints.encoder import PTM_ENCODER_FORMAT, encoder_kind
     from ptm_core.compress.quantize import dynamic_int8_state
+    from ptm_core.model_kinds import with_kind
 
     method = record["method"]
     if method == "int8":
         state = dynamic_int8_state(quantized)
     else:
         state = {k: v.detach().contiguous() for k, v in quantized.state_dict().items()}
-    config = {
-        "ptm_format": PTM_ENCODER_FORMAT,
-        "ptm_quantization": method,
-        **final.encoder.config.to_dict(),
-    }
+    config = with_kind(
+        {
+            "ptm_format": PTM_ENCODER_FORMAT,
+            "ptm_quantization": method,
+            **final.encoder.config.to_dict(),
+        },
+        encoder_kind(final.encoder.config),
+    )
     task_text = None
     if final.task_config is not None:
         task_text = json.dumps({"ptm_task": 1, **final.task_config}, indent=2) + "\n"

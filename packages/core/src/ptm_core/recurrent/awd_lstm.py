@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
+from ptm_core.model_kinds import AWD_LSTM, KIND_KEY, with_kind
 from ptm_core.recurrent.regularization import (
     LockedDropout,
     LSTMState,
@@ -114,7 +115,8 @@ class AWDLSTMConfig:
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> AWDLSTMConfig:
         """Read a config written by :meth:`to_dict`; unknown keys are an error naming them."""
         fields = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k != "model_type"}
+        # "ptm_model" (written since #17) is not a field; older configs lack it.
+        values = {k: v for k, v in data.items() if k not in ("model_type", KIND_KEY)}
         unknown = sorted(set(values) - fields)
         if unknown or data.get("model_type", MODEL_TYPE) != MODEL_TYPE:
             raise CheckpointError(
@@ -266,7 +268,8 @@ class AWDLSTMLanguageModel(nn.Module):
         }
         with atomic_directory(path) as tmp:
             (tmp / CONFIG_FILE).write_text(
-                json.dumps(self.config.to_dict(), indent=2) + "\n", encoding="utf-8"
+                json.dumps(with_kind(self.config.to_dict(), AWD_LSTM), indent=2) + "\n",
+                encoding="utf-8",
             )
             save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
             for write in extra_writers:

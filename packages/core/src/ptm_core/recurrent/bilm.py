@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
+from ptm_core.model_kinds import ELMO, with_kind
 from ptm_core.recurrent.char_cnn import MAX_CHARACTERS, CharacterCNN, boundary_ids
 from ptm_core.recurrent.lstmp import LstmpStack, reverse_padded
 from ptm_core.recurrent.softmax import SOFTMAX_KINDS, WordSoftmax
@@ -367,11 +368,14 @@ def save_bilm(bilm: BiLM, directory: str | Path, vocabulary: Sequence[str]) -> P
             f"vocabulary has {len(vocabulary)} words but the biLM's vocab_size is "
             f"{bilm.config.vocab_size}"
         )
-    config = {
-        "ptm_format": BILM_FORMAT,
-        "model_type": "elmo_bilm",
-        **dataclasses.asdict(bilm.config),
-    }
+    config = with_kind(
+        {
+            "ptm_format": BILM_FORMAT,
+            "model_type": "elmo_bilm",
+            **dataclasses.asdict(bilm.config),
+        },
+        ELMO,
+    )
     state = {k: v.detach().contiguous().cpu() for k, v in bilm.state_dict().items()}
     with atomic_directory(directory) as tmp:
         save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})

@@ -13,8 +13,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ptm_core.checkpoints import registry
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.model_kinds import ENCODER, ERNIE_THU
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
 from ptm_core.modules.initialization import init_bert_weights
 
@@ -225,7 +227,15 @@ class KnowledgeableEncoder(nn.Module):
             config = {**self.options, "entity_ids": list(entity_ids) if entity_ids else None}
             (Path(directory) / KNOWLEDGE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
-        return self.text_encoder.save_pretrained(path, extra_writers=[write, *extra_writers])
+        # The T-Encoder's config.json says "ptm_model": "ernie_thu" (it still loads alone).
+        saved = registry.save(
+            ENCODER,
+            self.text_encoder,
+            path,
+            extra_writers=[write, *extra_writers],
+            kind=ERNIE_THU,
+        )
+        return Path(saved)
 
     @classmethod
     def from_pretrained(cls, path: str | Path) -> KnowledgeableEncoder:
