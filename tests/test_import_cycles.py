@@ -80,3 +80,17 @@ def test_models_do_not_import_checkpoint_code() -> None:
             m for m in imported if m.startswith(("ptm_core.checkpoints", "ptm_multilingual.hf"))
         }
         assert checkpoint <= {"ptm_core.checkpoints.registry"}, (name, checkpoint)
+
+
+def test_multimodal_models_do_not_import_their_converters() -> None:
+    checker = _checker()
+    modules = checker.discover(ROOT)
+    converters = {
+        "ptm_multimodal.visualbert_hf",
+        "ptm_multimodal.visualbert_hf_export",
+        "ptm_multimodal.lxmert_hf",
+        "ptm_multimodal.loading",
+        "ptm_multimodal.lxmert_loading",
+    }
+    for name in ("ptm_multimodal.visualbert", "ptm_multimodal.vilbert", "ptm_multimodal.lxmert"):
+        assert not checker.imports_of(name, modules[name], modules) & converters, name

@@ -32,6 +32,7 @@ from ptm_core.checkpoints.io import (
     write_weights,
 )
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.model_kinds import ENCODER, KIND_KEY, XLNET, with_kind
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     A ptm ``config.json`` may carry ``"ptm_model"`` (written since #17) or not (older
     checkpoints); the key is not a config field and is ignored here.
     """
-    from ptm_core.encoders.factory import encoder_from_config
-
     directory = Path(path)
     if not directory.is_dir():
         raise CheckpointError(
