@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 
 
+@torch.no_grad()
 def generate(
     model: EncoderDecoderModel,
     input_ids: Tensor,
@@ -32,36 +33,34 @@ def generate(
     length_penalty: float = 1.0,
     use_cache: bool = True,
 ) -> list[list[int]]:
-    """Greedy (``num_beams=1``) or beam-search decoding in eval mode, restoring the mode
-    after; see :meth:`~ptm_core.encoders.EncoderDecoderModel.generate` for the arguments."""
-    with torch.no_grad():
-        eos = model.config.eos_token_id if eos_token_id is None else eos_token_id
-        start = (
-            model.config.decoder_start_token_id
-            if decoder_start_token_id is None
-            else decoder_start_token_id
+    """Greedy (``num_beams=1``) or beam-search decoding without gradients, in eval mode
+    (the mode is restored after); the arguments are those of
+    :meth:`~ptm_core.encoders.EncoderDecoderModel.generate`."""
+    eos = model.config.eos_token_id if eos_token_id is None else eos_token_id
+    start = (
+        model.config.decoder_start_token_id
+        if decoder_start_token_id is None
+        else decoder_start_token_id
+    )
+    was_training = model.training
+    model.eval()
+    try:
+        memory = model.encode(input_ids, attention_mask).last_hidden_state
+        if num_beams <= 1:
+            return greedy_search(model, memory, attention_mask, max_length, eos, start, use_cache)
+        return beam_search(
+            model,
+            memory,
+            attention_mask,
+            max_length,
+            eos,
+            start,
+            num_beams,
+            length_penalty,
+            use_cache,
         )
-        was_training = model.training
-        model.eval()
-        try:
-            memory = model.encode(input_ids, attention_mask).last_hidden_state
-            if num_beams <= 1:
-                return greedy_search(
-                    model, memory, attention_mask, max_length, eos, start, use_cache
-                )
-            return beam_search(
-                model,
-                memory,
-                attention_mask,
-                max_length,
-                eos,
-                start,
-                num_beams,
-                length_penalty,
-                use_cache,
-            )
-        finally:
-            model.train(was_training)
+    finally:
+        model.train(was_training)
 
 
 def next_logits(
