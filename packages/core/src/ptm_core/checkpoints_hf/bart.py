@@ -36,14 +36,10 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import (
-    CheckpointError,
-    check_state,
-    fill_shared_tensors,
-    read_weights,
-    unique_state,
-)
-from ptm_core.encoders.encoder_decoder import EncoderDecoderModel, Seq2SeqConfig
+from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.checkpoints_hf.seq2seq_ptm import build_seq2seq_model, with_overrides
+from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 
 _LAYER_RENAMES = {
     "self_attn.out_proj": "{att}.out_proj",
@@ -221,11 +217,11 @@ def ptm_to_hf_bart(state: dict[str, Tensor], config: Seq2SeqConfig) -> dict[str,
     return {k: v.detach().contiguous().clone() for k, v in out.items()}
 
 
-def load_seq2seq(path: str | Path, **overrides: Any) -> EncoderDecoderModel:
-    """Load a ptm seq2seq directory or a Hugging Face BART directory.
+def load_bart(path: str | Path, **overrides: Any) -> EncoderDecoderModel:
+    """Load a Hugging Face BART directory (``BartModel`` / ``BartForConditionalGeneration``).
 
     Raises:
-        CheckpointError: no config, unknown model type, missing/unknown tensors or shape
+        CheckpointError: no config, not a BART config, missing/unknown tensors or shape
             mismatches; the message names the file and the tensors.
     """
     directory = Path(path)
@@ -233,55 +229,44 @@ def load_seq2seq(path: str | Path, **overrides: Any) -> EncoderDecoderModel:
     if not config_path.exists():
         raise CheckpointError(f"{directory}: no config.json; is this a checkpoint directory?")
     raw = json.loads(config_path.read_text())
+    if not is_hf_bart_config(raw):
+        raise CheckpointError(f"{config_path}: model_type={raw.get('model_type')!r}, not 'bart'")
     state, weights_path = read_weights(directory)
-    if is_hf_bart_config(raw):
-        config = hf_config_to_seq2seq(raw, source=str(config_path))
-        state = hf_bart_to_ptm(state, config)
-    elif raw.get("ptm_model") == "encoder_decoder":
-        config = Seq2SeqConfig.from_dict(raw, source=str(config_path))
-    else:
-        raise CheckpointError(
-            f"{config_path}: neither a ptm encoder-decoder (ptm_model: encoder_decoder) nor a "
-            f"BART config (model_type={raw.get('model_type')!r})"
-        )
+    config = hf_config_to_seq2seq(raw, source=str(config_path))
+    state = hf_bart_to_ptm(state, config)
     return build_seq2seq_model(
         with_overrides(config, overrides, source=str(config_path)), state, source=str(weights_path)
     )
 
 
-def with_overrides(
-    config: Seq2SeqConfig, overrides: dict[str, Any], *, source: str
-) -> Seq2SeqConfig:
-    """``config`` with some fields changed, re-validated; unknown fields raise naming them."""
-    if not overrides:
-        return config
-    return Seq2SeqConfig.from_dict({**config.to_dict(), **overrides}, source=source)
+def check_bart_layout(config: Seq2SeqConfig) -> None:
+    """Raise :class:`~ptm_core.checkpoints.CheckpointError` unless ``config`` is BART's
+    layout (learned positions, LayerNorms, biases, scaled attention, plain feed-forward)."""
+    if (
+        config.bucketed
+        or config.norm_type != "layernorm"
+        or not (config.bias and config.attention_scale and config.embedding_layer_norm)
+        or config.gated_feed_forward
+        or config.scale_decoder_output
+    ):
+        raise CheckpointError(
+            "BART export needs learned positions, LayerNorms, biases, scaled attention, "
+            "an embedding LayerNorm, a plain feed-forward and an unscaled LM head; "
+            "save with format='ptm'"
+        )
 
 
-def build_seq2seq_model(
-    config: Seq2SeqConfig, state: dict[str, Tensor], *, source: str
-) -> EncoderDecoderModel:
-    """An :class:`EncoderDecoderModel` for ``config`` holding ``state`` (ptm names).
+def save_bart(model: EncoderDecoderModel, path: str | Path) -> Path:
+    """Write a ``BartForConditionalGeneration`` directory (``config.json`` +
+    ``model.safetensors``, BART names) atomically.
 
-    Shared tensors may be given once; every missing, unknown or mis-shaped tensor is
-    listed in one :class:`~ptm_core.checkpoints.CheckpointError` (see
-    :func:`~ptm_core.checkpoints.check_state`).
+    Raises:
+        CheckpointError: the model is not in BART's layout (:func:`check_bart_layout`,
+            :func:`seq2seq_config_to_hf`).
     """
-    model = EncoderDecoderModel(config)
-    check_state(model, fill_shared_tensors(model, state), source=source)
-    return model
-
-
-def save_seq2seq(model: EncoderDecoderModel, path: str | Path, *, format: str = "ptm") -> Path:
-    """Write ``config.json`` + ``model.safetensors`` (ptm names, or BART names for ``"hf"``)."""
-    if format not in ("ptm", "hf"):
-        raise ValueError(f"format must be 'ptm' or 'hf', got {format!r}")
-    if format == "hf":
-        config: dict[str, Any] = seq2seq_config_to_hf(model.config)
-        state = ptm_to_hf_bart(model.state_dict(), model.config)
-    else:
-        config = {**model.config.to_dict(), "ptm_model": "encoder_decoder"}
-        state = unique_state(model)
+    check_bart_layout(model.config)
+    config = seq2seq_config_to_hf(model.config)
+    state = ptm_to_hf_bart(model.state_dict(), model.config)
     with atomic_directory(Path(path)) as tmp:
         (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         save_file(state, str(tmp / "model.safetensors"))

@@ -32,13 +32,13 @@ from torch import Tensor
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, check_state, read_json_object, read_weights
 from ptm_core.checkpoints_hf.bart import (
-    build_seq2seq_model,
     hf_bart_to_ptm,
     hf_config_to_seq2seq,
     ptm_to_hf_bart,
     seq2seq_config_to_hf,
 )
 from ptm_core.checkpoints_hf.bert_tasks import label_names_from_config
+from ptm_core.checkpoints_hf.seq2seq_ptm import build_seq2seq_model
 from ptm_core.finetune.seq2seq import Seq2SeqClassifier
 
 ARCHITECTURE = "BartForSequenceClassification"

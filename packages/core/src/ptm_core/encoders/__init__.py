@@ -4,10 +4,10 @@ from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.decoder import DecoderCache, DecoderLayer, LayerCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder import (
     EncoderDecoderModel,
-    Seq2SeqConfig,
     Seq2SeqOutput,
     build_encoder_decoder,
 )
+from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 from ptm_core.encoders.presets import (
     albert_base,
     albert_encoder,

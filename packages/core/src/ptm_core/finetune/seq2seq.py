@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, unique_state
+from ptm_core.checkpoints_hf.seq2seq_ptm import write_config_json
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
@@ -277,10 +278,9 @@ def save_seq2seq_task(
     extra_writers: Sequence[Callable[[Path], object]] = (),
 ) -> Path:
     """Write the encoder-decoder (ptm format), ``task.json``, the head and extras atomically."""
-    config = {**model.config.to_dict(), "ptm_model": "encoder_decoder"}
     text = json.dumps(record, indent=2) + "\n"
     with atomic_directory(Path(directory)) as tmp:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        write_config_json(tmp, model.config)
         save_file(unique_state(model), str(tmp / "model.safetensors"))
         if head is not None:
             state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
