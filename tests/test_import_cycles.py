@@ -17,10 +17,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # removed when #17's other parts land (the lead empties this set at merge).
 ALLOWED = frozenset(
     {
-        # seq2seq checkpoints (encoder_decoder <-> checkpoints_hf.bart/t5).
-        "ptm_core.encoders.encoder_decoder",
-        "ptm_core.checkpoints_hf.bart",
-        "ptm_core.checkpoints_hf.t5",
         # fine-tuning recipes.
         "ptm_core.finetune.recipe",
         "ptm_core.finetune.seq2seq",

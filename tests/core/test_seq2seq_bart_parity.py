@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints_hf.bart import hf_bart_to_ptm, hf_config_to_seq2seq
+from ptm_core.checkpoints.hf.bart import hf_bart_to_ptm, hf_config_to_seq2seq
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 
 transformers = pytest.importorskip("transformers")

@@ -198,7 +198,7 @@ def test_cache_errors_name_the_fix() -> None:
 def test_greedy_with_cache_matches_transformers_bart() -> None:
     transformers = pytest.importorskip("transformers")
     from ptm_core.checkpoints import fill_shared_tensors
-    from ptm_core.checkpoints_hf.bart import hf_bart_to_ptm, hf_config_to_seq2seq
+    from ptm_core.checkpoints.hf.bart import hf_bart_to_ptm, hf_config_to_seq2seq
 
     config = transformers.BartConfig(
         vocab_size=97,

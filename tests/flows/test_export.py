@@ -17,7 +17,7 @@ from hydra.utils import instantiate
 from flows.cli import main
 from flows.config import compose_config
 from flows.recipes.seq2seq import instantiate_for_check
-from ptm_core.checkpoints_hf.seq2seq import save_seq2seq
+from ptm_core.checkpoints.seq2seq import save_seq2seq
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.evaluation import load_masked_lm
 from ptm_core.finetune.model import load_task_model

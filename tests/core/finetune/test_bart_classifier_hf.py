@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints_hf.bart_tasks import (
+from ptm_core.checkpoints.hf.bart_tasks import (
     export_hf_bart_classifier,
     load_hf_bart_classifier,
 )

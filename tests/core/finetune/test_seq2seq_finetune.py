@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from ptm_core.checkpoints import fill_shared_tensors
-from ptm_core.checkpoints_hf import bart, t5
+from ptm_core.checkpoints.hf import bart, t5
 from ptm_core.encoders import build_encoder_decoder
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.recipe import load_finetuned, predict, read_task

@@ -4,7 +4,8 @@
   tensors, atomic writes. Imports no model.
 - :mod:`ptm_core.checkpoints.hf`: one module per Hugging Face format (names and configs).
 - :mod:`ptm_core.checkpoints.encoder`: ptm's encoder format (``load_encoder``,
-  ``save_encoder``).
+  ``save_encoder``); :mod:`ptm_core.checkpoints.seq2seq` (BART, T5, MASS: ptm, BART and
+  T5 formats, with ptm's own in :mod:`ptm_core.checkpoints.seq2seq_ptm`).
 - :mod:`ptm_core.checkpoints.registry`: model kind -> loader/saver, so that model classes'
   ``from_pretrained``/``save_pretrained`` never import checkpoint code.
 

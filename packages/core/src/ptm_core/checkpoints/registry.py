@@ -27,10 +27,12 @@ from ptm_core import model_kinds
 _LOADERS: dict[str, str] = {
     model_kinds.ENCODER: "ptm_core.checkpoints.encoder:load_encoder",
     model_kinds.XLNET: "ptm_core.checkpoints.encoder:load_encoder",
+    model_kinds.ENCODER_DECODER: "ptm_core.checkpoints.seq2seq:load_seq2seq",
 }
 _SAVERS: dict[str, str] = {
     model_kinds.ENCODER: "ptm_core.checkpoints.encoder:save_encoder",
     model_kinds.XLNET: "ptm_core.checkpoints.encoder:save_encoder",
+    model_kinds.ENCODER_DECODER: "ptm_core.checkpoints.seq2seq:save_seq2seq",
 }
 # Hugging Face ``model_type`` -> family module mapped onto TransformerEncoder.
 _HF_ENCODER_FAMILIES: dict[str, str] = {

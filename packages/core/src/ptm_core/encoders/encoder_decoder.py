@@ -2,13 +2,12 @@
 
 The config is :mod:`ptm_core.encoders.encoder_decoder_config`, greedy and beam-search
 decoding :mod:`ptm_core.encoders.generation`. Saving and loading are done by the checkpoint
-layer (:mod:`ptm_core.checkpoints_hf.seq2seq`), which this module names but never imports
+layer (:mod:`ptm_core.checkpoints.seq2seq`), which this module names but never imports
 statically: the checkpoint code imports the model, not the other way round.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,17 +16,18 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ptm_core.checkpoints import registry
 from ptm_core.encoders import generation
 from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.model_kinds import ENCODER_DECODER
 from ptm_core.modules.initialization import init_bert_weights
 from ptm_core.modules.t5 import init_t5_weights
 
 #: The checkpoint module that saves and loads :class:`EncoderDecoderModel` (resolved by name).
-CHECKPOINT_MODULE = "ptm_core.checkpoints_hf.seq2seq"
 
-__all__ = ["CHECKPOINT_MODULE", "EncoderDecoderModel", "Seq2SeqOutput", "build_encoder_decoder"]
+__all__ = ["EncoderDecoderModel", "Seq2SeqOutput", "build_encoder_decoder"]
 
 
 @dataclass
@@ -237,15 +237,13 @@ class EncoderDecoderModel(nn.Module):
                 ``"hf-bart"`` (post-LN, shared embeddings and tied head only) or ``"hf-t5"``
                 (the T5 layout only).
         """
-        checkpoints: Any = importlib.import_module(CHECKPOINT_MODULE)
-        return Path(checkpoints.save_seq2seq(self, path, format=format))
+        return Path(registry.save(ENCODER_DECODER, self, path, format=format))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **overrides: Any) -> EncoderDecoderModel:
         """Load a ptm directory or a Hugging Face BART (``model_type: bart``) or T5
         (``model_type: t5``, ``T5Model`` / ``T5ForConditionalGeneration``) directory."""
-        checkpoints: Any = importlib.import_module(CHECKPOINT_MODULE)
-        model: EncoderDecoderModel = checkpoints.load_seq2seq(path, **overrides)
+        model: EncoderDecoderModel = registry.load(ENCODER_DECODER, path, **overrides)
         return model
 
 

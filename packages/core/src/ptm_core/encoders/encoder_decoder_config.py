@@ -68,7 +68,7 @@ class Seq2SeqConfig:
     ``attention_scale=False``, ``activation="relu"``, ``embedding_layer_norm=False``,
     ``scale_decoder_output=True``, ``initialization="t5"``, ``position_offset=0`` and the
     pad id as decoder start
-    (see ``configs/model/t5_tiny.yaml`` and :mod:`ptm_core.checkpoints_hf.t5`).
+    (see ``configs/model/t5_tiny.yaml`` and :mod:`ptm_core.checkpoints.hf.t5`).
     """
 
     vocab_size: int = 50265

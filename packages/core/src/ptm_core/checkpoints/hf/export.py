@@ -347,8 +347,9 @@ def _move_into(written: Path, tmp: Path) -> None:
 
 
 def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints_hf.bart import load_seq2seq, save_seq2seq
-    from ptm_core.checkpoints_hf.t5 import save_t5
+    from ptm_core.checkpoints.hf.bart import save_bart
+    from ptm_core.checkpoints.seq2seq import load_seq2seq
+    from ptm_core.checkpoints.hf.t5 import save_t5
 
     model = load_seq2seq(source)
     config = model.config
@@ -361,7 +362,7 @@ def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> H
             if family == "t5":
                 save_t5(model, tmp / "model")
             else:
-                save_seq2seq(model, tmp / "model", format="hf")
+                save_bart(model, tmp / "model")
         except CheckpointError as exc:
             raise _unsupported(source, str(exc)) from None
         _move_into(tmp / "model", tmp)

@@ -2,8 +2,8 @@
 <ptm_core.encoders.EncoderDecoderModel.save_pretrained>` and ``from_pretrained`` go.
 
 The model resolves this module by name (``importlib``), so it imports no checkpoint
-code. It picks the format: ptm's own (:mod:`ptm_core.checkpoints_hf.seq2seq_ptm`), Hugging
-Face BART (:mod:`ptm_core.checkpoints_hf.bart`) or T5 (:mod:`ptm_core.checkpoints_hf.t5`).
+code. It picks the format: ptm's own (:mod:`ptm_core.checkpoints.seq2seq_ptm`), Hugging
+Face BART (:mod:`ptm_core.checkpoints.hf.bart`) or T5 (:mod:`ptm_core.checkpoints.hf.t5`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints_hf import bart, t5
-from ptm_core.checkpoints_hf.seq2seq_ptm import load_ptm_seq2seq, save_ptm_seq2seq
+from ptm_core.checkpoints.hf import bart, t5
+from ptm_core.checkpoints.seq2seq_ptm import load_ptm_seq2seq, save_ptm_seq2seq
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 
 #: ``format`` values of :func:`save_seq2seq`.

@@ -3,9 +3,9 @@
 once).
 
 This module sits above the model (:mod:`ptm_core.encoders.encoder_decoder`); the model
-never imports it. The Hugging Face formats (:mod:`ptm_core.checkpoints_hf.bart`,
-:mod:`ptm_core.checkpoints_hf.t5`) translate names and configs and build the model
-through :func:`build_seq2seq_model`; :mod:`ptm_core.checkpoints_hf.seq2seq` picks the
+never imports it. The Hugging Face formats (:mod:`ptm_core.checkpoints.hf.bart`,
+:mod:`ptm_core.checkpoints.hf.t5`) translate names and configs and build the model
+through :func:`build_seq2seq_model`; :mod:`ptm_core.checkpoints.seq2seq` picks the
 format of a directory.
 
 Directories written before every save carried ``"ptm_model"`` load too: a config with no

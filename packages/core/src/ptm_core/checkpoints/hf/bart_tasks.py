@@ -4,7 +4,7 @@
 Both read the decoder state at each row's last end token (``eos_token_id``) through the
 same head, ``dropout -> dense -> tanh -> dropout -> out_proj`` (BART, Lewis et al., 2020,
 section 3.1), so the weights map one to one. The encoder-decoder goes through the BART
-name map of :mod:`ptm_core.checkpoints_hf.bart`; the head:
+name map of :mod:`ptm_core.checkpoints.hf.bart`; the head:
 
 =====================================  ==============================================
 ptm (``Seq2SeqClassifier``)            Hugging Face
@@ -31,14 +31,14 @@ from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, check_state, read_json_object, read_weights
-from ptm_core.checkpoints_hf.bart import (
+from ptm_core.checkpoints.hf.bart import (
     hf_bart_to_ptm,
     hf_config_to_seq2seq,
     ptm_to_hf_bart,
     seq2seq_config_to_hf,
 )
-from ptm_core.checkpoints_hf.bert_tasks import label_names_from_config
-from ptm_core.checkpoints_hf.seq2seq_ptm import build_seq2seq_model
+from ptm_core.checkpoints.hf.bert_tasks import label_names_from_config
+from ptm_core.checkpoints.seq2seq_ptm import build_seq2seq_model
 from ptm_core.finetune.seq2seq import Seq2SeqClassifier
 
 ARCHITECTURE = "BartForSequenceClassification"
