@@ -348,8 +348,8 @@ def _move_into(written: Path, tmp: Path) -> None:
 
 def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
     from ptm_core.checkpoints.hf.bart import save_bart
-    from ptm_core.checkpoints.seq2seq import load_seq2seq
     from ptm_core.checkpoints.hf.t5 import save_t5
+    from ptm_core.checkpoints.seq2seq import load_seq2seq
 
     model = load_seq2seq(source)
     config = model.config
