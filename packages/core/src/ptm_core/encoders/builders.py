@@ -49,7 +49,7 @@ class TransformerSize:
         """The size among ``values`` (a builder's ``locals()``: other names are ignored,
         missing ones keep their default), then ``overrides``."""
         names = {field.name for field in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names}, **overrides)
+        return cls(**{**{k: v for k, v in values.items() if k in names}, **overrides})
 
     def config(self, **switches: Any) -> EncoderConfig:
         """The :class:`EncoderConfig` of these sizes with a family's ``switches``."""
