@@ -103,28 +103,9 @@ class XLNetEncoder(TransformerEncoder, position_encoding="relative"):
             extra_embeds=extra_embeds,
         )
         batch, length, width = hidden.shape
-        memory = list(memory) if memory is not None else None
-        if memory is not None and len(memory) != len(self.layers):
-            raise ValueError(
-                f"memory has {len(memory)} tensors but the encoder has {len(self.layers)} "
-                "layers; pass the memory returned by the previous segment's forward"
-            )
+        memory, memory_mask = self._check_memory(memory, memory_mask, batch, width)
         memory_length = memory[0].shape[1] if memory else 0
-        if memory:
-            for index, tensor in enumerate(memory):
-                if tensor.shape != (batch, memory_length, width):
-                    raise ValueError(
-                        f"memory[{index}] has shape {tuple(tensor.shape)}, expected "
-                        f"({batch}, {memory_length}, {width}) like memory[0]"
-                    )
         keys = memory_length + length
-        if memory_mask is not None:
-            if memory_mask.shape != (batch, memory_length):
-                raise ValueError(
-                    f"memory_mask has shape {tuple(memory_mask.shape)}, expected "
-                    f"({batch}, {memory_length}) (one flag per memory position)"
-                )
-            memory_mask = memory_mask.bool()
         content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:
@@ -137,30 +118,9 @@ class XLNetEncoder(TransformerEncoder, position_encoding="relative"):
                 length, keys, width, device=hidden.device, dtype=hidden.dtype
             )
         )
-        query: Tensor | None = None
-        query_mask: Tensor | None = None
-        if query_positions is not None:
-            if query_attention_mask is None:
-                raise ValueError(
-                    "query_positions needs query_attention_mask (B, P, L): what each "
-                    "query-stream position may see; build it with permutation_masks"
-                )
-            count = query_positions.shape[1]
-            if query_attention_mask.shape != (batch, count, length):
-                raise ValueError(
-                    f"query_attention_mask has shape {tuple(query_attention_mask.shape)}, "
-                    f"expected ({batch}, {count}, {length}) for query_positions of shape "
-                    f"{tuple(query_positions.shape)}"
-                )
-            query = self.embeddings.dropout(self.query_embedding.expand(batch, count, width))
-            query_mask = query_attention_mask.bool()
-            if memory_length:
-                seen = (
-                    memory_mask[:, None, :].expand(batch, count, memory_length)
-                    if memory_mask is not None
-                    else query_mask.new_ones(batch, count, memory_length)
-                )
-                query_mask = torch.cat([seen, query_mask], dim=2)
+        query, query_mask = self._query_stream(
+            query_positions, query_attention_mask, memory_mask, batch, length, memory_length
+        )
         new_memory: list[Tensor] = []
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
         for index, module in enumerate(self.layers):
@@ -193,3 +153,72 @@ class XLNetEncoder(TransformerEncoder, position_encoding="relative"):
             query_hidden_state=query,
             memory=tuple(new_memory) if config.memory_length else None,
         )
+
+    def _check_memory(
+        self,
+        memory: Sequence[Tensor] | None,
+        memory_mask: Tensor | None,
+        batch: int,
+        width: int,
+    ) -> tuple[list[Tensor] | None, Tensor | None]:
+        """The previous segment's memory as a list, and its mask as bool, both checked."""
+        memory = list(memory) if memory is not None else None
+        if memory is not None and len(memory) != len(self.layers):
+            raise ValueError(
+                f"memory has {len(memory)} tensors but the encoder has {len(self.layers)} "
+                "layers; pass the memory returned by the previous segment's forward"
+            )
+        memory_length = memory[0].shape[1] if memory else 0
+        if memory:
+            for index, tensor in enumerate(memory):
+                if tensor.shape != (batch, memory_length, width):
+                    raise ValueError(
+                        f"memory[{index}] has shape {tuple(tensor.shape)}, expected "
+                        f"({batch}, {memory_length}, {width}) like memory[0]"
+                    )
+        if memory_mask is not None:
+            if memory_mask.shape != (batch, memory_length):
+                raise ValueError(
+                    f"memory_mask has shape {tuple(memory_mask.shape)}, expected "
+                    f"({batch}, {memory_length}) (one flag per memory position)"
+                )
+            memory_mask = memory_mask.bool()
+        return memory, memory_mask
+
+    def _query_stream(
+        self,
+        query_positions: Tensor | None,
+        query_attention_mask: Tensor | None,
+        memory_mask: Tensor | None,
+        batch: int,
+        length: int,
+        memory_length: int,
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """The query stream's input ``(B, P, D)`` and what it sees ``(B, P, M + L)``
+        (every real memory position, then ``query_attention_mask``); ``None`` without
+        ``query_positions``."""
+        if query_positions is None:
+            return None, None
+        if query_attention_mask is None:
+            raise ValueError(
+                "query_positions needs query_attention_mask (B, P, L): what each "
+                "query-stream position may see; build it with permutation_masks"
+            )
+        count = query_positions.shape[1]
+        if query_attention_mask.shape != (batch, count, length):
+            raise ValueError(
+                f"query_attention_mask has shape {tuple(query_attention_mask.shape)}, "
+                f"expected ({batch}, {count}, {length}) for query_positions of shape "
+                f"{tuple(query_positions.shape)}"
+            )
+        width = self.config.hidden_size
+        query = self.embeddings.dropout(self.query_embedding.expand(batch, count, width))
+        query_mask = query_attention_mask.bool()
+        if memory_length:
+            seen = (
+                memory_mask[:, None, :].expand(batch, count, memory_length)
+                if memory_mask is not None
+                else query_mask.new_ones(batch, count, memory_length)
+            )
+            query_mask = torch.cat([seen, query_mask], dim=2)
+        return query, query_mask
