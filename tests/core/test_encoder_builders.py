@@ -24,6 +24,7 @@ from ptm_core.encoders import (
     bert_encoder,
     bert_mini,
     bert_tiny,
+    build_layers,
     builders,
     electra_tiny,
     encoder_from_config,
@@ -156,6 +157,8 @@ def test_transformer_encoder_has_no_relative_path() -> None:
         encoder(torch.tensor([[1, 2, 3]]), memory=[torch.zeros(1, 2, 32)] * 2)
     with pytest.raises(ValueError, match="position_encoding='relative'"):
         XLNetEncoder(EncoderConfig(**SMALL, intermediate_size=64))
+    with pytest.raises(ValueError, match="attention block passed in"):
+        build_layers(_xlnet_config(**SMALL))
 
 
 def test_xlnet_encoder_round_trips_its_config_json(tmp_path) -> None:

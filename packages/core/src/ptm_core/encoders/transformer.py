@@ -159,6 +159,11 @@ def build_layers(
     ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints`).
     """
 
+    if attention is None and config.relative:
+        raise ValueError(
+            "build_layers: a config with position_encoding='relative' needs its attention "
+            "block passed in (XLNetEncoder passes relative_attention); use encoder_from_config"
+        )
     make_attention = attention or (lambda index: standard_attention(config, index))
 
     def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
