@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from ptm_core import TransformerEncoder
 from ptm_core.checkpoints.hf.bert_tasks import is_hf_task_directory, load_hf_task_model
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.finetune.data import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.recipe import FinetuneResult, finetune
 from ptm_core.finetune.seq2seq import is_seq2seq_directory, load_seq2seq_tokenizer
@@ -67,7 +68,7 @@ def encoder_and_tokenizer(
             encoder = TransformerEncoder.from_pretrained(directory)
         if random_init:
             torch.manual_seed(int(cfg.seed))
-            encoder = TransformerEncoder(encoder.config)
+            encoder = encoder_from_config(encoder.config)
         return encoder, tokenizer
     tokenizer = load_tokenizer(cfg.tokenizer, bool(cfg.get("lowercase", True)))
     torch.manual_seed(int(cfg.seed))

@@ -10,7 +10,13 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.checkpoints import registry
-from ptm_core.encoders import EncoderConfig, EncoderOutput, TransformerEncoder, bert_encoder
+from ptm_core.encoders import (
+    EncoderConfig,
+    EncoderOutput,
+    TransformerEncoder,
+    TransformerSize,
+    builders,
+)
 from ptm_core.model_kinds import XLM
 
 PTM_XLM_FORMAT = "ptm-xlm-1"
@@ -41,22 +47,7 @@ def xlm_text_encoder(
     embeddings take that role and are added by :class:`XLMEncoder`) and pads with id 2.
     Defaults are XLM's MLM-TLM en-fr size (1024 wide, 12 layers, 8 heads).
     """
-    return bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_positions=max_positions,
-        type_vocab_size=0,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        layer_norm_eps=layer_norm_eps,
-        norm_position="post",
-        pad_token_id=pad_token_id,
-        initializer_range=initializer_range,
-    )
+    return builders.bert(TransformerSize.pick(locals()), type_vocab_size=0)
 
 
 class XLMEncoder(nn.Module):

@@ -9,7 +9,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerLayer, bert_encoder
+from ptm_core.encoders import (
+    EncoderOutput,
+    TransformerEncoder,
+    TransformerLayer,
+    TransformerSize,
+    builders,
+)
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_multimodal.co_attention import CoAttentionLayer
@@ -252,20 +258,7 @@ def vilbert(
     args["co_attention_after"] = [list(p) for p in co_attention_after]
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    text = bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_positions=max_positions,
-        type_vocab_size=type_vocab_size,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        layer_norm_eps=layer_norm_eps,
-        pad_token_id=pad_token_id,
-    )
+    text = builders.bert(TransformerSize.pick(args), type_vocab_size=type_vocab_size)
     image_intermediate = image_intermediate_size or 4 * image_hidden_size
     image_layers = [
         TransformerLayer(

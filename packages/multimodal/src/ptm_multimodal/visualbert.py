@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ptm_core.encoders import EncoderOutput, TransformerEncoder, bert_encoder
+from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
@@ -213,20 +213,9 @@ def visualbert(
     """
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    encoder = bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_positions=max_positions + 1,
-        type_vocab_size=2 * type_vocab_size,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        layer_norm_eps=layer_norm_eps,
-        pad_token_id=pad_token_id,
-    )
+    # One extra position row and type_vocab_size extra segment rows for the regions.
+    size = TransformerSize.pick(locals(), max_positions=max_positions + 1)
+    encoder = builders.bert(size, type_vocab_size=2 * type_vocab_size)
     return VisualBertModel(
         encoder,
         visual_embedding_dim,

@@ -21,6 +21,7 @@ from typing import Any
 from torch import nn
 
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.model import TASK_HEAD_FILE, TASK_JSON, TaskModel, load_task_model
 
@@ -263,7 +264,7 @@ def load_compressed(directory: str | Path) -> FinalModel:
         config = EncoderConfig.from_dict(raw, source=str(config_path))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(str(exc)) from None
-    encoder = TransformerEncoder(config)
+    encoder = encoder_from_config(config)
     model: nn.Module = encoder
     task_config = None
     if (directory / TASK_JSON).exists():

@@ -1,5 +1,6 @@
 """Transformer encoders, their config, builders and presets."""
 
+from ptm_core.encoders.builders import TransformerSize
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.decoder import DecoderCache, DecoderLayer, LayerCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder import (
@@ -8,6 +9,7 @@ from ptm_core.encoders.encoder_decoder import (
     build_encoder_decoder,
 )
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
+from ptm_core.encoders.factory import encoder_class, encoder_from_config
 from ptm_core.encoders.presets import (
     albert_base,
     albert_encoder,
@@ -30,6 +32,7 @@ from ptm_core.encoders.transformer import (
     TransformerLayer,
     build_layers,
 )
+from ptm_core.encoders.xlnet import XLNetEncoder
 
 __all__ = [
     "DecoderCache",
@@ -43,6 +46,8 @@ __all__ = [
     "TransformerDecoder",
     "TransformerEncoder",
     "TransformerLayer",
+    "TransformerSize",
+    "XLNetEncoder",
     "albert_base",
     "albert_encoder",
     "albert_tiny",
@@ -56,6 +61,8 @@ __all__ = [
     "electra_encoder",
     "electra_small",
     "electra_tiny",
+    "encoder_class",
+    "encoder_from_config",
     "xlnet_base",
     "xlnet_encoder",
     "xlnet_tiny",

@@ -1,11 +1,22 @@
-"""Build an encoder from its config: the one constructor the checkpoint loader calls."""
+"""The encoder class for a config: the one place that maps numbers to an encoder class."""
 
 from __future__ import annotations
 
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.encoders.xlnet import XLNetEncoder
+
+
+def encoder_class(config: EncoderConfig) -> type[TransformerEncoder]:
+    """:class:`XLNetEncoder` for Transformer-XL relative positions, else
+    :class:`TransformerEncoder` (absolute positions, or T5's bucketed bias)."""
+    return XLNetEncoder if config.relative else TransformerEncoder
 
 
 def encoder_from_config(config: EncoderConfig) -> TransformerEncoder:
-    """The encoder ``config`` describes, freshly initialised."""
-    return TransformerEncoder(config)
+    """Build (randomly initialised) the encoder a config describes.
+
+    Loaders and recipes call this instead of ``TransformerEncoder(config)``, so a
+    ``config.json`` of any family comes back as its own class.
+    """
+    return encoder_class(config)(config)

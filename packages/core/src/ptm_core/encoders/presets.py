@@ -1,9 +1,13 @@
-"""Builders (numbers in, model out) and zero-argument presets for encoders."""
+"""Keyword-argument builders (Hydra ``_target_`` of ``configs/model/``) and zero-argument
+presets: sizes handed to the family builders of :mod:`ptm_core.encoders.builders`."""
 
 from __future__ import annotations
 
-from ptm_core.encoders.config import EncoderConfig, LayerSharing, NormPosition
+from ptm_core.encoders import builders
+from ptm_core.encoders.builders import TransformerSize
+from ptm_core.encoders.config import LayerSharing, NormPosition
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.encoders.xlnet import XLNetEncoder
 
 
 def bert_encoder(
@@ -30,25 +34,12 @@ def bert_encoder(
     for the meaning of every argument; :func:`albert_encoder` and :func:`electra_encoder`
     are this builder with the ALBERT / ELECTRA switches set.
     """
-    return TransformerEncoder(
-        EncoderConfig(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_size=intermediate_size or 4 * hidden_size,
-            max_positions=max_positions,
-            type_vocab_size=type_vocab_size,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            activation=activation,
-            layer_norm_eps=layer_norm_eps,
-            norm_position=norm_position,
-            pad_token_id=pad_token_id,
-            initializer_range=initializer_range,
-            embedding_size=embedding_size,
-            share_layers=share_layers,
-        )
+    return builders.bert(
+        TransformerSize.pick(locals()),
+        type_vocab_size=type_vocab_size,
+        norm_position=norm_position,
+        embedding_size=embedding_size,
+        share_layers=share_layers,
     )
 
 
@@ -79,21 +70,8 @@ def albert_encoder(
 
     ALBERT also drops dropout (0.0) and uses the tanh GELU (``gelu_new``), as released.
     """
-    return bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_positions=max_positions,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        layer_norm_eps=layer_norm_eps,
-        pad_token_id=pad_token_id,
-        initializer_range=initializer_range,
-        embedding_size=embedding_size,
-        share_layers=share_layers,
+    return builders.albert(
+        TransformerSize.pick(locals()), embedding_size=embedding_size, share_layers=share_layers
     )
 
 
@@ -119,21 +97,7 @@ def electra_encoder(
     Defaults are ELECTRA-small (``E=128``, ``D=256``, 12 layers, 4 heads). The generator is
     built from this encoder by :func:`ptm_core.objectives.electra_generator`.
     """
-    return bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        intermediate_size=intermediate_size,
-        max_positions=max_positions,
-        dropout=dropout,
-        attention_dropout=attention_dropout,
-        activation=activation,
-        layer_norm_eps=layer_norm_eps,
-        pad_token_id=pad_token_id,
-        initializer_range=initializer_range,
-        embedding_size=embedding_size,
-    )
+    return builders.electra(TransformerSize.pick(locals()), embedding_size=embedding_size)
 
 
 def xlnet_encoder(
@@ -148,7 +112,7 @@ def xlnet_encoder(
     pad_token_id: int = 0,
     initializer_range: float = 0.02,
     memory_length: int = 0,
-) -> TransformerEncoder:
+) -> XLNetEncoder:
     """Build an XLNet encoder (Yang et al., 2019): the core encoder with Transformer-XL
     relative positions and segments, no embedding LayerNorm, post-LN layers.
 
@@ -156,35 +120,16 @@ def xlnet_encoder(
     the memory to pass with the next segment). Pre-train it with
     :class:`~ptm_core.objectives.PermutationLMObjective`.
     """
-    return TransformerEncoder(
-        EncoderConfig(
-            vocab_size=vocab_size,
-            hidden_size=hidden_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            intermediate_size=intermediate_size or 4 * hidden_size,
-            type_vocab_size=2,
-            dropout=dropout,
-            attention_dropout=dropout,
-            activation=activation,
-            layer_norm_eps=layer_norm_eps,
-            norm_position="post",
-            pad_token_id=pad_token_id,
-            initializer_range=initializer_range,
-            position_encoding="relative",
-            segment_encoding="relative",
-            memory_length=memory_length,
-            embedding_layer_norm=False,
-        )
-    )
+    size = TransformerSize.pick(locals(), attention_dropout=dropout)
+    return builders.xlnet(size, memory_length=memory_length)
 
 
-def xlnet_base() -> TransformerEncoder:
+def xlnet_base() -> XLNetEncoder:
     """XLNet-Base sizes: 12 layers, 768 wide, 12 heads, vocabulary 32000."""
     return xlnet_encoder()
 
 
-def xlnet_tiny() -> TransformerEncoder:
+def xlnet_tiny() -> XLNetEncoder:
     """A test-size XLNet: 2 layers, 128 wide, 2 heads."""
     return xlnet_encoder(vocab_size=30522, hidden_size=128, num_layers=2, num_heads=2)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -13,14 +13,10 @@ from torch import Tensor, nn
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
-from ptm_core.modules.attention_masks import memory_visibility, to_sdpa_mask
+from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward
 from ptm_core.modules.initialization import init_bert_weights
-from ptm_core.modules.relative_attention import (
-    RelativeMultiHeadAttention,
-    sinusoid_relative_positions,
-)
 from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
 
 if TYPE_CHECKING:
@@ -40,9 +36,10 @@ class EncoderOutput:
         attention_scores: when requested, ``num_layers`` tensors ``(B, h, L, L)``: each
             layer's pre-softmax attention scores (masked entries hold the most negative
             finite value), from the explicit attention path.
-        query_hidden_state: relative encoders given ``query_positions``: ``(B, P, D)``
-            output of XLNet's query stream at those positions.
-        memory: relative encoders with ``memory_length > 0``: ``num_layers`` detached
+        query_hidden_state: :class:`~ptm_core.encoders.XLNetEncoder` given
+            ``query_positions``: ``(B, P, D)`` output of XLNet's query stream at those
+            positions.
+        memory: :class:`~ptm_core.encoders.XLNetEncoder` with ``memory_length > 0``: ``num_layers`` detached
             tensors ``(B, M', D)``, each layer's input over the last ``M'`` positions
             (previous memory + this segment); pass them as ``memory=`` with the next
             segment.
@@ -115,8 +112,8 @@ class TransformerLayer(nn.Module):
     def after_attention(self, x: Tensor, attended: Tensor) -> Tensor:
         """The attention residual, then the feed-forward block with its residual.
 
-        The relative-position path (XLNet) calls this once per stream: the content and
-        query streams share every weight of the layer.
+        :class:`~ptm_core.encoders.XLNetEncoder` calls this once per stream: the content
+        and query streams share every weight of the layer.
         """
         if self.pre_norm:
             x = x + self.dropout(attended)
@@ -125,8 +122,36 @@ class TransformerLayer(nn.Module):
         return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
 
 
-def build_layers(config: EncoderConfig) -> nn.ModuleList:
+def standard_attention(config: EncoderConfig, index: int = 0) -> nn.Module:
+    """Layer ``index``'s multi-head self-attention (BERT; T5's switches; pruned heads)."""
+    return MultiHeadSelfAttention(
+        config.hidden_size,
+        config.layer_heads(index),
+        dropout=config.attention_dropout,
+        bias=config.bias,
+        scale=config.attention_scale,
+        # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
+        head_dim=None if config.heads_per_layer is None else config.hidden_size // config.num_heads,
+    )
+
+
+def standard_feed_forward(config: EncoderConfig) -> nn.Module:
+    """The position-wise MLP of a layer (T5 v1.1's gated one when the config says so)."""
+    if config.gated_feed_forward:
+        return GatedFeedForward(
+            config.hidden_size, config.intermediate_size, config.activation, config.bias
+        )
+    return FeedForward(config.hidden_size, config.intermediate_size, config.activation, config.bias)
+
+
+def build_layers(
+    config: EncoderConfig, attention: Callable[[int], nn.Module] | None = None
+) -> nn.ModuleList:
     """The ``num_layers`` layers of an encoder, sharing parameters as ``config.share_layers`` says.
+
+    ``attention(index)`` builds layer ``index``'s attention block (default
+    :func:`standard_attention`; :class:`~ptm_core.encoders.XLNetEncoder` passes its
+    relative-position attention), so every encoder class shares this one layer stack.
 
     ALBERT (Lan et al., 2020) shares parameters across layers: ``"all"`` puts the *same*
     layer module in every slot (one set of weights applied ``num_layers`` times);
@@ -135,34 +160,12 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
     ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints.io`).
     """
 
-    def attention(index: int = 0) -> nn.Module:
-        if config.relative:
-            return RelativeMultiHeadAttention(
-                config.hidden_size,
-                config.num_heads,
-                dropout=config.attention_dropout,
-                relative_segments=config.segment_encoding == "relative",
-            )
-        return MultiHeadSelfAttention(
-            config.hidden_size,
-            config.layer_heads(index),
-            dropout=config.attention_dropout,
-            bias=config.bias,
-            scale=config.attention_scale,
-            # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
-            head_dim=None
-            if config.heads_per_layer is None
-            else config.hidden_size // config.num_heads,
+    if attention is None and config.relative:
+        raise ValueError(
+            "build_layers: a config with position_encoding='relative' needs its attention "
+            "block passed in (XLNetEncoder passes relative_attention); use encoder_from_config"
         )
-
-    def feed_forward() -> nn.Module:
-        if config.gated_feed_forward:
-            return GatedFeedForward(
-                config.hidden_size, config.intermediate_size, config.activation, config.bias
-            )
-        return FeedForward(
-            config.hidden_size, config.intermediate_size, config.activation, config.bias
-        )
+    make_attention = attention or (lambda index: standard_attention(config, index))
 
     def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
         return TransformerLayer(
@@ -177,15 +180,19 @@ def build_layers(config: EncoderConfig) -> nn.ModuleList:
 
     count = config.num_layers
     if config.share_layers == "all":
-        shared = layer(attention(), feed_forward())
+        shared = layer(make_attention(0), standard_feed_forward(config))
         return nn.ModuleList([shared] * count)
     if config.share_layers == "attention":
-        shared_attention = attention()
-        return nn.ModuleList(layer(shared_attention, feed_forward()) for _ in range(count))
+        shared_attention = make_attention(0)
+        return nn.ModuleList(
+            layer(shared_attention, standard_feed_forward(config)) for _ in range(count)
+        )
     if config.share_layers == "ffn":
-        shared_ffn = feed_forward()
-        return nn.ModuleList(layer(attention(), shared_ffn) for _ in range(count))
-    return nn.ModuleList(layer(attention(index), feed_forward()) for index in range(count))
+        shared_ffn = standard_feed_forward(config)
+        return nn.ModuleList(layer(make_attention(0), shared_ffn) for _ in range(count))
+    return nn.ModuleList(
+        layer(make_attention(index), standard_feed_forward(config)) for index in range(count)
+    )
 
 
 class TransformerEncoder(nn.Module):
@@ -200,8 +207,17 @@ class TransformerEncoder(nn.Module):
     this encoder (soft positions via ``position_ids``, language or visual embeddings via
     ``inputs_embeds``/``extra_embeds``) rather than subclassing it.
 
+    This class is the absolute-position encoder (and T5's bucketed bias). Transformer-XL /
+    XLNet relative positions and two-stream attention are
+    :class:`~ptm_core.encoders.XLNetEncoder`, a subclass that reuses the embeddings and the
+    layer stack; build from a config with :func:`~ptm_core.encoders.encoder_from_config`.
+    (For existing callers, ``TransformerEncoder(config)`` with
+    ``position_encoding="relative"`` still returns an ``XLNetEncoder``.)
+
     Args:
         config: the numbers that define the model (see :class:`EncoderConfig`).
+        attention: builds layer ``index``'s attention block (see :func:`build_layers`);
+            default :func:`standard_attention`. Subclasses pass their own.
 
     Example:
         >>> from ptm_core.encoders import bert_tiny
@@ -211,7 +227,24 @@ class TransformerEncoder(nn.Module):
         torch.Size([1, 4, 128])
     """
 
-    def __init__(self, config: EncoderConfig) -> None:
+    #: ``position_encoding`` -> the subclass implementing it (``class X(TransformerEncoder,
+    #: position_encoding="relative")`` registers X), used by ``TransformerEncoder(config)``.
+    _by_position_encoding: ClassVar[dict[str, type[TransformerEncoder]]] = {}
+
+    def __init_subclass__(cls, position_encoding: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if position_encoding is not None:
+            TransformerEncoder._by_position_encoding[position_encoding] = cls
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TransformerEncoder:
+        config = args[0] if args else kwargs.get("config")
+        if cls is TransformerEncoder and isinstance(config, EncoderConfig):
+            cls = TransformerEncoder._by_position_encoding.get(config.position_encoding, cls)
+        return super().__new__(cls)
+
+    def __init__(
+        self, config: EncoderConfig, *, attention: Callable[[int], nn.Module] | None = None
+    ) -> None:
         super().__init__()
         self.config = config
         self.embeddings = TextEmbeddings(
@@ -228,7 +261,7 @@ class TransformerEncoder(nn.Module):
         self.embedding_projection = (
             nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
         )
-        self.layers = build_layers(config)
+        self.layers = build_layers(config, attention)
         self.final_norm = (
             make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
             if config.norm_position == "pre"
@@ -245,17 +278,7 @@ class TransformerEncoder(nn.Module):
             if config.bucketed
             else None
         )
-        # XLNet's query stream starts from one learned vector at every predicted position.
-        self.query_embedding = (
-            nn.Parameter(torch.zeros(config.hidden_size)) if config.relative else None
-        )
-        self.position_dropout = nn.Dropout(config.dropout)
         init_bert_weights(self, config.initializer_range)
-        if self.query_embedding is not None:
-            nn.init.normal_(self.query_embedding, std=config.initializer_range)
-        for module in self.modules():
-            if isinstance(module, RelativeMultiHeadAttention):
-                module.reset_biases(config.initializer_range)
 
     @property
     def hidden_size(self) -> int:
@@ -265,6 +288,30 @@ class TransformerEncoder(nn.Module):
     def word_embeddings(self) -> nn.Embedding:
         """The token table; output heads tie their decoder weight to it."""
         return self.embeddings.word
+
+    def embed(
+        self,
+        input_ids: Tensor | None,
+        *,
+        inputs_embeds: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        extra_embeds: Tensor | None = None,
+    ) -> Tensor:
+        """The layers' input ``(B, L, D)``: the embedding sum ``(B, L, E)``, projected
+        ``E -> D`` when the embeddings are factorised."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        hidden = self.embeddings(
+            input_ids,
+            inputs_embeds=inputs_embeds,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            extra_embeds=extra_embeds,
+        )  # (B, L, E)
+        if self.embedding_projection is not None:
+            hidden = self.embedding_projection(hidden)  # (B, L, D)
+        return hidden
 
     def forward(
         self,
@@ -298,11 +345,11 @@ class TransformerEncoder(nn.Module):
             output_hidden_states: also return the embedding output and every layer output.
             output_attention_scores: also return every layer's pre-softmax attention scores;
                 this takes the explicit attention path instead of SDPA (slower, more memory).
-            memory: relative encoders only: the ``memory`` of the previous segment's
+            memory: :class:`~ptm_core.encoders.XLNetEncoder` only: the ``memory`` of the previous segment's
                 output (``num_layers`` tensors ``(B, M, D)``); every token may attend it.
             memory_mask: ``(B, M)`` 1/True at the memory positions that hold real tokens
                 (the previous segment's padding is hidden); default: all visible.
-            query_positions: relative encoders only: ``(B, P)`` positions at which to run
+            query_positions: ``XLNetEncoder`` only: ``(B, P)`` positions at which to run
                 XLNet's query stream (which knows a token's position, not its content);
                 its output is ``query_hidden_state``.
             query_attention_mask: ``(B, P, L)`` bool, what each query-stream position
@@ -313,41 +360,18 @@ class TransformerEncoder(nn.Module):
         Returns:
             :class:`EncoderOutput`.
         """
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("pass exactly one of input_ids and inputs_embeds")
-        if self.config.relative:
-            if output_attention_scores:
-                raise ValueError(
-                    "output_attention_scores is not available with relative positions; "
-                    "use an absolute-position encoder for attention distillation"
-                )
-            return self._forward_relative(
-                input_ids,
-                attention_mask,
-                token_type_ids,
-                inputs_embeds=inputs_embeds,
-                extra_embeds=extra_embeds,
-                position_ids=position_ids,
-                memory=memory,
-                memory_mask=memory_mask,
-                query_positions=query_positions,
-                query_attention_mask=query_attention_mask,
-                output_hidden_states=output_hidden_states,
-            )
         if memory is not None or memory_mask is not None or query_positions is not None:
             raise ValueError(
-                "memory and query_positions need an encoder with position_encoding='relative' "
-                "(Transformer-XL / XLNet)"
+                "memory and query_positions need an XLNetEncoder (position_encoding="
+                "'relative', Transformer-XL / XLNet)"
             )
-        hidden = self.embeddings(
+        hidden = self.embed(
             input_ids,
             inputs_embeds=inputs_embeds,
             position_ids=position_ids,
             token_type_ids=token_type_ids,
             extra_embeds=extra_embeds,
-        )  # (B, L, E)
-        if self.embedding_projection is not None:
-            hidden = self.embedding_projection(hidden)  # (B, L, D)
+        )  # (B, L, D)
         mask = to_sdpa_mask(attention_mask, hidden.shape[1])
         if self.relative_position_bias is not None:
             length = hidden.shape[1]
@@ -368,125 +392,6 @@ class TransformerEncoder(nn.Module):
             last_hidden_state=hidden,
             hidden_states=tuple(all_hidden) if all_hidden is not None else None,
             attention_scores=tuple(all_scores) if all_scores is not None else None,
-        )
-
-    def _forward_relative(
-        self,
-        input_ids: Tensor | None,
-        attention_mask: Tensor | None,
-        token_type_ids: Tensor | None,
-        *,
-        inputs_embeds: Tensor | None,
-        extra_embeds: Tensor | None,
-        position_ids: Tensor | None,
-        memory: Sequence[Tensor] | None,
-        memory_mask: Tensor | None,
-        query_positions: Tensor | None,
-        query_attention_mask: Tensor | None,
-        output_hidden_states: bool,
-    ) -> EncoderOutput:
-        """Transformer-XL / XLNet path: relative positions, memory, two streams."""
-        config = self.config
-        hidden = self.embeddings(
-            input_ids,
-            inputs_embeds=inputs_embeds,
-            position_ids=position_ids,
-            token_type_ids=token_type_ids if config.segment_encoding == "absolute" else None,
-            extra_embeds=extra_embeds,
-        )
-        if self.embedding_projection is not None:
-            hidden = self.embedding_projection(hidden)
-        batch, length, width = hidden.shape
-        memory = list(memory) if memory is not None else None
-        if memory is not None and len(memory) != len(self.layers):
-            raise ValueError(
-                f"memory has {len(memory)} tensors but the encoder has {len(self.layers)} "
-                "layers; pass the memory returned by the previous segment's forward"
-            )
-        memory_length = memory[0].shape[1] if memory else 0
-        if memory:
-            for index, tensor in enumerate(memory):
-                if tensor.shape != (batch, memory_length, width):
-                    raise ValueError(
-                        f"memory[{index}] has shape {tuple(tensor.shape)}, expected "
-                        f"({batch}, {memory_length}, {width}) like memory[0]"
-                    )
-        keys = memory_length + length
-        if memory_mask is not None:
-            if memory_mask.shape != (batch, memory_length):
-                raise ValueError(
-                    f"memory_mask has shape {tuple(memory_mask.shape)}, expected "
-                    f"({batch}, {memory_length}) (one flag per memory position)"
-                )
-            memory_mask = memory_mask.bool()
-        content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
-        segment_diff = None
-        if config.segment_encoding == "relative" and token_type_ids is not None:
-            # Memory counts as segment 0, as in XLNet.
-            types = token_type_ids.expand(batch, length)
-            key_types = torch.cat([types.new_zeros(batch, memory_length), types], dim=1)
-            segment_diff = types[:, :, None] != key_types[:, None, :]  # (B, L, K)
-        positions = self.position_dropout(
-            sinusoid_relative_positions(
-                length, keys, width, device=hidden.device, dtype=hidden.dtype
-            )
-        )
-        query: Tensor | None = None
-        query_mask: Tensor | None = None
-        if query_positions is not None:
-            if query_attention_mask is None:
-                raise ValueError(
-                    "query_positions needs query_attention_mask (B, P, L): what each "
-                    "query-stream position may see; build it with permutation_masks"
-                )
-            count = query_positions.shape[1]
-            if query_attention_mask.shape != (batch, count, length):
-                raise ValueError(
-                    f"query_attention_mask has shape {tuple(query_attention_mask.shape)}, "
-                    f"expected ({batch}, {count}, {length}) for query_positions of shape "
-                    f"{tuple(query_positions.shape)}"
-                )
-            assert self.query_embedding is not None
-            query = self.embeddings.dropout(self.query_embedding.expand(batch, count, width))
-            query_mask = query_attention_mask.bool()
-            if memory_length:
-                seen = (
-                    memory_mask[:, None, :].expand(batch, count, memory_length)
-                    if memory_mask is not None
-                    else query_mask.new_ones(batch, count, memory_length)
-                )
-                query_mask = torch.cat([seen, query_mask], dim=2)
-        new_memory: list[Tensor] = []
-        all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
-        for index, module in enumerate(self.layers):
-            layer = cast(TransformerLayer, module)
-            layer_memory = memory[index] if memory else None
-            if config.memory_length:
-                cached = hidden if layer_memory is None else torch.cat([layer_memory, hidden], 1)
-                new_memory.append(cached[:, -config.memory_length :].detach())
-            attended, attended_query = layer.attention(
-                layer.attention_input(hidden),
-                positions,
-                content_mask,
-                memory=layer.attention_input(layer_memory) if layer_memory is not None else None,
-                segment_diff=segment_diff,
-                query=layer.attention_input(query) if query is not None else None,
-                query_positions=query_positions,
-                query_mask=query_mask,
-            )
-            hidden = layer.after_attention(hidden, attended)
-            if query is not None:
-                query = layer.after_attention(query, attended_query)
-            if all_hidden is not None:
-                all_hidden.append(hidden)
-        if self.final_norm is not None:
-            hidden = self.final_norm(hidden)
-            query = self.final_norm(query) if query is not None else None
-        return EncoderOutput(
-            last_hidden_state=hidden,
-            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
-            query_hidden_state=query,
-            memory=tuple(new_memory) if config.memory_length else None,
         )
 
     def save_pretrained(

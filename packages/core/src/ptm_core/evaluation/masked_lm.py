@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from ptm_core.data.batches import pad_examples
 from ptm_core.data.corpus import read_text_corpus
 from ptm_core.data.segments import build_single_segment_examples
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.mlm import MaskedLMObjective, mask_tokens
@@ -53,7 +54,7 @@ def load_run_encoder(
     encoder = TransformerEncoder.from_pretrained(directory)
     if random_init_seed is not None:
         torch.manual_seed(derive_seed(random_init_seed, "baseline"))
-        encoder = TransformerEncoder(encoder.config)
+        encoder = encoder_from_config(encoder.config)
     return encoder, tokenizer
 
 
