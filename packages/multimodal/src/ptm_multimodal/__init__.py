@@ -32,7 +32,7 @@ from ptm_multimodal.finetune import (
     predict_image_text,
     save_image_text_task_model,
 )
-from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
+from ptm_multimodal.grid_features import GridFeatureExtractor, grid_feature_set
 from ptm_multimodal.loading import load_multimodal
 from ptm_multimodal.lxmert import LxmertModel, LxmertOutput
 from ptm_multimodal.lxmert_hf import load_hf_lxmert, save_hf_lxmert
@@ -74,6 +74,7 @@ from ptm_multimodal.task_data import (
 )
 from ptm_multimodal.training import train_steps
 from ptm_multimodal.vilbert import ImageEmbeddings, VilbertModel, VilbertOutput, vilbert
+from ptm_multimodal.visual_features import VisualFeatures
 from ptm_multimodal.visualbert import VisualBertModel, visualbert
 from ptm_multimodal.visualbert_hf import hf_visualbert_to_ptm, load_hf_visualbert
 
