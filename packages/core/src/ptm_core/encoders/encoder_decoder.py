@@ -16,8 +16,8 @@ from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.decoder import DECODER_POSITIONS, DecoderCache, TransformerDecoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules.feed_forward import ACTIVATIONS
-from ptm_core.modules.initialization import init_bert_weights
-from ptm_core.modules.t5 import NORM_TYPES, init_t5_weights
+from ptm_core.modules.initialization import init_bert_weights, init_t5_weights
+from ptm_core.modules.norms import NORM_TYPES
 
 INITIALIZATIONS = ("bert", "t5")
 
