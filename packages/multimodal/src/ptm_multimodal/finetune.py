@@ -139,7 +139,7 @@ def finetune_image_text(
             ``random_init`` the same head from its random initialisation).
 
     Returns:
-        :class:`~ptm_core.finetune.recipe.FinetuneResult`; ``eval.json`` holds
+        :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``eval.json`` holds
         ``dev/<metric>``.
 
     Raises:

@@ -42,7 +42,7 @@ from ptm_core.finetune.seq2seq import (
     load_seq2seq_classifier,
     save_seq2seq_classifier,
 )
-from ptm_core.finetune.task_data import TaskData, read_task, task_num_labels
+from ptm_core.finetune.task_data import read_task, task_num_labels
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import (
     TextToTextFeaturizer,
@@ -54,9 +54,10 @@ from ptm_core.finetune.text_to_text import (
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 
+# FinetuneResult, evaluate_task and read_task live in scoring/task_data; flows/ still
+# imports them from here.
 __all__ = [
     "FinetuneResult",
-    "TaskData",
     "evaluate_task",
     "finetune",
     "finetune_seq2seq",
@@ -64,7 +65,6 @@ __all__ = [
     "load_seq2seq_task",
     "predict",
     "read_task",
-    "train_and_score",
 ]
 
 

@@ -120,7 +120,7 @@ def finetune_ernie_thu(
         provenance: JSON-ready facts kept in ``task.json``.
 
     Returns:
-        The core :class:`~ptm_core.finetune.recipe.FinetuneResult`; ``final/`` loads with
+        The core :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` loads with
         :func:`load_ernie_task_model`, ``eval.json`` holds ``dev/<metric>``.
     """
     model_dir = Path(model_dir)
