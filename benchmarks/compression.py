@@ -70,7 +70,8 @@ def finetuned_final(task: str, steps: int, lr: float, seed: int) -> Path:
 
 
 def dev_data(final: Path) -> tuple[Any, Any]:
-    from ptm_core.finetune.recipe import load_finetuned, read_task
+    from ptm_core.finetune.recipe import load_finetuned
+    from ptm_core.finetune.task_data import read_task
 
     _, tokenizer, task, record = load_finetuned(final)
     return task, read_task(task, "dev", tokenizer, record.get("label_names") or None)

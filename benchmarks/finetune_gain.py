@@ -56,7 +56,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -339,6 +339,39 @@ def compare(
     return row
 
 
+def pretrained_vs_random(
+    runner: Runner,
+    seeds: Sequence[int],
+    model: Path,
+    tasks: Sequence[str],
+    folder: str,
+    budget_for: Callable[[str], dict[str, Any]],
+    label: str = "pre-trained",
+) -> list:
+    """Each of ``tasks``: ``model`` fine-tuned as is (``label``) vs from random init, with
+    the trainer budget ``budget_for(task)``; runs go to ``<folder>/<task>/{pretrained,random}``.
+    """
+    rows = []
+    for task in tasks:
+        chosen = budget_for(task)
+        budget = budget_overrides(chosen)
+        row = compare(
+            runner,
+            seeds,
+            task,
+            {
+                label: (f"{folder}/{task}/pretrained", [f"model={model}", *budget]),
+                "random init": (
+                    f"{folder}/{task}/random",
+                    [f"model={model}", "finetune.random_init=true", *budget],
+                ),
+            },
+        )
+        row["budget"] = chosen
+        rows.append(row)
+    return rows
+
+
 def part_text(
     runner: Runner,
     seeds: Sequence[int],
@@ -347,26 +380,9 @@ def part_text(
     lr: float | None = None,
     tag: str = "",
 ) -> list:
-    rows = []
-    for task in tasks:
-        chosen = budget_of_task(task, lr)
-        budget = budget_overrides(chosen)
-        rows.append(
-            compare(
-                runner,
-                seeds,
-                task,
-                {
-                    "pre-trained": (f"text{tag}/{task}/pretrained", [f"model={final}", *budget]),
-                    "random init": (
-                        f"text{tag}/{task}/random",
-                        [f"model={final}", "finetune.random_init=true", *budget],
-                    ),
-                },
-            )
-        )
-        rows[-1]["budget"] = chosen
-    return rows
+    return pretrained_vs_random(
+        runner, seeds, final, tasks, f"text{tag}", lambda task: budget_of_task(task, lr)
+    )
 
 
 def part_gain(
@@ -379,35 +395,21 @@ def part_gain(
     max_steps: int = 0,
 ) -> list:
     """The gain suite: each of ``tasks`` (:data:`GAIN_TASKS`), pre-trained vs random init."""
-    rows = []
     tag = (
         f"gain-{steps}-{gain_digest()}"
         + (f"-lr{lr:g}" if lr else "")
         + (f"-ft{max_steps}" if max_steps else "")
     )
-    for task in tasks:
+
+    def budget_for(task: str) -> dict[str, Any]:
         chosen = dict(GAIN_BUDGETS[task])
         if max_steps:
             chosen["max_steps"] = max_steps
         if lr:
             chosen["learning_rate"] = lr
-        budget = budget_overrides(chosen)
-        rows.append(
-            compare(
-                runner,
-                seeds,
-                task,
-                {
-                    "pre-trained": (f"{tag}/{task}/pretrained", [f"model={final}", *budget]),
-                    "random init": (
-                        f"{tag}/{task}/random",
-                        [f"model={final}", "finetune.random_init=true", *budget],
-                    ),
-                },
-            )
-        )
-        rows[-1]["budget"] = chosen
-    return rows
+        return chosen
+
+    return pretrained_vs_random(runner, seeds, final, tasks, tag, budget_for)
 
 
 def embedding_probe(final: Path, seed: int = 0) -> dict[str, Any]:
@@ -446,26 +448,9 @@ def embedding_probe(final: Path, seed: int = 0) -> dict[str, Any]:
 
 
 def part_minilm(runner: Runner, seeds: Sequence[int], tasks: Sequence[str]) -> list:
-    model = minilm_dir()
-    budget = budget_overrides(MINILM_BUDGET)
-    rows = []
-    for task in tasks:
-        rows.append(
-            compare(
-                runner,
-                seeds,
-                task,
-                {
-                    "MiniLM-L6": (f"minilm/{task}/pretrained", [f"model={model}", *budget]),
-                    "random init": (
-                        f"minilm/{task}/random",
-                        [f"model={model}", "finetune.random_init=true", *budget],
-                    ),
-                },
-            )
-        )
-        rows[-1]["budget"] = MINILM_BUDGET
-    return rows
+    return pretrained_vs_random(
+        runner, seeds, minilm_dir(), tasks, "minilm", lambda _: MINILM_BUDGET, "MiniLM-L6"
+    )
 
 
 def part_feature(

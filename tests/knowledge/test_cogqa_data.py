@@ -7,13 +7,13 @@ import json
 import pytest
 
 from ptm_knowledge.cogqa.data import (
-    MultiHopDataError,
     entity_paragraphs,
     generate_bridge_questions,
     read_hotpot_json,
     write_hotpot_json,
 )
 from ptm_knowledge.cogqa.evaluation import normalize_answer
+from ptm_knowledge.cogqa.examples import MultiHopDataError
 from ptm_knowledge.cogqa.training import gold_chain
 
 

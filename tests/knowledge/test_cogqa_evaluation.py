@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from ptm_knowledge.cogqa.data import MultiHopExample
 from ptm_knowledge.cogqa.evaluation import (
     Prediction,
     answer_scores,
@@ -12,6 +11,7 @@ from ptm_knowledge.cogqa.evaluation import (
     normalize_answer,
     supporting_fact_scores,
 )
+from ptm_knowledge.cogqa.examples import MultiHopExample
 
 
 def test_normalisation_lowers_and_strips_punctuation_articles_spaces():

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from ptm_knowledge.cogqa.data import MultiHopExample
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.graph import (
     Clue,
     ReadResult,

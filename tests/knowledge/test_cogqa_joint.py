@@ -12,7 +12,8 @@ import torch
 from flows.config import compose_config
 from flows.recipes import run_recipe
 from ptm_knowledge.cogqa import training
-from ptm_knowledge.cogqa.data import MultiHopExample, generate_bridge_questions
+from ptm_knowledge.cogqa.data import generate_bridge_questions
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.graph import CognitiveGraph, ReadResult, Span, grow_cognitive_graph
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig
 from ptm_knowledge.cogqa.system2 import CogQAReasoner

@@ -12,11 +12,11 @@ import torch
 from ptm_knowledge.cogqa import hotpot_file
 from ptm_knowledge.cogqa.batches import ReaderSpanBatches
 from ptm_knowledge.cogqa.data import (
-    MultiHopDataError,
     generate_bridge_questions,
     read_hotpot_json,
     write_hotpot_json,
 )
+from ptm_knowledge.cogqa.examples import MultiHopDataError
 from ptm_knowledge.cogqa.hotpot_file import MultiHopFile, open_hotpot_json
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig
 from ptm_knowledge.cogqa.training import build_vocab

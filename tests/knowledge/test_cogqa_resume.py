@@ -12,11 +12,12 @@ import torch
 from ptm_core.training.optim import linear_warmup_decay
 from ptm_knowledge.cogqa import training
 from ptm_knowledge.cogqa.batches import ReaderSpanBatches
-from ptm_knowledge.cogqa.data import MultiHopExample, generate_bridge_questions
+from ptm_knowledge.cogqa.data import generate_bridge_questions
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.graph import CognitiveGraph, ReadResult, Span, grow_cognitive_graph
+from ptm_knowledge.cogqa.system import CogQASystem
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig
 from ptm_knowledge.cogqa.training import (
-    CogQASystem,
     CogQATrainConfig,
     build_vocab,
     gold_chain,

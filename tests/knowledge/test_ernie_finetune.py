@@ -15,17 +15,15 @@ from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
-from ptm_knowledge.ernie import finetune as ernie_finetune
-from ptm_knowledge.ernie.finetune import (
-    ErnieFeaturizer,
-    LinkedRows,
-    build_ernie_task_model,
-    finetune_ernie_thu,
+from ptm_knowledge.ernie.finetune import finetune_ernie_thu, predict_ernie
+from ptm_knowledge.ernie.task_features import ErnieFeaturizer
+from ptm_knowledge.ernie.task_io import (
+    is_ernie_finetuned,
     load_ernie_task_model,
-    predict_ernie,
     save_ernie_task_model,
-    task_links,
 )
+from ptm_knowledge.ernie.task_links import LinkedRows, task_links
+from ptm_knowledge.ernie.task_model import build_ernie_task_model
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 
 TRAIN = (
@@ -242,4 +240,4 @@ def test_non_ernie_final_is_refused(tmp_path):
     )
     with pytest.raises(CheckpointError, match="not 'ernie_thu_finetune'"):
         load_ernie_task_model(tmp_path)
-    assert not ernie_finetune.is_ernie_finetuned(tmp_path)
+    assert not is_ernie_finetuned(tmp_path)

@@ -12,8 +12,9 @@ import pytest
 from knowledge_sample_paths import ROOT
 from omegaconf import OmegaConf
 
-from ptm_knowledge.cogqa.data import MultiHopDataError, read_hotpot_json, write_hotpot_json
+from ptm_knowledge.cogqa.data import read_hotpot_json, write_hotpot_json
 from ptm_knowledge.cogqa.evaluation import evaluate_predictions
+from ptm_knowledge.cogqa.examples import MultiHopDataError
 from ptm_knowledge.cogqa.training import train_cogqa
 from ptm_knowledge.kbert import finetune_kbert, read_labeled_tsv, read_tagged_tsv
 from ptm_knowledge.kg import KGError, read_entity_table, read_triples

@@ -24,13 +24,9 @@ from ptm_multimodal import (
 )
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
 from ptm_multimodal.finetune import (
-    ImageTextTaskModel,
     evaluate_finetuned_image_text,
     finetune_image_text,
-    load_backbone,
-    load_image_text_task_model,
     predict_image_text,
-    vqa_loss,
 )
 from ptm_multimodal.region_features import RegionFeatureSet, write_region_features
 from ptm_multimodal.synthetic import (
@@ -48,6 +44,8 @@ from ptm_multimodal.task_data import (
     read_image_text_task,
     vqa_accuracy,
 )
+from ptm_multimodal.task_io import load_image_text_task_model
+from ptm_multimodal.task_model import ImageTextTaskModel, load_backbone, vqa_loss
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "data_specs" / "image_text" / "tasks"

@@ -12,18 +12,17 @@ import torch
 from ptm_core.objectives import MaskedLMObjective
 from ptm_core.training import TrainerConfig
 from ptm_multimodal import ImageTextMatchObjective, pretrain_multimodal, visualbert
-from ptm_multimodal.finetune import (
+from ptm_multimodal.finetune import finetune_image_text, predict_image_text
+from ptm_multimodal.region_features import read_region_features
+from ptm_multimodal.task_data import ImageTextFeaturizer, ImageTextTask, read_image_text_task
+from ptm_multimodal.task_io import load_image_text_task_model
+from ptm_multimodal.task_model import (
     ClozeAnswerHead,
     ImageTextTaskModel,
     answer_token_ids,
     build_task_head,
-    finetune_image_text,
     load_backbone,
-    load_image_text_task_model,
-    predict_image_text,
 )
-from ptm_multimodal.region_features import read_region_features
-from ptm_multimodal.task_data import ImageTextFeaturizer, ImageTextTask, read_image_text_task
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "data_specs" / "image_text" / "tasks"

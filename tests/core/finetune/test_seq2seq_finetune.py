@@ -16,13 +16,13 @@ from ptm_core.checkpoints import fill_shared_tensors
 from ptm_core.checkpoints.hf import bart, t5
 from ptm_core.encoders import build_encoder_decoder
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.finetune.recipe import load_finetuned, predict, read_task
+from ptm_core.finetune.recipe import finetune_seq2seq, load_finetuned, predict
 from ptm_core.finetune.seq2seq import (
     Seq2SeqClassifier,
-    finetune_seq2seq,
     load_seq2seq_tokenizer,
     shift_right,
 )
+from ptm_core.finetune.task_data import read_task
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import (
     TextToTextFeaturizer,

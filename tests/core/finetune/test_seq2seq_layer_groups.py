@@ -15,7 +15,8 @@ import torch
 
 from ptm_core.encoders import build_encoder_decoder
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.finetune.seq2seq import Seq2SeqClassifier, finetune_seq2seq
+from ptm_core.finetune.recipe import finetune_seq2seq
+from ptm_core.finetune.seq2seq import Seq2SeqClassifier
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import TextToTextModel
 from ptm_core.tokenization import WordPieceTokenizer

@@ -386,7 +386,8 @@ def test_finetune_with_a_bpe_tokenizer_runs_saves_and_predicts(tmp_path: Path) -
 
 def test_bart_with_its_bpe_tokenizer_fine_tunes_from_a_hf_folder(tmp_path: Path) -> None:
     from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-    from ptm_core.finetune.seq2seq import finetune_seq2seq, load_seq2seq_tokenizer
+    from ptm_core.finetune.recipe import finetune_seq2seq
+    from ptm_core.finetune.seq2seq import load_seq2seq_tokenizer
 
     tokenizer, _ = _pair("roberta")  # <s>=0 <pad>=1 </s>=2: BART's ids
     torch.manual_seed(0)

@@ -83,7 +83,58 @@ class TokenizedText:
         return len(self.input_ids)
 
 
-class WordPieceTokenizer:
+class BackendTokenizer:
+    """What every ptm tokenizer shares: a ``tokenizers.Tokenizer`` backend, run without
+    padding or truncation (both are per call), and cached truncating copies of it.
+
+    Subclasses set ``self._vocab_info`` once the backend is in place, and pick the backend
+    per call with their ``_backend_for`` (through :meth:`_truncating_copy`).
+    """
+
+    _vocab_info: VocabInfo
+
+    def __init__(self, backend: Tokenizer) -> None:
+        # Padding/truncation live in the call, not in the tokenizer (HF files may set them).
+        backend.no_padding()
+        backend.no_truncation()
+        self._backend = backend
+        self._truncating: dict[int, Tokenizer] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, added tokens included."""
+        return self._backend.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def vocab_info(self) -> VocabInfo:
+        """Vocabulary size and the special ids (for the objectives)."""
+        return self._vocab_info
+
+    @property
+    def backend(self) -> Tokenizer:
+        """The underlying ``tokenizers.Tokenizer`` (read-only: truncating copies are cached)."""
+        return self._backend
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text of ``ids`` (through the backend's decoder)."""
+        return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def token_to_id(self, token: str) -> int | None:
+        """Id of ``token``, or ``None`` if it is not in the vocabulary."""
+        return self._backend.token_to_id(token)
+
+    def _truncating_copy(self, max_length: int) -> Tokenizer:
+        """A cached copy of the backend that truncates to ``max_length``."""
+        if max_length not in self._truncating:
+            # A copy rather than toggling the shared backend keeps encode thread-safe.
+            copy = Tokenizer.from_str(self._backend.to_str())
+            copy.no_padding()
+            copy.enable_truncation(max_length, strategy="longest_first", direction="right")
+            self._truncating[max_length] = copy
+        return self._truncating[max_length]
+
+
+class WordPieceTokenizer(BackendTokenizer):
     """BERT WordPiece tokenizer (Devlin et al., 2019, "BERT"; Wu et al., 2016, "GNMT").
 
     Build one with :meth:`from_vocab`, :meth:`from_directory` or :meth:`train`. Treat
@@ -95,12 +146,8 @@ class WordPieceTokenizer:
     """
 
     def __init__(self, backend: Tokenizer, *, lowercase: bool) -> None:
-        # Padding/truncation live in the call, not in the tokenizer (HF files may set them).
-        backend.no_padding()
-        backend.no_truncation()
-        self._backend = backend
+        super().__init__(backend)
         self._lowercase = lowercase
-        self._truncating: dict[int, Tokenizer] = {}
         self._vocab_info = VocabInfo(
             vocab_size=self.vocab_size, **_special_ids(backend, "tokenizer")
         )
@@ -413,10 +460,6 @@ class WordPieceTokenizer:
 
     # ------------------------------------------------------------------ ids and tokens
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        """Turn ids back into text (``##`` pieces joined, spaces before punctuation cleaned)."""
-        return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
-
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         """Tokens for ``ids``; raises ``ValueError`` for an id outside the vocabulary."""
         tokens = []
@@ -429,10 +472,6 @@ class WordPieceTokenizer:
                 )
             tokens.append(token)
         return tokens
-
-    def token_to_id(self, token: str) -> int | None:
-        """Id of ``token``, or ``None`` if it is not in the vocabulary."""
-        return self._backend.token_to_id(token)
 
     def word_start_mask(self, ids: Sequence[int]) -> list[bool]:
         """True where a piece starts a word (not a ``##`` continuation); specials count as starts.
@@ -454,24 +493,9 @@ class WordPieceTokenizer:
             ) from None
 
     @property
-    def vocab_size(self) -> int:
-        """Number of ids, added tokens included."""
-        return self._backend.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def vocab_info(self) -> VocabInfo:
-        """Vocabulary size and special ids for the objectives."""
-        return self._vocab_info
-
-    @property
     def lowercase(self) -> bool:
         """Whether text is lowercased before splitting."""
         return self._lowercase
-
-    @property
-    def backend(self) -> Tokenizer:
-        """The underlying `tokenizers.Tokenizer` (read-only: truncating copies are cached)."""
-        return self._backend
 
     # ------------------------------------------------------------------ helpers
 
@@ -485,12 +509,7 @@ class WordPieceTokenizer:
                 f"max_length={max_length} leaves no room for text (field 'max_length'); "
                 f"use at least {needed}"
             )
-        if max_length not in self._truncating:
-            # A copy rather than toggling the shared backend keeps encode thread-safe.
-            copy = Tokenizer.from_str(self._backend.to_str())
-            copy.enable_truncation(max_length, strategy="longest_first", direction="right")
-            self._truncating[max_length] = copy
-        return self._truncating[max_length]
+        return self._truncating_copy(max_length)
 
     @staticmethod
     def _check_length(encoding: Encoding, max_length: int | None, truncation: bool) -> None:

@@ -24,15 +24,8 @@ from ptm_multimodal.evaluation import (
     retrieval_recall,
 )
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, hash_module, hash_text
-from ptm_multimodal.finetune import (
-    ImageTextTaskModel,
-    VilbertFusionHead,
-    finetune_image_text,
-    load_image_text_task_model,
-    predict_image_text,
-    save_image_text_task_model,
-)
-from ptm_multimodal.grid_features import GridFeatureExtractor, VisualFeatures, grid_feature_set
+from ptm_multimodal.finetune import finetune_image_text, predict_image_text
+from ptm_multimodal.grid_features import GridFeatureExtractor, grid_feature_set
 from ptm_multimodal.loading import load_multimodal
 from ptm_multimodal.lxmert import LxmertModel, LxmertOutput
 from ptm_multimodal.lxmert_hf import load_hf_lxmert, save_hf_lxmert
@@ -72,8 +65,11 @@ from ptm_multimodal.task_data import (
     read_image_text_task,
     vqa_accuracy,
 )
+from ptm_multimodal.task_io import load_image_text_task_model, save_image_text_task_model
+from ptm_multimodal.task_model import ImageTextTaskModel, VilbertFusionHead
 from ptm_multimodal.training import train_steps
 from ptm_multimodal.vilbert import ImageEmbeddings, VilbertModel, VilbertOutput, vilbert
+from ptm_multimodal.visual_features import VisualFeatures
 from ptm_multimodal.visualbert import VisualBertModel, visualbert
 from ptm_multimodal.visualbert_hf import hf_visualbert_to_ptm, load_hf_visualbert
 

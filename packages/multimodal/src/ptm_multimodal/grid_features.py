@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,25 +10,8 @@ from torch import Tensor, nn
 
 from ptm_multimodal.boxes import grid_boxes
 from ptm_multimodal.feature_spec import FeatureSpec, hash_module
-
-
-@dataclass
-class VisualFeatures:
-    """A batch of visual regions, as every multimodal model in ptm takes them.
-
-    Attributes:
-        features: ``(B, R, D)`` region features (padded).
-        boxes: ``(B, R, 4)`` pixel boxes ``[x1, y1, x2, y2]``.
-        image_sizes: ``(B, 2)`` ``[width, height]`` in pixels.
-        mask: ``(B, R)`` bool, True at real regions.
-        classes: ``(B, R, C)`` detector class distributions, or ``None``.
-    """
-
-    features: Tensor
-    boxes: Tensor
-    image_sizes: Tensor
-    mask: Tensor
-    classes: Tensor | None = None
+from ptm_multimodal.region_features import ImageRegions, RegionFeatureSet
+from ptm_multimodal.visual_features import VisualFeatures
 
 
 class GridFeatureExtractor(nn.Module):
@@ -151,8 +133,6 @@ def grid_feature_set(
     Returns:
         :class:`~ptm_multimodal.region_features.RegionFeatureSet` with the extractor's spec.
     """
-    from ptm_multimodal.region_features import ImageRegions, RegionFeatureSet
-
     extractor.eval()
     ids = list(images)
     out: dict[str, ImageRegions] = {}

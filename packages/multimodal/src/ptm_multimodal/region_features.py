@@ -23,6 +23,7 @@ from torch import Tensor
 from ptm_core.atomic import atomic_write_text, save_safetensors
 from ptm_core.data.lines import read_utf8
 from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.visual_features import VisualFeatures
 
 FORMAT = "ptm-region-features/1"
 SPEC_README = "data_specs/image_text/README.md"
@@ -332,8 +333,6 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
 
 def stack_regions(regions: Sequence[ImageRegions], *, with_classes: bool = True):
     """Pad a list of :class:`ImageRegions` into a :class:`VisualFeatures` batch."""
-    from ptm_multimodal.grid_features import VisualFeatures
-
     batch, most = len(regions), max(1, max(len(r.features) for r in regions))
     dim = regions[0].features.shape[1]
     features = torch.zeros(batch, most, dim)

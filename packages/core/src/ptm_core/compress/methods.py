@@ -85,7 +85,7 @@ def dev_batches(final: FinalModel, *, batch_size: int = 32, data: str | Path | N
     """
     from ptm_core.finetune.data.task_batches import TaskBatches
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
-    from ptm_core.finetune.recipe import read_task
+    from ptm_core.finetune.task_data import read_task
     from ptm_core.finetune.task_spec import TaskSpec
 
     if final.task_config is None:

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.model import TaskModel
-from ptm_core.modules.t5 import bias_mask
+from ptm_core.modules.positions import bias_mask
 
 Exporter = Literal["dynamo", "torchscript"]
 ONNX_FILE = "model.onnx"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ptm_core.modules.feed_forward import ACTIVATIONS
-from ptm_core.modules.t5 import NORM_TYPES
+from ptm_core.modules.norms import NORM_TYPES
 
 NormPosition = Literal["post", "pre"]
 # What consecutive layers share (ALBERT, Lan et al., 2020): nothing (BERT), every

@@ -13,8 +13,9 @@ from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import causal_mask, to_sdpa_mask
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
 from ptm_core.modules.embeddings import TextEmbeddings
-from ptm_core.modules.feed_forward import FeedForward
-from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
+from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
+from ptm_core.modules.norms import make_norm
+from ptm_core.modules.positions import RelativePositionBias, bias_mask
 
 DECODER_POSITIONS = ("learned", "t5_buckets")
 
@@ -246,7 +247,7 @@ class TransformerDecoder(nn.Module):
     Positions are looked up at ``position_offset + t`` (BART keeps two unused rows in front,
     ``position_offset=2``); the table has ``max_positions + position_offset`` rows. With
     ``position_encoding="t5_buckets"`` (T5, Raffel et al., 2020) there is no table: a
-    unidirectional bucketed position bias (:class:`~ptm_core.modules.t5.RelativePositionBias`)
+    unidirectional bucketed position bias (:class:`~ptm_core.modules.positions.RelativePositionBias`)
     is computed once per call and added to the self-attention logits of every layer; a
     cached step uses its rows for the new positions against every cached key.
 

@@ -22,8 +22,7 @@ from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.model_kinds import ENCODER_DECODER
-from ptm_core.modules.initialization import init_bert_weights
-from ptm_core.modules.t5 import init_t5_weights
+from ptm_core.modules.initialization import init_bert_weights, init_t5_weights
 
 #: The checkpoint module that saves and loads :class:`EncoderDecoderModel` (resolved by name).
 

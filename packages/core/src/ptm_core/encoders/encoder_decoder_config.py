@@ -13,7 +13,7 @@ from typing import Any
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.decoder import DECODER_POSITIONS
 from ptm_core.modules.feed_forward import ACTIVATIONS
-from ptm_core.modules.t5 import NORM_TYPES
+from ptm_core.modules.norms import NORM_TYPES
 
 INITIALIZATIONS = ("bert", "t5")
 
@@ -59,7 +59,7 @@ class Seq2SeqConfig:
         scale_decoder_output: multiply the decoder output by ``D ** -0.5`` before the LM
             head (T5 v1.0 with its head tied to the token table).
         initialization: ``"bert"`` (every weight ``N(0, initializer_range)``) or ``"t5"``
-            (:func:`~ptm_core.modules.t5.init_t5_weights`: unit-variance token table,
+            (:func:`~ptm_core.modules.initialization.init_t5_weights`: unit-variance token table,
             ``D^-1/2``-scaled projections, queries also ``d^-1/2``; what unscaled attention
             and a scaled tied head are designed for).
 

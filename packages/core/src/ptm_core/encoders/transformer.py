@@ -15,9 +15,10 @@ from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.embeddings import TextEmbeddings
-from ptm_core.modules.feed_forward import FeedForward
+from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
 from ptm_core.modules.initialization import init_bert_weights
-from ptm_core.modules.t5 import GatedFeedForward, RelativePositionBias, bias_mask, make_norm
+from ptm_core.modules.norms import make_norm
+from ptm_core.modules.positions import RelativePositionBias, bias_mask
 
 if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
@@ -70,7 +71,7 @@ class TransformerLayer(nn.Module):
     Shapes:
         ``(B, L, D) -> (B, L, D)``; mask as :func:`to_sdpa_mask` returns, or an additive
         float mask ``(B or 1, h, L, L)`` (T5's position bias, see
-        :func:`~ptm_core.modules.t5.bias_mask`).
+        :func:`~ptm_core.modules.positions.bias_mask`).
     """
 
     def __init__(

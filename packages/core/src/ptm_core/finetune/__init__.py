@@ -27,12 +27,12 @@ _EXPORTS = {
     "save_feature_based_tagger": "ptm_core.finetune.feature_based",
     "load_feature_based_tagger": "ptm_core.finetune.feature_based",
     "TaskSpec": "ptm_core.finetune.task_spec",
-    "FinetuneResult": "ptm_core.finetune.recipe",
+    "FinetuneResult": "ptm_core.finetune.scoring",
     "finetune": "ptm_core.finetune.recipe",
-    "evaluate_task": "ptm_core.finetune.recipe",
+    "evaluate_task": "ptm_core.finetune.scoring",
     "load_finetuned": "ptm_core.finetune.recipe",
     "predict": "ptm_core.finetune.recipe",
-    "read_task": "ptm_core.finetune.recipe",
+    "read_task": "ptm_core.finetune.task_data",
     "compute_metrics": "ptm_core.finetune.metrics",
 }
 
@@ -50,14 +50,9 @@ if TYPE_CHECKING:
         load_task_model,
         save_task_model,
     )
-    from ptm_core.finetune.recipe import (
-        FinetuneResult,
-        evaluate_task,
-        finetune,
-        load_finetuned,
-        predict,
-        read_task,
-    )
+    from ptm_core.finetune.recipe import finetune, load_finetuned, predict
+    from ptm_core.finetune.scoring import FinetuneResult, evaluate_task
+    from ptm_core.finetune.task_data import read_task
     from ptm_core.finetune.task_spec import TaskSpec
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -13,34 +13,18 @@ written beside ``final/``.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
 
-from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.finetune.data.conll import read_conll
-from ptm_core.finetune.data.features import (
-    ChoiceFeaturizer,
-    SentenceFeaturizer,
-    TaggingFeaturizer,
-    aligned_tags,
-)
-from ptm_core.finetune.data.glue import read_glue
-from ptm_core.finetune.data.qa import QAFeaturizer, postprocess_qa, squad_references
-from ptm_core.finetune.data.squad import read_squad
-from ptm_core.finetune.data.swag import read_swag
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
-from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.model import (
     TASK_JSON,
     build_task_model,
@@ -48,202 +32,40 @@ from ptm_core.finetune.model import (
     read_task_json,
     save_task_model,
 )
+from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.seq2seq import (
+    CLASSIFICATION_HEAD,
+    SEQ2SEQ_KINDS,
+    TEXT_TO_TEXT,
+    Seq2SeqClassifier,
+    check_special_ids,
+    load_seq2seq_classifier,
+    save_seq2seq_classifier,
+)
+from ptm_core.finetune.task_data import read_task, task_num_labels
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.finetune.text_to_text import (
+    TextToTextFeaturizer,
+    TextToTextModel,
+    evaluate_text_to_text,
+    load_text_to_text,
+    save_text_to_text,
+)
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
-from ptm_core.training.run import train_and_save
 
-EVAL_FILE = "eval.json"
-
-
-@dataclass
-class TaskData:
-    """A task's examples, and how they become batches.
-
-    Attributes:
-        examples: the file's examples (a lazy sequence).
-        rows: what is batched: the examples, or QA windows.
-        featurizer: rows -> batch.
-        label_names: class or tag names (empty for regression, QA, multiple choice).
-        labelled: whether the examples carry gold labels (False: prediction only).
-    """
-
-    examples: Sequence[Any]
-    rows: Sequence[Any]
-    featurizer: Any
-    label_names: list[str]
-    labelled: bool = True
-
-
-def read_task(
-    task: TaskSpec,
-    split: str,
-    tokenizer: TaskTokenizer,
-    label_names: Sequence[str] | None = None,
-    *,
-    path: str | Path | None = None,
-    labelled: bool = True,
-) -> TaskData:
-    """Read ``task.<split>`` (``train`` or ``dev``), or ``path``, and build its featurizer.
-
-    Args:
-        task: the task.
-        split: ``"train"`` or ``"dev"``.
-        tokenizer: the model's tokenizer.
-        label_names: the train set's labels (dev is read against them: an unseen label
-            is an error naming the file and line).
-        path: another file of the task's format (prediction), instead of the split's.
-        labelled: False for a file to predict on (GLUE/SWAG without a ``label`` column,
-            CoNLL without a tag column).
-    """
-    path = path if path is not None else getattr(task, split)
-    names = list(label_names) if label_names is not None else None
-    featurizer: Any
-    if task.format == "glue":
-        kind: Literal["classification", "regression"] = (
-            "regression" if task.kind == "regression" else "classification"
-        )
-        examples: Sequence[Any] = read_glue(
-            path,
-            kind=kind,
-            text_fields=task.text_fields,
-            label_field=task.label_field,
-            label_names=names,
-            require_labels=labelled,
-        )
-        featurizer = SentenceFeaturizer(tokenizer, task.max_length, kind=kind)
-        return TaskData(examples, examples, featurizer, list(examples.label_names))  # type: ignore[attr-defined]
-    if task.format == "conll":
-        records = read_conll(path, label_names=names, tag_column=-1 if labelled else None)
-        featurizer = TaggingFeaturizer(tokenizer, task.max_length)
-        if not labelled:  # tag 0 everywhere marks each word's first piece; never scored
-            rows = [dataclasses.replace(e, tags=[0] * len(e.words)) for e in records]
-            return TaskData(rows, rows, featurizer, list(names or []), labelled=False)
-        return TaskData(records, records, featurizer, list(records.label_names))
-    if task.format == "swag":
-        examples = read_swag(path, require_labels=labelled)
-        featurizer = ChoiceFeaturizer(tokenizer, task.max_length)
-        return TaskData(examples, examples, featurizer, [], labelled=labelled)
-    examples = read_squad(path)
-    qa = QAFeaturizer(
-        tokenizer,
-        task.max_length,
-        task.doc_stride,
-        max_query_length=min(64, task.max_length - task.doc_stride - 4),
-    )
-    return TaskData(examples, qa.windows(examples), qa, [])
-
-
-def _num_labels(task: TaskSpec, train: TaskData) -> int:
-    if task.kind == "regression":
-        return 1
-    if task.kind in ("qa", "multiple_choice"):
-        return 2 if task.kind == "qa" else len(train.examples[0].endings)
-    if len(train.label_names) < (2 if task.kind == "classification" else 1):
-        raise ValueError(
-            f"{task.train}: {task.kind} needs at least two labels, the file has "
-            f"{train.label_names}; check task.label_field"
-        )
-    return len(train.label_names)
-
-
-@torch.no_grad()
-def evaluate_task(
-    model: nn.Module, task: TaskSpec, data: TaskData, *, device: torch.device | None = None
-) -> tuple[dict[str, float], Any]:
-    """Score ``model`` on ``data`` with the task's metrics.
-
-    Returns:
-        ``(metrics, predictions)``: the metrics of
-        :func:`~ptm_core.finetune.metrics.compute_metrics` plus ``loss`` (mean over batches,
-        when the data has labels); predictions are class indices, values, tag names per
-        sentence, or ``{question id: answer}``. A text-to-text model (T5) is scored by
-        greedy generation (:func:`~ptm_core.finetune.text_to_text.evaluate_text_to_text`).
-    """
-    from ptm_core.finetune.text_to_text import TextToTextModel, evaluate_text_to_text
-
-    if isinstance(model, TextToTextModel):
-        return evaluate_text_to_text(model, task, data, device=device)
-    was_training = model.training
-    model.eval()
-    device = device or next(model.parameters()).device
-    batches = TaskBatches(
-        data.rows,
-        data.featurizer,
-        task.eval_batch_size,
-        shuffle=False,
-        feature_index=task.kind == "qa",
-    )
-    losses: list[float] = []
-    gold: list[Any] = []
-    predicted: list[Any] = []
-    starts: list[torch.Tensor] = []
-    ends: list[torch.Tensor] = []
-    for batch in batches.iter_batches(0):
-        output = model({k: v.to(device) for k, v in batch.items()})
-        if output.loss is not None:
-            losses.append(float(output.loss))
-        logits = output.logits.float().cpu()
-        if task.kind == "qa":
-            starts.extend(logits[..., 0])
-            ends.extend(logits[..., 1])
-        elif task.kind == "tagging":
-            tags = getattr(output, "predictions", None)
-            prediction = tags.cpu() if tags is not None else logits.argmax(-1)
-            references, names = aligned_tags(batch["labels"], prediction, data.label_names)
-            gold.extend(references)
-            predicted.extend(names)
-        elif task.kind == "regression":
-            predicted.extend(logits.squeeze(-1).tolist())
-        else:
-            predicted.extend(logits.argmax(-1).tolist())
-        if task.kind in ("classification", "regression", "multiple_choice") and "labels" in batch:
-            gold.extend(batch["labels"].tolist())
-    model.train(was_training)
-    if task.kind == "qa":
-        answers = postprocess_qa(
-            data.rows,  # type: ignore[arg-type]
-            starts,
-            ends,
-            n_best=task.n_best,
-            max_answer_length=task.max_answer_length,
-            null_threshold=task.null_threshold,
-            version_2=bool(getattr(data.examples, "version_2", False)),
-        )
-        metrics = compute_metrics("qa", answers, squad_references(data.examples))
-        result: Any = answers
-    elif data.labelled and gold:
-        metrics = compute_metrics(
-            task.kind,
-            predicted,
-            gold,
-            num_labels=len(data.label_names) if task.kind == "classification" else None,
-        )
-        result = predicted
-    else:
-        metrics, result = {}, predicted
-    if losses and data.labelled:
-        metrics["loss"] = sum(losses) / len(losses)
-    return metrics, result
-
-
-@dataclass
-class FinetuneResult:
-    """Where a fine-tuning run put its outputs (the recipe result contract).
-
-    Attributes:
-        output_dir: the run directory.
-        metrics_path: its ``metrics.jsonl``.
-        last_checkpoint: the newest checkpoint.
-        encoder_dir: ``final/``: the fine-tuned model (:func:`load_finetuned` reads it).
-        final_metrics: the last training metrics and the dev metrics (``dev/<name>``).
-    """
-
-    output_dir: Path
-    metrics_path: Path
-    last_checkpoint: Path | None
-    encoder_dir: Path
-    final_metrics: dict[str, Any] = field(default_factory=dict)
+# FinetuneResult, evaluate_task and read_task live in scoring/task_data; flows/ still
+# imports them from here.
+__all__ = [
+    "FinetuneResult",
+    "evaluate_task",
+    "finetune",
+    "finetune_seq2seq",
+    "load_finetuned",
+    "load_seq2seq_task",
+    "predict",
+    "read_task",
+]
 
 
 def finetune(
@@ -265,7 +87,7 @@ def finetune(
     Args:
         task: the task (kind, files, lengths, metric).
         encoder: the pre-trained encoder (or a random one, for the baseline); an
-            encoder-decoder (BART/T5) runs :func:`~ptm_core.finetune.seq2seq.finetune_seq2seq`.
+            encoder-decoder (BART/T5) runs :func:`finetune_seq2seq`.
         tokenizer: its tokenizer (saved into ``final/``): BERT WordPiece, or any Hugging
             Face ``tokenizer.json`` (:class:`~ptm_core.finetune.data.task_tokenizer.HFTokenizer`:
             RoBERTa/BART byte-level BPE, ALBERT/XLNet/T5 Unigram).
@@ -288,8 +110,6 @@ def finetune(
     # so the same seed gives the same run in any process (the trainer seeds only later).
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
     if isinstance(encoder, EncoderDecoderModel) and not feature_based:
-        from ptm_core.finetune.seq2seq import finetune_seq2seq
-
         return finetune_seq2seq(
             task,
             model=encoder,
@@ -314,7 +134,7 @@ def finetune(
     task.check_files()
     train = read_task(task, "train", tokenizer)
     dev = read_task(task, "dev", tokenizer, train.label_names)
-    num_labels = _num_labels(task, train)
+    num_labels = task_num_labels(task, train)
     model: Any  # TaskModel, or FeatureBasedTagger in the feature-based mode
     if feature_based:
         if task.kind != "tagging":
@@ -369,38 +189,112 @@ def finetune(
     )
 
 
-def train_and_score(
-    model: nn.Module,
-    data: Any,
-    trainer: TrainerConfig,
+def finetune_seq2seq(
+    task: TaskSpec,
     *,
-    save_final: Callable[[Path], object],
-    score: Callable[[], dict[str, float]],
-    name: str,
-    metric: str | None = None,
+    model: EncoderDecoderModel,
+    tokenizer: TaskTokenizer,
+    trainer: TrainerConfig,
+    seed: int = 0,
+    dropout: float = 0.1,
+    text_to_text: bool = False,
+    num_workers: int = 0,
+    provenance: dict[str, Any] | None = None,
 ) -> FinetuneResult:
-    """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
-    writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
-    (the last training metrics and ``dev/<name>`` for each dev metric), print the headline.
+    """Fine-tune an encoder-decoder on a GLUE-format task and score its dev set.
+
+    Args:
+        task: a ``classification`` or ``regression`` task (text-to-text: classification).
+        model: the pre-trained (or re-initialised) encoder-decoder.
+        tokenizer: its tokenizer (``[PAD]``/``[SEP]`` = the model's pad/end ids).
+        trainer: core trainer settings, the ULMFiT switches included
+            (``schedule=slanted_triangular``; ``layer_lr_decay`` and ``unfreeze_every``
+            over the depths of :func:`~ptm_core.training.finetuning.encoder_decoder_depth`:
+            head, decoder layers top down, encoder layers top down, embeddings).
+        seed: batch order seed.
+        dropout: head dropout (classification head only).
+        text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
+            label's name and score exact matches, instead of a classification head.
+        num_workers: DataLoader processes.
+        provenance: facts for ``task.json``.
+
+    Returns:
+        :class:`~ptm_core.finetune.scoring.FinetuneResult`, as the recipe writes it.
     """
-    run = train_and_save(model, data, trainer, save_final=save_final)
-    dev_metrics = score()
-    final_metrics = {
-        **run.final_metrics,
-        **{f"dev/{key}": value for key, value in dev_metrics.items()},
+    if task.format != "glue" or task.kind not in SEQ2SEQ_KINDS:
+        raise ValueError(
+            f"task {task.name}: encoder-decoders fine-tune on GLUE-format classification or "
+            f"regression tasks; this one is {task.kind} in {task.format} format. Use a "
+            "BERT-family model for it"
+        )
+    check_special_ids(model, tokenizer, "model")
+    task.check_files()
+    train = read_task(task, "train", tokenizer)
+    dev = read_task(task, "dev", tokenizer, train.label_names)
+    record_extra = {
+        "task": task.to_dict(),
+        "feature_based": False,
+        **({"provenance": provenance} if provenance else {}),
     }
-    output_dir = run.result.output_dir
-    atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
-    headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
-    print(
-        f"{name}: {headline}({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
+    network: nn.Module
+    save_final: Callable[[Path], object]
+    if text_to_text:
+        if task.kind != "classification":
+            raise ValueError(
+                f"task {task.name}: text_to_text generates a label name, so the task must be "
+                f"a classification task, not {task.kind}; set finetune.text_to_text=false"
+            )
+        t2t = TextToTextModel(model, tokenizer, train.label_names)
+        network = t2t
+        featurizer: Any = TextToTextFeaturizer.for_model(t2t, tokenizer, task.max_length)
+
+        def save_final(directory: Path) -> None:
+            save_text_to_text(
+                t2t, directory, task_config=record_extra, extra_writers=[tokenizer.save]
+            )
+
+    else:
+        num_labels = 1 if task.kind == "regression" else len(train.label_names)
+        classifier = Seq2SeqClassifier(
+            model, task.kind, num_labels, dropout, label_names=train.label_names or None
+        )
+        network = classifier
+        featurizer = train.featurizer
+
+        def save_final(directory: Path) -> None:
+            save_seq2seq_classifier(
+                classifier, directory, task_config=record_extra, extra_writers=[tokenizer.save]
+            )
+
+    data = TaskBatches(train.rows, featurizer, task.batch_size, seed=seed, num_workers=num_workers)
+    return train_and_score(
+        network,
+        data,
+        trainer,
+        save_final=save_final,
+        score=lambda: evaluate_task(network, task, dev)[0],
+        name=task.name,
+        metric=str(task.metric),
     )
-    return FinetuneResult(
-        output_dir=output_dir,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        encoder_dir=run.final_dir,
-        final_metrics=final_metrics,
+
+
+def load_seq2seq_task(
+    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
+) -> nn.Module:
+    """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
+
+    Returns:
+        a :class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` or a
+        :class:`~ptm_core.finetune.text_to_text.TextToTextModel`.
+    """
+    mode = record.get("seq2seq")
+    if mode == CLASSIFICATION_HEAD:
+        return load_seq2seq_classifier(directory, record).eval()
+    if mode == TEXT_TO_TEXT:
+        return load_text_to_text(directory, record, tokenizer).eval()
+    raise CheckpointError(
+        f"{Path(directory) / TASK_JSON}: seq2seq is {mode!r}, not one of "
+        f"{CLASSIFICATION_HEAD}, {TEXT_TO_TEXT}; fix the field or fine-tune again"
     )
 
 
@@ -423,8 +317,6 @@ def load_finetuned(
     model: nn.Module
     tokenizer = load_task_tokenizer(directory)
     if record.get("seq2seq"):  # BART/T5: classification head or text-to-text
-        from ptm_core.finetune.seq2seq import load_seq2seq_task
-
         model = load_seq2seq_task(directory, record, tokenizer)
     elif record.get("feature_based"):
         from ptm_core.finetune.feature_based import load_feature_based_tagger
@@ -474,8 +366,6 @@ def predict(
         labelled = path is None or _has_labels(task, Path(target))
     data = read_task(task, "dev", tokenizer, names or None, path=target, labelled=labelled)
     if record.get("seq2seq") == "text_to_text":  # the generated texts
-        from ptm_core.finetune.text_to_text import evaluate_text_to_text
-
         return evaluate_text_to_text(
             model,  # type: ignore[arg-type]
             task,

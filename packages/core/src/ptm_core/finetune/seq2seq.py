@@ -22,7 +22,8 @@ A fine-tuned ``final/`` is the whole encoder-decoder in ptm format (``config.jso
 ``model.safetensors``: ``EncoderDecoderModel.from_pretrained`` reads it), the head
 (``task_head.safetensors``), ``task.json`` (``"seq2seq": "classification_head"``) and the
 tokenizer, written in one atomic step. The text-to-text mode (T5) is
-:mod:`ptm_core.finetune.text_to_text`; :func:`finetune_seq2seq` runs either.
+:mod:`ptm_core.finetune.text_to_text`;
+:func:`~ptm_core.finetune.recipe.finetune_seq2seq` runs either.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
@@ -49,12 +50,7 @@ from ptm_core.finetune.model import (
     load_head_state,
     task_loss,
 )
-from ptm_core.training import TrainerConfig
 from ptm_core.training.finetuning import encoder_decoder_depth
-
-if TYPE_CHECKING:
-    from ptm_core.finetune.recipe import FinetuneResult
-    from ptm_core.finetune.task_spec import TaskSpec
 
 SEQ2SEQ_KINDS = ("classification", "regression")
 CLASSIFICATION_HEAD = "classification_head"
@@ -328,123 +324,3 @@ def load_seq2seq_classifier(directory: str | Path, record: dict[str, Any]) -> Se
         raise CheckpointError(f"{directory / TASK_JSON}: {exc}") from None
     load_head_state(classifier.head, directory / TASK_HEAD_FILE, record)
     return classifier
-
-
-def load_seq2seq_task(
-    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
-) -> nn.Module:
-    """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
-
-    Returns:
-        a :class:`Seq2SeqClassifier` or a
-        :class:`~ptm_core.finetune.text_to_text.TextToTextModel`.
-    """
-    mode = record.get("seq2seq")
-    if mode == CLASSIFICATION_HEAD:
-        return load_seq2seq_classifier(directory, record).eval()
-    if mode == TEXT_TO_TEXT:
-        from ptm_core.finetune.text_to_text import load_text_to_text
-
-        return load_text_to_text(directory, record, tokenizer).eval()
-    raise CheckpointError(
-        f"{Path(directory) / TASK_JSON}: seq2seq is {mode!r}, not one of "
-        f"{CLASSIFICATION_HEAD}, {TEXT_TO_TEXT}; fix the field or fine-tune again"
-    )
-
-
-def finetune_seq2seq(
-    task: TaskSpec,
-    *,
-    model: EncoderDecoderModel,
-    tokenizer: TaskTokenizer,
-    trainer: TrainerConfig,
-    seed: int = 0,
-    dropout: float = 0.1,
-    text_to_text: bool = False,
-    num_workers: int = 0,
-    provenance: dict[str, Any] | None = None,
-) -> FinetuneResult:
-    """Fine-tune an encoder-decoder on a GLUE-format task and score its dev set.
-
-    Args:
-        task: a ``classification`` or ``regression`` task (text-to-text: classification).
-        model: the pre-trained (or re-initialised) encoder-decoder.
-        tokenizer: its tokenizer (``[PAD]``/``[SEP]`` = the model's pad/end ids).
-        trainer: core trainer settings, the ULMFiT switches included
-            (``schedule=slanted_triangular``; ``layer_lr_decay`` and ``unfreeze_every``
-            over the depths of :func:`~ptm_core.training.finetuning.encoder_decoder_depth`:
-            head, decoder layers top down, encoder layers top down, embeddings).
-        seed: batch order seed.
-        dropout: head dropout (classification head only).
-        text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
-            label's name and score exact matches, instead of a classification head.
-        num_workers: DataLoader processes.
-        provenance: facts for ``task.json``.
-
-    Returns:
-        :class:`~ptm_core.finetune.recipe.FinetuneResult`, as the recipe writes it.
-    """
-    from ptm_core.finetune.data.task_batches import TaskBatches
-    from ptm_core.finetune.recipe import evaluate_task, read_task, train_and_score
-
-    if task.format != "glue" or task.kind not in SEQ2SEQ_KINDS:
-        raise ValueError(
-            f"task {task.name}: encoder-decoders fine-tune on GLUE-format classification or "
-            f"regression tasks; this one is {task.kind} in {task.format} format. Use a "
-            "BERT-family model for it"
-        )
-    check_special_ids(model, tokenizer, "model")
-    task.check_files()
-    train = read_task(task, "train", tokenizer)
-    dev = read_task(task, "dev", tokenizer, train.label_names)
-    record_extra = {
-        "task": task.to_dict(),
-        "feature_based": False,
-        **({"provenance": provenance} if provenance else {}),
-    }
-    network: nn.Module
-    save_final: Callable[[Path], object]
-    if text_to_text:
-        from ptm_core.finetune.text_to_text import (
-            TextToTextFeaturizer,
-            TextToTextModel,
-            save_text_to_text,
-        )
-
-        if task.kind != "classification":
-            raise ValueError(
-                f"task {task.name}: text_to_text generates a label name, so the task must be "
-                f"a classification task, not {task.kind}; set finetune.text_to_text=false"
-            )
-        t2t = TextToTextModel(model, tokenizer, train.label_names)
-        network = t2t
-        featurizer: Any = TextToTextFeaturizer.for_model(t2t, tokenizer, task.max_length)
-
-        def save_final(directory: Path) -> None:
-            save_text_to_text(
-                t2t, directory, task_config=record_extra, extra_writers=[tokenizer.save]
-            )
-
-    else:
-        num_labels = 1 if task.kind == "regression" else len(train.label_names)
-        classifier = Seq2SeqClassifier(
-            model, task.kind, num_labels, dropout, label_names=train.label_names or None
-        )
-        network = classifier
-        featurizer = train.featurizer
-
-        def save_final(directory: Path) -> None:
-            save_seq2seq_classifier(
-                classifier, directory, task_config=record_extra, extra_writers=[tokenizer.save]
-            )
-
-    data = TaskBatches(train.rows, featurizer, task.batch_size, seed=seed, num_workers=num_workers)
-    return train_and_score(
-        network,
-        data,
-        trainer,
-        save_final=save_final,
-        score=lambda: evaluate_task(network, task, dev)[0],
-        name=task.name,
-        metric=str(task.metric),
-    )

@@ -52,7 +52,7 @@ from ptm_core.finetune.seq2seq import (
 from ptm_core.training.finetuning import encoder_decoder_depth
 
 if TYPE_CHECKING:
-    from ptm_core.finetune.recipe import TaskData
+    from ptm_core.finetune.task_data import TaskData
     from ptm_core.finetune.task_spec import TaskSpec
 
 
@@ -222,7 +222,7 @@ def evaluate_text_to_text(
     Args:
         model: the text-to-text model.
         task: the task (``eval_batch_size``, ``max_length``).
-        data: from :func:`~ptm_core.finetune.recipe.read_task` (its featurizer supplies the
+        data: from :func:`~ptm_core.finetune.task_data.read_task` (its featurizer supplies the
             tokenizer).
         device: where to run (default: the model's).
         return_text: predictions as generated texts (the label name when it matches)

@@ -17,20 +17,21 @@ from ptm_core.modules.attention_masks import (
 )
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
 from ptm_core.modules.embeddings import TextEmbeddings
-from ptm_core.modules.feed_forward import ACTIVATIONS, FeedForward, get_activation
+from ptm_core.modules.feed_forward import (
+    ACTIVATIONS,
+    FeedForward,
+    GatedFeedForward,
+    get_activation,
+)
 from ptm_core.modules.initialization import init_bert_weights
+from ptm_core.modules.norms import RMSNorm
+from ptm_core.modules.positions import RelativePositionBias, relative_position_bucket
 from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     relative_index,
     sinusoid_relative_positions,
 )
 from ptm_core.modules.scalar_mix import ScalarMix
-from ptm_core.modules.t5 import (
-    GatedFeedForward,
-    RelativePositionBias,
-    RMSNorm,
-    relative_position_bucket,
-)
 
 __all__ = [
     "ACTIVATIONS",

@@ -73,7 +73,7 @@ class MultiHeadSelfAttention(nn.Module):
         hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
         bool (True = may attend, as built by :func:`to_sdpa_mask`), or an additive float
         mask ``(B or 1, h, L, L)`` (T5's position bias with the padding folded in, see
-        :func:`~ptm_core.modules.t5.bias_mask`); output ``(B, L, D)``;
+        :func:`~ptm_core.modules.positions.bias_mask`); output ``(B, L, D)``;
         with ``return_scores`` also the scores ``(B, h, L, L)``, where positions a row may
         not attend hold the dtype's most negative finite value.
 

@@ -77,3 +77,33 @@ class FeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_out(self.activation(self.w_in(x)))
+
+
+class GatedFeedForward(nn.Module):
+    """Gated feed-forward ``W_out(act(W_gate x) * W_in x)`` (Shazeer, 2020; T5 v1.1 gated-GELU).
+
+    Args:
+        hidden_size: model width ``D``.
+        intermediate_size: inner width ``F``.
+        activation: activation of the gate branch (T5 v1.1: ``"gelu_new"``).
+        bias: whether the linear layers have biases (T5: no).
+
+    Shapes:
+        ``(..., D) -> (..., D)``.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        intermediate_size: int,
+        activation: str = "gelu_new",
+        bias: bool = False,
+    ) -> None:
+        super().__init__()
+        self.w_gate = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.w_in = nn.Linear(hidden_size, intermediate_size, bias=bias)
+        self.w_out = nn.Linear(intermediate_size, hidden_size, bias=bias)
+        self.activation = get_activation(activation)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_out(self.activation(self.w_gate(x)) * self.w_in(x))

@@ -269,14 +269,15 @@ def finetune_ulmfit(
         provenance: facts recorded in ``task.json``.
 
     Returns:
-        :class:`~ptm_core.finetune.recipe.FinetuneResult`; ``final/`` holds the classifier,
+        :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` holds the classifier,
         the tokenizer and ``task.json``; ``eval.json`` the dev metrics.
     """
     from ptm_core.atomic import atomic_write_text
     from ptm_core.finetune.data.task_batches import TaskBatches
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
     from ptm_core.finetune.model import TASK_JSON
-    from ptm_core.finetune.recipe import evaluate_task, read_task, train_and_score
+    from ptm_core.finetune.scoring import evaluate_task, train_and_score
+    from ptm_core.finetune.task_data import read_task
     from ptm_core.seeding import derive_seed
 
     if task.kind != "classification":

@@ -10,8 +10,6 @@ knowledge graph (:func:`generate_bridge_questions`); metrics: :func:`evaluate_pr
 from ptm_knowledge.cogqa.checkpoint import load_cogqa, save_cogqa
 from ptm_knowledge.cogqa.data import (
     RELATION_TEMPLATES,
-    MultiHopDataError,
-    MultiHopExample,
     entity_paragraphs,
     generate_bridge_questions,
     read_hotpot_json,
@@ -24,6 +22,7 @@ from ptm_knowledge.cogqa.evaluation import (
     normalize_answer,
     supporting_fact_scores,
 )
+from ptm_knowledge.cogqa.examples import MultiHopDataError, MultiHopExample
 from ptm_knowledge.cogqa.graph import (
     Clue,
     CognitiveGraph,
@@ -36,10 +35,10 @@ from ptm_knowledge.cogqa.graph import (
     resolve_title,
 )
 from ptm_knowledge.cogqa.hotpot_file import MultiHopFile, open_hotpot_json
+from ptm_knowledge.cogqa.system import CogQASystem
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, WordVocab
 from ptm_knowledge.cogqa.system2 import CogGNNLayer, CogQAReasoner
 from ptm_knowledge.cogqa.training import (
-    CogQASystem,
     CogQATrainConfig,
     build_vocab,
     gold_chain,

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ptm_core.seeding import derive_seed, generator_for
-from ptm_knowledge.cogqa.data import MultiHopExample
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.supervision import (
     GOLD_SLOTS,
     distractor_titles,

@@ -19,9 +19,9 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.atomic import atomic_directory
+from ptm_knowledge.cogqa.system import CogQASystem
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, WordVocab
 from ptm_knowledge.cogqa.system2 import CogQAReasoner
-from ptm_knowledge.cogqa.training import CogQASystem
 
 
 def save_cogqa(system: CogQASystem, directory: str | Path) -> Path:

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ptm_knowledge.cogqa.data import MultiHopExample
+from ptm_knowledge.cogqa.examples import MultiHopExample
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = set(string.punctuation)

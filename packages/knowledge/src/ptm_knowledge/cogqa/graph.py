@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ptm_knowledge.cogqa.data import MultiHopExample
 from ptm_knowledge.cogqa.evaluation import normalize_answer
+from ptm_knowledge.cogqa.examples import MultiHopExample
 
 
 @dataclass(frozen=True)

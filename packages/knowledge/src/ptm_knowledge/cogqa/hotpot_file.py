@@ -21,12 +21,12 @@ from typing import IO, Any
 import numpy as np
 
 from ptm_core.data.file_records import FileRecords
-from ptm_knowledge.cogqa.data import (
+from ptm_knowledge.cogqa.examples import (
     MultiHopDataError,
     MultiHopExample,
-    _data_error,
-    _fail,
-    _parse_record,
+    field_error,
+    line_error,
+    parse_record,
 )
 
 CHUNK = 1 << 20
@@ -73,7 +73,7 @@ class _Stream:
             line = (
                 self.line + self.text.count("\n", self.pos) + exc.object.count(b"\n", 0, exc.start)
             )
-            raise _data_error(
+            raise line_error(
                 self.path,
                 line,
                 "encoding",
@@ -146,7 +146,7 @@ def scan_hotpot(path: Path) -> Iterator[tuple[int, int, int, Any]]:
     Lines file. Raises :class:`MultiHopDataError` for invalid JSON (``file:line:column``)
     or UTF-8 (``file:line``) and for a root that is not a list."""
     if not path.is_file():
-        raise _data_error(path, None, "path", "file not found", "give the path of an existing file")
+        raise line_error(path, None, "path", "file not found", "give the path of an existing file")
     with path.open("rb") as handle:
         stream = _Stream(path, handle)
         stream.skip_space()
@@ -155,7 +155,7 @@ def scan_hotpot(path: Path) -> Iterator[tuple[int, int, int, Any]]:
             if not stream.startswith("["):
                 if not stream.rest:
                     raise stream.syntax_error(stream.pos, "Expecting value")
-                raise _fail(
+                raise field_error(
                     path, "line 1", "<root>", "not a JSON list", "wrap the records in [...]"
                 )
             stream.consume(1)
@@ -191,7 +191,7 @@ def scan_hotpot(path: Path) -> Iterator[tuple[int, int, int, Any]]:
                 record_line = line + text.count("\n", 0, max(at, 0))
             yield start, stream.byte - start, record_line, value
             count += 1
-    raise _fail(
+    raise field_error(
         path,
         "line 1",
         "<root>",
@@ -224,7 +224,7 @@ class MultiHopFile(FileRecords):
     def _build(self, index: int) -> MultiHopExample:
         offset, length, line = (int(v) for v in self.spans[index])
         record = json.loads(self.read_at(offset, length).decode("utf-8"))
-        return _parse_record(self.path, _where(index, line, record), record)
+        return parse_record(self.path, _where(index, line, record), record)
 
 
 def open_hotpot_json(path: str | Path) -> MultiHopFile:
@@ -247,11 +247,11 @@ def open_hotpot_json(path: str | Path) -> MultiHopFile:
     first_seen: dict[bytes, tuple[int, int]] = {}  # 8-byte id digest -> (index, line)
     for index, (offset, length, line, record) in enumerate(scan_hotpot(path)):
         where = _where(index, line, record)
-        example = _parse_record(path, where, record)
+        example = parse_record(path, where, record)
         key = hashlib.blake2b(example.id.encode("utf-8"), digest_size=8).digest()
         if key in first_seen:
             earlier, earlier_line = first_seen[key]
-            raise _fail(
+            raise field_error(
                 path,
                 where,
                 "_id",

@@ -17,8 +17,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from ptm_knowledge.cogqa.data import MultiHopExample
 from ptm_knowledge.cogqa.evaluation import normalize_answer
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.system1 import ReaderInput, find_span
 
 Chain = tuple[str, int, str, int]

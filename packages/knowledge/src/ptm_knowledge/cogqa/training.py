@@ -34,23 +34,23 @@ from ptm_core import TransformerEncoder
 from ptm_core.seeding import derive_seed
 from ptm_core.training.distributed import barrier, is_main_process
 from ptm_knowledge.cogqa.batches import GraphBatches, ReaderSpanBatches
-from ptm_knowledge.cogqa.data import MultiHopExample
+from ptm_knowledge.cogqa.checkpoint import save_cogqa
 from ptm_knowledge.cogqa.evaluation import Prediction, normalize_answer
+from ptm_knowledge.cogqa.examples import MultiHopExample
 from ptm_knowledge.cogqa.graph import CognitiveGraph, grow_cognitive_graph, link_question_entities
 from ptm_knowledge.cogqa.phases import PhaseOutput, fit_phase, phase_config
 from ptm_knowledge.cogqa.supervision import gold_chain, reader_examples
+from ptm_knowledge.cogqa.system import CogQASystem, graph_features
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, ReaderInput, WordVocab
 from ptm_knowledge.cogqa.system2 import CogQAReasoner, graph_edge_index, node_flags
 
 __all__ = [
-    "CogQASystem",
     "CogQATrainConfig",
     "ReaderSpanModule",
     "ReasonerExample",
     "ReasonerModule",
     "build_vocab",
     "gold_chain",
-    "graph_features",
     "predict_system1_only",
     "reader_examples",
     "reasoner_examples",
@@ -206,22 +206,6 @@ def train_reader(
         losses = fit_phase(ReaderSpanModule(reader), data, trainer_config, callbacks=callbacks)
     reader.eval()
     return losses
-
-
-def graph_features(
-    reader: CogQAReader, example: MultiHopExample, graph: CognitiveGraph, *, grad: bool = False
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """System 2 inputs: vectors ``[N, D]`` (each node read with its final clues), flags
-    ``[N, 4]`` and ``edge_index`` ``[2, E]``.
-
-    ``grad=True`` (joint training) computes the vectors with gradients into System 1
-    (:meth:`CogQAReader.embed`); the default computes constants in eval mode.
-    """
-    items = [
-        (example.question, [c.text for c in node.clues], example.paragraph(node.title) or [])
-        for node in graph.nodes
-    ]
-    return reader.embed(items, grad=grad), node_flags(graph), graph_edge_index(graph)
 
 
 def _gold_node(graph: CognitiveGraph, answer: str) -> int | None:
@@ -403,49 +387,6 @@ def train_reasoner(
     return losses
 
 
-class CogQASystem:
-    """A trained System 1 + System 2 pair that answers HotpotQA-style questions.
-
-    Args:
-        reader: System 1.
-        reasoner: System 2.
-        max_depth / max_nodes: graph growth limits.
-    """
-
-    def __init__(
-        self,
-        reader: CogQAReader,
-        reasoner: CogQAReasoner,
-        *,
-        max_depth: int = 2,
-        max_nodes: int = 16,
-    ) -> None:
-        self.reader = reader
-        self.reasoner = reasoner
-        self.max_depth = max_depth
-        self.max_nodes = max_nodes
-        # Per-optimiser-step training losses, filled by train_cogqa ("reader", "reasoner").
-        self.losses: dict[str, list[float]] = {}
-        # Where train_cogqa wrote the system (rank 0), when it was given an output_dir.
-        self.final_dir: Path | None = None
-
-    @torch.no_grad()
-    def predict(self, example: MultiHopExample) -> tuple[Prediction, CognitiveGraph]:
-        """Grow the graph, score its answer nodes with System 2, and return the best one
-        with the supporting facts on its discovery path (empty answer if none)."""
-        graph = grow_cognitive_graph(
-            example, self.reader, max_depth=self.max_depth, max_nodes=self.max_nodes
-        )
-        answers = graph.answer_nodes()
-        if not answers:
-            return Prediction(""), graph
-        self.reasoner.eval()
-        scores = self.reasoner(*graph_features(self.reader, example, graph))
-        best = max(answers, key=lambda i: float(scores[i]))
-        facts = tuple(graph.supporting_facts(best))
-        return Prediction(graph.nodes[best].title, facts), graph
-
-
 @torch.no_grad()
 def predict_system1_only(reader: CogQAReader, example: MultiHopExample) -> Prediction:
     """The graph-free baseline: read every paragraph with the question and no clues and
@@ -545,8 +486,6 @@ def train_cogqa(
     system = CogQASystem(reader, reasoner, max_depth=config.max_depth, max_nodes=config.max_nodes)
     system.losses = {"reader": reader_losses, "reasoner": reasoner_losses}
     if output_dir is not None:
-        from ptm_knowledge.cogqa.checkpoint import save_cogqa
-
         system.final_dir = Path(output_dir) / "final"
         if is_main_process():  # in a torchrun job, rank 0 writes
             save_cogqa(system, system.final_dir)

@@ -13,15 +13,7 @@ from ptm_knowledge.ernie.examples import (
     build_knowledge_examples,
     check_mention_coverage,
 )
-from ptm_knowledge.ernie.finetune import (
-    ErnieFeaturizer,
-    ErnieTaskModel,
-    finetune_ernie_thu,
-    is_ernie_finetuned,
-    load_ernie_task_model,
-    predict_ernie,
-    task_links,
-)
+from ptm_knowledge.ernie.finetune import finetune_ernie_thu, predict_ernie
 from ptm_knowledge.ernie.knowledge_masking import (
     LEVELS,
     KnowledgeMaskingObjective,
@@ -43,6 +35,10 @@ from ptm_knowledge.ernie.pretraining import (
     pretrain_ernie_baidu,
     pretrain_ernie_thu,
 )
+from ptm_knowledge.ernie.task_features import ErnieFeaturizer
+from ptm_knowledge.ernie.task_io import is_ernie_finetuned, load_ernie_task_model
+from ptm_knowledge.ernie.task_links import task_links
+from ptm_knowledge.ernie.task_model import ErnieTaskModel
 from ptm_knowledge.ernie.thu_encoder import (
     AggregatorLayer,
     KnowledgeableEncoder,

@@ -8,7 +8,7 @@ from :mod:`ptm_core.heads.tasks`) whose encoder receives the soft ``position_ids
 :meth:`KBertFeaturizer.featurize`; ``final/`` is what
 :func:`~ptm_core.finetune.model.save_task_model` writes (plus the tokenizer), with the
 K-BERT settings in ``task.json``; dev metrics are the recipe's
-(:func:`~ptm_core.finetune.recipe.evaluate_task`: accuracy/F1/MCC for classification,
+(:func:`~ptm_core.finetune.scoring.evaluate_task`: accuracy/F1/MCC for classification,
 seqeval entity F1 and word accuracy for tagging) in ``eval.json``.
 """
 
@@ -32,7 +32,8 @@ from ptm_core.finetune.model import (
     load_task_model,
     save_task_model,
 )
-from ptm_core.finetune.recipe import FinetuneResult, TaskData, evaluate_task, train_and_score
+from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
@@ -62,7 +63,7 @@ def kbert_task(
     """The :class:`~ptm_core.finetune.task_spec.TaskSpec` that scores K-BERT rows.
 
     Only ``kind``, the metric and ``eval_batch_size`` matter to
-    :func:`~ptm_core.finetune.recipe.evaluate_task`; the file names (a lazy TSV's ``path``)
+    :func:`~ptm_core.finetune.scoring.evaluate_task`; the file names (a lazy TSV's ``path``)
     are recorded for the reader of a run.
     """
     return TaskSpec(

@@ -17,7 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ptm_knowledge.kg.graph import ENTITY_COLUMNS, KGError, KnowledgeGraph, load_knowledge_graph
+from ptm_knowledge.kg.graph import ENTITY_COLUMNS, KGError, KnowledgeGraph
+from ptm_knowledge.kg.load import load_knowledge_graph
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ from ptm_knowledge.kg.graph import (
     KGError,
     KnowledgeGraph,
     Triple,
-    load_knowledge_graph,
     read_entity_table,
     read_triples,
 )
+from ptm_knowledge.kg.load import load_knowledge_graph
 
 __all__ = [
     "Entity",

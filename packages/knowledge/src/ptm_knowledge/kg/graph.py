@@ -13,7 +13,6 @@ it from a cache keyed by the input files' fingerprint.
 
 from __future__ import annotations
 
-import functools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -542,46 +541,9 @@ def read_triples(path: str | Path, entity_ids: Sequence[str] | set[str]) -> Trip
     return _read_triple_table(Path(path), {e: i for i, e in enumerate(ids)}, ids)
 
 
-def load_knowledge_graph(
-    entities: str | Path,
-    triples: str | Path | None = None,
-    *,
-    cache_dir: str | Path | None = None,
-) -> KnowledgeGraph:
-    """Load and validate an entity table and (optionally) its triples.
-
-    Args:
-        entities: ``entities.tsv`` path, or a directory holding ``entities.tsv`` and
-            ``triples.tsv``.
-        triples: ``triples.tsv`` path (default: beside the entity table, if present).
-        cache_dir: if given, the validated graph (columns, triple arrays and adjacency) is
-            stored there once under the SHA-256 of the input files, and later loads of the
-            same files memory-map it instead of parsing them again
-            (:mod:`ptm_knowledge.kg.cache`).
-
-    Returns:
-        A :class:`KnowledgeGraph`.
-    """
-    entities = Path(entities)
-    if entities.is_dir():
-        folder = entities
-        entities = folder / "entities.tsv"
-        if triples is None and (folder / "triples.tsv").exists():
-            triples = folder / "triples.tsv"
-    triples_path = Path(triples) if triples is not None else None
-    if cache_dir is not None:
-        from ptm_knowledge.kg.cache import cached_knowledge_graph
-
-        return cached_knowledge_graph(
-            entities,
-            triples_path,
-            Path(cache_dir),
-            functools.partial(_parse, entities, triples_path),
-        )
-    return _parse(entities, triples_path)
-
-
-def _parse(entities: Path, triples: Path | None) -> KnowledgeGraph:
+def parse_knowledge_graph(entities: Path, triples: Path | None) -> KnowledgeGraph:
+    """Read and validate ``entities`` and (if given) ``triples`` into a :class:`KnowledgeGraph`
+    (no cache: :func:`~ptm_knowledge.kg.load.load_knowledge_graph` adds one)."""
     table = _read_entity_table(entities)
     kg = KnowledgeGraph(table)
     if triples is not None:

@@ -145,7 +145,7 @@ def link_corpus_with_kg(
 ) -> Path:
     """Load a KG folder (``entities.tsv`` [+ ``triples.tsv``]), build an
     :class:`EntityLinker` with ``linker_options`` and link ``corpus`` into ``output``."""
-    from ptm_knowledge.kg.graph import load_knowledge_graph
+    from ptm_knowledge.kg.load import load_knowledge_graph
 
     linker = EntityLinker(load_knowledge_graph(kg), **linker_options)
     return link_corpus(corpus, linker, output, batch_size=batch_size)

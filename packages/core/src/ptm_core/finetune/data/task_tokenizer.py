@@ -34,6 +34,7 @@ from ptm_core.atomic import atomic_write_text
 from ptm_core.tokenization import (
     CONFIG_FILE,
     TOKENIZER_FILE,
+    BackendTokenizer,
     TokenizedText,
     VocabInfo,
     WordPieceTokenizer,
@@ -118,7 +119,7 @@ def num_special_tokens(tokenizer: TaskTokenizer, pair: bool) -> int:
     return len(tokenizer.build_inputs([], [] if pair else None)[0])
 
 
-class HFTokenizer:
+class HFTokenizer(BackendTokenizer):
     """Any Hugging Face ``tokenizer.json`` as a :class:`TaskTokenizer`.
 
     Encodings equal those of ``transformers.PreTrainedTokenizerFast`` built on the same
@@ -145,11 +146,8 @@ class HFTokenizer:
         *,
         source: str = "tokenizer",
     ) -> None:
-        backend.no_padding()
-        backend.no_truncation()
-        self._backend = backend
+        super().__init__(backend)
         self._source = source
-        self._truncating: dict[int, Tokenizer] = {}
         self.special_tokens = _resolve_specials(backend, dict(special_tokens or {}), source)
         ids = {
             f"{role}_id": int(backend.token_to_id(token) or 0)  # found by _resolve_specials
@@ -275,29 +273,6 @@ class HFTokenizer:
             special.extend([0] * len(piece))
         return input_ids, types, special
 
-    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        """Text of ``ids`` (through the file's decoder)."""
-        return self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
-
-    def token_to_id(self, token: str) -> int | None:
-        """Id of ``token``, or ``None``."""
-        return self._backend.token_to_id(token)
-
-    @property
-    def vocab_size(self) -> int:
-        """Number of ids, added tokens included."""
-        return self._backend.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def vocab_info(self) -> VocabInfo:
-        """Vocabulary size and the special ids."""
-        return self._vocab_info
-
-    @property
-    def backend(self) -> Tokenizer:
-        """The ``tokenizers.Tokenizer`` (read-only: truncating copies are cached)."""
-        return self._backend
-
     def _backend_for(self, max_length: int | None, truncation: bool, is_pair: bool) -> Tokenizer:
         if max_length is None or not truncation:
             return self._backend
@@ -308,12 +283,7 @@ class HFTokenizer:
                 f"max_length={max_length} leaves no room for text after the {specials} "
                 f"special tokens (field 'max_length'); use at least {needed}"
             )
-        if max_length not in self._truncating:
-            copy = Tokenizer.from_str(self._backend.to_str())
-            copy.no_padding()
-            copy.enable_truncation(max_length, strategy="longest_first", direction="right")
-            self._truncating[max_length] = copy
-        return self._truncating[max_length]
+        return self._truncating_copy(max_length)
 
 
 Template = list[tuple[int | str, int]]  # special id, or "A"/"B"; with its token type id

@@ -1,0 +1,164 @@
+"""Scoring a fine-tuned model on a task, and the tail every fine-tuning run shares.
+
+:func:`evaluate_task` scores a model on a :class:`~ptm_core.finetune.task_data.TaskData`
+with the task's metrics; :func:`train_and_score` trains (resume, bf16, DDP: the core
+Trainer), scores the dev set and writes ``eval.json``; :class:`FinetuneResult` is what a
+run returns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ptm_core.atomic import atomic_write_text
+from ptm_core.finetune.data.features import aligned_tags
+from ptm_core.finetune.data.qa import postprocess_qa, squad_references
+from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.metrics import compute_metrics
+from ptm_core.finetune.task_data import TaskData
+from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.training import TrainerConfig
+from ptm_core.training.run import train_and_save
+
+EVAL_FILE = "eval.json"
+
+
+@torch.no_grad()
+def evaluate_task(
+    model: nn.Module, task: TaskSpec, data: TaskData, *, device: torch.device | None = None
+) -> tuple[dict[str, float], Any]:
+    """Score ``model`` on ``data`` with the task's metrics.
+
+    Returns:
+        ``(metrics, predictions)``: the metrics of
+        :func:`~ptm_core.finetune.metrics.compute_metrics` plus ``loss`` (mean over batches,
+        when the data has labels); predictions are class indices, values, tag names per
+        sentence, or ``{question id: answer}``. A text-to-text model (T5) is scored by
+        greedy generation (:func:`~ptm_core.finetune.text_to_text.evaluate_text_to_text`).
+    """
+    from ptm_core.finetune.text_to_text import TextToTextModel, evaluate_text_to_text
+
+    if isinstance(model, TextToTextModel):
+        return evaluate_text_to_text(model, task, data, device=device)
+    was_training = model.training
+    model.eval()
+    device = device or next(model.parameters()).device
+    batches = TaskBatches(
+        data.rows,
+        data.featurizer,
+        task.eval_batch_size,
+        shuffle=False,
+        feature_index=task.kind == "qa",
+    )
+    losses: list[float] = []
+    gold: list[Any] = []
+    predicted: list[Any] = []
+    starts: list[torch.Tensor] = []
+    ends: list[torch.Tensor] = []
+    for batch in batches.iter_batches(0):
+        output = model({k: v.to(device) for k, v in batch.items()})
+        if output.loss is not None:
+            losses.append(float(output.loss))
+        logits = output.logits.float().cpu()
+        if task.kind == "qa":
+            starts.extend(logits[..., 0])
+            ends.extend(logits[..., 1])
+        elif task.kind == "tagging":
+            tags = getattr(output, "predictions", None)
+            prediction = tags.cpu() if tags is not None else logits.argmax(-1)
+            references, names = aligned_tags(batch["labels"], prediction, data.label_names)
+            gold.extend(references)
+            predicted.extend(names)
+        elif task.kind == "regression":
+            predicted.extend(logits.squeeze(-1).tolist())
+        else:
+            predicted.extend(logits.argmax(-1).tolist())
+        if task.kind in ("classification", "regression", "multiple_choice") and "labels" in batch:
+            gold.extend(batch["labels"].tolist())
+    model.train(was_training)
+    if task.kind == "qa":
+        answers = postprocess_qa(
+            data.rows,  # type: ignore[arg-type]
+            starts,
+            ends,
+            n_best=task.n_best,
+            max_answer_length=task.max_answer_length,
+            null_threshold=task.null_threshold,
+            version_2=bool(getattr(data.examples, "version_2", False)),
+        )
+        metrics = compute_metrics("qa", answers, squad_references(data.examples))
+        result: Any = answers
+    elif data.labelled and gold:
+        metrics = compute_metrics(
+            task.kind,
+            predicted,
+            gold,
+            num_labels=len(data.label_names) if task.kind == "classification" else None,
+        )
+        result = predicted
+    else:
+        metrics, result = {}, predicted
+    if losses and data.labelled:
+        metrics["loss"] = sum(losses) / len(losses)
+    return metrics, result
+
+
+@dataclass
+class FinetuneResult:
+    """Where a fine-tuning run put its outputs (the recipe result contract).
+
+    Attributes:
+        output_dir: the run directory.
+        metrics_path: its ``metrics.jsonl``.
+        last_checkpoint: the newest checkpoint.
+        encoder_dir: ``final/``: the fine-tuned model (:func:`load_finetuned` reads it).
+        final_metrics: the last training metrics and the dev metrics (``dev/<name>``).
+    """
+
+    output_dir: Path
+    metrics_path: Path
+    last_checkpoint: Path | None
+    encoder_dir: Path
+    final_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def train_and_score(
+    model: nn.Module,
+    data: Any,
+    trainer: TrainerConfig,
+    *,
+    save_final: Callable[[Path], object],
+    score: Callable[[], dict[str, float]],
+    name: str,
+    metric: str | None = None,
+) -> FinetuneResult:
+    """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
+    writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
+    (the last training metrics and ``dev/<name>`` for each dev metric), print the headline.
+    """
+    run = train_and_save(model, data, trainer, save_final=save_final)
+    dev_metrics = score()
+    final_metrics = {
+        **run.final_metrics,
+        **{f"dev/{key}": value for key, value in dev_metrics.items()},
+    }
+    output_dir = run.result.output_dir
+    atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
+    headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
+    print(
+        f"{name}: {headline}({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
+    )
+    return FinetuneResult(
+        output_dir=output_dir,
+        metrics_path=run.result.metrics_path,
+        last_checkpoint=run.result.last_checkpoint,
+        encoder_dir=run.final_dir,
+        final_metrics=final_metrics,
+    )

@@ -1,0 +1,156 @@
+"""ERNIE-THU fine-tuning, model side: the knowledgeable encoder and a core task head.
+
+:class:`ErnieTaskModel` is the pre-trained
+:class:`~ptm_knowledge.ernie.thu_encoder.KnowledgeableEncoder` + a core task head;
+``use_entities=False`` is the kg-free ablation (the same model, no entity embedding is
+fused anywhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core.finetune.model import (
+    TaskOutput,
+    build_task_head,
+    head_settings,
+    task_loss,
+)
+from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
+from ptm_knowledge.linking.alignment import NO_ENTITY
+
+RECIPE = "ernie_thu_finetune"
+POOLS = ("mentions", "first")
+Pool = Literal["mentions", "first"]
+
+
+class ErnieTaskModel(nn.Module):
+    """ERNIE-THU with a core sequence-level task head (Zhang et al., 2019, section 4).
+
+    The head reads one vector per row: with ``pool="mentions"`` the mean of the final
+    states at the pieces that carry a linked entity (the [CLS] state for a row without
+    one), as ERNIE's entity typing reads its entity marker; with ``pool="first"`` the
+    [CLS] state. With one K-Encoder layer, [CLS] attends before entities are fused, so its
+    state never sees them: ``"mentions"`` is the default.
+
+    Args:
+        encoder: the pre-trained :class:`KnowledgeableEncoder`.
+        head: a core ``classification``/``regression`` head (``build_task_head``).
+        kind: ``classification`` or ``regression``.
+        num_labels: classes (1 for regression).
+        label_names: class names in index order.
+        use_entities: False is the kg-free ablation: no entity is passed to the encoder,
+            so no KG embedding is fused (the pooled positions stay the linked mentions').
+        pool: ``"mentions"`` or ``"first"``.
+
+    Inputs (``forward(batch)``): ``input_ids``, ``attention_mask``, ``token_type_ids``,
+    ``entity_ids`` ``(B, L)``; ``labels`` ``(B,)`` optional.
+    """
+
+    def __init__(
+        self,
+        encoder: KnowledgeableEncoder,
+        head: nn.Module,
+        kind: str,
+        num_labels: int,
+        *,
+        label_names: Sequence[str] | None = None,
+        use_entities: bool = True,
+        pool: Pool = "mentions",
+    ) -> None:
+        super().__init__()
+        if kind not in ("classification", "regression"):
+            raise ValueError(
+                f"ERNIE-THU fine-tuning supports classification and regression, not {kind!r}; "
+                "use a GLUE-style task (configs/task/*.yaml with kind: classification)"
+            )
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; valid: {', '.join(POOLS)}")
+        self.encoder = encoder
+        self.head = head
+        self.kind = kind
+        self.num_labels = num_labels
+        self.label_names = list(label_names) if label_names is not None else None
+        self.use_entities = use_entities
+        self.pool = pool
+
+    def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
+        input_ids = batch["input_ids"]
+        entity_ids = batch.get("entity_ids")
+        if entity_ids is None:
+            entity_ids = torch.full_like(input_ids, NO_ENTITY)
+        hidden = self.encoder(
+            input_ids=input_ids,
+            attention_mask=batch.get("attention_mask"),
+            position_ids=batch.get("position_ids"),
+            token_type_ids=batch.get("token_type_ids"),
+            entity_ids=entity_ids if self.use_entities else None,
+        ).last_hidden_state  # (B, L, D)
+        pooled = hidden[:, 0]  # (B, D)
+        if self.pool == "mentions":
+            at = (entity_ids >= 0).to(hidden.dtype)  # (B, L)
+            count = at.sum(1, keepdim=True)  # (B, 1)
+            mean = (hidden * at[..., None]).sum(1) / count.clamp(min=1)
+            pooled = torch.where(count > 0, mean, pooled)
+        logits = self.head(pooled[:, None, :])  # (B, N)
+        loss, metrics = task_loss(self.kind, logits, batch)
+        return TaskOutput(loss=loss, logits=logits, metrics=metrics)
+
+    def settings(self) -> dict[str, Any]:
+        """What ``task.json`` records about the model (besides the task)."""
+        return {
+            "recipe": RECIPE,
+            "kind": self.kind,
+            "num_labels": self.num_labels,
+            "label_names": self.label_names,
+            **head_settings(self.head),
+            "use_entities": self.use_entities,
+            "entity_pool": self.pool,
+        }
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What the trainer's checkpoints record in ``config.json`` beside the weights."""
+        return {
+            **self.settings(),
+            "knowledge": self.encoder.options,
+            "encoder": self.encoder.config.to_dict(),
+        }
+
+
+def build_ernie_task_model(
+    encoder: KnowledgeableEncoder,
+    kind: str,
+    num_labels: int,
+    dropout: float = 0.1,
+    *,
+    label_names: Sequence[str] | None = None,
+    use_entities: bool = True,
+    pool: Pool = "mentions",
+) -> ErnieTaskModel:
+    """Put a fresh core head for ``kind`` on an ERNIE-THU encoder (see :class:`ErnieTaskModel`)."""
+    config = encoder.config
+    head = build_task_head(
+        config.hidden_size, kind, num_labels, dropout, initializer_range=config.initializer_range
+    )
+    return ErnieTaskModel(
+        encoder,
+        head,
+        kind,
+        num_labels,
+        label_names=label_names,
+        use_entities=use_entities,
+        pool=pool,
+    )
+
+
+__all__ = [
+    "POOLS",
+    "RECIPE",
+    "ErnieTaskModel",
+    "Pool",
+    "build_ernie_task_model",
+]
