@@ -61,7 +61,7 @@ class Seq2SeqObjective(Objective):
         """Noise every source and pad into a batch (see :func:`pad_seq2seq`)."""
         return pad_seq2seq([self.make_example(s, generator) for s in sources], self.vocab.pad_id)
 
-    def forward(self, model_output: Any, batch: Batch) -> ObjectiveOutput:  # type: ignore[override]
+    def forward(self, model_output: Any, batch: Batch) -> ObjectiveOutput:
         """Token cross-entropy of ``model_output.logits`` ``(B, T, V)`` against ``labels``."""
         logits = model_output.logits
         labels = batch["labels"]
