@@ -25,8 +25,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     """
     data = cfg.data
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
     return pretrain_awd_lstm(
         None if prepared else data.corpus,

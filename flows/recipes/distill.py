@@ -21,8 +21,6 @@ from ptm_core.pretraining import PretrainResult, pretrain
 
 def _trainer(cfg: DictConfig, **overrides: Any) -> Any:
     trainer = instantiate(cfg.trainer, _convert_="all", **overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     return trainer
 
 

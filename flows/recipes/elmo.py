@@ -24,8 +24,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> ElmoPretrainResult:
     """
     data = cfg.data
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     return pretrain_elmo(
         data.corpus,
         model=instantiate(cfg.model, _convert_="all"),

@@ -41,8 +41,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     """
     data = cfg.data
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
     linked = None if prepared else linked_corpus_for(cfg, Path(trainer.output_dir))
     phrases = cfg.objective.get("phrases")

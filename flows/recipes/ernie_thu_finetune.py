@@ -40,8 +40,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     task = TaskSpec.from_mapping({str(k): v for k, v in settings.items()})
     task.check_files()
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     linker = OmegaConf.to_container(options.get("linker", {}), resolve=True)
     return finetune_ernie_thu(
         task,

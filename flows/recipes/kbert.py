@@ -44,8 +44,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> KBertResult:
     """
     data, options, objective = cfg.data, cfg.kbert, cfg.objective
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     init_from = options.get("init_from")
     if init_from:
         tokenizer = WordPieceTokenizer.from_directory(init_from)

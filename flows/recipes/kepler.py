@@ -40,8 +40,6 @@ def run(
     data = cfg.data
     kepler = cfg.kepler
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
     objective = cfg.objective
     given = OmegaConf.to_container(objective.get("weights", {}), resolve=True)

@@ -57,8 +57,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
         )
     task = ImageTextTask.from_mapping(OmegaConf.to_container(options.task, resolve=True))  # type: ignore[arg-type]
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     random_init = bool(options.get("random_init", False))
     return finetune_image_text(
         task,

@@ -29,8 +29,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     """Instantiate the configured encoder-decoder, objective and trainer, and pre-train."""
     data = cfg.data
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
     return pretrain_seq2seq(
         None if prepared else data.corpus,

@@ -104,8 +104,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> StaticEmbeddingsResult:
     """
     method = method_of(cfg)
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     final_dir = output_dir / "final"

@@ -28,8 +28,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     objectives = {name: instantiate(node) for name, node in cfg.objective.objectives.items()}
     weights = OmegaConf.to_container(cfg.objective.get("weights", {}), resolve=True)
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     prepared = data.get("prepared")
     init_from = cfg.get("init_from")
     tokenizer = None if prepared else data.tokenizer

@@ -25,8 +25,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> MultimodalPretrainResult:
     objectives = {name: instantiate(node) for name, node in cfg.objective.objectives.items()}
     weights = OmegaConf.to_container(cfg.objective.get("weights", {}), resolve=True)
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     synthetic_node = data.get("synthetic")
     synthetic = (
         {} if synthetic_node is None else OmegaConf.to_container(synthetic_node, resolve=True)

@@ -31,8 +31,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     data = cfg.data
     options = cfg.get("wklm", {})
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     output_dir = Path(trainer.output_dir)
     prepared = data.get("prepared")
     linked = None if prepared else linked_corpus_for(cfg, output_dir)

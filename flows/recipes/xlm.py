@@ -21,8 +21,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> XLMPretrainResult:
     data = cfg.data
     objectives = {name: instantiate(node) for name, node in cfg.objective.objectives.items()}
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     directions = data.get("directions")
     # data.prepared (a prepare_xlm folder) replaces the raw corpora and their tokenizer.
     prepared = data.get("prepared")

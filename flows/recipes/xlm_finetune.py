@@ -31,8 +31,6 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> XLMFinetuneResult:
         )
     options = cfg.xlm_finetune
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    if isinstance(trainer.adam_betas, list):
-        trainer.adam_betas = tuple(trainer.adam_betas)
     return finetune_xlm_classifier(
         init_from,
         train=(options.train_file, str(options.train_lang)),

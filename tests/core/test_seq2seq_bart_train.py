@@ -81,7 +81,7 @@ def test_overfit_tiny_set_then_generate_exact_sentences() -> None:
     objective = BartDenoisingObjective(vocab, infilling_ratio=0.2, max_length=32)
     torch.manual_seed(0)
     model = build_model(TINY, vocab, objective)
-    wrapped = Seq2SeqPretrainingModel(model, "bart")
+    wrapped = Seq2SeqPretrainingModel(model, objective)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(0)
     first = None

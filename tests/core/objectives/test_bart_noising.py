@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
+from cases import Seq2SeqObjectiveTestCase
 
 from ptm_core.objectives.bart_noising import (
     BartDenoisingObjective,
@@ -106,3 +109,9 @@ def test_long_document_is_truncated_identically_in_input_and_target() -> None:
     example = objective.make_example(source, _gen(4))
     assert len(example["labels"]) == 11
     assert sorted(example["input_ids"][1:-1]) == sorted(example["labels"][:-1])
+
+
+class TestBartDenoisingContract(Seq2SeqObjectiveTestCase):
+    objective_cls = BartDenoisingObjective
+    vocab = VOCAB
+    kwargs = MappingProxyType({"max_length": 32})

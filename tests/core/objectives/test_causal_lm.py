@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core import bert_encoder
 from ptm_core.models import PretrainingModel
@@ -59,3 +60,7 @@ def test_a_few_steps_fit_a_repeated_sequence_and_outputs_are_causal() -> None:
         other[0, 3] = 30
         changed = encoder(other, attention_mask=batch["attention_mask"])
     torch.testing.assert_close(changed.last_hidden_state[0, :3], base.last_hidden_state[0, :3])
+
+
+class TestCausalLMContract(ObjectiveTestCase):
+    objective_cls = CausalLMObjective

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
+from cases import Seq2SeqObjectiveTestCase
 
 from ptm_core.encoders import build_encoder_decoder
 from ptm_core.objectives.base import IGNORE_INDEX
@@ -85,3 +88,9 @@ def test_objective_masks_about_half() -> None:
     batch = objective.collate([[IDS[:8], IDS[8:]], [IDS[:7]]], torch.Generator().manual_seed(0))
     predicted = (batch["labels"] != IGNORE_INDEX).sum(dim=1).tolist()
     assert predicted == [10, 4]
+
+
+class TestMassContract(Seq2SeqObjectiveTestCase):
+    objective_cls = MassObjective
+    vocab = VOCAB
+    kwargs = MappingProxyType({"max_length": 32})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core import bert_encoder
 from ptm_core.data import PretrainingBatches
@@ -146,3 +149,12 @@ def test_bad_settings_are_clear_errors() -> None:
         MaskedLMObjective(encoder, VOCAB, mask_token_prob=0.8, random_token_prob=0.3)
     with pytest.raises(ValueError, match="'dynamic' or 'static'"):
         MaskedLMObjective(encoder, VOCAB, mode="sometimes")  # type: ignore[arg-type]
+
+
+class TestMaskedLMContract(ObjectiveTestCase):
+    objective_cls = MaskedLMObjective
+
+
+class TestStaticMaskedLMContract(ObjectiveTestCase):
+    objective_cls = MaskedLMObjective
+    kwargs = MappingProxyType({"mode": "static"})

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+from cases import ObjectiveTestCase, token_batch
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import NextSentenceObjective
@@ -102,3 +103,10 @@ def test_loss_and_accuracy() -> None:
     )
     assert out.loss.ndim == 0 and out.loss.item() > 0
     assert 0.0 <= out.metrics["accuracy"].item() <= 1.0
+
+
+class TestNextSentenceContract(ObjectiveTestCase):
+    objective_cls = NextSentenceObjective
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        return {**token_batch(), "next_sentence_label": torch.tensor([0, 1, 1, 0])}

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import pytest
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core.encoders import bert_encoder, xlnet_encoder
 from ptm_core.objectives import (
@@ -242,3 +245,18 @@ def test_short_batches_split_at_half_their_length() -> None:
     assert batch["memory_input_ids"].shape == (2, 10) and batch["input_ids"].shape == (2, 11)
     assert batch["memory_mask"].shape == (2, 10)
     assert (batch["plm_labels"][0] != IGNORE_INDEX).any()
+
+
+class TestPermutationLMContract(ObjectiveTestCase):
+    objective_cls = PermutationLMObjective
+    vocab = VOCAB
+    kwargs = MappingProxyType({"span_based": True})
+
+    def make_encoder(self) -> torch.nn.Module:
+        return xlnet_encoder(
+            vocab_size=60, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64
+        )
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        ids, special, padding = _rows([20, 14], 22)
+        return {"input_ids": ids, "attention_mask": padding.long(), "special_tokens_mask": special}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cases import ObjectiveTestCase, token_batch
+from test_whole_word import SAMPLE_VOCAB
 
 from ptm_core import bert_encoder
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.span_boundary import SpanBoundaryHead
-from ptm_core.objectives import IGNORE_INDEX, SpanBoundaryObjective
-from ptm_core.tokenization import VocabInfo
+from ptm_core.objectives import IGNORE_INDEX, SpanBoundaryObjective, SpanMaskingObjective
+from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 
 VOCAB = VocabInfo(vocab_size=50, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
 
@@ -68,3 +70,15 @@ def test_loss_trains_and_missing_span_keys_name_the_fix() -> None:
     assert out.metrics["predictions"].item() == 3
     with pytest.raises(KeyError, match="SpanMaskingObjective"):
         objective(EncoderOutput(hidden), {"mlm_labels": _batch()["mlm_labels"]})
+
+
+class TestSpanBoundaryContract(ObjectiveTestCase):
+    """SBO reads the span keys that SpanBERT's masking writes; its input is a masked batch."""
+
+    objective_cls = SpanBoundaryObjective
+    vocab = WordPieceTokenizer.from_vocab(SAMPLE_VOCAB).vocab_info
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        encoder = self.make_encoder()
+        masking = SpanMaskingObjective(encoder, self.vocab, tokenizer=SAMPLE_VOCAB)
+        return masking.collate(token_batch(self.vocab, length=24), torch.Generator().manual_seed(0))

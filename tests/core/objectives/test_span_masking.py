@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
+from types import MappingProxyType
 
 import pytest
 import torch
-from test_whole_word import CONTINUATION, VOCAB, synthetic_words
+from cases import ObjectiveTestCase
+from test_whole_word import CONTINUATION, SAMPLE_VOCAB, VOCAB, synthetic_words
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import IGNORE_INDEX, SpanMaskingObjective, WordBoundaries, span_mask_tokens
 from ptm_core.objectives.span import span_length_distribution
+from ptm_core.tokenization import WordPieceTokenizer
 
 BOUNDARIES = WordBoundaries(CONTINUATION)
 
@@ -120,3 +123,9 @@ def test_invalid_span_settings_are_rejected() -> None:
         span_length_distribution(0.0, 10)
     with pytest.raises(ValueError, match="max_length"):
         span_length_distribution(0.2, 0)
+
+
+class TestSpanMaskingContract(ObjectiveTestCase):
+    objective_cls = SpanMaskingObjective
+    vocab = WordPieceTokenizer.from_vocab(SAMPLE_VOCAB).vocab_info
+    kwargs = MappingProxyType({"tokenizer": SAMPLE_VOCAB})

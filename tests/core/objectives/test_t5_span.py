@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import torch
+from cases import Seq2SeqObjectiveTestCase
 
 from ptm_core.objectives.t5_span import (
     T5SpanCorruptionObjective,
@@ -60,3 +63,9 @@ def test_objective_uses_sentinels_beyond_the_vocabulary() -> None:
         example["input_ids"][:-1], example["labels"][:-1], objective.sentinel_ids
     )
     assert restored == list(range(10, 60))
+
+
+class TestT5SpanCorruptionContract(Seq2SeqObjectiveTestCase):
+    objective_cls = T5SpanCorruptionObjective
+    vocab = VOCAB
+    kwargs = MappingProxyType({"num_sentinels": 8, "max_length": 32})

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import (
@@ -115,3 +117,9 @@ def test_missing_tokenizer_is_a_clear_error() -> None:
         )
     with pytest.raises(FileNotFoundError, match=r"data\.tokenizer"):
         WholeWordMaskedLMObjective(encoder, VOCAB, tokenizer="/nonexistent/vocab.txt")
+
+
+class TestWholeWordContract(ObjectiveTestCase):
+    objective_cls = WholeWordMaskedLMObjective
+    vocab = WordPieceTokenizer.from_vocab(SAMPLE_VOCAB).vocab_info
+    kwargs = MappingProxyType({"tokenizer": SAMPLE_VOCAB})

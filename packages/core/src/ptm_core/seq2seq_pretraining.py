@@ -226,7 +226,7 @@ def pretrain_seq2seq(
         tok.save(final / "tokenizer")
 
     run = train_and_save(
-        Seq2SeqPretrainingModel(network, noise.name),
+        Seq2SeqPretrainingModel(network, noise),
         batches,
         trainer,
         callbacks=callbacks,

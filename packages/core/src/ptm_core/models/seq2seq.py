@@ -1,14 +1,13 @@
-"""An encoder-decoder plus the token cross-entropy of sequence-to-sequence pre-training."""
+"""An encoder-decoder and its sequence-to-sequence objective: what the trainer optimises."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.objectives.base import IGNORE_INDEX
+from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective
 
 
 @dataclass
@@ -16,8 +15,8 @@ class Seq2SeqPretrainingOutput:
     """Loss and metrics of one batch (what :class:`~ptm_core.training.Trainer` reads).
 
     Attributes:
-        loss: mean token cross-entropy over predicted (non-ignored) positions.
-        metrics: ``loss`` and ``accuracy`` (detached).
+        loss: the objective's loss (mean token cross-entropy over predicted positions).
+        metrics: ``"<objective>/loss"`` and ``"<objective>/<metric>"`` (detached).
         logits: ``(B, T, V)``.
     """
 
@@ -27,20 +26,21 @@ class Seq2SeqPretrainingOutput:
 
 
 class Seq2SeqPretrainingModel(nn.Module):
-    """Wraps an :class:`EncoderDecoderModel` for BART/T5/MASS pre-training.
+    """Runs an :class:`EncoderDecoderModel` and hands its output to the objective's loss
+    side, as :class:`~ptm_core.models.PretrainingModel` does for encoders.
 
     Args:
         model: the encoder-decoder.
-        name: metric prefix (the objective's name).
+        objective: the BART/T5/MASS objective (its ``name`` prefixes the metrics).
 
     Batch keys: ``input_ids``, ``attention_mask`` ``(B, S)``; ``decoder_input_ids``,
     ``decoder_attention_mask``, ``labels`` ``(B, T)`` (``-100`` = not predicted).
     """
 
-    def __init__(self, model: EncoderDecoderModel, name: str = "seq2seq") -> None:
+    def __init__(self, model: EncoderDecoderModel, objective: Seq2SeqObjective) -> None:
         super().__init__()
         self.model = model
-        self.name = name
+        self.objective = objective
 
     def forward(self, batch: dict[str, Tensor]) -> Seq2SeqPretrainingOutput:
         out = self.model(
@@ -49,18 +49,8 @@ class Seq2SeqPretrainingModel(nn.Module):
             attention_mask=batch.get("attention_mask"),
             decoder_attention_mask=batch.get("decoder_attention_mask"),
         )
-        labels = batch["labels"]
-        loss = F.cross_entropy(
-            out.logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
-        )
-        predicted = labels != IGNORE_INDEX
-        correct = (out.logits.argmax(-1) == labels) & predicted
-        accuracy = correct.sum() / predicted.sum().clamp(min=1)
-        return Seq2SeqPretrainingOutput(
-            loss=loss,
-            metrics={
-                f"{self.name}/loss": loss.detach(),
-                f"{self.name}/accuracy": accuracy.detach().float(),
-            },
-            logits=out.logits,
-        )
+        scored = self.objective(out, batch)
+        name = self.objective.name
+        metrics = {f"{name}/loss": scored.loss.detach()}
+        metrics.update({f"{name}/{key}": value for key, value in scored.metrics.items()})
+        return Seq2SeqPretrainingOutput(loss=scored.loss, metrics=metrics, logits=out.logits)

@@ -11,15 +11,7 @@ from ptm_core.objectives.bart_noising import (
 )
 from ptm_core.objectives.base import IGNORE_INDEX, Objective, ObjectiveOutput
 from ptm_core.objectives.causal_lm import CausalLMObjective
-from ptm_core.objectives.distillation import (
-    DistilBertObjective,
-    MaskedLMTeacher,
-    TinyBertObjective,
-    every_other_layer,
-    init_student_from_teacher,
-    soft_cross_entropy,
-    uniform_layer_map,
-)
+from ptm_core.objectives.distilbert import DistilBertObjective
 from ptm_core.objectives.electra import (
     ReplacedTokenDetectionObjective,
     electra_generator,
@@ -51,6 +43,14 @@ from ptm_core.objectives.t5_span import (
     t5_reconstruct,
     t5_span_corruption,
 )
+from ptm_core.objectives.teacher import (
+    MaskedLMTeacher,
+    every_other_layer,
+    init_student_from_teacher,
+    soft_cross_entropy,
+    uniform_layer_map,
+)
+from ptm_core.objectives.tinybert import TinyBertObjective
 from ptm_core.objectives.unilm import UniLMObjective
 from ptm_core.objectives.whole_word import (
     WholeWordMaskedLMObjective,

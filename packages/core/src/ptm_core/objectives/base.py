@@ -51,6 +51,7 @@ class Objective(nn.Module):
     """
 
     name: str = "objective"
+    batch_keys: tuple[str, ...] = ()
 
     def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
         """Static data side, once per example; default: unchanged."""

@@ -1,13 +1,15 @@
-"""Shared data side of sequence-to-sequence objectives (BART, T5, MASS) and their batches."""
+"""Sequence-to-sequence objectives (BART, T5, MASS): shared data side, batches and loss."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from ptm_core.objectives.base import IGNORE_INDEX
+from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput
 from ptm_core.tokenization import VocabInfo
 
 # One training source: a document chunk as a list of sentences, each a list of token ids.
@@ -15,14 +17,20 @@ Source = Sequence[Sequence[int]]
 Seq2SeqExample = dict[str, list[int]]
 
 
-class Seq2SeqObjective:
-    """Base of sequence-to-sequence objectives: noise a source into an example.
+class Seq2SeqObjective(Objective):
+    """Base of sequence-to-sequence objectives: noise a source into an example, and score
+    the decoder.
 
-    An example has ``input_ids`` (encoder input), ``decoder_input_ids`` and ``labels``
-    (``IGNORE_INDEX`` = not predicted), the last two of equal length. The loss is the
-    decoder's token cross-entropy (:class:`~ptm_core.models.Seq2SeqPretrainingModel`).
+    Data side: an example has ``input_ids`` (encoder input), ``decoder_input_ids`` and
+    ``labels`` (``IGNORE_INDEX`` = not predicted), the last two of equal length.
     Subclasses implement :meth:`make_example`; noise is drawn per batch (dynamic), from a
     generator seeded by the batch position, so runs are reproducible and resumable.
+    :meth:`collate` takes the sources (sentence lists), not a token batch: the objective
+    decides both sides of the pair.
+
+    Loss side (:meth:`forward`): the decoder's token cross-entropy over the predicted
+    positions and its accuracy; the output projection is the model's own (tied), so the
+    objective has no parameters.
 
     Args:
         vocab: the tokenizer's :class:`~ptm_core.tokenization.VocabInfo`.
@@ -30,18 +38,40 @@ class Seq2SeqObjective:
     """
 
     name = "seq2seq"
+    batch_keys = (
+        "input_ids",
+        "attention_mask",
+        "decoder_input_ids",
+        "decoder_attention_mask",
+        "labels",
+    )
     # Ids the model needs beyond the tokenizer's (T5 sentinels).
     extra_tokens = 0
 
     def __init__(self, vocab: VocabInfo, encoder: object | None = None) -> None:
+        super().__init__()
         self.vocab = vocab
 
     def make_example(self, source: Source, generator: torch.Generator) -> Seq2SeqExample:
         raise NotImplementedError
 
-    def collate(self, sources: Sequence[Source], generator: torch.Generator) -> dict[str, Tensor]:
+    def collate(  # type: ignore[override]  # sources in, not a token batch
+        self, sources: Sequence[Source], generator: torch.Generator
+    ) -> dict[str, Tensor]:
         """Noise every source and pad into a batch (see :func:`pad_seq2seq`)."""
         return pad_seq2seq([self.make_example(s, generator) for s in sources], self.vocab.pad_id)
+
+    def forward(self, model_output: Any, batch: Batch) -> ObjectiveOutput:
+        """Token cross-entropy of ``model_output.logits`` ``(B, T, V)`` against ``labels``."""
+        logits = model_output.logits
+        labels = batch["labels"]
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE_INDEX
+        )
+        predicted = labels != IGNORE_INDEX
+        correct = (logits.argmax(-1) == labels) & predicted
+        accuracy = correct.sum() / predicted.sum().clamp(min=1)
+        return ObjectiveOutput(loss=loss, metrics={"accuracy": accuracy.detach().float()})
 
 
 def shift_right(target: Sequence[int], start_id: int) -> list[int]:

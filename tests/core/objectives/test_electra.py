@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import torch
+from cases import ObjectiveTestCase
 from safetensors.torch import load_file
 
 from ptm_core import TransformerEncoder
@@ -125,7 +126,7 @@ def test_replacement_rate_equals_the_generators_error_rate() -> None:
 
 
 def test_electra_tiny_preset_loss_falls_and_saves_the_discriminator_only(tmp_path: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from test_albert import run_preset
 
     records = run_preset("electra_tiny", tmp_path, "model.num_layers=1")
@@ -137,3 +138,14 @@ def test_electra_tiny_preset_loss_falls_and_saves_the_discriminator_only(tmp_pat
     assert config["hidden_size"] == 128 and config["embedding_size"] == 64
     encoder = TransformerEncoder.from_pretrained(final)
     assert set(load_file(final / "model.safetensors")) == set(encoder.state_dict())
+
+
+class TestReplacedTokenDetectionContract(ObjectiveTestCase):
+    objective_cls = ReplacedTokenDetectionObjective
+    vocab = VOCAB
+
+    def make_encoder(self) -> torch.nn.Module:
+        return _discriminator()
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        return _batch(torch.Generator().manual_seed(0), rows=4, length=12)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core import bert_encoder
 from ptm_core.modules import (
@@ -154,3 +155,7 @@ def test_unilm_examples_are_true_source_target_pairs(encoder) -> None:
         a_doc, b_doc = example["meta_documents"]
         assert a_doc == b_doc
         assert set(example["token_type_ids"]) == {0, 1}
+
+
+class TestUniLMContract(ObjectiveTestCase):
+    objective_cls = UniLMObjective

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cases import ObjectiveTestCase, token_batch
 
 from ptm_core import bert_encoder
 from ptm_core.data import PretrainingBatches, build_single_segment_examples, read_text_corpus
@@ -30,7 +31,8 @@ SMALL_TEACHER = (
     "distill.teacher_model.hidden_size=64",
     "distill.teacher_model.intermediate_size=128",
 )
-SAMPLE = Path(__file__).resolve().parents[2] / "data_specs" / "text_corpus"
+
+SAMPLE = Path(__file__).resolve().parents[3] / "data_specs" / "text_corpus"
 
 
 def test_uniform_layer_map_reads_every_kth_teacher_layer() -> None:
@@ -184,7 +186,7 @@ def test_objective_without_a_teacher_explains_itself() -> None:
 
 @pytest.fixture(scope="module")
 def distilbert_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from test_albert import run_preset
 
     out = tmp_path_factory.mktemp("distilbert_tiny")
@@ -257,3 +259,26 @@ def test_the_recipe_initialises_the_student_from_the_teacher(
             strict=True,
         ):
             assert torch.allclose(a, b, atol=1e-6), name
+
+
+class _DistillationContract(ObjectiveTestCase):
+    vocab = _vocab(30)
+
+    def make_encoder(self) -> torch.nn.Module:
+        return bert_encoder(
+            vocab_size=30, hidden_size=32, num_layers=2, num_heads=2, max_positions=64
+        )
+
+    def make_objective(self, encoder: torch.nn.Module) -> torch.nn.Module:
+        return self.objective_cls(encoder, self.vocab, teacher=_teacher(30))
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        return token_batch(self.vocab)
+
+
+class TestDistilBertContract(_DistillationContract):
+    objective_cls = DistilBertObjective
+
+
+class TestTinyBertContract(_DistillationContract):
+    objective_cls = TinyBertObjective

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+from cases import ObjectiveTestCase, token_batch
 
 from ptm_core import bert_encoder
 from ptm_core.encoders import EncoderOutput
@@ -70,3 +71,10 @@ def test_objective_loss_and_accuracy() -> None:
     out = objective(EncoderOutput(hidden), {"sentence_order_label": torch.tensor([0, 1, 1, 0])})
     assert out.loss.ndim == 0 and out.loss.item() > 0
     assert 0.0 <= out.metrics["accuracy"].item() <= 1.0
+
+
+class TestSentenceOrderContract(ObjectiveTestCase):
+    objective_cls = SentenceOrderObjective
+
+    def make_input(self) -> dict[str, torch.Tensor]:
+        return {**token_batch(), "sentence_order_label": torch.tensor([0, 1, 1, 0])}
