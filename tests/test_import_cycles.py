@@ -1,8 +1,7 @@
 """No import cycles among ptm's modules (``uv run python -m tools.import_cycles``).
 
-A new cycle anywhere fails this test. ``ALLOWED`` lists the modules of the cycles that
-issue #17's other parts are removing; a cycle is tolerated only while every module in it
-is listed there.
+A new cycle anywhere fails this test, with the edges of the loop in the message so the
+import to cut is visible.
 """
 
 from __future__ import annotations
@@ -14,25 +13,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# removed when #17's other parts land (the lead empties this set at merge).
-ALLOWED = frozenset(
-    {
-        # fine-tuning recipes.
-        "ptm_core.finetune.recipe",
-        "ptm_core.finetune.seq2seq",
-        "ptm_core.finetune.text_to_text",
-        "ptm_core.recurrent.ulmfit",
-        # knowledge and multimodal file splits.
-        "ptm_knowledge.cogqa.checkpoint",
-        "ptm_knowledge.cogqa.training",
-        "ptm_knowledge.cogqa.data",
-        "ptm_knowledge.cogqa.hotpot_file",
-        "ptm_knowledge.kg.cache",
-        "ptm_knowledge.kg.graph",
-        "ptm_multimodal.grid_features",
-        "ptm_multimodal.region_features",
-    }
-)
+# Cycles tolerated: none (the last ones were cut in #17). Do not add to this set.
+ALLOWED: frozenset[str] = frozenset()
 
 
 def _checker() -> Any:
