@@ -216,8 +216,9 @@ def score(
     random_init: bool = False,
 ) -> dict[str, Any]:
     """``evaluation.score`` as a Prefect task named after the family."""
-    run = task(evaluation.score, name=f"evaluate-{evaluation.name.replace('_', '-')}")
-    return run(model_dir, corpus, seed, random_init)
+    run = task(name=f"evaluate-{evaluation.name.replace('_', '-')}")(evaluation.score)
+    scores: dict[str, Any] = run(model_dir, corpus, seed, random_init)  # type: ignore[assignment]
+    return scores
 
 
 def evaluate_language_model(

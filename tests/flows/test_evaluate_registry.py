@@ -13,10 +13,10 @@ from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
-ENCODER = {"vocab_size": 50, "hidden_size": 16, "num_layers": 1, "num_heads": 2}
-ENCODER |= {"intermediate_size": 32}
-SEQ2SEQ = {"vocab_size": 50, "hidden_size": 16, "encoder_layers": 1, "decoder_layers": 1}
-SEQ2SEQ |= {"num_heads": 2}
+ENCODER: dict[str, object] = {"vocab_size": 50, "hidden_size": 16, "num_layers": 1}
+ENCODER |= {"num_heads": 2, "intermediate_size": 32}
+SEQ2SEQ: dict[str, object] = {"vocab_size": 50, "hidden_size": 16, "num_heads": 2}
+SEQ2SEQ |= {"encoder_layers": 1, "decoder_layers": 1}
 
 
 def _write(directory: Path, files: dict[str, object]) -> Path:
@@ -49,7 +49,7 @@ def test_a_kind_cannot_be_registered_twice() -> None:
 
 
 # A directory holding "ptm_model" and the files that evaluation checks -> its family.
-KIND_LAYOUTS = {
+KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.ENCODER: ({"heads.safetensors": b""}, ENCODER, "masked_lm"),
     model_kinds.XLNET: ({"heads.safetensors": b""}, ENCODER, "permutation_lm"),
     model_kinds.ENCODER_DECODER: (
