@@ -357,9 +357,8 @@ def evaluate(
         metric = str(scores.pop("_metric"))
         higher = metric not in ("loss", "mse")
     base.pop("_metric", None)
-    corpus_note = evaluation.corpus_note if evaluation.corpus_note and not corpus else corpus
-    if evaluation.name == "kg_embeddings":
-        corpus_note = evaluation.corpus_note
+    # What the report names as data: the corpus given (or defaulted), else the evaluation's own.
+    corpus_note = (corpus if evaluation.uses_corpus else None) or evaluation.corpus_note
     what = evaluation.description
     if tasks and evaluation.downstream:
         report_dir = (

@@ -214,3 +214,25 @@ def test_a_seq2seq_final_scores_against_random_init(experiment: str, tmp_path: P
     again = evaluate(str(legacy), report_path=str(tmp_path / "legacy.md"))
     assert again["family"] == "seq2seq"
     assert again["model"] == model and again["baseline"] == base
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("prefect_harness")
+def test_kg_embeddings_report_their_recorded_scores(tmp_path: Path) -> None:
+    from flows.evaluate import evaluate
+
+    metrics = {"test": {"mrr": 0.4, "hits@10": 0.7}, "random_baseline": {"mrr": 0.01}}
+    directory = _write(
+        tmp_path / "kg",
+        {
+            "config.json": {"ptm_model": "kg_embeddings"},
+            "entity_embeddings.safetensors": b"",
+            "metrics.json": metrics,
+        },
+    )
+    result = evaluate(str(directory), corpus="ignored.txt", report_path=str(tmp_path / "r.md"))
+    assert result["family"] == "kg_embeddings" and result["metric"] == "mrr"
+    assert result["model"] == metrics["test"] and result["baseline"] == {"mrr": 0.01}
+    report = Path(result["report"]).read_text()
+    assert "data: `PyKEEN test split`" in report
+    assert "**mrr: 0.4000 vs 0.0100 for random embeddings (+0.3900, better).**" in report

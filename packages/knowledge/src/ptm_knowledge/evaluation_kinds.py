@@ -115,6 +115,7 @@ KG_EMBEDDINGS = register_evaluation(
         score=score_kg_embeddings,
         kinds=(model_kinds.KG_EMBEDDINGS,),
         corpus_note="PyKEEN test split",
+        uses_corpus=False,
         baseline_name="random embeddings",
         check=check_kg_embeddings,
     )

@@ -38,7 +38,9 @@ class Evaluation:
         kinds: the ``"ptm_model"`` kinds this evaluation scores.
         needs_corpus: what ``corpus`` must be, when there is no default (``None``: optional).
         text_corpus: ``corpus`` defaults to the bundled held-out text sample.
-        corpus_note: what the report names as data when no corpus was given.
+        corpus_note: what the report names as data when no corpus was given (or, when
+            ``uses_corpus`` is false, always).
+        uses_corpus: whether ``score`` reads ``corpus`` (KG embeddings' recorded scores do not).
         baseline_name: what ``score(..., random_init=True)`` scores.
         downstream: whether ``tasks`` (fine-tuning the model on task presets) apply.
         check: checks the directory's files (see :data:`CheckFn`).
@@ -53,6 +55,7 @@ class Evaluation:
     needs_corpus: str | None = None
     text_corpus: bool = False
     corpus_note: str | None = None
+    uses_corpus: bool = True
     baseline_name: str = "random init"
     downstream: bool = True
     check: CheckFn | None = None
