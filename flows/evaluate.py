@@ -172,17 +172,13 @@ def legacy_family(directory: Path) -> str:
         if "model_type" not in config:  # a ptm config; Hugging Face's use other names
             _read_json_object(config_path, ENCODER_SHAPE_KEYS)
         return "permutation_lm" if config.get("position_encoding") == "relative" else "masked_lm"
-    if config is not None and "model_type" not in config and "decoder_layers" in config:
-        _read_json_object(config_path, ("encoder_layers", "decoder_layers"))
-        return "seq2seq"  # a ptm BART/T5/MASS final/ (Hugging Face's have a model_type)
     if config is not None and config.get("model_type") == "awd_lstm":
         return "awd_lstm"
     if config is not None and config.get("ptm_format") == "ptm-bilm/1":
         return "elmo"
     raise ValueError(
         f"{directory}: cannot tell which evaluation fits; expected a pre-training run's final/ "
-        "directory (config.json + heads.safetensors, or a seq2seq config), an ERNIE-THU final/ "
-        "directory "
+        "directory (config.json + heads.safetensors), an ERNIE-THU final/ directory "
         "(knowledge_config.json) or KG embeddings (entity_embeddings.safetensors)"
     )
 

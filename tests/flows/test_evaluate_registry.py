@@ -108,7 +108,8 @@ def test_dispatch_checks_the_files_of_the_kind(tmp_path: Path) -> None:
 
 TASK = {"kind": "classification", "task": {"name": "t", "metric": "accuracy"}}
 # Directories written before "ptm_model": the family the markers gave before the registry
-# (and the new seq2seq / AWD-LSTM / ELMo layouts, which had none).
+# (and AWD-LSTM / ELMo, which had none). Seq2seq final/ folders always carried
+# "ptm_model": "encoder_decoder" (their loader requires it), so they need no marker.
 LEGACY_LAYOUTS: dict[str, tuple[dict[str, object], str]] = {
     "masked_lm": ({"config.json": ENCODER, "heads.safetensors": b""}, "masked_lm"),
     "hf_masked_lm": (
@@ -148,7 +149,6 @@ LEGACY_LAYOUTS: dict[str, tuple[dict[str, object], str]] = {
         {"config.json": {}, "task.json": {**TASK, "family": "multimodal"}},
         "multimodal_task",
     ),
-    "seq2seq": ({"config.json": SEQ2SEQ, "model.safetensors": b""}, "seq2seq"),
     "awd_lstm": ({"config.json": {"model_type": "awd_lstm"}}, "awd_lstm"),
     "elmo": ({"config.json": {"ptm_format": "ptm-bilm/1"}}, "elmo"),
 }
@@ -200,20 +200,6 @@ def test_a_seq2seq_final_scores_against_random_init(experiment: str, tmp_path: P
     assert model["accuracy"] > base["accuracy"]
     report = Path(result["report"]).read_text()
     assert "for random init" in report and "better" in report
-
-    # The same final/ written before "ptm_model": found by its config keys, same numbers.
-    legacy = tmp_path / "legacy" / "final"
-    legacy.parent.mkdir()
-    (legacy.parent / "metrics.jsonl").write_text((final.parent / "metrics.jsonl").read_text())
-    import shutil
-
-    shutil.copytree(final, legacy)
-    config = json.loads((legacy / "config.json").read_text())
-    del config["ptm_model"]
-    (legacy / "config.json").write_text(json.dumps(config))
-    again = evaluate(str(legacy), report_path=str(tmp_path / "legacy.md"))
-    assert again["family"] == "seq2seq"
-    assert again["model"] == model and again["baseline"] == base
 
 
 @pytest.mark.integration
