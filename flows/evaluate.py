@@ -213,7 +213,7 @@ def score(
 ) -> dict[str, Any]:
     """``evaluation.score`` as a Prefect task named after the family."""
     run = task(name=f"evaluate-{evaluation.name.replace('_', '-')}")(evaluation.score)
-    scores: dict[str, Any] = run(model_dir, corpus, seed, random_init)  # type: ignore[assignment]
+    scores: dict[str, Any] = run(model_dir, corpus, seed, random_init)
     return scores
 
 

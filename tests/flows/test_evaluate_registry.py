@@ -222,3 +222,34 @@ def test_kg_embeddings_report_their_recorded_scores(tmp_path: Path) -> None:
     report = Path(result["report"]).read_text()
     assert "data: `PyKEEN test split`" in report
     assert "**mrr: 0.4000 vs 0.0100 for random embeddings (+0.3900, better).**" in report
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("experiment", "metric"), [("awd_lstm_tiny", "loss"), ("elmo_tiny", "forward_nll")]
+)
+def test_a_recurrent_lm_final_scores_below_random_init(
+    experiment: str, metric: str, tmp_path: Path
+) -> None:
+    from flows.config import compose_config
+    from flows.evaluate import evaluation_of
+    from flows.recipes import run_recipe
+
+    cfg = compose_config(
+        [
+            f"experiment={experiment}",
+            f"trainer.output_dir={tmp_path / 'run'}",
+            "trainer.progress=false",
+            "trainer.max_steps=10",
+            "trainer.save_every=1000",
+        ]
+    )
+    final = str(run_recipe(cfg).encoder_dir)
+    evaluation = evaluation_of(model_family(final))
+    assert evaluation.name == experiment.removesuffix("_tiny")
+    assert evaluation.metric == "perplexity" and not evaluation.higher_is_better
+    corpus = str(ROOT / "data_specs/text_corpus/sample/corpus.jsonl")
+    model = evaluation.score(final, corpus, 0, False)
+    base = evaluation.score(final, corpus, 0, True)
+    assert model["tokens"] == base["tokens"] > 0
+    assert model[metric] < base[metric] and model["perplexity"] < base["perplexity"]

@@ -55,13 +55,14 @@ def evaluate_bilm(
     random_init_seed: int | None = None,
     batch_size: int = 16,
     max_words: int = 64,
-    lowercase: bool = False,
+    lowercase: bool | None = None,
 ) -> dict[str, float]:
     """``{"forward_nll", "backward_nll", "perplexity", "tokens"}`` of an ELMo biLM
     ``final/`` (or of the same architecture from random init, seeded) on ``corpus``: the
     words of each sentence (at most ``max_words`` per row) against its output ``vocab.txt``
-    (others are ``<unk>``)."""
-    from ptm_core.recurrent.bilm import UNK_ID, VOCAB_FILE, BiLM, load_bilm
+    (others are ``<unk>``). ``lowercase``: lower-case the words (default: when the
+    vocabulary has no upper-case word, as a run with ``word_lowercase`` writes it)."""
+    from ptm_core.recurrent.bilm import SPECIAL_WORDS, UNK_ID, VOCAB_FILE, BiLM, load_bilm
     from ptm_core.recurrent.char_cnn import characters_to_ids
     from ptm_core.recurrent.word_corpus import iter_corpus_sentences, split_words
 
@@ -73,6 +74,8 @@ def evaluate_bilm(
     bilm.eval()
     vocabulary = (directory / VOCAB_FILE).read_text(encoding="utf-8").split("\n")[:-1]
     index = {word: i for i, word in enumerate(vocabulary)}
+    if lowercase is None:
+        lowercase = all(word == word.lower() for word in vocabulary[len(SPECIAL_WORDS) :])
     rows: list[list[str]] = []
     for sentence in iter_corpus_sentences(corpus):
         words = split_words(sentence, lowercase=lowercase)
