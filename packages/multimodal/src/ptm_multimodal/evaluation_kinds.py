@@ -1,0 +1,79 @@
+"""The evaluations of the model kinds ptm-multimodal owns, registered on import.
+
+VisualBERT, ViLBERT and LXMERT pre-training ``final/`` folders (image-text matching and
+caption->image recall), and fine-tuned VisualBERT/ViLBERT task models. Heavy imports
+happen inside the scoring functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ptm_core import model_kinds
+from ptm_core.evaluation.kinds import reinitialise
+from ptm_core.evaluation.registry import Evaluation, register_evaluation
+
+
+def score_multimodal(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Matching accuracy (and with shuffled images) and caption->image recall@1/5 on the
+    image-text pairs directory ``corpus``."""
+    from dataclasses import asdict
+
+    from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
+    from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
+    from ptm_multimodal.loading import load_multimodal
+
+    assert corpus is not None  # needs_corpus
+    data = read_image_text_pairs(corpus)
+    # Raises FeatureMismatchError when the pairs' features are not the checkpoint's.
+    model, tokenizer = load_multimodal(model_dir, features=data.features.spec)
+    if random_init:
+        reinitialise(model, seed)
+    batches = ImageTextBatches(data, tokenizer, 64, shuffle=False)
+    scores: dict[str, Any] = {}
+    for name, result in (
+        ("matching", matching_accuracy(model, batches, seed=seed)),
+        ("matching_shuffled", matching_accuracy(model, batches, seed=seed, shuffle_images=True)),
+        ("retrieval", retrieval_recall(model, batches)),
+    ):
+        for key, value in asdict(result).items():
+            if isinstance(value, (int, float)):
+                scores[f"{name}/{key}"] = value
+    return scores
+
+
+def score_multimodal_task(
+    model_dir: str, corpus: str | None, seed: int = 0, random_init: bool = False
+) -> dict[str, Any]:
+    """A fine-tuned VisualBERT/ViLBERT ``final/`` on ``corpus`` (default: its dev file)."""
+    from ptm_multimodal.finetune import evaluate_finetuned_image_text
+
+    return evaluate_finetuned_image_text(model_dir, corpus, random_init, seed)
+
+
+MULTIMODAL = register_evaluation(
+    Evaluation(
+        name="multimodal",
+        metric="matching/accuracy",
+        higher_is_better=True,
+        description="image-text matching (one true and one swapped caption per image; chance 0.5)",
+        score=score_multimodal,
+        kinds=(model_kinds.VISUALBERT, model_kinds.VILBERT, model_kinds.LXMERT),
+        needs_corpus="image-text pairs directory",
+    )
+)
+MULTIMODAL_TASK = register_evaluation(
+    Evaluation(
+        name="multimodal_task",
+        metric="",  # the task's own (accuracy or VQA accuracy)
+        higher_is_better=True,
+        description="a fine-tuned VisualBERT/ViLBERT on its image-text task's dev file "
+        "(accuracy or VQA accuracy), with its region features",
+        score=score_multimodal_task,
+        corpus_note="the run's dev file",
+    )
+)
+
+__all__ = ["MULTIMODAL", "MULTIMODAL_TASK", "score_multimodal", "score_multimodal_task"]
