@@ -124,7 +124,7 @@ def test_builder_equals_the_config_construction(name: str) -> None:
     torch.manual_seed(3)
     built = build().eval()
     torch.manual_seed(3)
-    direct = TransformerEncoder(config).eval()  # the former way, for every family
+    direct = encoder_from_config(config).eval()  # from the numbers alone, for every family
     assert type(built) is type(direct) is encoder_from_config(config).__class__
     assert built.config == config
     assert built.config.to_dict() == config.to_dict()
@@ -146,8 +146,9 @@ def test_encoder_from_config_picks_the_class() -> None:
     assert type(xlnet) is XLNetEncoder
     assert isinstance(xlnet, TransformerEncoder)  # type hints and checks stay valid
     assert xlnet.hidden_size == 32 and xlnet.word_embeddings is xlnet.embeddings.word
-    # Former callers of TransformerEncoder(config) get the class the config needs.
-    assert type(TransformerEncoder(relative)) is XLNetEncoder
+    # The absolute-position class does not branch into the relative path: it refuses.
+    with pytest.raises(ValueError, match="encoder_from_config"):
+        TransformerEncoder(relative)
 
 
 def test_transformer_encoder_has_no_relative_path() -> None:

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.model import TaskModel
 from ptm_core.modules.attention import MultiHeadSelfAttention
@@ -321,7 +322,7 @@ def drop_layers(encoder: TransformerEncoder, keep: Sequence[int]) -> Transformer
     values: dict[str, Any] = {**config.to_dict(), "num_layers": len(keep)}
     if config.heads_per_layer is not None:
         values["heads_per_layer"] = [config.heads_per_layer[i] for i in keep]
-    new = TransformerEncoder(EncoderConfig.from_dict(values))
+    new = encoder_from_config(EncoderConfig.from_dict(values))
     new.load_state_dict(
         {k: v for k, v in encoder.state_dict().items() if not k.startswith("layers.")},
         strict=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -211,9 +211,8 @@ class TransformerEncoder(nn.Module):
     This class is the absolute-position encoder (and T5's bucketed bias). Transformer-XL /
     XLNet relative positions and two-stream attention are
     :class:`~ptm_core.encoders.XLNetEncoder`, a subclass that reuses the embeddings and the
-    layer stack; build from a config with :func:`~ptm_core.encoders.encoder_from_config`.
-    (For existing callers, ``TransformerEncoder(config)`` with
-    ``position_encoding="relative"`` still returns an ``XLNetEncoder``.)
+    layer stack; build from a config with :func:`~ptm_core.encoders.encoder_from_config`
+    (``TransformerEncoder(config)`` with relative positions is refused, naming it).
 
     Args:
         config: the numbers that define the model (see :class:`EncoderConfig`).
@@ -227,21 +226,6 @@ class TransformerEncoder(nn.Module):
         >>> out.last_hidden_state.shape
         torch.Size([1, 4, 128])
     """
-
-    #: ``position_encoding`` -> the subclass implementing it (``class X(TransformerEncoder,
-    #: position_encoding="relative")`` registers X), used by ``TransformerEncoder(config)``.
-    _by_position_encoding: ClassVar[dict[str, type[TransformerEncoder]]] = {}
-
-    def __init_subclass__(cls, position_encoding: str | None = None, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if position_encoding is not None:
-            TransformerEncoder._by_position_encoding[position_encoding] = cls
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> TransformerEncoder:
-        config = args[0] if args else kwargs.get("config")
-        if cls is TransformerEncoder and isinstance(config, EncoderConfig):
-            cls = TransformerEncoder._by_position_encoding.get(config.position_encoding, cls)
-        return super().__new__(cls)
 
     def __init__(
         self, config: EncoderConfig, *, attention: Callable[[int], nn.Module] | None = None

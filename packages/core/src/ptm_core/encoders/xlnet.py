@@ -27,7 +27,7 @@ def relative_attention(config: EncoderConfig) -> RelativeMultiHeadAttention:
     )
 
 
-class XLNetEncoder(TransformerEncoder, position_encoding="relative"):
+class XLNetEncoder(TransformerEncoder):
     """XLNet's encoder (Yang et al., 2019) on Transformer-XL attention (Dai et al., 2019).
 
     The embeddings (no position table; no segment table with relative segments) and the
