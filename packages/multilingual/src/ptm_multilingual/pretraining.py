@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders import TransformerEncoder
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
@@ -200,7 +201,9 @@ def pretrain_xlm(
             f"{text_encoder.config.max_positions}; lower them or raise max_positions"
         )
     xlm = XLMEncoder(text_encoder, tok.languages)
-    mix = ObjectiveMix({name: make(encoder=xlm, vocab=vocab) for name, make in objectives.items()})
+    mix = ObjectiveMix(
+        {name: build_objective(make, xlm, vocab) for name, make in objectives.items()}
+    )
     counts = data.token_counts(stream_length)
     for _, objective in mix:
         setter = getattr(objective, "set_token_counts", None)

@@ -15,6 +15,7 @@ from torch import nn
 
 from ptm_core.atomic import atomic_directory, atomic_write_text
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import TrainerConfig
@@ -256,7 +257,7 @@ def pretrain_multimodal(
     )
     network.check_features(spec, source=str(vocab_path.parent))  # type: ignore[operator]
     mix = ObjectiveMix(
-        {name: factory(encoder=network, vocab=vocab) for name, factory in objectives.items()},
+        {name: build_objective(factory, network, vocab) for name, factory in objectives.items()},
         weights,
     )
     wrapped = MultimodalPretraining(network, mix)

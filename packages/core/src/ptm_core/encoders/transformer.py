@@ -286,6 +286,10 @@ class TransformerEncoder(nn.Module):
         return self.config.hidden_size
 
     @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
     def word_embeddings(self) -> nn.Embedding:
         """The token table; output heads tie their decoder weight to it."""
         return self.embeddings.word

@@ -38,6 +38,7 @@ from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.objectives.base import Objective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import (
     RUN_TOKENIZER,
     PretrainResult,
@@ -370,9 +371,9 @@ def pretrain_ernie_baidu(
     text = _text_encoder(encoder, tok.vocab_size, seed)
     make = objective or KnowledgeMaskingObjective
     mlm = (
-        make(encoder=text, vocab=tok.vocab_info, mask_prob=mask_prob)
+        build_objective(make, text, tok.vocab_info, mask_prob=mask_prob)
         if objective is None
-        else make(encoder=text, vocab=tok.vocab_info)
+        else build_objective(make, text, tok.vocab_info)
     )
     mix = ObjectiveMix({"mlm": mlm})
     examples = knowledge_rows(store, tok.vocab_info, max_length)
@@ -496,7 +497,9 @@ def pretrain_ernie_thu(
         objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
     )
     factories.update(entity_objectives or {"dea": DenoisingEntityAutoencoderObjective})
-    built: dict[str, Any] = {n: f(encoder=model_encoder, vocab=vocab) for n, f in factories.items()}
+    built: dict[str, Any] = {
+        n: build_objective(f, model_encoder, vocab) for n, f in factories.items()
+    }
     mix = ObjectiveMix(built, weights)
     nsp = next((o for o in built.values() if isinstance(o, NextSentenceObjective)), None)
     rows = knowledge_rows(
