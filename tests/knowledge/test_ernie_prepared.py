@@ -139,7 +139,7 @@ def test_thu_prepared_and_raw_paths_give_identical_batches(sample, prepared, sam
         {
             "mlm": build_objective(MaskedLMObjective, encoder, vocab),
             "nsp": build_objective(NextSentenceObjective, encoder, vocab),
-            "dea": DenoisingEntityAutoencoderObjective(encoder, vocab),
+            "dea": build_objective(DenoisingEntityAutoencoderObjective, encoder, vocab),
         }
     )
 

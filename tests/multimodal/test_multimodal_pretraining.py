@@ -47,7 +47,7 @@ def _build(arch: str, vocab, spec):
         )
         objectives = {
             "mlm": build_objective(MaskedLMObjective, model.encoder, vocab),
-            "itm": ImageTextMatchObjective(model.encoder, vocab),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, vocab),
         }
     else:
         model = vilbert(

@@ -50,7 +50,7 @@ def _pair():
     mix = ObjectiveMix(
         {
             "mlm": build_objective(MaskedLMObjective, model.encoder, VOCAB, masked_only=False),
-            "itm": ImageTextMatchObjective(model.encoder, VOCAB),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, VOCAB),
         }
     )
     ours = MultimodalPretraining(model, mix).eval()

@@ -127,7 +127,7 @@ def load_hf_visualbert(
     mix = ObjectiveMix(
         {
             "mlm": build_objective(MaskedLMObjective, model.encoder, vocab),
-            "itm": ImageTextMatchObjective(model.encoder, vocab),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, vocab),
         }
     )
     wrapped = MultimodalPretraining(model, mix)

@@ -32,7 +32,12 @@ OBJECTIVE_INPUTS = (
 
 @runtime_checkable
 class TextBackbone(Protocol):
-    """A network whose token states objectives read: its width and its token table."""
+    """A network whose token states objectives read.
+
+    ``hidden_size``, ``vocab_size`` and ``word_embeddings`` are its width and token table;
+    ``text_config`` is the :class:`EncoderConfig` of its text stack (the core encoder the
+    token states come from; for a plain encoder, its own config).
+    """
 
     @property
     def hidden_size(self) -> int: ...
@@ -43,28 +48,27 @@ class TextBackbone(Protocol):
     @property
     def word_embeddings(self) -> nn.Embedding: ...
 
+    @property
+    def text_config(self) -> EncoderConfig: ...
+
 
 def objective_inputs(model: TextBackbone) -> dict[str, Any]:
     """The numbers and modules an objective may take, read from ``model``.
 
-    ``activation``, ``layer_norm_eps`` and ``encoder_config`` come from the model's text
-    stack config when it has one (``text_config``, else ``config``), so a head keeps the
-    activation of the encoder it sits on (GELU for BERT, ``gelu_new`` for ALBERT).
+    ``activation``, ``layer_norm_eps`` and ``encoder_config`` come from the model's
+    ``text_config``, so a head keeps the activation of the encoder it sits on (GELU for
+    BERT, ``gelu_new`` for ALBERT).
     """
-    inputs: dict[str, Any] = {
+    config = model.text_config
+    return {
         "hidden_size": model.hidden_size,
         "vocab_size": model.vocab_size,
         "tie_to": model.word_embeddings,
         "encoder": model,
+        "activation": config.activation,
+        "layer_norm_eps": config.layer_norm_eps,
+        "encoder_config": config,
     }
-    config = getattr(model, "text_config", None) or getattr(model, "config", None)
-    if isinstance(config, EncoderConfig):
-        inputs.update(
-            activation=config.activation,
-            layer_norm_eps=config.layer_norm_eps,
-            encoder_config=config,
-        )
-    return inputs
 
 
 def build_objective(

@@ -60,13 +60,11 @@ def evaluate_ernie_thu(
         init_bert_weights(encoder)
     entity_ids = json.loads((directory / KNOWLEDGE_CONFIG).read_text())["entity_ids"]
     vocab = tokenizer.vocab_info
-    # The knowledgeable encoder offers what the text objectives read (config, token table).
-    text_like: Any = encoder
     mix = ObjectiveMix(
         {
-            "mlm": build_objective(MaskedLMObjective, text_like, vocab),
-            "nsp": build_objective(NextSentenceObjective, text_like, vocab),
-            "dea": DenoisingEntityAutoencoderObjective(encoder=encoder, vocab=vocab),
+            "mlm": build_objective(MaskedLMObjective, encoder, vocab),
+            "nsp": build_objective(NextSentenceObjective, encoder, vocab),
+            "dea": build_objective(DenoisingEntityAutoencoderObjective, encoder, vocab),
         }
     )
     if random_init_seed is None:
