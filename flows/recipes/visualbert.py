@@ -15,7 +15,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> MultimodalPretrainResult:
     """Instantiate the configured model factory, objectives and trainer, and pre-train.
 
     The model factory is called with the data's ``vocab_size``, ``visual_embedding_dim``
-    and ``feature_spec``; each objective factory with ``encoder=`` (the model) and ``vocab=``.
+    and ``feature_spec``; each objective factory by ``build_objective`` from the model.
     Serves ``recipe: vilbert`` too (same data side, different model and objectives).
 
     Args:

@@ -98,7 +98,7 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         from flows.recipes.visualbert import instantiate_for_check
 
         model, objectives = instantiate_for_check(cfg, VOCAB)
-        assert model.config.hidden_size == 16
+        assert model.hidden_size == 16
         assert all(isinstance(o, Objective) for o in objectives.values())
     elif cfg.get("recipe") == "seq2seq":
         from flows.recipes.seq2seq import instantiate_for_check as seq2seq_check

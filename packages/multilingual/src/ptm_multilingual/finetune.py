@@ -204,7 +204,7 @@ class XLMClassifier(nn.Module):
 
     def depth_top(self) -> int:
         """The head's depth for the ULMFiT/ELECTRA switches (``L + 1``)."""
-        return self.encoder.config.num_layers + 1
+        return self.encoder.text_config.num_layers + 1
 
     def parameter_depth(self, name: str) -> int:
         """Depth of a parameter: the language table is an input table, so it sits with
@@ -212,7 +212,7 @@ class XLMClassifier(nn.Module):
         embedding LayerNorm); layer ``i`` at ``i + 1``; the head at ``L + 1``."""
         if name.startswith("encoder.lang_embeddings."):
             return 0
-        return layer_index(name, self.encoder.config.num_layers, prefix="encoder.encoder.")
+        return layer_index(name, self.encoder.text_config.num_layers, prefix="encoder.encoder.")
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         mask = batch.get("attention_mask")
@@ -232,7 +232,7 @@ class XLMClassifier(nn.Module):
             "label_names": self.label_names,
             "languages": self.encoder.languages,
             **head_settings(self.head),
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
         }
 
 

@@ -59,7 +59,7 @@ class XLMPretrainingModel(nn.Module):
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
             "languages": self.encoder.languages,
             "objectives": {name: type(obj).__name__ for name, obj in self.objectives},
         }
@@ -129,7 +129,8 @@ def pretrain_xlm(
     Args:
         encoder: factory of the text stack, called with ``vocab_size=`` (e.g.
             :func:`~ptm_multilingual.model.xlm_text_encoder`).
-        objectives: name -> factory called with ``encoder=`` and ``vocab=``.
+        objectives: name -> factory, built with
+            :func:`~ptm_core.objectives.inputs.build_objective` from the encoder.
         trainer: trainer settings.
         monolingual: ``<lang>.txt`` files or directory (None: TLM only).
         parallel: parallel corpora (``*.tsv`` / aligned files; None: MLM only). Their sides

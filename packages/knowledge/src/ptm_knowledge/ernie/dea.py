@@ -187,7 +187,7 @@ class ErnieThuPretrainingModel(nn.Module):
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
             "knowledge_layers": len(self.encoder.knowledge_layers),
             "num_entities": self.encoder.num_entities,
             "objectives": {

@@ -342,7 +342,7 @@ def pretrain_ernie_baidu(
             when ``nlp`` has a parser, else collocations learned from the corpus (once;
             kept in the cache).
         nlp: optional spaCy pipeline for noun-chunk phrases.
-        objective: factory ``(encoder=, vocab=) -> KnowledgeMaskingObjective`` (config).
+        objective: factory ``(vocab=, hidden_size=, ...) -> KnowledgeMaskingObjective`` (config).
         num_workers: DataLoader processes building batches off the training loop.
         cache_dir: where a raw linked corpus is prepared (default ``default_cache_dir()``).
 
@@ -451,9 +451,9 @@ def pretrain_ernie_thu(
         trainer: trainer settings.
         num_knowledge_layers: ``M``.
         entity_heads, entity_size, entity_bias_everywhere: see :class:`KnowledgeableEncoder`.
-        objectives: name -> factory ``(encoder=, vocab=)`` of the text objectives
+        objectives: name -> factory (``build_objective``) of the text objectives
             (default MLM + NSP); rows are NSP segment pairs when one is NSP.
-        entity_objectives: name -> factory ``(encoder=, vocab=)`` needing the
+        entity_objectives: name -> factory (``build_objective``) needing the
             knowledgeable encoder (default ``{"dea": DenoisingEntityAutoencoderObjective}``).
         weights: name -> loss weight (default 1 each).
         entity_source: where ``entity_embeddings`` came from, named in the error when

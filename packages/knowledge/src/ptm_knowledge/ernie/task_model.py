@@ -117,7 +117,7 @@ class ErnieTaskModel(nn.Module):
         return {
             **self.settings(),
             "knowledge": self.encoder.options,
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
         }
 
 

@@ -190,7 +190,7 @@ def pretrain_wklm(
         aliases: replacement surface drawn among name and aliases (default: the name).
         untyped: ``"keep"``: mentions of untyped entities stay, unlabelled as replaced;
             ``"error"``: an untyped entity is an error naming ``entities.tsv:line``.
-        objectives: name -> factory ``(encoder=, vocab=)`` (default ``mlm``:
+        objectives: name -> factory (``build_objective``) (default ``mlm``:
             :class:`OutsideMentionsMLMObjective` at 5%, ``detection``:
             :class:`EntityReplacementObjective`).
         weights: name -> loss weight (default 1 each).
