@@ -270,7 +270,11 @@ def test_dataloader_workers_build_the_same_batches(sample, prepared) -> None:
     store.bind_entities(None)
     rows = knowledge_rows(store, tokenizer.vocab_info, MAX_LENGTH)
     mix = ObjectiveMix(
-        {"mlm": KnowledgeMaskingObjective(_tiny(tokenizer.vocab_size), tokenizer.vocab_info)}
+        {
+            "mlm": build_objective(
+                KnowledgeMaskingObjective, _tiny(tokenizer.vocab_size), tokenizer.vocab_info
+            )
+        }
     )
     built = {
         workers: list(

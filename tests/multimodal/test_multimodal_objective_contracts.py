@@ -83,7 +83,9 @@ class _MultimodalContract(ObjectiveTestCase):
         )
 
     def make_objective(self, encoder: torch.nn.Module) -> Any:
-        return self.objective_cls(encoder, self.tokenizer.vocab_info, **self.kwargs)
+        return build_objective(
+            self.objective_cls, encoder, self.tokenizer.vocab_info, **self.kwargs
+        )
 
     def make_input(self) -> dict[str, torch.Tensor]:
         batches = ImageTextBatches(self.pairs, self.tokenizer, 4, seed=0)

@@ -72,7 +72,7 @@ def objective_inputs(model: TextBackbone) -> dict[str, Any]:
 
 
 def build_objective(
-    make: Callable[..., Any], model: TextBackbone, vocab: VocabInfo, **kwargs: Any
+    make: Callable[..., Any], model: TextBackbone, vocab: VocabInfo | None, **kwargs: Any
 ) -> Any:
     """Call an objective factory with ``vocab``, the inputs from ``model`` it names, and
     ``kwargs``."""
