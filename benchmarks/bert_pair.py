@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from ptm_core.objectives.inputs import build_objective
+
 SIZES: dict[str, dict[str, Any]] = {
     "mini": dict(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
@@ -52,7 +54,10 @@ def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
         theirs.save_pretrained(directory)
         encoder = TransformerEncoder.from_pretrained(directory)
         vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
-        mlm, nsp = MaskedLMObjective(encoder, vocab), NextSentenceObjective(encoder, vocab)
+        mlm, nsp = (
+            build_objective(MaskedLMObjective, encoder, vocab),
+            build_objective(NextSentenceObjective, encoder, vocab),
+        )
         load_bert_pretraining_heads(hf_head_state(directory), mlm, nsp)
     ours = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp}))
     return BertPair(ours=ours, theirs=theirs, encoder=encoder)

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.paired import time_paired
+from ptm_core.objectives.inputs import build_objective
 
 SIZES = {
     "mini": dict(d_model=256, n_layer=4, n_head=4, d_inner=1024),
@@ -65,7 +66,9 @@ def bench_xlnet_train(
     with tempfile.TemporaryDirectory() as directory:
         theirs.save_pretrained(directory)
         encoder = TransformerEncoder.from_pretrained(directory)
-        objective = PermutationLMObjective(encoder, VocabInfo(VOCAB_SIZE, 5, 0, 3, 4, 6))
+        objective = build_objective(
+            PermutationLMObjective, encoder, VocabInfo(VOCAB_SIZE, 5, 0, 3, 4, 6)
+        )
         load_lm_head(directory, objective)
     theirs, encoder, objective = theirs.to(device), encoder.to(device), objective.to(device)
     data = {k: v.to(device) for k, v in _batch(batch, length).items()}

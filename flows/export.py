@@ -227,10 +227,10 @@ def export_xlm(source: Path, target: Path) -> HFExport:
     except FileNotFoundError as exc:
         raise CheckpointError(f"{source}: no XLM tokenizer to export ({exc})") from exc
     vocab = tokenizer.vocab_info
-    if vocab.vocab_size != encoder.config.vocab_size:
+    if vocab.vocab_size != encoder.vocab_size:
         raise CheckpointError(
             f"{source / 'tokenizer.json'}: {vocab.vocab_size} tokens but the model's "
-            f"vocab_size is {encoder.config.vocab_size}; export the folder they were saved in"
+            f"vocab_size is {encoder.vocab_size}; export the folder they were saved in"
         )
     try:
         save_hf_xlm(

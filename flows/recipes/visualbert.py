@@ -7,6 +7,7 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ptm_core.objectives.inputs import build_objective
 from ptm_multimodal.pretraining import MultimodalPretrainResult, pretrain_multimodal
 
 
@@ -14,7 +15,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> MultimodalPretrainResult:
     """Instantiate the configured model factory, objectives and trainer, and pre-train.
 
     The model factory is called with the data's ``vocab_size``, ``visual_embedding_dim``
-    and ``feature_spec``; each objective factory with ``encoder=`` (the model) and ``vocab=``.
+    and ``feature_spec``; each objective factory by ``build_objective`` from the model.
     Serves ``recipe: vilbert`` too (same data side, different model and objectives).
 
     Args:
@@ -63,7 +64,7 @@ def instantiate_for_check(cfg: DictConfig, vocab: Any, visual_embedding_dim: int
         vocab_size=vocab.vocab_size, visual_embedding_dim=visual_embedding_dim
     )
     objectives = {
-        name: instantiate(node)(encoder=model, vocab=vocab)
+        name: build_objective(instantiate(node), model, vocab)
         for name, node in cfg.objective.objectives.items()
     }
     return model, objectives

@@ -15,6 +15,7 @@ from ptm_core.checkpoints.hf.bert_heads import (
 )
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 
 
@@ -34,7 +35,10 @@ def test_hf_pretraining_heads_give_the_same_loss(tmp_path: Path) -> None:
     hf.save_pretrained(tmp_path)
     encoder = TransformerEncoder.from_pretrained(tmp_path).eval()
     vocab = VocabInfo(90, 0, 1, 2, 3, 4)
-    mlm, nsp = MaskedLMObjective(encoder, vocab), NextSentenceObjective(encoder, vocab)
+    mlm, nsp = (
+        build_objective(MaskedLMObjective, encoder, vocab),
+        build_objective(NextSentenceObjective, encoder, vocab),
+    )
     assert load_bert_pretraining_heads(hf_head_state(str(tmp_path)), mlm, nsp) == []
     model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp})).eval()
 

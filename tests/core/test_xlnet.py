@@ -11,6 +11,7 @@ from ptm_core import TransformerEncoder
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders import EncoderConfig, xlnet_encoder
 from ptm_core.modules.attention_masks import permutation_masks
+from ptm_core.objectives.inputs import build_objective
 
 transformers = pytest.importorskip("transformers")
 
@@ -317,7 +318,7 @@ def test_permutation_lm_logits_match_xlnet_lm_head_model(tmp_path: Path) -> None
         theirs.lm_loss.bias.normal_()
     theirs.save_pretrained(tmp_path)
     encoder = TransformerEncoder.from_pretrained(tmp_path).eval()
-    objective = PermutationLMObjective(encoder, VocabInfo(99, 0, 1, 2, 3, 4))
+    objective = build_objective(PermutationLMObjective, encoder, VocabInfo(99, 0, 1, 2, 3, 4))
     load_lm_head(tmp_path, objective)
     batch, length, count = 2, 8, 2
     ids = torch.randint(5, 99, (batch, length))

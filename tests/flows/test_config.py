@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from flows.config import ConfigError, compose_config, config_dir
 from ptm_core import TransformerEncoder
 from ptm_core.objectives import Objective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import TrainerConfig
 
@@ -97,7 +98,7 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         from flows.recipes.visualbert import instantiate_for_check
 
         model, objectives = instantiate_for_check(cfg, VOCAB)
-        assert model.config.hidden_size == 16
+        assert model.hidden_size == 16
         assert all(isinstance(o, Objective) for o in objectives.values())
     elif cfg.get("recipe") == "seq2seq":
         from flows.recipes.seq2seq import instantiate_for_check as seq2seq_check
@@ -113,7 +114,7 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         assert isinstance(encoder, TransformerEncoder)
         assert encoder.config.hidden_size == 16
         for name, node in cfg.objective.objectives.items():
-            objective = instantiate(node)(encoder=encoder, vocab=VOCAB)
+            objective = build_objective(instantiate(node), encoder, VOCAB)
             assert isinstance(objective, Objective), name
     assert set(cfg.objective.weights) <= set(cfg.objective.objectives)
     trainer = instantiate(cfg.trainer, _convert_="all")

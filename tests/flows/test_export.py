@@ -21,6 +21,7 @@ from ptm_core.checkpoints.seq2seq import save_seq2seq
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.evaluation import load_masked_lm
 from ptm_core.finetune.model import load_task_model
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.nsp import NextSentenceObjective
 from ptm_core.pretraining import load_heads, save_heads
@@ -129,7 +130,7 @@ def test_bert_from_ptm_pretrain_loads_in_auto_classes_with_same_logits_and_ids(
     real = batch["attention_mask"].bool()
 
     encoder, mlm, _ = load_masked_lm(bert_final)
-    nsp = NextSentenceObjective(encoder, tokenizer.vocab_info)
+    nsp = build_objective(NextSentenceObjective, encoder, tokenizer.vocab_info)
     load_heads(ObjectiveMix({"mlm": mlm, "nsp": nsp}), bert_final)
     encoder.eval()
     with torch.no_grad():
@@ -201,7 +202,7 @@ def _encoder_final(experiment: str, path: Path) -> tuple[TransformerEncoder, Obj
     torch.manual_seed(0)
     encoder = instantiate(cfg.model)(vocab_size=tokenizer.vocab_size)
     objectives = {
-        name: instantiate(node)(encoder=encoder, vocab=tokenizer.vocab_info)
+        name: build_objective(instantiate(node), encoder, tokenizer.vocab_info)
         for name, node in cfg.objective.objectives.items()
     }
     mix = ObjectiveMix(objectives)

@@ -9,6 +9,7 @@ from knowledge_sample_paths import KG_DIR, VOCAB
 from ptm_core.data import pad_examples
 from ptm_core.encoders import bert_encoder
 from ptm_core.objectives import IGNORE_INDEX
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.examples import build_knowledge_examples
 from ptm_knowledge.ernie.knowledge_masking import (
@@ -43,7 +44,7 @@ def _units(row: torch.Tensor) -> dict[int, list[int]]:
 @pytest.mark.parametrize("level", LEVELS)
 def test_units_never_split_and_rate(setup, level: str) -> None:
     tok, examples, encoder = setup
-    objective = KnowledgeMaskingObjective(encoder, tok.vocab_info, level=level)
+    objective = build_objective(KnowledgeMaskingObjective, encoder, tok.vocab_info, level=level)
     generator = torch.Generator().manual_seed(1)
     masked = candidates = units_seen = 0
     for start in range(0, len(examples), 32):
@@ -92,7 +93,7 @@ def test_staged_schedule(setup) -> None:
     tok, examples, encoder = setup
     schedule = MaskingSchedule(total_batches=9)
     assert [schedule.level_at(i) for i in range(12)] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 2]
-    objective = KnowledgeMaskingObjective(encoder, tok.vocab_info)
+    objective = build_objective(KnowledgeMaskingObjective, encoder, tok.vocab_info)
     batches = StagedMaskingBatches(
         examples,
         16,

@@ -15,6 +15,7 @@ from ptm_core.data import PretrainingBatches
 from ptm_core.data.prepared import PreparedDataError, shard_file
 from ptm_core.encoders import bert_encoder
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
@@ -92,7 +93,9 @@ def test_baidu_prepared_and_raw_paths_give_identical_batches(sample, prepared) -
     assert sum(u >= 0 for row in raw for u in row["entity_units"]) > 0
 
     text = _tiny(tokenizer.vocab_size)
-    mix = ObjectiveMix({"mlm": KnowledgeMaskingObjective(text, tokenizer.vocab_info)})
+    mix = ObjectiveMix(
+        {"mlm": build_objective(KnowledgeMaskingObjective, text, tokenizer.vocab_info)}
+    )
 
     def source(examples, mix):
         return StagedMaskingBatches(
@@ -134,9 +137,9 @@ def test_thu_prepared_and_raw_paths_give_identical_batches(sample, prepared, sam
     vocab = tokenizer.vocab_info
     mix = ObjectiveMix(
         {
-            "mlm": MaskedLMObjective(encoder, vocab),
-            "nsp": NextSentenceObjective(encoder, vocab),
-            "dea": DenoisingEntityAutoencoderObjective(encoder, vocab),
+            "mlm": build_objective(MaskedLMObjective, encoder, vocab),
+            "nsp": build_objective(NextSentenceObjective, encoder, vocab),
+            "dea": build_objective(DenoisingEntityAutoencoderObjective, encoder, vocab),
         }
     )
 
@@ -267,7 +270,11 @@ def test_dataloader_workers_build_the_same_batches(sample, prepared) -> None:
     store.bind_entities(None)
     rows = knowledge_rows(store, tokenizer.vocab_info, MAX_LENGTH)
     mix = ObjectiveMix(
-        {"mlm": KnowledgeMaskingObjective(_tiny(tokenizer.vocab_size), tokenizer.vocab_info)}
+        {
+            "mlm": build_objective(
+                KnowledgeMaskingObjective, _tiny(tokenizer.vocab_size), tokenizer.vocab_info
+            )
+        }
     )
     built = {
         workers: list(

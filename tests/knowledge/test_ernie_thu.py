@@ -93,7 +93,7 @@ def test_from_text_encoder_splits_layers() -> None:
     model = KnowledgeableEncoder.from_text_encoder(
         text, torch.randn(10, 8), 1, output_activation=False
     ).eval()
-    assert model.config.num_layers == 2 and len(model.knowledge_layers) == 1
+    assert model.text_config.num_layers == 2 and len(model.knowledge_layers) == 1
     out = model(ids, entity_ids=torch.full((1, 7), -1)).last_hidden_state
     torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="num_knowledge_layers"):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from ptm_core.encoders import bert_encoder
 from ptm_core.encoders.transformer import EncoderOutput
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_knowledge.wklm import EntityReplacementObjective, OutsideMentionsMLMObjective
 
@@ -34,7 +35,7 @@ def _encoder():
 
 def test_detection_loss_equals_hand_computation() -> None:
     torch.manual_seed(0)
-    objective = EntityReplacementObjective(_encoder(), VOCAB)
+    objective = build_objective(EntityReplacementObjective, _encoder(), VOCAB)
     hidden = torch.randn(2, 7, 16)
     labels = torch.full((2, 7), -100)
     ends = torch.zeros(2, 7, dtype=torch.long)
@@ -62,7 +63,7 @@ def test_detection_loss_equals_hand_computation() -> None:
     assert out.metrics["mentions"].item() == 3
     assert out.metrics["replaced"].item() == pytest_approx(2 / 3)
     # "outside" reads the pieces around each mention.
-    outside = EntityReplacementObjective(_encoder(), VOCAB, boundary="outside")
+    outside = build_objective(EntityReplacementObjective, _encoder(), VOCAB, boundary="outside")
     outside.head.load_state_dict(objective.head.state_dict())
     shifted = hidden.clone()
     shifted[0, [0, 4, 3, 5]] = hidden[0, [1, 3, 4, 4]]
@@ -74,7 +75,7 @@ def test_detection_loss_equals_hand_computation() -> None:
 
 
 def test_detection_accuracy_counts_the_sign_of_the_logit() -> None:
-    objective = EntityReplacementObjective(_encoder(), VOCAB)
+    objective = build_objective(EntityReplacementObjective, _encoder(), VOCAB)
     with torch.no_grad():
         objective.head.classifier.weight.zero_()
         objective.head.classifier.weight[0, 0] = 1.0
@@ -92,7 +93,7 @@ def test_detection_accuracy_counts_the_sign_of_the_logit() -> None:
 
 
 def test_mlm_masks_five_percent_outside_mentions_only() -> None:
-    objective = OutsideMentionsMLMObjective(_encoder(), VOCAB)
+    objective = build_objective(OutsideMentionsMLMObjective, _encoder(), VOCAB)
     assert objective.mask_prob == 0.05
     g = torch.Generator().manual_seed(0)
     rows, length = 400, 200
@@ -113,7 +114,7 @@ def test_mlm_masks_five_percent_outside_mentions_only() -> None:
     # Per-row counts are floor(0.05 n_row + u): the rate is 0.05 up to sampling noise.
     assert abs(rate - 0.05) < 4 * math.sqrt(0.05 * 0.95 / n), rate
     # Without the exclusion, mention pieces are chosen too.
-    plain = OutsideMentionsMLMObjective(_encoder(), VOCAB, exclude_mentions=False)
+    plain = build_objective(OutsideMentionsMLMObjective, _encoder(), VOCAB, exclude_mentions=False)
     again = plain.collate(
         {"input_ids": ids, "special_tokens_mask": special, "mention_mask": mentions}, g
     )
@@ -121,7 +122,7 @@ def test_mlm_masks_five_percent_outside_mentions_only() -> None:
 
 
 def test_a_batch_without_mentions_gives_zero_loss_and_no_accuracy() -> None:
-    objective = EntityReplacementObjective(_encoder(), VOCAB)
+    objective = build_objective(EntityReplacementObjective, _encoder(), VOCAB)
     labels = torch.full((2, 4), -100)
     out = objective(
         EncoderOutput(last_hidden_state=torch.randn(2, 4, 16)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ptm_core.objectives import IGNORE_INDEX
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_multilingual import (
     XLMBatches,
@@ -36,7 +37,7 @@ def _pairs(n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
 
 def _objective(**kwargs: object) -> XLMMaskedLMObjective:
     encoder = xlm_text_encoder(vocab_size=200, hidden_size=16, num_layers=1, num_heads=2)
-    return XLMMaskedLMObjective(encoder, VOCAB, **kwargs)  # type: ignore[arg-type]
+    return build_objective(XLMMaskedLMObjective, encoder, VOCAB, **kwargs)  # type: ignore[arg-type]
 
 
 def test_tlm_example_layout() -> None:

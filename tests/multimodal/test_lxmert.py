@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ptm_core.objectives import IGNORE_INDEX, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
 from ptm_multimodal.feature_spec import FeatureMismatchError
@@ -96,10 +97,10 @@ def setup(synthetic_dirs: tuple[Path, Path], caption_tokenizer: WordPieceTokeniz
     answers = [vocabulary().index(w) for w in ("red", "green", "blue", "circle", "square")]
     mix = ObjectiveMix(
         {
-            "qa": LxmertImageQAObjective(model, vocab, answer_token_ids=answers),
-            "lm": LxmertMaskedLMObjective(model, vocab),
-            "obj": LxmertObjectPredictionObjective(model, vocab),
-            "itm": LxmertMatchingObjective(model, vocab),
+            "qa": build_objective(LxmertImageQAObjective, model, vocab, answer_token_ids=answers),
+            "lm": build_objective(LxmertMaskedLMObjective, model, vocab),
+            "obj": build_objective(LxmertObjectPredictionObjective, model, vocab),
+            "itm": build_objective(LxmertMatchingObjective, model, vocab),
         }
     )
     batches = ImageTextBatches(data, caption_tokenizer, 32, transform=mix.collate, seed=3)

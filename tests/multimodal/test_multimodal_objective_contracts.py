@@ -11,6 +11,7 @@ import torch
 from cases import ObjectiveTestCase
 
 from ptm_core.objectives import ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal import (
     AlignmentObjective,
@@ -82,7 +83,9 @@ class _MultimodalContract(ObjectiveTestCase):
         )
 
     def make_objective(self, encoder: torch.nn.Module) -> Any:
-        return self.objective_cls(encoder, self.tokenizer.vocab_info, **self.kwargs)
+        return build_objective(
+            self.objective_cls, encoder, self.tokenizer.vocab_info, **self.kwargs
+        )
 
     def make_input(self) -> dict[str, torch.Tensor]:
         batches = ImageTextBatches(self.pairs, self.tokenizer, 4, seed=0)
@@ -101,7 +104,7 @@ class TestImageTextMatchContract(_MultimodalContract):
     architecture = "visualbert"
 
     def make_objective(self, encoder: torch.nn.Module) -> Any:
-        return ImageTextMatchObjective(encoder.encoder, self.tokenizer.vocab_info)
+        return build_objective(ImageTextMatchObjective, encoder, self.tokenizer.vocab_info)
 
 
 class TestMaskedRegionContract(_MultimodalContract):
@@ -133,4 +136,6 @@ class TestLxmertImageQAContract(_MultimodalContract):
 
     def make_objective(self, encoder: torch.nn.Module) -> Any:
         answers = [vocabulary().index(w) for w in ("red", "green", "blue", "circle", "square")]
-        return LxmertImageQAObjective(encoder, self.tokenizer.vocab_info, answer_token_ids=answers)
+        return build_objective(
+            LxmertImageQAObjective, encoder, self.tokenizer.vocab_info, answer_token_ids=answers
+        )

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal import (
     AlignmentObjective,
@@ -45,8 +46,8 @@ def _build(arch: str, vocab, spec):
             **TINY,
         )
         objectives = {
-            "mlm": MaskedLMObjective(model.encoder, vocab),
-            "itm": ImageTextMatchObjective(model.encoder, vocab),
+            "mlm": build_objective(MaskedLMObjective, model.encoder, vocab),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, vocab),
         }
     else:
         model = vilbert(
@@ -62,7 +63,7 @@ def _build(arch: str, vocab, spec):
             **TINY,
         )
         objectives = {
-            "mlm": MaskedLMObjective(model, vocab),
+            "mlm": build_objective(MaskedLMObjective, model, vocab),
             "mrm": MaskedRegionObjective(model, vocab),
             "align": AlignmentObjective(model, vocab),
         }

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ptm_core.objectives import IGNORE_INDEX, MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal import (
     AlignmentObjective,
@@ -129,7 +130,7 @@ def _pretraining(target: str = "auto"):
     model = _model()
     mix = ObjectiveMix(
         {
-            "mlm": MaskedLMObjective(model, VOCAB),
+            "mlm": build_objective(MaskedLMObjective, model, VOCAB),
             "mrm": MaskedRegionObjective(model, VOCAB, num_classes=7, target=target),
             "align": AlignmentObjective(model, VOCAB),
         }

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.pretraining_model import MultimodalPretraining
@@ -48,8 +49,8 @@ def _pair():
     )
     mix = ObjectiveMix(
         {
-            "mlm": MaskedLMObjective(model.encoder, VOCAB, masked_only=False),
-            "itm": ImageTextMatchObjective(model.encoder, VOCAB),
+            "mlm": build_objective(MaskedLMObjective, model.encoder, VOCAB, masked_only=False),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, VOCAB),
         }
     )
     ours = MultimodalPretraining(model, mix).eval()

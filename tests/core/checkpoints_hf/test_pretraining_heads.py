@@ -18,6 +18,7 @@ from ptm_core.objectives import (
     ReplacedTokenDetectionObjective,
     SentenceOrderObjective,
 )
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.tokenization import VocabInfo
 
@@ -54,7 +55,10 @@ def test_albert_for_pretraining_heads_load_into_mlm_and_sop(tmp_path: Path) -> N
     theirs = _perturbed(transformers.AlbertForPreTraining(config), tmp_path)
     encoder = TransformerEncoder.from_pretrained(tmp_path).eval()
     mix = ObjectiveMix(
-        {"mlm": MaskedLMObjective(encoder, VOCAB), "sop": SentenceOrderObjective(encoder, VOCAB)}
+        {
+            "mlm": build_objective(MaskedLMObjective, encoder, VOCAB),
+            "sop": build_objective(SentenceOrderObjective, encoder, VOCAB),
+        }
     )
     assert load_hf_pretraining_heads(mix, tmp_path) == (["mlm", "sop"], [])
     batch = _ids()
@@ -94,7 +98,7 @@ def test_electra_discriminator_and_xlnet_lm_heads_load(tmp_path: Path) -> None:
     )
     xlnet = _perturbed(transformers.XLNetLMHeadModel(xlnet_config), tmp_path / "x")
     encoder = TransformerEncoder.from_pretrained(tmp_path / "x").eval()
-    plm = PermutationLMObjective(encoder, VOCAB)
+    plm = build_objective(PermutationLMObjective, encoder, VOCAB)
     assert load_hf_pretraining_heads(ObjectiveMix({"plm": plm}), tmp_path / "x") == (["plm"], [])
     assert torch.equal(plm.output_bias.detach(), xlnet.lm_loss.bias.detach())
 
@@ -109,5 +113,5 @@ def test_a_bare_bert_model_leaves_every_head_fresh(tmp_path: Path) -> None:
     )
     transformers.BertModel(config).save_pretrained(tmp_path)
     encoder = TransformerEncoder.from_pretrained(tmp_path)
-    mix = ObjectiveMix({"mlm": MaskedLMObjective(encoder, VOCAB)})
+    mix = ObjectiveMix({"mlm": build_objective(MaskedLMObjective, encoder, VOCAB)})
     assert load_hf_pretraining_heads(mix, tmp_path) == ([], ["mlm"])

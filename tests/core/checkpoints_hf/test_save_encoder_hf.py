@@ -13,6 +13,7 @@ import transformers
 
 from ptm_core.checkpoints import save_encoder
 from ptm_core.encoders import bert_encoder
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.mlm import MaskedLMObjective
 from ptm_core.tokenization import WordPieceTokenizer
@@ -34,7 +35,7 @@ def _model() -> tuple[torch.nn.Module, ObjectiveMix, WordPieceTokenizer]:
         dropout=0.0,
         attention_dropout=0.0,
     ).eval()
-    mix = ObjectiveMix({"mlm": MaskedLMObjective(encoder, tokenizer.vocab_info)})
+    mix = ObjectiveMix({"mlm": build_objective(MaskedLMObjective, encoder, tokenizer.vocab_info)})
     with torch.no_grad():
         for parameter in mix.parameters():
             parameter.add_(0.1 * torch.randn(parameter.shape))

@@ -9,6 +9,7 @@ from ptm_core import bert_encoder
 from ptm_core.data import PretrainingBatches, pack_examples
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import VocabInfo
 
@@ -48,7 +49,7 @@ def test_layout_of_packed_rows() -> None:
 def test_packed_batches_equal_unpacked_outputs_and_loss() -> None:
     torch.manual_seed(0)
     encoder = bert_encoder(vocab_size=200, hidden_size=32, num_layers=2, num_heads=4).eval()
-    mlm = MaskedLMObjective(encoder, VOCAB, mode="static")
+    mlm = build_objective(MaskedLMObjective, encoder, VOCAB, mode="static")
     model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm})).eval()
     generator = generator_for(0, "static")
     examples = [mlm.prepare_example(e, generator) for e in _examples()]

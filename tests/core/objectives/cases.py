@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from ptm_core import bert_encoder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import load_heads, save_heads
 from ptm_core.tokenization import VocabInfo
 
@@ -93,7 +94,7 @@ class ObjectiveTestCase:
         return bert_encoder(vocab_size=self.vocab.vocab_size, **TINY)
 
     def make_objective(self, encoder: nn.Module) -> Objective:
-        return self.objective_cls(encoder=encoder, vocab=self.vocab, **self.kwargs)
+        return build_objective(self.objective_cls, encoder, self.vocab, **self.kwargs)
 
     def make_input(self) -> Any:
         """What the data side takes (a padded token batch by default)."""

@@ -9,6 +9,7 @@ from ptm_core import bert_encoder
 from ptm_core.models import PretrainingModel
 from ptm_core.modules import left_to_right_mask
 from ptm_core.objectives import IGNORE_INDEX, CausalLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 
 VOCAB = VocabInfo(vocab_size=40, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -26,7 +27,7 @@ def _batch() -> dict[str, torch.Tensor]:
 
 def test_labels_are_the_next_token_and_padding_is_hidden() -> None:
     encoder = bert_encoder(vocab_size=40, hidden_size=16, num_layers=1, num_heads=2)
-    objective = CausalLMObjective(encoder, VOCAB)
+    objective = build_objective(CausalLMObjective, encoder, VOCAB)
     assert objective.head.decoder.weight is encoder.word_embeddings.weight
     batch = objective.collate(_batch(), torch.Generator())
     assert batch["lm_labels"].tolist() == [
@@ -40,7 +41,9 @@ def test_labels_are_the_next_token_and_padding_is_hidden() -> None:
 def test_a_few_steps_fit_a_repeated_sequence_and_outputs_are_causal() -> None:
     torch.manual_seed(0)
     encoder = bert_encoder(vocab_size=40, hidden_size=32, num_layers=2, num_heads=2, dropout=0.0)
-    model = PretrainingModel(encoder, ObjectiveMix({"clm": CausalLMObjective(encoder, VOCAB)}))
+    model = PretrainingModel(
+        encoder, ObjectiveMix({"clm": build_objective(CausalLMObjective, encoder, VOCAB)})
+    )
     batch = model.objectives.collate(_batch(), torch.Generator())
     optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
     losses = []

@@ -17,6 +17,7 @@ from ptm_core.objectives import (
     mask_tokens,
     select_positions,
 )
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import VocabInfo
 
@@ -89,7 +90,7 @@ def test_same_generator_seed_gives_same_masks() -> None:
 
 def _epochs(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
     encoder = bert_encoder(vocab_size=1000, hidden_size=16, num_layers=1, num_heads=2)
-    mix = ObjectiveMix({"mlm": MaskedLMObjective(encoder, VOCAB, mode=mode)})  # type: ignore[arg-type]
+    mix = ObjectiveMix({"mlm": build_objective(MaskedLMObjective, encoder, VOCAB, mode=mode)})  # type: ignore[arg-type]
     ids, special = _corpus_batch(rows=4, length=64)
     examples = [
         {"input_ids": i.tolist(), "special_tokens_mask": s.long().tolist()}
@@ -119,7 +120,7 @@ def test_masked_only_head_gives_the_full_head_loss_and_gradients() -> None:
     batch = {"input_ids": ids, "mlm_labels": labels}
     results = []
     for masked_only in (True, False):
-        objective = MaskedLMObjective(encoder, VOCAB, masked_only=masked_only)
+        objective = build_objective(MaskedLMObjective, encoder, VOCAB, masked_only=masked_only)
         torch.manual_seed(1)
         objective.head.dense.reset_parameters()
         encoder.zero_grad()
@@ -132,7 +133,7 @@ def test_masked_only_head_gives_the_full_head_loss_and_gradients() -> None:
 
 def test_head_is_tied_to_the_token_embeddings() -> None:
     encoder = bert_encoder(vocab_size=1000, hidden_size=16, num_layers=1, num_heads=2)
-    objective = MaskedLMObjective(encoder, VOCAB)
+    objective = build_objective(MaskedLMObjective, encoder, VOCAB)
     assert objective.head.decoder.weight is encoder.word_embeddings.weight
 
 
@@ -141,14 +142,16 @@ def test_bad_settings_are_clear_errors() -> None:
     with pytest.raises(
         ValueError, match="tokenizer has 1000 ids but the encoder's vocab_size is 999"
     ):
-        MaskedLMObjective(encoder, VOCAB)
+        build_objective(MaskedLMObjective, encoder, VOCAB)
     encoder = bert_encoder(vocab_size=1000, hidden_size=16, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match="mask_prob"):
-        MaskedLMObjective(encoder, VOCAB, mask_prob=0.0)
+        build_objective(MaskedLMObjective, encoder, VOCAB, mask_prob=0.0)
     with pytest.raises(ValueError, match="sum to at most 1"):
-        MaskedLMObjective(encoder, VOCAB, mask_token_prob=0.8, random_token_prob=0.3)
+        build_objective(
+            MaskedLMObjective, encoder, VOCAB, mask_token_prob=0.8, random_token_prob=0.3
+        )
     with pytest.raises(ValueError, match="'dynamic' or 'static'"):
-        MaskedLMObjective(encoder, VOCAB, mode="sometimes")  # type: ignore[arg-type]
+        build_objective(MaskedLMObjective, encoder, VOCAB, mode="sometimes")  # type: ignore[arg-type]
 
 
 class TestMaskedLMContract(ObjectiveTestCase):

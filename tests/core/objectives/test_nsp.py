@@ -10,6 +10,7 @@ from cases import ObjectiveTestCase, token_batch
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import NextSentenceObjective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 
 VOCAB = VocabInfo(vocab_size=10_000, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -35,7 +36,7 @@ def _doc_of(token: int) -> int:
 
 def _objective() -> NextSentenceObjective:
     encoder = bert_encoder(vocab_size=VOCAB.vocab_size, hidden_size=16, num_layers=1, num_heads=2)
-    return NextSentenceObjective(encoder, VOCAB)
+    return build_objective(NextSentenceObjective, encoder, VOCAB)
 
 
 def _segments(example: dict) -> tuple[list[int], list[int]]:

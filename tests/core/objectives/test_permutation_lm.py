@@ -17,6 +17,7 @@ from ptm_core.objectives import (
     sample_order,
     span_partition,
 )
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 
 VOCAB = VocabInfo(vocab_size=60, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -137,7 +138,7 @@ def _objective(**kwargs: object) -> tuple[PermutationLMObjective, torch.nn.Modul
     encoder = xlnet_encoder(
         vocab_size=60, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64
     )
-    return PermutationLMObjective(encoder, VOCAB, **kwargs), encoder  # type: ignore[arg-type]
+    return build_objective(PermutationLMObjective, encoder, VOCAB, **kwargs), encoder  # type: ignore[arg-type]
 
 
 def test_objective_loss_is_finite_and_trains_the_encoder() -> None:
@@ -185,7 +186,7 @@ def test_a_targets_own_token_never_reaches_its_prediction() -> None:
 def test_objective_refuses_an_absolute_position_encoder() -> None:
     encoder = bert_encoder(vocab_size=60, hidden_size=32, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match="position_encoding='relative'"):
-        PermutationLMObjective(encoder, VOCAB)
+        build_objective(PermutationLMObjective, encoder, VOCAB)
     with pytest.raises(ValueError, match="partial_k"):
         _objective(partial_k=0.5)
 
@@ -202,7 +203,7 @@ def test_recurrence_in_pretraining_feeds_the_previous_segment_as_memory() -> Non
         intermediate_size=64,
         memory_length=8,
     )
-    objective = PermutationLMObjective(encoder, VOCAB, memory_segment=10)
+    objective = build_objective(PermutationLMObjective, encoder, VOCAB, memory_segment=10)
     model = PretrainingModel(encoder, ObjectiveMix({"plm": objective})).eval()
     ids, special, padding = _rows([22, 14], 24)
     raw = {"input_ids": ids, "attention_mask": padding.long(), "special_tokens_mask": special}
@@ -226,7 +227,7 @@ def test_recurrence_in_pretraining_feeds_the_previous_segment_as_memory() -> Non
 def test_recurrence_needs_an_encoder_with_memory() -> None:
     encoder = xlnet_encoder(vocab_size=60, hidden_size=32, num_layers=1, num_heads=2)
     with pytest.raises(ValueError, match=r"model\.memory_length"):
-        PermutationLMObjective(encoder, VOCAB, memory_segment=8)
+        build_objective(PermutationLMObjective, encoder, VOCAB, memory_segment=8)
 
 
 def test_short_batches_split_at_half_their_length() -> None:
@@ -238,7 +239,7 @@ def test_short_batches_split_at_half_their_length() -> None:
         intermediate_size=64,
         memory_length=32,
     )
-    objective = PermutationLMObjective(encoder, VOCAB, memory_segment=32)
+    objective = build_objective(PermutationLMObjective, encoder, VOCAB, memory_segment=32)
     ids, special, padding = _rows([19, 7], 21)  # the batch is padded to 21 tokens only
     raw = {"input_ids": ids, "attention_mask": padding.long(), "special_tokens_mask": special}
     batch = objective.collate(raw, torch.Generator().manual_seed(0))

@@ -11,6 +11,7 @@ from ptm_core import bert_encoder
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.span_boundary import SpanBoundaryHead
 from ptm_core.objectives import IGNORE_INDEX, SpanBoundaryObjective, SpanMaskingObjective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 
 VOCAB = VocabInfo(vocab_size=50, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -48,7 +49,7 @@ def _batch() -> dict[str, torch.Tensor]:
 
 
 def test_the_loss_depends_on_boundary_states_only() -> None:
-    objective = SpanBoundaryObjective(_encoder(), VOCAB)
+    objective = build_objective(SpanBoundaryObjective, _encoder(), VOCAB)
     hidden = torch.randn(1, 8, 16)
     base = objective(EncoderOutput(hidden), _batch()).loss
     inside = hidden.clone()
@@ -61,7 +62,7 @@ def test_the_loss_depends_on_boundary_states_only() -> None:
 
 
 def test_loss_trains_and_missing_span_keys_name_the_fix() -> None:
-    objective = SpanBoundaryObjective(_encoder(), VOCAB)
+    objective = build_objective(SpanBoundaryObjective, _encoder(), VOCAB)
     hidden = torch.randn(1, 8, 16, requires_grad=True)
     out = objective(EncoderOutput(hidden), _batch())
     out.loss.backward()
@@ -80,5 +81,5 @@ class TestSpanBoundaryContract(ObjectiveTestCase):
 
     def make_input(self) -> dict[str, torch.Tensor]:
         encoder = self.make_encoder()
-        masking = SpanMaskingObjective(encoder, self.vocab, tokenizer=SAMPLE_VOCAB)
+        masking = build_objective(SpanMaskingObjective, encoder, self.vocab, tokenizer=SAMPLE_VOCAB)
         return masking.collate(token_batch(self.vocab, length=24), torch.Generator().manual_seed(0))

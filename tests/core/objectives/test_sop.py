@@ -11,6 +11,7 @@ from cases import ObjectiveTestCase, token_batch
 from ptm_core import bert_encoder
 from ptm_core.encoders import EncoderOutput
 from ptm_core.objectives import SentenceOrderObjective, build_sentence_order_examples
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.sop import split_segment_pair
 from ptm_core.tokenization import VocabInfo
 
@@ -66,7 +67,7 @@ def test_swap_prob_is_configurable_and_checked() -> None:
 def test_objective_loss_and_accuracy() -> None:
     torch.manual_seed(0)
     encoder = bert_encoder(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2)
-    objective = SentenceOrderObjective(encoder, VocabInfo(50, 0, 1, 2, 3, 4))
+    objective = build_objective(SentenceOrderObjective, encoder, VocabInfo(50, 0, 1, 2, 3, 4))
     hidden = torch.randn(4, 6, 16)
     out = objective(EncoderOutput(hidden), {"sentence_order_label": torch.tensor([0, 1, 1, 0])})
     assert out.loss.ndim == 0 and out.loss.item() > 0

@@ -12,6 +12,7 @@ from test_whole_word import CONTINUATION, SAMPLE_VOCAB, VOCAB, synthetic_words
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import IGNORE_INDEX, SpanMaskingObjective, WordBoundaries, span_mask_tokens
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.span import span_length_distribution
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -106,11 +107,13 @@ def test_objective_static_and_dynamic_modes_write_span_keys() -> None:
         "token_type_ids": encoded.token_type_ids,
         "special_tokens_mask": encoded.special_tokens_mask,
     }
-    static = SpanMaskingObjective(encoder, vocab, tokenizer=tokenizer, mode="static")
+    static = build_objective(
+        SpanMaskingObjective, encoder, vocab, tokenizer=tokenizer, mode="static"
+    )
     prepared = static.prepare_example(example, torch.Generator().manual_seed(0))
     assert {"mlm_labels", "span_left", "span_right", "span_position"} <= set(prepared)
     assert any(label != IGNORE_INDEX for label in prepared["mlm_labels"])
-    dynamic = SpanMaskingObjective(encoder, vocab, tokenizer=tokenizer)
+    dynamic = build_objective(SpanMaskingObjective, encoder, vocab, tokenizer=tokenizer)
     assert dynamic.prepare_example(example, torch.Generator()) is example
     batch = dynamic.collate(
         {k: torch.tensor([v] * 4) for k, v in example.items()}, torch.Generator().manual_seed(0)

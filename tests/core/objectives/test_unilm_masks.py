@@ -16,6 +16,7 @@ from ptm_core.modules import (
     unilm_mask,
 )
 from ptm_core.objectives import UniLMObjective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 
 VOCAB = VocabInfo(vocab_size=60, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -112,7 +113,7 @@ def test_padding_does_not_change_real_outputs(encoder) -> None:
 
 
 def test_unilm_draws_mask_kinds_with_the_configured_proportions(encoder) -> None:
-    objective = UniLMObjective(encoder, VOCAB)
+    objective = build_objective(UniLMObjective, encoder, VOCAB)
     gen = torch.Generator().manual_seed(0)
     counts = torch.bincount(
         torch.tensor([objective.draw_kind(gen) for _ in range(12_000)]), minlength=4
@@ -126,7 +127,7 @@ def test_unilm_draws_mask_kinds_with_the_configured_proportions(encoder) -> None
     }
     for kind, p in paper.items():
         assert abs(freq[kind] - p) < 0.015, (kind, freq)
-    only = UniLMObjective(encoder, VOCAB, proportions={"seq2seq": 2.0})
+    only = build_objective(UniLMObjective, encoder, VOCAB, proportions={"seq2seq": 2.0})
     batch = only.collate(
         {
             "input_ids": IDS,
@@ -140,13 +141,13 @@ def test_unilm_draws_mask_kinds_with_the_configured_proportions(encoder) -> None
     assert UNILM_MASK_KINDS[int(batch["unilm_mask_kind"])] == "seq2seq"
     assert (batch["mlm_labels"] != -100).any()
     with pytest.raises(ValueError, match="valid kinds"):
-        UniLMObjective(encoder, VOCAB, proportions={"sideways": 1.0})
+        build_objective(UniLMObjective, encoder, VOCAB, proportions={"sideways": 1.0})
 
 
 def test_unilm_examples_are_true_source_target_pairs(encoder) -> None:
     import random
 
-    objective = UniLMObjective(encoder, VOCAB)
+    objective = build_objective(UniLMObjective, encoder, VOCAB)
     documents = [[[10, 11, 12], [13, 14], [15, 16, 17]], [[20, 21], [22, 23, 24]]]
     examples = objective.build_examples(documents, 16, random.Random(0))
     assert examples

@@ -16,6 +16,7 @@ from ptm_core.objectives import (
     WordBoundaries,
     whole_word_mask_tokens,
 )
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 
 VOCAB = VocabInfo(vocab_size=1000, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -88,7 +89,7 @@ def test_objective_reads_word_boundaries_from_the_tokenizer() -> None:
     tokenizer = WordPieceTokenizer.from_vocab(SAMPLE_VOCAB)
     vocab = tokenizer.vocab_info
     encoder = bert_encoder(vocab_size=vocab.vocab_size, hidden_size=16, num_layers=1, num_heads=2)
-    objective = WholeWordMaskedLMObjective(encoder, vocab, tokenizer=SAMPLE_VOCAB)
+    objective = build_objective(WholeWordMaskedLMObjective, encoder, vocab, tokenizer=SAMPLE_VOCAB)
     text = "Marie Curie studied radioactivity in Paris and Warsaw " * 6
     encoded = tokenizer.encode(text)
     starts = torch.tensor(tokenizer.word_start_mask(encoded.input_ids))
@@ -109,14 +110,16 @@ def test_objective_reads_word_boundaries_from_the_tokenizer() -> None:
 
 def test_missing_tokenizer_is_a_clear_error() -> None:
     encoder = bert_encoder(vocab_size=VOCAB.vocab_size, hidden_size=16, num_layers=1, num_heads=2)
-    objective = WholeWordMaskedLMObjective(encoder, VOCAB)
+    objective = build_objective(WholeWordMaskedLMObjective, encoder, VOCAB)
     ids, special = synthetic_words(rows=2, length=10)
     with pytest.raises(ValueError, match="needs word boundaries"):
         objective.collate(
             {"input_ids": ids, "special_tokens_mask": special}, torch.Generator().manual_seed(0)
         )
     with pytest.raises(FileNotFoundError, match=r"data\.tokenizer"):
-        WholeWordMaskedLMObjective(encoder, VOCAB, tokenizer="/nonexistent/vocab.txt")
+        build_objective(
+            WholeWordMaskedLMObjective, encoder, VOCAB, tokenizer="/nonexistent/vocab.txt"
+        )
 
 
 class TestWholeWordContract(ObjectiveTestCase):

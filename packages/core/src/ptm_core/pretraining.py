@@ -26,6 +26,7 @@ from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.seeding import derive_seed
@@ -331,7 +332,9 @@ def pretrain(
         corpus: text-corpus file(s) or directory (see ``data_specs/text_corpus``); or
         prepared: a directory written by ``ptm prepare`` (give one of the two).
         encoder: a built encoder, or a factory called with ``vocab_size=`` of the tokenizer.
-        objectives: name -> factory called with ``encoder=`` and ``vocab=``.
+        objectives: name -> factory, called by
+            :func:`~ptm_core.objectives.inputs.build_objective` with ``vocab=`` and the
+            encoder's numbers it names (``hidden_size``, ``vocab_size``, ``tie_to``, ...).
         trainer: trainer settings (``output_dir`` is the run directory).
         weights: name -> loss weight (default 1 each).
         tokenizer: a ``vocab.txt`` or tokenizer directory; ``None`` trains a WordPiece
@@ -389,7 +392,7 @@ def pretrain(
             f"{model_encoder.config.max_positions}; lower max_length or raise max_positions"
         )
     mix = ObjectiveMix(
-        {name: make(encoder=model_encoder, vocab=vocab) for name, make in objectives.items()},
+        {name: build_objective(make, model_encoder, vocab) for name, make in objectives.items()},
         weights,
     )
     for _, objective in mix:

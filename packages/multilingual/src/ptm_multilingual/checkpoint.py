@@ -36,7 +36,7 @@ def save_xlm(
         {
             "ptm_format": PTM_XLM_FORMAT,
             "languages": model.languages,
-            "encoder": model.config.to_dict(),
+            "encoder": model.encoder.config.to_dict(),
         },
         XLM,
     )

@@ -204,7 +204,7 @@ class XLMClassifier(nn.Module):
 
     def depth_top(self) -> int:
         """The head's depth for the ULMFiT/ELECTRA switches (``L + 1``)."""
-        return self.encoder.config.num_layers + 1
+        return self.encoder.text_config.num_layers + 1
 
     def parameter_depth(self, name: str) -> int:
         """Depth of a parameter: the language table is an input table, so it sits with
@@ -212,7 +212,7 @@ class XLMClassifier(nn.Module):
         embedding LayerNorm); layer ``i`` at ``i + 1``; the head at ``L + 1``."""
         if name.startswith("encoder.lang_embeddings."):
             return 0
-        return layer_index(name, self.encoder.config.num_layers, prefix="encoder.encoder.")
+        return layer_index(name, self.encoder.text_config.num_layers, prefix="encoder.encoder.")
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         mask = batch.get("attention_mask")
@@ -232,7 +232,7 @@ class XLMClassifier(nn.Module):
             "label_names": self.label_names,
             "languages": self.encoder.languages,
             **head_settings(self.head),
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
         }
 
 
@@ -250,7 +250,7 @@ def build_xlm_classifier(
         num_labels,
         dropout,
         pool=pool,
-        initializer_range=encoder.config.initializer_range,
+        initializer_range=encoder.text_config.initializer_range,
     )
     return XLMClassifier(encoder, head, num_labels, label_names=label_names)
 
@@ -445,14 +445,14 @@ def finetune_xlm_classifier(
                 f"language {lang!r} is not one of the checkpoint's languages "
                 f"{encoder.languages}; use one of them (XLM has no embedding for it)"
             )
-    if max_length > encoder.config.max_positions:
+    if max_length > encoder.text_config.max_positions:
         raise ValueError(
             f"max_length={max_length} exceeds the encoder's max_positions="
-            f"{encoder.config.max_positions}; lower max_length"
+            f"{encoder.text_config.max_positions}; lower max_length"
         )
     torch.manual_seed(trainer.seed)
     if random_init:
-        encoder = XLMEncoder(type(encoder.encoder)(encoder.config), encoder.languages)
+        encoder = XLMEncoder(type(encoder.encoder)(encoder.encoder.config), encoder.languages)
     train_rows, names = read_language_tsv(train[0])
     dev_rows = {lang: read_language_tsv(path, names)[0] for lang, path in dev.items()}
     model = build_xlm_classifier(encoder, len(names), dropout, pool=pool, label_names=names)

@@ -192,7 +192,7 @@ def save_hf_xlm(
             embeddings, activation other than gelu/relu).
     """
     full = model if isinstance(model, XLMForMaskedLM) else XLMForMaskedLM(model)
-    config = full.encoder.config
+    config = full.encoder.text_config
     problems = []
     if config.norm_position != "post":
         problems.append("norm_position must be 'post'")

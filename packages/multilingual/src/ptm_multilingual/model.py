@@ -76,8 +76,13 @@ class XLMEncoder(nn.Module):
         nn.init.normal_(self.lang_embeddings.weight, std=encoder.config.initializer_range)
 
     @property
-    def config(self) -> EncoderConfig:
+    def text_config(self) -> EncoderConfig:
+        """The core encoder's :class:`EncoderConfig` (the stack text objectives read)."""
         return self.encoder.config
+
+    @property
+    def vocab_size(self) -> int:
+        return self.encoder.vocab_size
 
     @property
     def word_embeddings(self) -> nn.Embedding:
@@ -191,7 +196,7 @@ class XLMForMaskedLM(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.head = head or XLMPredictionHead(
-            encoder.hidden_size, encoder.config.vocab_size, tie_to=encoder.word_embeddings
+            encoder.hidden_size, encoder.vocab_size, tie_to=encoder.word_embeddings
         )
 
     def forward(

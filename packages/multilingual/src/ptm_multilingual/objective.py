@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from ptm_core.encoders import EncoderOutput, TransformerEncoder
+from ptm_core.encoders import EncoderOutput
 from ptm_core.objectives import (
     IGNORE_INDEX,
     Objective,
@@ -17,7 +17,7 @@ from ptm_core.objectives import (
     mask_tokens,
 )
 from ptm_core.tokenization import VocabInfo
-from ptm_multilingual.model import XLMEncoder, XLMPredictionHead
+from ptm_multilingual.model import XLMPredictionHead
 
 Batch = dict[str, Tensor]
 
@@ -73,8 +73,9 @@ class XLMMaskedLMObjective(Objective):
     the token table, cross-entropy over the selected positions only.
 
     Args:
-        encoder: the (XLM or core) encoder; its config gives sizes and its token table.
         vocab: special ids and vocabulary size.
+        hidden_size, vocab_size: the encoder's width and token-table rows.
+        tie_to: the token table the output layer is tied to.
         mask_prob, mask_token_prob, random_token_prob: the 15% / 80/10/10 rates.
         frequency_alpha: ``None`` = uniform selection; a number = smoothed selection.
         token_counts: ``(V,)`` corpus counts for smoothed selection (or set them later).
@@ -89,9 +90,11 @@ class XLMMaskedLMObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder | XLMEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
         random_token_prob: float = 0.1,
@@ -99,11 +102,10 @@ class XLMMaskedLMObjective(Objective):
         token_counts: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        config = encoder.config
-        if vocab.vocab_size != config.vocab_size:
+        if vocab.vocab_size != vocab_size:
             raise ValueError(
                 f"tokenizer has {vocab.vocab_size} ids but the encoder's vocab_size is "
-                f"{config.vocab_size}; build the encoder with the tokenizer's size"
+                f"{vocab_size}; build the encoder with the tokenizer's size"
             )
         if not 0.0 < mask_prob < 1.0:
             raise ValueError(f"mask_prob must be in (0, 1), got {mask_prob}")
@@ -115,11 +117,7 @@ class XLMMaskedLMObjective(Objective):
         self.selection_weights: Tensor | None = None
         if token_counts is not None:
             self.set_token_counts(token_counts)
-        self.head = XLMPredictionHead(
-            config.hidden_size,
-            config.vocab_size,
-            tie_to=encoder.word_embeddings,
-        )
+        self.head = XLMPredictionHead(hidden_size, vocab_size, tie_to=tie_to)
 
     def set_token_counts(self, counts: Sequence[int] | Tensor) -> None:
         """Give the corpus counts ``(V,)`` that smoothed selection weighs by."""

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders import TransformerEncoder
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
@@ -58,7 +59,7 @@ class XLMPretrainingModel(nn.Module):
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
             "languages": self.encoder.languages,
             "objectives": {name: type(obj).__name__ for name, obj in self.objectives},
         }
@@ -128,7 +129,8 @@ def pretrain_xlm(
     Args:
         encoder: factory of the text stack, called with ``vocab_size=`` (e.g.
             :func:`~ptm_multilingual.model.xlm_text_encoder`).
-        objectives: name -> factory called with ``encoder=`` and ``vocab=``.
+        objectives: name -> factory, built with
+            :func:`~ptm_core.objectives.inputs.build_objective` from the encoder.
         trainer: trainer settings.
         monolingual: ``<lang>.txt`` files or directory (None: TLM only).
         parallel: parallel corpora (``*.tsv`` / aligned files; None: MLM only). Their sides
@@ -200,7 +202,9 @@ def pretrain_xlm(
             f"{text_encoder.config.max_positions}; lower them or raise max_positions"
         )
     xlm = XLMEncoder(text_encoder, tok.languages)
-    mix = ObjectiveMix({name: make(encoder=xlm, vocab=vocab) for name, make in objectives.items()})
+    mix = ObjectiveMix(
+        {name: build_objective(make, xlm, vocab) for name, make in objectives.items()}
+    )
     counts = data.token_counts(stream_length)
     for _, objective in mix:
         setter = getattr(objective, "set_token_counts", None)

@@ -53,7 +53,7 @@ class AlignmentObjective(Objective):
         inner = inner_size or encoder.hyperparameters.get(
             "co_hidden_size", encoder.image_hidden_size
         )
-        self.head = AlignmentHead(encoder.config.hidden_size, encoder.image_hidden_size, inner)
+        self.head = AlignmentHead(encoder.hidden_size, encoder.image_hidden_size, inner)
 
     def logits(self, encoder_output) -> Tensor:
         return self.head(encoder_output.last_hidden_state, encoder_output.image_hidden_state)

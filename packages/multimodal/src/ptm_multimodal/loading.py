@@ -10,6 +10,7 @@ from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
 from ptm_core.model_kinds import KIND_KEY
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.alignment import AlignmentObjective
 from ptm_multimodal.feature_spec import FeatureSpec
@@ -103,7 +104,7 @@ def load_multimodal(
                 f"{source}: objective {name!r} has class {entry.get('class')!r}; known: "
                 f"{sorted(OBJECTIVE_CLASSES)}"
             )
-        objectives[name] = cls(model, vocab)
+        objectives[name] = build_objective(cls, model, vocab)
         weights[name] = float(entry.get("weight", 1.0))
     wrapped = MultimodalPretraining(model, ObjectiveMix(objectives, weights))
     # read_weights turns a truncated or damaged file into a one-line CheckpointError.

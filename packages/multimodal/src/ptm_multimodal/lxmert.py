@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerLayer, bert_encoder
+from ptm_core.encoders.config import EncoderConfig
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
@@ -191,9 +192,17 @@ class LxmertModel(nn.Module):
             )
 
     @property
-    def config(self):
-        """The language encoder's config (vocabulary and width, for text heads)."""
+    def text_config(self) -> EncoderConfig:
+        """The language encoder's :class:`EncoderConfig` (the stack text objectives read)."""
         return self.language_encoder.config
+
+    @property
+    def hidden_size(self) -> int:
+        return self.language_encoder.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.language_encoder.vocab_size
 
     @property
     def word_embeddings(self) -> nn.Embedding:

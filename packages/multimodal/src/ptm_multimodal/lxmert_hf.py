@@ -190,6 +190,7 @@ def lxmert_config_to_hf(wrapped: MultimodalPretraining, *, heads: bool = True) -
     if not isinstance(model, LxmertModel):
         raise CheckpointError(f"not an LXMERT: {type(model).__name__}")
     numbers = model.hyperparameters
+    language = model.language_encoder.config
     if numbers.get("layer_norm_eps", 1e-12) != 1e-12:
         raise CheckpointError(
             f"config.json field layer_norm_eps is {numbers['layer_norm_eps']}: Hugging Face's "
@@ -197,8 +198,8 @@ def lxmert_config_to_hf(wrapped: MultimodalPretraining, *, heads: bool = True) -
         )
     hf: dict[str, Any] = {"model_type": "lxmert", "architectures": ["LxmertModel"]}
     for theirs, ours in HF_LXMERT_CONFIG_KEYS.items():
-        hf[theirs] = numbers[ours] if ours in numbers else getattr(model.config, ours)
-    hf["intermediate_size"] = model.config.intermediate_size
+        hf[theirs] = numbers[ours] if ours in numbers else getattr(language, ours)
+    hf["intermediate_size"] = language.intermediate_size
     roles = _roles(wrapped) if heads else {}
     objectives = dict(wrapped.objectives.objectives)
     obj = objectives.get(roles.get("obj", ""))

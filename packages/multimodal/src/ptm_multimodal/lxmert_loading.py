@@ -10,6 +10,7 @@ from torch import Tensor
 
 from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS
 from ptm_multimodal.feature_spec import FeatureSpec
@@ -47,7 +48,7 @@ def build_lxmert_pretraining(
     for name, entry in heads.items():
         settings = dict(entry)
         cls = OBJECTIVE_CLASSES[settings.pop("class")]
-        objectives[name] = cls(model, vocab, **settings)
+        objectives[name] = build_objective(cls, model, vocab, **settings)
     return MultimodalPretraining(model, ObjectiveMix(objectives, weights))
 
 

@@ -126,7 +126,9 @@ class LxmertMaskedLMObjective(Objective):
     :func:`mask_words` are predicted from the cross-modality language output.
 
     Args:
-        encoder: the :class:`~ptm_multimodal.lxmert.LxmertModel` (its word table is tied).
+        hidden_size: width of the language states the head reads.
+        tie_to: the word table the decoder is tied to.
+        activation, layer_norm_eps: the head transform's (the language encoder's).
         vocab: special ids and vocabulary size.
         mask_prob: word selection rate (0.15).
         mask_token_prob: chosen words that become ``[MASK]`` (0.8).
@@ -141,9 +143,12 @@ class LxmertMaskedLMObjective(Objective):
 
     def __init__(
         self,
-        encoder,
         vocab: VocabInfo | None = None,
         *,
+        hidden_size: int,
+        tie_to: nn.Embedding,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
         random_token_prob: float = 0.1,
@@ -153,10 +158,7 @@ class LxmertMaskedLMObjective(Objective):
         self.mask_prob = mask_prob
         self.mask_token_prob = mask_token_prob
         self.random_token_prob = random_token_prob
-        config = encoder.config
-        self.head = LxmertLMHead(
-            config.hidden_size, encoder.word_embeddings, config.activation, config.layer_norm_eps
-        )
+        self.head = LxmertLMHead(hidden_size, tie_to, activation, layer_norm_eps)
 
     def candidates(self, batch: Batch) -> Tensor:
         """``(B, L)`` bool: real, non-special words (a cloze ``[MASK]`` is special)."""
@@ -212,6 +214,7 @@ class LxmertObjectPredictionObjective(Objective):
 
     Args:
         encoder: the :class:`~ptm_multimodal.lxmert.LxmertModel` (widths, feature spec).
+        activation, layer_norm_eps: the head transform's (the language encoder's).
         vocab: unused (uniform objective factory signature).
         num_classes: detector classes (default: the feature spec's; ``None`` = no ``obj``).
         num_attributes: attribute classes (``None`` = no ``attr`` decoder).
@@ -239,6 +242,8 @@ class LxmertObjectPredictionObjective(Objective):
         mask_prob: float = 0.15,
         zero_prob: float = 0.8,
         random_prob: float = 0.1,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
     ) -> None:
         super().__init__()
         if num_classes is None:
@@ -259,10 +264,7 @@ class LxmertObjectPredictionObjective(Objective):
         self.mask_prob = mask_prob
         self.zero_prob = zero_prob
         self.random_prob = random_prob
-        config = encoder.config
-        self.head = LxmertObjectHead(
-            config.hidden_size, outputs, config.activation, config.layer_norm_eps
-        )
+        self.head = LxmertObjectHead(encoder.hidden_size, outputs, activation, layer_norm_eps)
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
         corrupted, selected = mask_objects(
@@ -322,7 +324,7 @@ class LxmertMatchingObjective(Objective):
     :class:`~ptm_multimodal.data.ImageTextBatches`, ``negative_prob`` 0.5 as the paper).
 
     Args:
-        encoder: the :class:`~ptm_multimodal.lxmert.LxmertModel` (its width).
+        hidden_size: width of the pooled state.
         vocab: unused (uniform objective factory signature).
 
     Batch keys: reads ``match_label`` ``(B,)``.
@@ -331,9 +333,9 @@ class LxmertMatchingObjective(Objective):
     name = "itm"
     batch_keys = ("match_label",)
 
-    def __init__(self, encoder, vocab: VocabInfo | None = None) -> None:
+    def __init__(self, vocab: VocabInfo | None = None, *, hidden_size: int) -> None:
         super().__init__()
-        self.classifier = nn.Linear(encoder.config.hidden_size, 2)
+        self.classifier = nn.Linear(hidden_size, 2)
         nn.init.normal_(self.classifier.weight, std=0.02)
         nn.init.zeros_(self.classifier.bias)
 
@@ -363,7 +365,8 @@ class LxmertImageQAObjective(Objective):
     ``[MASK]`` alone. Swapped-sentence rows never count (as in LXMERT).
 
     Args:
-        encoder: the :class:`~ptm_multimodal.lxmert.LxmertModel` (its width).
+        hidden_size, vocab_size: width of the pooled state; answers default to every id.
+        layer_norm_eps: the head's LayerNorm epsilon.
         vocab: special ids (the ``[MASK]`` id) and vocabulary size.
         answer_token_ids: token ids of the answers (answer ``k`` = ``answer_token_ids[k]``);
             ``None`` with ``num_answers=None``: every token id is an answer.
@@ -380,16 +383,18 @@ class LxmertImageQAObjective(Objective):
 
     def __init__(
         self,
-        encoder,
         vocab: VocabInfo | None = None,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        layer_norm_eps: float = 1e-12,
         answer_token_ids: Sequence[int] | None = None,
         num_answers: int | None = None,
         question_prob: float = 0.5,
     ) -> None:
         super().__init__()
         if answer_token_ids is None and num_answers is None:
-            answer_token_ids = list(range(encoder.config.vocab_size))
+            answer_token_ids = list(range(vocab_size))
         self.answer_token_ids = None if answer_token_ids is None else list(answer_token_ids)
         if self.answer_token_ids is not None:
             if len(set(self.answer_token_ids)) != len(self.answer_token_ids):
@@ -399,8 +404,7 @@ class LxmertImageQAObjective(Objective):
         self.num_answers = num_answers
         self.vocab = vocab
         self.question_prob = question_prob
-        config = encoder.config
-        self.head = LxmertAnswerHead(config.hidden_size, num_answers, config.layer_norm_eps)
+        self.head = LxmertAnswerHead(hidden_size, num_answers, layer_norm_eps)
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
         ids = batch["input_ids"]

@@ -24,8 +24,8 @@ class ImageTextMatchObjective(Objective):
     the classifier rows so logits keep their meaning.)
 
     Args:
-        encoder: the core encoder (for its width).
-        vocab: unused; accepted so every objective factory takes ``encoder=, vocab=``.
+        vocab: unused (objective factories are all called with ``vocab=``).
+        hidden_size: width of the pooled state the head reads.
 
     Batch keys: reads ``match_label`` ``(B,)``.
     """
@@ -33,9 +33,9 @@ class ImageTextMatchObjective(Objective):
     name = "itm"
     batch_keys = ("match_label",)
 
-    def __init__(self, encoder, vocab: VocabInfo | None = None) -> None:
+    def __init__(self, vocab: VocabInfo | None = None, *, hidden_size: int) -> None:
         super().__init__()
-        self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+        self.head = SentencePairHead(hidden_size, num_labels=2)
 
     def logits(self, encoder_output: EncoderOutput) -> Tensor:
         """``(B, 2)`` logits; column 1 = match."""

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import safetensors.torch
 import torch
@@ -15,6 +15,7 @@ from torch import nn
 
 from ptm_core.atomic import atomic_directory, atomic_write_text
 from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.objectives.inputs import TextBackbone, build_objective
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training import TrainerConfig
@@ -204,7 +205,8 @@ def pretrain_multimodal(
     Args:
         model: factory called with ``vocab_size=``, ``visual_embedding_dim=`` and
             ``feature_spec=`` (the dataset's), e.g. ``partial(visualbert, hidden_size=64)``.
-        objectives: name -> factory called with ``encoder=model, vocab=``.
+        objectives: name -> factory, built with
+            :func:`~ptm_core.objectives.inputs.build_objective` from the model.
         trainer: trainer settings (``output_dir`` is the run directory).
         weights: objective weights (default 1.0).
         train_dir: a ``data_specs/image_text`` directory; ``None`` generates synthetic data.
@@ -255,8 +257,9 @@ def pretrain_multimodal(
         vocab_size=vocab.vocab_size, visual_embedding_dim=spec.feature_size, feature_spec=spec
     )
     network.check_features(spec, source=str(vocab_path.parent))  # type: ignore[operator]
+    backbone = cast(TextBackbone, network)  # every multimodal model declares its text side
     mix = ObjectiveMix(
-        {name: factory(encoder=network, vocab=vocab) for name, factory in objectives.items()},
+        {name: build_objective(factory, backbone, vocab) for name, factory in objectives.items()},
         weights,
     )
     wrapped = MultimodalPretraining(network, mix)

@@ -34,7 +34,7 @@ class MultimodalPretraining(nn.Module):
     Args:
         model: a :class:`~ptm_multimodal.visualbert.VisualBertModel` or
             :class:`~ptm_multimodal.vilbert.VilbertModel`.
-        objectives: the objectives (built with ``encoder=model``).
+        objectives: the objectives (built from the model by ``build_objective``).
         match_objective: name of the objective whose logits score image-text pairs.
     """
 

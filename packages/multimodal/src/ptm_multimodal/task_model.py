@@ -238,7 +238,8 @@ def build_task_head(
     classifier.
     """
     net: Any = encoder  # a VisualBertModel or VilbertModel
-    hidden = net.config.hidden_size
+    text = net.text_config  # the core text encoder inside VisualBERT / ViLBERT
+    hidden = net.hidden_size
     if head not in ANSWER_HEADS:
         raise ValueError(f"multimodal_finetune.head is {head!r}; valid: {', '.join(ANSWER_HEADS)}")
     if head == "cloze":
@@ -251,8 +252,8 @@ def build_task_head(
             hidden,
             num_labels,
             dropout,
-            activation=str(getattr(net.config, "activation", "gelu")),
-            layer_norm_eps=float(getattr(net.config, "layer_norm_eps", 1e-12)),
+            activation=text.activation,
+            layer_norm_eps=text.layer_norm_eps,
         )
     if net.checkpoint_config()["architecture"] == "vilbert":
         inner = int(net.hyperparameters.get("co_hidden_size", net.image_hidden_size))
@@ -261,7 +262,7 @@ def build_task_head(
         hidden,
         num_labels,
         dropout,
-        initializer_range=float(net.config.initializer_range),
+        initializer_range=float(text.initializer_range),
     )
 
 

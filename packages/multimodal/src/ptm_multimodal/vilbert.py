@@ -16,6 +16,7 @@ from ptm_core.encoders import (
     TransformerSize,
     builders,
 )
+from ptm_core.encoders.config import EncoderConfig
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_multimodal.co_attention import CoAttentionLayer
@@ -145,9 +146,17 @@ class VilbertModel(nn.Module):
             )
 
     @property
-    def config(self):
-        """The text stream's config (vocabulary and width, for text heads)."""
+    def text_config(self) -> EncoderConfig:
+        """The text stream's :class:`EncoderConfig` (the stack text objectives read)."""
         return self.text_encoder.config
+
+    @property
+    def hidden_size(self) -> int:
+        return self.text_encoder.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.text_encoder.vocab_size
 
     @property
     def word_embeddings(self) -> nn.Embedding:

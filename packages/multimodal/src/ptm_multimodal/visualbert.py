@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
+from ptm_core.encoders.config import EncoderConfig
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
@@ -94,9 +95,17 @@ class VisualBertModel(nn.Module):
                 ]
 
     @property
-    def config(self):
-        """The core encoder's config (width, vocabulary)."""
+    def text_config(self) -> EncoderConfig:
+        """The core text encoder's :class:`EncoderConfig` (the stack text objectives read)."""
         return self.encoder.config
+
+    @property
+    def hidden_size(self) -> int:
+        return self.encoder.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.encoder.vocab_size
 
     @property
     def word_embeddings(self) -> nn.Embedding:

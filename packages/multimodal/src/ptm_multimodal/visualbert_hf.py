@@ -11,6 +11,7 @@ from torch import Tensor
 from ptm_core.checkpoints.hf.bert import hf_bert_to_ptm
 from ptm_core.checkpoints.io import CheckpointError, read_weights
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.matching import ImageTextMatchObjective
@@ -125,8 +126,8 @@ def load_hf_visualbert(
     )
     mix = ObjectiveMix(
         {
-            "mlm": MaskedLMObjective(model.encoder, vocab),
-            "itm": ImageTextMatchObjective(model.encoder, vocab),
+            "mlm": build_objective(MaskedLMObjective, model.encoder, vocab),
+            "itm": build_objective(ImageTextMatchObjective, model.encoder, vocab),
         }
     )
     wrapped = MultimodalPretraining(model, mix)

@@ -42,7 +42,7 @@ def visualbert_config_to_hf(model: VisualBertModel) -> dict[str, Any]:
             "encoding that Hugging Face's VisualBertModel does not have; pre-train with "
             "model.box_position=false to export it"
         )
-    hf = encoder_config_to_hf(model.config)
+    hf = encoder_config_to_hf(model.encoder.config)
     hf.update(
         model_type="visual_bert",
         architectures=["VisualBertModel"],
@@ -73,7 +73,7 @@ def ptm_to_hf_visualbert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tens
     model = wrapped.model
     if not isinstance(model, VisualBertModel):
         raise CheckpointError(f"not a VisualBERT: {type(model).__name__}")
-    config = model.config
+    config = model.encoder.config
     p, t = model.text_positions, model.text_type_vocab_size
     base = ptm_to_hf_bert(model.encoder.state_dict(), config.num_layers)
     positions = base["embeddings.position_embeddings.weight"]

@@ -270,6 +270,15 @@ class TransformerEncoder(nn.Module):
         return self.config.hidden_size
 
     @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def text_config(self) -> EncoderConfig:
+        """The architecture of the stack whose token states objectives read: this one."""
+        return self.config
+
+    @property
     def word_embeddings(self) -> nn.Embedding:
         """The token table; output heads tie their decoder weight to it."""
         return self.embeddings.word

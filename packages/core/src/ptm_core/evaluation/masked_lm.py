@@ -16,6 +16,7 @@ from ptm_core.data.segments import build_single_segment_examples
 from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives.base import IGNORE_INDEX
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mlm import MaskedLMObjective, mask_tokens
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
@@ -73,7 +74,7 @@ def load_masked_lm(
 
     directory = Path(model_dir)
     encoder, tokenizer = load_run_encoder(directory, random_init_seed=random_init_seed)
-    objective = MaskedLMObjective(encoder, tokenizer.vocab_info)
+    objective = build_objective(MaskedLMObjective, encoder, tokenizer.vocab_info)
     if random_init_seed is None:
         missing = load_heads(ObjectiveMix({"mlm": objective}), directory)
         if any(not name.endswith("decoder.weight") for name in missing):

@@ -15,6 +15,7 @@ from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.evaluation.masked_lm import MaskedLMEvaluation, load_run_encoder
 from ptm_core.models.pretraining import ENCODER_INPUTS
 from ptm_core.objectives.base import IGNORE_INDEX
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.permutation_lm import PermutationLMObjective
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
@@ -35,7 +36,7 @@ def load_permutation_lm(
 
     directory = Path(model_dir)
     encoder, tokenizer = load_run_encoder(directory, random_init_seed=random_init_seed)
-    objective = PermutationLMObjective(encoder, tokenizer.vocab_info)
+    objective = build_objective(PermutationLMObjective, encoder, tokenizer.vocab_info)
     if random_init_seed is None:
         missing = load_heads(ObjectiveMix({"plm": objective}), directory)
         if any(name.endswith("output_bias") for name in missing):

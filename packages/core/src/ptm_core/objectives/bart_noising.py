@@ -143,7 +143,6 @@ class BartDenoisingObjective(Seq2SeqObjective):
         permute_sentences: shuffle sentences.
         rotate: rotate the document.
         max_length: longest encoder input and target (special tokens included).
-        encoder: ignored.
     """
 
     name = "bart"
@@ -159,7 +158,6 @@ class BartDenoisingObjective(Seq2SeqObjective):
         permute_sentences: bool = True,
         rotate: bool = False,
         max_length: int = 128,
-        encoder: object | None = None,
     ) -> None:
         super().__init__(vocab)
         for field, value in (

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.modules.attention_masks import left_to_right_mask
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
@@ -53,7 +53,8 @@ class CausalLMObjective(Objective):
     ``[SEP]`` that ends a row is predicted, ``[CLS]`` never is).
 
     Args:
-        encoder: the encoder (width, the tied table).
+        hidden_size, vocab_size, tie_to, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
         vocab: the tokenizer's vocabulary size.
 
     Batch keys: writes ``attention_mask`` ``(B, L, L)`` and ``lm_labels`` ``(B, L)``.
@@ -63,22 +64,29 @@ class CausalLMObjective(Objective):
     name = "clm"
     batch_keys = ("lm_labels",)
 
-    def __init__(self, encoder: TransformerEncoder, vocab: VocabInfo) -> None:
+    def __init__(
+        self,
+        vocab: VocabInfo,
+        *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
+    ) -> None:
         super().__init__()
-        config = encoder.config
-        if vocab.vocab_size != config.vocab_size:
+        if vocab.vocab_size != vocab_size:
             raise ValueError(
                 f"tokenizer has {vocab.vocab_size} ids but the encoder's vocab_size is "
-                f"{config.vocab_size}; build the encoder with the tokenizer's size"
+                f"{vocab_size}; build the encoder with the tokenizer's size"
             )
-        table = encoder.word_embeddings
         self.head = MaskedLMHead(
-            config.hidden_size,
-            config.vocab_size,
-            activation=config.activation,
-            layer_norm_eps=config.layer_norm_eps,
-            tie_to=table,
-            embedding_size=table.weight.shape[1],
+            hidden_size,
+            vocab_size,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            tie_to=tie_to,
+            embedding_size=tie_to.weight.shape[1] if tie_to is not None else None,
         )
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:

@@ -66,7 +66,6 @@ class MassObjective(Seq2SeqObjective):
         fragment_ratio: share of the sentence masked (MASS: 0.5).
         fragment_length: a fixed ``k`` instead of the ratio (1 = MLM, ``m`` = LM).
         max_length: longest sentence used (longer ones are truncated).
-        encoder: ignored.
     """
 
     name = "mass"
@@ -78,7 +77,6 @@ class MassObjective(Seq2SeqObjective):
         fragment_ratio: float = 0.5,
         fragment_length: int | None = None,
         max_length: int = 128,
-        encoder: object | None = None,
     ) -> None:
         super().__init__(vocab)
         if not 0.0 < fragment_ratio <= 1.0:

@@ -6,9 +6,9 @@ from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.objectives.base import (
     IGNORE_INDEX,
@@ -134,8 +134,12 @@ class MaskedLMObjective(Objective):
     cross-entropy on the selected positions only.
 
     Args:
-        encoder: the encoder whose states the head reads (dims and the tied table).
         vocab: the tokenizer's special ids and vocabulary size.
+        hidden_size: width of the states the head reads.
+        vocab_size: rows of the output projection (the encoder's token table).
+        tie_to: the token table the decoder weight is tied to (``None``: untied).
+        activation: the head transform's activation (the encoder's).
+        layer_norm_eps: the head transform's LayerNorm epsilon (the encoder's).
         mask_prob: fraction of non-special tokens selected.
         mask_token_prob: fraction of selected tokens replaced by ``[MASK]``.
         random_token_prob: fraction replaced by a random token.
@@ -152,9 +156,13 @@ class MaskedLMObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
         random_token_prob: float = 0.1,
@@ -171,10 +179,10 @@ class MaskedLMObjective(Objective):
             )
         if mode not in ("dynamic", "static"):
             raise ValueError(f"mode must be 'dynamic' or 'static', got {mode!r}")
-        if vocab.vocab_size != encoder.config.vocab_size:
+        if vocab.vocab_size != vocab_size:
             raise ValueError(
                 f"tokenizer has {vocab.vocab_size} ids but the encoder's vocab_size is "
-                f"{encoder.config.vocab_size}; build the encoder with the tokenizer's size"
+                f"{vocab_size}; build the encoder with the tokenizer's size"
             )
         self.vocab = vocab
         self.mask_prob = mask_prob
@@ -183,11 +191,11 @@ class MaskedLMObjective(Objective):
         self.mode = mode
         self.masked_only = masked_only
         self.head = MaskedLMHead(
-            encoder.config.hidden_size,
-            encoder.config.vocab_size,
-            activation=encoder.config.activation,
-            layer_norm_eps=encoder.config.layer_norm_eps,
-            tie_to=encoder.word_embeddings,
+            hidden_size,
+            vocab_size,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            tie_to=tie_to,
         )
 
     def corrupt(self, input_ids: Tensor, special_tokens_mask: Tensor, generator: torch.Generator):

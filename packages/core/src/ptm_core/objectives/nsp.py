@@ -14,7 +14,7 @@ from ptm_core.data.layouts import (
 )
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
 from ptm_core.data.token_store import TokenStore
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.sentence_pair import SentencePairHead
 from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
 from ptm_core.tokenization import VocabInfo
@@ -30,7 +30,7 @@ class NextSentenceObjective(Objective):
     ``[CLS]`` -> :class:`SentencePairHead` -> cross-entropy.
 
     Args:
-        encoder: the encoder (for its width).
+        hidden_size: width of the states the head reads.
         vocab: the tokenizer's special ids.
         random_next_prob: probability that segment B comes from another document.
         short_seq_prob: probability of a shorter target length (pre-training/fine-tuning
@@ -44,9 +44,9 @@ class NextSentenceObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
         random_next_prob: float = 0.5,
         short_seq_prob: float = 0.1,
     ) -> None:
@@ -56,7 +56,7 @@ class NextSentenceObjective(Objective):
         self.vocab = vocab
         self.random_next_prob = random_next_prob
         self.short_seq_prob = short_seq_prob
-        self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+        self.head = SentencePairHead(hidden_size, num_labels=2)
 
     def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
         """Segment pairs with ``next_sentence_label``, planned once and built per index."""

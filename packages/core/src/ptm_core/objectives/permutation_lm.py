@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.modules.attention_masks import permutation_masks
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
@@ -154,7 +155,9 @@ class PermutationLMObjective(Objective):
     (a bias plus the token table, tied) and cross-entropy against the original token.
 
     Args:
-        encoder: a relative-position encoder (``position_encoding="relative"``).
+        encoder_config: the encoder's architecture: relative positions
+            (``position_encoding="relative"``), ``E = D``, its memory length.
+        tie_to: the encoder's token table, which the output layer is tied to.
         vocab: the tokenizer's ids.
         partial_k: ``K``: predict the last ``1/K`` of every order (XLNet: 6 or 7).
         span_based: sample span-based orders (see :func:`sample_order`).
@@ -181,9 +184,10 @@ class PermutationLMObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        encoder_config: EncoderConfig,
+        tie_to: nn.Embedding,
         partial_k: float = 6.0,
         span_based: bool = False,
         max_span: int = 5,
@@ -191,7 +195,7 @@ class PermutationLMObjective(Objective):
         memory_segment: int = 0,
     ) -> None:
         super().__init__()
-        config = encoder.config
+        config = encoder_config
         if not config.relative:
             raise ValueError(
                 "permutation LM needs an encoder with position_encoding='relative': the query "
@@ -217,7 +221,7 @@ class PermutationLMObjective(Objective):
         self.memory_segment = memory_segment
         # The encoder's memory keeps the last memory_length positions of the segment.
         self.memory_kept = min(memory_segment, config.memory_length)
-        self.table = encoder.word_embeddings
+        self.table = tie_to
         self.output_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.partial_k = partial_k
         self.span_based = span_based

@@ -34,7 +34,6 @@ class Seq2SeqObjective(Objective):
 
     Args:
         vocab: the tokenizer's :class:`~ptm_core.tokenization.VocabInfo`.
-        encoder: accepted (and ignored) so that objective factories share one signature.
     """
 
     name = "seq2seq"
@@ -48,7 +47,7 @@ class Seq2SeqObjective(Objective):
     # Ids the model needs beyond the tokenizer's (T5 sentinels).
     extra_tokens = 0
 
-    def __init__(self, vocab: VocabInfo, encoder: object | None = None) -> None:
+    def __init__(self, vocab: VocabInfo) -> None:
         super().__init__()
         self.vocab = vocab
 

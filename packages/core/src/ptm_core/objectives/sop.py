@@ -18,7 +18,7 @@ from ptm_core.data.layouts import (
 )
 from ptm_core.data.segments import TokenizedDocument
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.sentence_pair import SentencePairHead
 from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
 from ptm_core.tokenization import VocabInfo
@@ -122,7 +122,7 @@ class SentenceOrderObjective(Objective):
     negative comes from the same document, so the task is coherence, not topic.
 
     Args:
-        encoder: the encoder (for its width).
+        hidden_size: width of the states the head reads.
         vocab: the tokenizer's special ids.
         swap_prob: probability that a pair is swapped (label 1).
         short_seq_prob: probability of a shorter target length (as BERT).
@@ -135,9 +135,9 @@ class SentenceOrderObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
         swap_prob: float = 0.5,
         short_seq_prob: float = 0.1,
     ) -> None:
@@ -147,7 +147,7 @@ class SentenceOrderObjective(Objective):
         self.vocab = vocab
         self.swap_prob = swap_prob
         self.short_seq_prob = short_seq_prob
-        self.head = SentencePairHead(encoder.config.hidden_size, num_labels=2)
+        self.head = SentencePairHead(hidden_size, num_labels=2)
 
     def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
         """Ordered/swapped pairs, planned once and built per index."""

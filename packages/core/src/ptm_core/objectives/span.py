@@ -8,9 +8,8 @@ import random
 from dataclasses import dataclass, field
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Example
 from ptm_core.objectives.mlm import MaskedLMObjective, MaskingMode, regular_token_ids
 from ptm_core.objectives.whole_word import (
@@ -225,7 +224,8 @@ class SpanMaskingObjective(MaskedLMObjective):
     :class:`MaskedLMObjective`. SpanBERT trains single segments without NSP.
 
     Args:
-        encoder: the encoder whose states the head reads.
+        hidden_size, vocab_size, tie_to, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
         vocab: the tokenizer's special ids and vocabulary size.
         tokenizer: the run's tokenizer, ``vocab.txt`` or directory (configs pass
             ``${data.tokenizer}``); ``None``: call :meth:`bind_tokenizer` first.
@@ -244,9 +244,13 @@ class SpanMaskingObjective(MaskedLMObjective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         tokenizer: TokenizerSource | None = None,
         mask_prob: float = 0.15,
         geometric_p: float = 0.2,
@@ -257,8 +261,12 @@ class SpanMaskingObjective(MaskedLMObjective):
         masked_only: bool = True,
     ) -> None:
         super().__init__(
-            encoder,
             vocab,
+            hidden_size=hidden_size,
+            vocab_size=vocab_size,
+            tie_to=tie_to,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
             mask_prob=mask_prob,
             mask_token_prob=mask_token_prob,
             random_token_prob=random_token_prob,

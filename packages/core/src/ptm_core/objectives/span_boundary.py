@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.span_boundary import SpanBoundaryHead
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
 from ptm_core.objectives.span import SPAN_KEYS
@@ -23,8 +24,10 @@ class SpanBoundaryObjective(Objective):
     data side of its own and reads the span keys that one writes).
 
     Args:
-        encoder: the encoder (width; the decoder is tied to its token table when the
-            table is as wide as the encoder).
+        hidden_size, vocab_size, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
+        tie_to: the token table; the decoder is tied to it when it is as wide as the
+            encoder.
         vocab: the tokenizer's vocabulary size.
         max_positions: relative-position table size of the head.
 
@@ -34,19 +37,25 @@ class SpanBoundaryObjective(Objective):
     name = "sbo"
 
     def __init__(
-        self, encoder: TransformerEncoder, vocab: VocabInfo, *, max_positions: int = 32
+        self,
+        vocab: VocabInfo,
+        *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
+        max_positions: int = 32,
     ) -> None:
         super().__init__()
-        config = encoder.config
-        table = encoder.word_embeddings
-        tie = tuple(table.weight.shape) == (config.vocab_size, config.hidden_size)
+        tie = tie_to is not None and tuple(tie_to.weight.shape) == (vocab_size, hidden_size)
         self.head = SpanBoundaryHead(
-            config.hidden_size,
-            config.vocab_size,
+            hidden_size,
+            vocab_size,
             max_positions=max_positions,
-            activation=config.activation,
-            layer_norm_eps=config.layer_norm_eps,
-            tie_to=table if tie else None,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            tie_to=tie_to if tie else None,
         )
 
     def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:

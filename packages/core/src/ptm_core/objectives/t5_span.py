@@ -124,7 +124,6 @@ class T5SpanCorruptionObjective(Seq2SeqObjective):
         mean_span_length: mean dropped-span length (T5: 3).
         num_sentinels: distinct sentinels available.
         max_length: longest source (special tokens included).
-        encoder: ignored.
     """
 
     name = "t5"
@@ -137,7 +136,6 @@ class T5SpanCorruptionObjective(Seq2SeqObjective):
         mean_span_length: float = 3.0,
         num_sentinels: int = 32,
         max_length: int = 128,
-        encoder: object | None = None,
     ) -> None:
         super().__init__(vocab)
         if not 0.0 < noise_density < 1.0:

@@ -6,7 +6,7 @@ import random
 from collections.abc import Mapping, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ptm_core.data.layouts import (
     SegmentPairRows,
@@ -15,7 +15,7 @@ from ptm_core.data.layouts import (
 )
 from ptm_core.data.segments import TokenizedDocument, build_segment_pair_examples
 from ptm_core.data.token_store import TokenStore
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.modules.attention_masks import UNILM_MASK_KINDS, unilm_mask
 from ptm_core.objectives.base import Batch, Example, ObjectiveOutput
 from ptm_core.objectives.causal_lm import padding_of
@@ -46,7 +46,8 @@ class UniLMObjective(MaskedLMObjective):
     of A (source and target of the seq2seq LM; the other masks read the pair as one text).
 
     Args:
-        encoder: the encoder (width, tied table).
+        hidden_size, vocab_size, tie_to, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
         vocab: the tokenizer's special ids and vocabulary size.
         proportions: mask kind -> probability per batch (normalised; missing kinds are
             never drawn); default :data:`PAPER_PROPORTIONS`.
@@ -63,9 +64,13 @@ class UniLMObjective(MaskedLMObjective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         proportions: Mapping[str, float] | None = None,
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
@@ -75,8 +80,12 @@ class UniLMObjective(MaskedLMObjective):
         short_seq_prob: float = 0.1,
     ) -> None:
         super().__init__(
-            encoder,
             vocab,
+            hidden_size=hidden_size,
+            vocab_size=vocab_size,
+            tie_to=tie_to,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
             mask_prob=mask_prob,
             mask_token_prob=mask_token_prob,
             random_token_prob=random_token_prob,

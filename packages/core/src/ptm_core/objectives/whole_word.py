@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.mlm import MaskedLMObjective, MaskingMode, apply_replacements
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
@@ -184,7 +183,8 @@ class WholeWordMaskedLMObjective(MaskedLMObjective):
     differs: all pieces of a word are chosen together, 15% of pieces on average.
 
     Args:
-        encoder: the encoder whose states the head reads.
+        hidden_size, vocab_size, tie_to, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
         vocab: the tokenizer's special ids and vocabulary size.
         tokenizer: the run's tokenizer, ``vocab.txt`` or tokenizer directory (the configs
             pass ``${data.tokenizer}``); ``None`` means :meth:`bind_tokenizer` must be
@@ -199,9 +199,13 @@ class WholeWordMaskedLMObjective(MaskedLMObjective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         tokenizer: TokenizerSource | None = None,
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
@@ -210,8 +214,12 @@ class WholeWordMaskedLMObjective(MaskedLMObjective):
         masked_only: bool = True,
     ) -> None:
         super().__init__(
-            encoder,
             vocab,
+            hidden_size=hidden_size,
+            vocab_size=vocab_size,
+            tie_to=tie_to,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
             mask_prob=mask_prob,
             mask_token_prob=mask_token_prob,
             random_token_prob=random_token_prob,

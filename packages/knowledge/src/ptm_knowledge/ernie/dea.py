@@ -81,6 +81,7 @@ class DenoisingEntityAutoencoderObjective(Objective):
         encoder: the :class:`KnowledgeableEncoder` (for widths and the entity table).
         vocab: unused (objective factory signature).
         replace_prob, drop_prob: the 5 % / 15 % rates.
+        activation, layer_norm_eps: the head transform's (the text encoder's).
 
     Batch keys: reads and rewrites ``entity_ids`` ``(B, L)``; writes ``dea_labels``.
     """
@@ -95,6 +96,8 @@ class DenoisingEntityAutoencoderObjective(Objective):
         *,
         replace_prob: float = 0.05,
         drop_prob: float = 0.15,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
     ) -> None:
         super().__init__()
         if not isinstance(encoder, KnowledgeableEncoder):
@@ -106,10 +109,10 @@ class DenoisingEntityAutoencoderObjective(Objective):
         self.num_entities = encoder.num_entities
         self._encoder = [encoder]  # a reference, not a sub-module (no duplicate weights)
         self.head = EntityPredictionHead(
-            encoder.config.hidden_size,
+            encoder.hidden_size,
             encoder.entity_table.shape[1],
-            encoder.config.activation,
-            encoder.config.layer_norm_eps,
+            activation,
+            layer_norm_eps,
         )
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
@@ -184,7 +187,7 @@ class ErnieThuPretrainingModel(nn.Module):
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
             "knowledge_layers": len(self.encoder.knowledge_layers),
             "num_entities": self.encoder.num_entities,
             "objectives": {

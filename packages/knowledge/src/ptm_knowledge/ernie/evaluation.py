@@ -13,6 +13,7 @@ from ptm_core.data import PretrainingBatches
 from ptm_core.evaluation import average_metrics
 from ptm_core.modules import init_bert_weights
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import load_heads
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
@@ -59,13 +60,11 @@ def evaluate_ernie_thu(
         init_bert_weights(encoder)
     entity_ids = json.loads((directory / KNOWLEDGE_CONFIG).read_text())["entity_ids"]
     vocab = tokenizer.vocab_info
-    # The knowledgeable encoder offers what the text objectives read (config, token table).
-    text_like: Any = encoder
     mix = ObjectiveMix(
         {
-            "mlm": MaskedLMObjective(text_like, vocab),
-            "nsp": NextSentenceObjective(text_like, vocab),
-            "dea": DenoisingEntityAutoencoderObjective(encoder=encoder, vocab=vocab),
+            "mlm": build_objective(MaskedLMObjective, encoder, vocab),
+            "nsp": build_objective(NextSentenceObjective, encoder, vocab),
+            "dea": build_objective(DenoisingEntityAutoencoderObjective, encoder, vocab),
         }
     )
     if random_init_seed is None:

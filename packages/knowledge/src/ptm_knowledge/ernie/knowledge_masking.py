@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ptm_core.data import PretrainingBatches
-from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives import IGNORE_INDEX, MaskedLMObjective
 from ptm_core.objectives.base import Batch
 from ptm_core.objectives.mlm import apply_replacements
@@ -133,7 +132,8 @@ class KnowledgeMaskingObjective(MaskedLMObjective):
     ``batch["masking_level"]`` (set by :class:`StagedMaskingBatches`), else from ``level``.
 
     Args:
-        encoder: the encoder (for the tied MLM head).
+        hidden_size, vocab_size, tie_to, activation, layer_norm_eps: as
+            :class:`~ptm_core.objectives.mlm.MaskedLMObjective`.
         vocab: special ids and vocabulary size.
         level: the level when batches carry none.
         mask_prob: fraction of tokens masked.
@@ -148,17 +148,25 @@ class KnowledgeMaskingObjective(MaskedLMObjective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         level: MaskingLevel = "entity",
         mask_prob: float = 0.15,
         mask_token_prob: float = 0.8,
         random_token_prob: float = 0.1,
     ) -> None:
         super().__init__(
-            encoder,
             vocab,
+            hidden_size=hidden_size,
+            vocab_size=vocab_size,
+            tie_to=tie_to,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
             mask_prob=mask_prob,
             mask_token_prob=mask_token_prob,
             random_token_prob=random_token_prob,

@@ -38,6 +38,7 @@ from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.objectives.base import Objective
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import (
     RUN_TOKENIZER,
     PretrainResult,
@@ -341,7 +342,7 @@ def pretrain_ernie_baidu(
             when ``nlp`` has a parser, else collocations learned from the corpus (once;
             kept in the cache).
         nlp: optional spaCy pipeline for noun-chunk phrases.
-        objective: factory ``(encoder=, vocab=) -> KnowledgeMaskingObjective`` (config).
+        objective: factory ``(vocab=, hidden_size=, ...) -> KnowledgeMaskingObjective`` (config).
         num_workers: DataLoader processes building batches off the training loop.
         cache_dir: where a raw linked corpus is prepared (default ``default_cache_dir()``).
 
@@ -370,9 +371,9 @@ def pretrain_ernie_baidu(
     text = _text_encoder(encoder, tok.vocab_size, seed)
     make = objective or KnowledgeMaskingObjective
     mlm = (
-        make(encoder=text, vocab=tok.vocab_info, mask_prob=mask_prob)
+        build_objective(make, text, tok.vocab_info, mask_prob=mask_prob)
         if objective is None
-        else make(encoder=text, vocab=tok.vocab_info)
+        else build_objective(make, text, tok.vocab_info)
     )
     mix = ObjectiveMix({"mlm": mlm})
     examples = knowledge_rows(store, tok.vocab_info, max_length)
@@ -450,9 +451,9 @@ def pretrain_ernie_thu(
         trainer: trainer settings.
         num_knowledge_layers: ``M``.
         entity_heads, entity_size, entity_bias_everywhere: see :class:`KnowledgeableEncoder`.
-        objectives: name -> factory ``(encoder=, vocab=)`` of the text objectives
+        objectives: name -> factory (``build_objective``) of the text objectives
             (default MLM + NSP); rows are NSP segment pairs when one is NSP.
-        entity_objectives: name -> factory ``(encoder=, vocab=)`` needing the
+        entity_objectives: name -> factory (``build_objective``) needing the
             knowledgeable encoder (default ``{"dea": DenoisingEntityAutoencoderObjective}``).
         weights: name -> loss weight (default 1 each).
         entity_source: where ``entity_embeddings`` came from, named in the error when
@@ -496,7 +497,9 @@ def pretrain_ernie_thu(
         objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
     )
     factories.update(entity_objectives or {"dea": DenoisingEntityAutoencoderObjective})
-    built: dict[str, Any] = {n: f(encoder=model_encoder, vocab=vocab) for n, f in factories.items()}
+    built: dict[str, Any] = {
+        n: build_objective(f, model_encoder, vocab) for n, f in factories.items()
+    }
     mix = ObjectiveMix(built, weights)
     nsp = next((o for o in built.values() if isinstance(o, NextSentenceObjective)), None)
     rows = knowledge_rows(

@@ -117,7 +117,7 @@ class ErnieTaskModel(nn.Module):
         return {
             **self.settings(),
             "knowledge": self.encoder.options,
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": self.encoder.text_config.to_dict(),
         }
 
 
@@ -132,7 +132,7 @@ def build_ernie_task_model(
     pool: Pool = "mentions",
 ) -> ErnieTaskModel:
     """Put a fresh core head for ``kind`` on an ERNIE-THU encoder (see :class:`ErnieTaskModel`)."""
-    config = encoder.config
+    config = encoder.text_config  # the T-Encoder
     head = build_task_head(
         config.hidden_size, kind, num_labels, dropout, initializer_range=config.initializer_range
     )

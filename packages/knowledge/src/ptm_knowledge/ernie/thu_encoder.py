@@ -138,9 +138,9 @@ class KnowledgeableEncoder(nn.Module):
     buffer, never trained) and, when the table's width differs from ``entity_size``,
     projected by a trained linear map.
 
-    The object passes for a text encoder where objectives need one: ``config`` and
-    ``word_embeddings`` are the T-Encoder's (so ``MaskedLMObjective(encoder=this)`` ties
-    its head to the token table).
+    It declares what text objectives read (a
+    :class:`~ptm_core.objectives.inputs.TextBackbone`): its width, its token table and the
+    T-Encoder's config (``text_config``), so an MLM head ties to the T-Encoder's table.
 
     Args:
         text_encoder: the T-Encoder (``N`` layers).
@@ -296,9 +296,17 @@ class KnowledgeableEncoder(nn.Module):
         return model
 
     @property
-    def config(self) -> EncoderConfig:
-        """The T-Encoder's :class:`EncoderConfig` (width, vocabulary, activation)."""
+    def text_config(self) -> EncoderConfig:
+        """The T-Encoder's :class:`EncoderConfig` (the stack text objectives read)."""
         return self.text_encoder.config
+
+    @property
+    def hidden_size(self) -> int:
+        return self.text_encoder.hidden_size
+
+    @property
+    def vocab_size(self) -> int:
+        return self.text_encoder.vocab_size
 
     @property
     def word_embeddings(self) -> nn.Embedding:

@@ -104,7 +104,7 @@ class KnowledgeEmbeddingObjective(Objective):
         self.num_negatives = num_negatives
         self.margin = float(margin)
         self.p_norm = float(p_norm)
-        hidden = encoder.config.hidden_size
+        hidden = encoder.hidden_size
         self.relations = nn.Embedding(num_relations, hidden)
         # RotatE/KEPLER initialisation: uniform in +-(gamma + 2) / D.
         bound = (self.margin + 2.0) / hidden

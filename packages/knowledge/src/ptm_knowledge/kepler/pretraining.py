@@ -164,7 +164,7 @@ def pretrain_kepler(
             ``triples.tsv``.
         encoder: the encoder or its factory (``vocab_size=``).
         objectives: the text objectives (``{"mlm": ...}``), factories called with
-            ``encoder=`` and ``vocab=``; ``"ke"`` is added here.
+            ``vocab=`` and the encoder's numbers (``build_objective``); ``"ke"`` is added here.
         trainer: trainer settings.
         weights: loss weights of ``objectives``.
         tokenizer, vocab_size, lowercase, max_length, batch_size, seed, callbacks,

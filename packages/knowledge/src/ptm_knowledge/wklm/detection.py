@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput
 from ptm_core.objectives.mlm import MaskedLMObjective, MaskingMode
 from ptm_core.tokenization import VocabInfo
@@ -81,8 +81,8 @@ class EntityReplacementObjective(Objective):
     the words around the span, which judge the name only through attention.
 
     Args:
-        encoder: the encoder whose states the head reads (its width).
-        vocab: unused (objectives are built with ``encoder=, vocab=``).
+        hidden_size: width of the states the head reads.
+        vocab: unused (objectives are built with ``vocab=`` and numbers).
         boundary: ``"mention"`` or ``"outside"``.
 
     Metrics: ``accuracy`` (logit > 0 vs label), ``mentions`` (labelled mentions) and
@@ -94,16 +94,16 @@ class EntityReplacementObjective(Objective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo | None = None,
         *,
+        hidden_size: int,
         boundary: Boundary = "mention",
     ) -> None:
         super().__init__()
         if boundary not in ("mention", "outside"):
             raise ValueError(f"boundary must be 'mention' or 'outside', got {boundary!r}")
         self.boundary: Boundary = boundary
-        self.head = ReplacementDetectionHead(encoder.config.hidden_size)
+        self.head = ReplacementDetectionHead(hidden_size)
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
         if "mention_labels" not in batch:
@@ -147,7 +147,7 @@ class OutsideMentionsMLMObjective(MaskedLMObjective):
     chosen (``mention_mask`` marks them; BERT's 80/10/10 rule otherwise).
 
     Args:
-        encoder, vocab: as :class:`~ptm_core.objectives.MaskedLMObjective`.
+        vocab, hidden_size, vocab_size, tie_to, ...: as :class:`~ptm_core.objectives.MaskedLMObjective`.
         mask_prob: share of candidate pieces chosen (default 0.05).
         exclude_mentions: keep mention pieces out of the candidates.
         (others as :class:`~ptm_core.objectives.MaskedLMObjective`)
@@ -157,9 +157,13 @@ class OutsideMentionsMLMObjective(MaskedLMObjective):
 
     def __init__(
         self,
-        encoder: TransformerEncoder,
         vocab: VocabInfo,
         *,
+        hidden_size: int,
+        vocab_size: int,
+        tie_to: nn.Embedding | None = None,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-12,
         mask_prob: float = 0.05,
         mask_token_prob: float = 0.8,
         random_token_prob: float = 0.1,
@@ -169,8 +173,12 @@ class OutsideMentionsMLMObjective(MaskedLMObjective):
         if mode != "dynamic":
             raise ValueError("WKLM's MLM masks the batch after replacement: mode must be 'dynamic'")
         super().__init__(
-            encoder,
             vocab,
+            hidden_size=hidden_size,
+            vocab_size=vocab_size,
+            tie_to=tie_to,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
             mask_prob=mask_prob,
             mask_token_prob=mask_token_prob,
             random_token_prob=random_token_prob,

@@ -27,6 +27,7 @@ from ptm_core.data.shuffle import EpochOrder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.objectives.base import Batch
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import PretrainResult, save_heads
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.training import TrainerConfig
@@ -189,7 +190,7 @@ def pretrain_wklm(
         aliases: replacement surface drawn among name and aliases (default: the name).
         untyped: ``"keep"``: mentions of untyped entities stay, unlabelled as replaced;
             ``"error"``: an untyped entity is an error naming ``entities.tsv:line``.
-        objectives: name -> factory ``(encoder=, vocab=)`` (default ``mlm``:
+        objectives: name -> factory (``build_objective``) (default ``mlm``:
             :class:`OutsideMentionsMLMObjective` at 5%, ``detection``:
             :class:`EntityReplacementObjective`).
         weights: name -> loss weight (default 1 each).
@@ -228,7 +229,7 @@ def pretrain_wklm(
     factories: dict[str, Callable[..., Any]] = dict(
         objectives or {"mlm": OutsideMentionsMLMObjective, "detection": EntityReplacementObjective}
     )
-    built = {name: factory(encoder=text, vocab=vocab) for name, factory in factories.items()}
+    built = {name: build_objective(factory, text, vocab) for name, factory in factories.items()}
     mix = ObjectiveMix(built, weights)
     base: KnowledgeRows = knowledge_rows(store, vocab, max_length, seed=seed)
     rows = EntityReplacementRows(
