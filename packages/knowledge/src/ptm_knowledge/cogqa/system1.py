@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ptm_core import TransformerEncoder
-from ptm_core.encoders import EncoderConfig
+from ptm_core.encoders import TransformerSize, builders
 from ptm_knowledge.cogqa.graph import ReadResult, Span
 
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -178,19 +178,18 @@ class CogQAReader(nn.Module):
         self.vocab = vocab
         c = config or ReaderConfig()
         if encoder is None:
-            encoder = TransformerEncoder(
-                EncoderConfig(
-                    vocab_size=len(vocab),
-                    hidden_size=c.hidden_size,
-                    num_layers=c.num_layers,
-                    num_heads=c.num_heads,
-                    intermediate_size=c.intermediate_size,
-                    max_positions=c.max_length,
-                    dropout=c.dropout,
-                    attention_dropout=c.dropout,
-                    pad_token_id=PAD,
-                )
+            size = TransformerSize(
+                vocab_size=len(vocab),
+                hidden_size=c.hidden_size,
+                num_layers=c.num_layers,
+                num_heads=c.num_heads,
+                intermediate_size=c.intermediate_size,
+                max_positions=c.max_length,
+                dropout=c.dropout,
+                attention_dropout=c.dropout,
+                pad_token_id=PAD,
             )
+            encoder = builders.bert(size)
         if encoder.config.vocab_size < len(vocab) or encoder.config.max_positions < c.max_length:
             raise ValueError(
                 f"encoder has vocab_size={encoder.config.vocab_size}, max_positions="
