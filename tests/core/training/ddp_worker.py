@@ -14,6 +14,7 @@ from ptm_core import bert_encoder
 from ptm_core.data import PretrainingBatches
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import Trainer, TrainerConfig
 
@@ -23,7 +24,7 @@ VOCAB = VocabInfo(vocab_size=300, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_i
 def main(out: Path) -> None:
     torch.manual_seed(0)  # same initial weights on both ranks, as DDP requires
     encoder = bert_encoder(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2)
-    mlm = functools.partial(MaskedLMObjective, mode="dynamic")(encoder, VOCAB)
+    mlm = build_objective(functools.partial(MaskedLMObjective, mode="dynamic"), encoder, VOCAB)
     model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm}))
     gen = torch.Generator().manual_seed(1)
     examples = []

@@ -28,6 +28,7 @@ from ptm_core import bert_encoder
 from ptm_core.data import PretrainingBatches
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.distributed import barrier, mean_across_ranks
@@ -196,7 +197,7 @@ def _join_as_rank(rank: int, world_size: int, port: int) -> None:
 def _tiny_mlm() -> tuple[torch.nn.Module, PretrainingModel, PretrainingBatches]:
     torch.manual_seed(0)  # the same initial weights on every rank, as DDP requires
     encoder = bert_encoder(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2)
-    mlm = functools.partial(MaskedLMObjective, mode="dynamic")(encoder, VOCAB)
+    mlm = build_objective(functools.partial(MaskedLMObjective, mode="dynamic"), encoder, VOCAB)
     model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm}))
     gen = torch.Generator().manual_seed(1)
     examples = []
