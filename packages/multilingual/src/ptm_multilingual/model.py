@@ -11,12 +11,12 @@ from torch import Tensor, nn
 
 from ptm_core.checkpoints import registry
 from ptm_core.encoders import (
-    EncoderConfig,
     EncoderOutput,
     TransformerEncoder,
     TransformerSize,
     builders,
 )
+from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.model_kinds import XLM
 
 PTM_XLM_FORMAT = "ptm-xlm-1"
@@ -50,7 +50,7 @@ def xlm_text_encoder(
     return builders.bert(TransformerSize.pick(locals()), type_vocab_size=0)
 
 
-class XLMEncoder(nn.Module):
+class XLMEncoder(WrapsTextEncoder):
     """XLM's encoder (Lample & Conneau, 2019): token + position + **language** embeddings.
 
     The language vector ``E_lang[langs]`` enters the core encoder through ``extra_embeds``
@@ -66,6 +66,8 @@ class XLMEncoder(nn.Module):
         input_ids, attention_mask, position_ids, langs ``(B, L)``; output states ``(B, L, D)``.
     """
 
+    text_encoder_attribute = "encoder"
+
     def __init__(self, encoder: TransformerEncoder, languages: Sequence[str]) -> None:
         super().__init__()
         if not languages:
@@ -74,23 +76,6 @@ class XLMEncoder(nn.Module):
         self.languages = list(languages)
         self.lang_embeddings = nn.Embedding(len(self.languages), encoder.config.hidden_size)
         nn.init.normal_(self.lang_embeddings.weight, std=encoder.config.initializer_range)
-
-    @property
-    def text_config(self) -> EncoderConfig:
-        """The core encoder's :class:`EncoderConfig` (the stack text objectives read)."""
-        return self.encoder.config
-
-    @property
-    def vocab_size(self) -> int:
-        return self.encoder.vocab_size
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.encoder.word_embeddings
-
-    @property
-    def hidden_size(self) -> int:
-        return self.encoder.config.hidden_size
 
     def forward(
         self,

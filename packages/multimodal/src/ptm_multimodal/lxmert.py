@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerLayer, bert_encoder
-from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
@@ -136,7 +136,7 @@ class LxmertCrossLayer(nn.Module):
         return self.language_layer(lang, language_mask), self.vision_layer(vis, vision_mask)
 
 
-class LxmertModel(nn.Module):
+class LxmertModel(WrapsTextEncoder):
     """LXMERT (Tan & Bansal, 2019, "LXMERT: Learning Cross-Modality Encoder
     Representations from Transformers").
 
@@ -161,6 +161,8 @@ class LxmertModel(nn.Module):
         ``(B, R, box_size)`` (or ptm's 5-d encoding, whose first four are LXMERT's box),
         visual_mask ``(B, R)`` -> :class:`LxmertOutput`.
     """
+
+    text_encoder_attribute = "language_encoder"
 
     def __init__(
         self,
@@ -190,23 +192,6 @@ class LxmertModel(nn.Module):
                 f"visual_embedding_dim is {self.feature_size}; build it with "
                 f"visual_embedding_dim={feature_spec.feature_size}"
             )
-
-    @property
-    def text_config(self) -> EncoderConfig:
-        """The language encoder's :class:`EncoderConfig` (the stack text objectives read)."""
-        return self.language_encoder.config
-
-    @property
-    def hidden_size(self) -> int:
-        return self.language_encoder.hidden_size
-
-    @property
-    def vocab_size(self) -> int:
-        return self.language_encoder.vocab_size
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.language_encoder.word_embeddings
 
     def check_features(self, spec: FeatureSpec, *, source: str = "the dataset") -> None:
         """Raise :class:`FeatureMismatchError` when ``spec`` is not this model's features."""

@@ -16,7 +16,7 @@ from ptm_core.encoders import (
     TransformerSize,
     builders,
 )
-from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_multimodal.co_attention import CoAttentionLayer
@@ -74,7 +74,7 @@ class ImageEmbeddings(nn.Module):
         return self.dropout(self.norm(embedded)), mask
 
 
-class VilbertModel(nn.Module):
+class VilbertModel(WrapsTextEncoder):
     """Dual-stream ViLBERT (Lu et al., 2019, "ViLBERT: Pretraining Task-Agnostic
     Visiolinguistic Representations for Vision-and-Language Tasks").
 
@@ -98,6 +98,8 @@ class VilbertModel(nn.Module):
         input_ids ``(B, L)``, visual_features ``(B, R, D_f)``, visual_boxes ``(B, R, 5)``,
         visual_mask ``(B, R)`` -> :class:`VilbertOutput`.
     """
+
+    text_encoder_attribute = "text_encoder"
 
     def __init__(
         self,
@@ -144,23 +146,6 @@ class VilbertModel(nn.Module):
                 f"feature_spec.feature_size={feature_spec.feature_size} but the image stream "
                 f"takes {self.feature_size}-d features"
             )
-
-    @property
-    def text_config(self) -> EncoderConfig:
-        """The text stream's :class:`EncoderConfig` (the stack text objectives read)."""
-        return self.text_encoder.config
-
-    @property
-    def hidden_size(self) -> int:
-        return self.text_encoder.hidden_size
-
-    @property
-    def vocab_size(self) -> int:
-        return self.text_encoder.vocab_size
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.text_encoder.word_embeddings
 
     def check_features(self, spec: FeatureSpec, *, source: str = "the dataset") -> None:
         """Raise :class:`FeatureMismatchError` when ``spec`` is not this model's features."""

@@ -8,11 +8,11 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
-from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
-class VisualBertModel(nn.Module):
+class VisualBertModel(WrapsTextEncoder):
     """Single-stream VisualBERT (Li et al., 2019, "VisualBERT: A Simple and Performant
     Baseline for Vision and Language").
 
@@ -45,6 +45,8 @@ class VisualBertModel(nn.Module):
         input_ids ``(B, L)``, visual_features ``(B, R, D_v)``, visual_boxes ``(B, R, 5)``,
         masks ``(B, L)``/``(B, R)`` -> ``last_hidden_state`` ``(B, L + R, D)``.
     """
+
+    text_encoder_attribute = "encoder"
 
     def __init__(
         self,
@@ -93,23 +95,6 @@ class VisualBertModel(nn.Module):
                 emb.token_type.weight[text_type_vocab_size:] = emb.token_type.weight[
                     :text_type_vocab_size
                 ]
-
-    @property
-    def text_config(self) -> EncoderConfig:
-        """The core text encoder's :class:`EncoderConfig` (the stack text objectives read)."""
-        return self.encoder.config
-
-    @property
-    def hidden_size(self) -> int:
-        return self.encoder.hidden_size
-
-    @property
-    def vocab_size(self) -> int:
-        return self.encoder.vocab_size
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.encoder.word_embeddings
 
     def check_features(self, spec: FeatureSpec, *, source: str = "the dataset") -> None:
         """Raise :class:`FeatureMismatchError` when ``spec`` is not this model's features."""

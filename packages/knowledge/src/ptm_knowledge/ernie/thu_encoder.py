@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ptm_core.checkpoints import registry
-from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.model_kinds import ENCODER, ERNIE_THU
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
@@ -130,7 +130,7 @@ class AggregatorLayer(nn.Module):
         return tokens_out, entities_out
 
 
-class KnowledgeableEncoder(nn.Module):
+class KnowledgeableEncoder(WrapsTextEncoder):
     """ERNIE-THU encoder: T-Encoder (a core :class:`TransformerEncoder`) + M aggregators.
 
     Entity inputs are one entity index per token (``-1`` = none), looked up in a frozen
@@ -151,6 +151,8 @@ class KnowledgeableEncoder(nn.Module):
         intermediate_size: fusion width (default the text encoder's FFN width).
         entity_bias_everywhere, output_activation: see :class:`AggregatorLayer`.
     """
+
+    text_encoder_attribute = "text_encoder"
 
     entity_table: Tensor
 
@@ -294,23 +296,6 @@ class KnowledgeableEncoder(nn.Module):
                 layer.token_out.load_state_dict(donor.feed_forward.w_out.state_dict())
                 layer.token_output_norm.load_state_dict(donor.ffn_norm.state_dict())
         return model
-
-    @property
-    def text_config(self) -> EncoderConfig:
-        """The T-Encoder's :class:`EncoderConfig` (the stack text objectives read)."""
-        return self.text_encoder.config
-
-    @property
-    def hidden_size(self) -> int:
-        return self.text_encoder.hidden_size
-
-    @property
-    def vocab_size(self) -> int:
-        return self.text_encoder.vocab_size
-
-    @property
-    def word_embeddings(self) -> nn.Embedding:
-        return self.text_encoder.word_embeddings
 
     @property
     def num_entities(self) -> int:
