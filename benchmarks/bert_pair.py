@@ -17,6 +17,9 @@ SIZES: dict[str, dict[str, Any]] = {
     "base": dict(
         hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
     ),
+    "large": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+    ),
 }
 VOCAB_SIZE = 30522
 

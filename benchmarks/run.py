@@ -295,6 +295,8 @@ SUITES = {
     "kepler": "KEPLER vs PyKEEN TransE vs random, link prediction on the sample KG: opt-in, ~10 min",
     "generations": "static vs ELMo features vs fine-tuned BERT on the gain tasks: opt-in, ~30 min",
     "static-scaling": "GloVe co-occurrence counting time/memory at 3 corpus sizes: opt-in, ~8 min",
+    "gpu": "BERT-base/large seq 128/512 bf16 on CUDA vs transformers (sdpa), MFU, memory; "
+    "unpadded vs padded; flex vs dense masks: runs only when CUDA is present",
 }
 # Suites that run as their own module and write their own results (benchmarks/results/<name>.md).
 MODULE_SUITES = {
@@ -311,6 +313,7 @@ MODULE_SUITES = {
         "--reuse",
     ],
     "static-scaling": ["benchmarks.static_scaling"],
+    "gpu": ["benchmarks.gpu_suite"],
 }
 # The opt-in suites take long; `make bench` runs the others.
 OPT_IN = {"data-pipeline", "kepler", "generations", "static-scaling"}
@@ -395,6 +398,10 @@ def main() -> None:
             cwd=Path(__file__).resolve().parents[1],
         )
     for suite, module in MODULE_SUITES.items():
+        if suite == "gpu" and not torch.cuda.is_available():
+            if suite in args.suite:
+                print("gpu suite: no CUDA device here; skipped (run it on a GPU machine)")
+            continue
         if suite in args.suite:
             subprocess.run(
                 [sys.executable, "-m", *module], check=True, cwd=Path(__file__).resolve().parents[1]
