@@ -260,3 +260,71 @@ def test_flex_on_cuda_equals_the_dense_path() -> None:
     assert resolve_backend(structure, "auto", query) == "flex"
     out = attend(query, key, value, structure.to("cuda"), backend="flex")
     torch.testing.assert_close(out, expected, atol=1e-4, rtol=0)
+
+
+def _mlm_examples(count: int = 7) -> list[dict]:
+    gen = torch.Generator().manual_seed(3)
+    out = []
+    for _ in range(count):
+        n = int(torch.randint(3, 14, (1,), generator=gen))
+        ids = torch.randint(5, 60, (n,), generator=gen).tolist()
+        out.append(
+            {
+                "input_ids": [2, *ids, 3],
+                "token_type_ids": [0] * (n // 2 + 1) + [1] * (n - n // 2 + 1),
+                "special_tokens_mask": [1] + [0] * n + [1],
+            }
+        )
+    return out
+
+
+def test_producers_emit_structures_with_the_same_loss() -> None:
+    """Packed batches and UniLM batches with ``structured_masks``: same visibility, same loss."""
+    from ptm_core import bert_encoder
+    from ptm_core.data import PretrainingBatches, pack_examples
+    from ptm_core.models import PretrainingModel
+    from ptm_core.objectives import MaskedLMObjective, ObjectiveMix, UniLMObjective
+    from ptm_core.objectives.inputs import build_objective
+    from ptm_core.seeding import generator_for
+    from ptm_core.tokenization import VocabInfo
+    from ptm_core.training.batch_cursor import count_tokens
+
+    vocab = VocabInfo(vocab_size=60, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
+    torch.manual_seed(0)
+    encoder = bert_encoder(vocab_size=60, hidden_size=32, num_layers=2, num_heads=4).eval()
+    mlm = build_objective(MaskedLMObjective, encoder, vocab, mode="static")
+    examples = [mlm.prepare_example(e, generator_for(0, "static")) for e in _mlm_examples()]
+    rows = pack_examples(examples, 40)
+    batches = [
+        next(
+            PretrainingBatches(
+                rows, len(rows), pad_id=0, shuffle=False, structured_masks=structured
+            ).iter_batches(0)
+        )
+        for structured in (False, True)
+    ]
+    dense, structured = batches
+    assert isinstance(structured["attention_mask"], AttentionStructure)
+    assert torch.equal(structured["attention_mask"].dense(), dense["attention_mask"])
+    assert count_tokens(structured) == count_tokens(dense)
+    model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm})).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(structured).loss, model(dense).loss, atol=1e-5, rtol=0)
+
+    for kind in ("bidirectional", "seq2seq", "left_to_right", "right_to_left"):
+        losses = []
+        unilm = build_objective(UniLMObjective, encoder, vocab, proportions={kind: 1.0})
+        for flag in (False, True):
+            unilm.structured_masks = flag
+            padded = next(
+                PretrainingBatches(examples, len(examples), pad_id=0, shuffle=False).iter_batches(0)
+            )
+            batch = unilm.collate(padded, torch.Generator().manual_seed(1))
+            if flag:
+                assert isinstance(batch["attention_mask"], AttentionStructure)
+                assert torch.equal(batch["attention_mask"].dense(), losses[0][1])
+            with torch.no_grad():
+                loss = PretrainingModel(encoder, ObjectiveMix({"unilm": unilm})).eval()(batch).loss
+            losses.append((loss, batch["attention_mask"]))
+        torch.testing.assert_close(losses[1][0], losses[0][0], atol=1e-5, rtol=0)
+    assert build_objective(UniLMObjective, encoder, vocab, structured_masks=True).structured_masks
