@@ -245,38 +245,51 @@ class AttentionStructure:
         Works element-wise on scalar index tensors (a ``flex_attention`` ``mask_mod``) and
         on broadcast index grids (the dense ``[B, L, L]`` form).
         """
+        return self.rule()(b, q, k)
+
+    def rule(self) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """:meth:`visible` as a closure over this structure's tensors only (no reference to
+        the structure object), so a compiled ``flex_attention`` sees one function per kind
+        and the tensors as inputs: a new batch's structure does not recompile."""
         real = self.real
-        both_real = real[b, q] & real[b, k]
         if self.kind == "padding":
-            return real[b, k]
+            return lambda b, q, k: real[b, k]
         if self.kind == "causal":
-            return both_real & ((k >= q) if self.reverse else (k <= q))
+            if self.reverse:
+                return lambda b, q, k: real[b, q] & real[b, k] & (k >= q)
+            return lambda b, q, k: real[b, q] & real[b, k] & (k <= q)
         if self.kind == "prefix":
             types = self.token_type_ids
             assert types is not None
-            return both_real & ((types[b, k] == 0) | ((types[b, q] != 0) & (k <= q)))
+
+            def prefix(b: Tensor, q: Tensor, k: Tensor) -> Tensor:
+                target_prefix = (types[b, q] != 0) & (k <= q)
+                return real[b, q] & real[b, k] & ((types[b, k] == 0) | target_prefix)
+
+            return prefix
         if self.kind == "documents":
             ids = self.document_ids
             assert ids is not None
-            return both_real & (ids[b, q] == ids[b, k])
+            return lambda b, q, k: (ids[b, q] == ids[b, k]) & (ids[b, q] >= 0)
         if self.kind == "kbert":
             knowledge, subject, branch = self.is_knowledge, self.subject, self.branch_id
             assert knowledge is not None and subject is not None and branch is not None
-            trunk_q = real[b, q] & ~knowledge[b, q]
-            trunk_k = real[b, k] & ~knowledge[b, k]
-            same_subject = subject[b, q] == subject[b, k]
-            same_branch = (branch[b, q] == branch[b, k]) & knowledge[b, q]
-            seen = (trunk_q & trunk_k) | (same_subject & (trunk_q ^ trunk_k)) | same_branch
-            return both_real & (seen | (q == k))
+
+            def kbert(b: Tensor, q: Tensor, k: Tensor) -> Tensor:
+                trunk_q = real[b, q] & ~knowledge[b, q]
+                trunk_k = real[b, k] & ~knowledge[b, k]
+                same_subject = subject[b, q] == subject[b, k]
+                same_branch = (branch[b, q] == branch[b, k]) & knowledge[b, q]
+                seen = (trunk_q & trunk_k) | (same_subject & (trunk_q ^ trunk_k)) | same_branch
+                return real[b, q] & real[b, k] & (seen | (q == k))
+
+            return kbert
         if self.kind == "permutation":
             ranks = self.order_ranks
             assert ranks is not None
-            earlier = (
-                ranks[b, k] <= ranks[b, q]
-                if self.stream == "content"
-                else ranks[b, k] < ranks[b, q]
-            )
-            return both_real & earlier
+            if self.stream == "content":
+                return lambda b, q, k: real[b, q] & real[b, k] & (ranks[b, k] <= ranks[b, q])
+            return lambda b, q, k: real[b, q] & real[b, k] & (ranks[b, k] < ranks[b, q])
         raise ValueError(f"unknown structure kind {self.kind!r}; valid: {STRUCTURE_KINDS}")
 
     @property
@@ -284,7 +297,7 @@ class AttentionStructure:
         """A ``flex_attention`` ``mask_mod(b, h, q_idx, kv_idx)`` over the ``[B, L]``
         tensors; blind rows see themselves only (as :meth:`sdpa_mask`)."""
         blind = self.blind
-        visible = self.visible
+        visible = self.rule()
 
         def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
             return visible(b, q_idx, kv_idx) | ((q_idx == kv_idx) & blind[b, q_idx])
