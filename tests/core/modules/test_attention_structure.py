@@ -328,3 +328,18 @@ def test_producers_emit_structures_with_the_same_loss() -> None:
             losses.append((loss, batch["attention_mask"]))
         torch.testing.assert_close(losses[1][0], losses[0][0], atol=1e-5, rtol=0)
     assert build_objective(UniLMObjective, encoder, vocab, structured_masks=True).structured_masks
+
+
+def test_xlnet_encoder_takes_a_content_structure_on_its_dense_path() -> None:
+    from ptm_core.encoders import xlnet_encoder
+
+    torch.manual_seed(0)
+    encoder = xlnet_encoder(
+        vocab_size=50, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64
+    ).eval()
+    structure, content = case("xlnet_content", 9, 4)
+    ids = torch.randint(5, 50, (BATCH, 9))
+    with torch.no_grad():
+        expected = encoder(ids, attention_mask=content).last_hidden_state
+        out = encoder(ids, attention_mask=structure).last_hidden_state
+    torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
