@@ -21,10 +21,12 @@ plain tensor (today's path, unchanged) or an
   ``"flex"`` on CUDA and ``"sdpa"`` on CPU.
 
 Measured on this repository's CPU (AMD Zen 5, 2 threads, torch 2.15, ``B=8, h=12,
-d=64``, fp32, forward only, median of 8 alternated steps, ``benchmarks/attention_masks``):
-SDPA with the dense causal+padding mask took 1.00x (L=128) and 1.08x (L=512) the time of
-SDPA with a ``[B, 1, 1, L]`` padding mask; compiled flex took 2.1x and 2.0x, eager flex
-8x and 9.6x (and flex cannot train on CPU). Hence ``"auto"`` = SDPA on CPU.
+d=64``, L=128/512, fp32/bf16; ``python -m benchmarks.attention_masks``, 20 alternated
+pairs): SDPA with the dense ``[B, 1, L, L]`` mask of a causal, prefix, packed, K-BERT or
+XLNet structure took a median 1.06x (0.99x-1.14x; padding timed against itself spread
+0.86x-1.13x) the time of SDPA with a ``[B, 1, 1, L]`` padding mask, forward + backward.
+Compiled flex took 1.7x-3.2x, forward only (no flex backward on CPU), eager flex 8x-10x.
+Hence ``"auto"`` = SDPA on CPU.
 
 Plain tensor masks always take the SDPA path they took before this module existed,
 whatever the backend, so nothing that passes tensors changes behaviour.
