@@ -289,6 +289,7 @@ SUITES = {
     "memory": "peak training memory, one process per implementation",
     "xlnet": "XLNet permutation-LM training step vs transformers XLNetLMHeadModel",
     "visibility": "K-BERT visibility matrix vs padding mask on the same ptm encoder",
+    "attention-masks": "structured masks (causal, prefix, packed, K-BERT, XLNet) per attention backend vs padding attention, ~10 min",
     "linking": "entity linking documents/s",
     "compression": "fine-tuned BERT-mini: fp32 vs int8 vs pruned heads vs ONNX Runtime (size, CPU latency, accuracy)",
     "data-pipeline": "prepared data (storage, prepare MB/s, scale): opt-in, 20+ min",
@@ -313,6 +314,7 @@ MODULE_SUITES = {
         "--reuse",
     ],
     "static-scaling": ["benchmarks.static_scaling"],
+    "attention-masks": ["benchmarks.attention_masks"],
     "gpu": ["benchmarks.gpu_suite"],
 }
 # The opt-in suites take long; `make bench` runs the others.

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from ptm_core.data.shuffle import EpochOrder
 from ptm_core.modules.attention_masks import block_diagonal_mask
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.seeding import generator_for
 
 Example = dict[str, Any]
@@ -188,6 +189,10 @@ class PretrainingBatches(EpochBatches):
             ``torch.utils.data.DataLoader``); 0 builds them in the training process.
         pin_memory: page-lock batches for faster copies to a GPU (with workers).
         prefetch_factor: batches each worker prepares ahead.
+        structured_masks: packed rows (``document_ids``) get their ``attention_mask`` as an
+            :class:`~ptm_core.modules.attention_structure.AttentionStructure` (the
+            ``[B, L]`` document ids; the attention backend runs it block-sparse) instead of
+            the ``[B, L, L]`` :func:`block_diagonal_mask`. Off by default.
     """
 
     empty_message = "no examples to batch: the corpus produced no training rows"
@@ -205,6 +210,7 @@ class PretrainingBatches(EpochBatches):
         num_workers: int = 0,
         pin_memory: bool = False,
         prefetch_factor: int = 4,
+        structured_masks: bool = False,
     ) -> None:
         super().__init__(
             examples,
@@ -218,13 +224,19 @@ class PretrainingBatches(EpochBatches):
         )
         self.pad_id = pad_id
         self.transform = transform
+        self.structured_masks = structured_masks
 
     def batch(self, epoch: int, index: int, order: EpochOrder | None = None) -> Batch:
         """Build batch ``index`` of ``epoch``."""
         chosen = self.indices(epoch, index, order)
         batch = pad_examples([self.examples[i] for i in chosen], self.pad_id)
         if "document_ids" in batch:  # packed rows: each example sees only itself
-            batch["attention_mask"] = block_diagonal_mask(batch["document_ids"])
+            ids = batch["document_ids"]
+            batch["attention_mask"] = (
+                AttentionStructure.documents(ids)  # type: ignore[assignment]
+                if self.structured_masks
+                else block_diagonal_mask(ids)
+            )
         batch = self.annotate(batch, epoch, index)
         if self.transform is not None:
             batch = self.transform(batch, generator_for(self.seed, epoch, index, "collate"))

@@ -14,6 +14,7 @@ from ptm_core.encoders.config import EncoderConfig
 from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
 from ptm_core.modules.initialization import init_bert_weights
@@ -93,7 +94,10 @@ class TransformerLayer(nn.Module):
         self.pre_norm = norm_position == "pre"
 
     def forward(
-        self, hidden_states: Tensor, mask: Tensor | None = None, return_scores: bool = False
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | AttentionStructure | None = None,
+        return_scores: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Apply the layer; with ``return_scores`` also return the attention scores
         ``(B, h, L, L)`` (explicit attention path instead of SDPA)."""
@@ -310,7 +314,7 @@ class TransformerEncoder(nn.Module):
     def forward(
         self,
         input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
+        attention_mask: Tensor | AttentionStructure | None = None,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         *,
@@ -328,7 +332,11 @@ class TransformerEncoder(nn.Module):
         Args:
             input_ids: ``(B, L)`` token ids (or give ``inputs_embeds``).
             attention_mask: ``(B, L)`` padding (1/True = real token) or ``(B, L, L)`` bool
-                visibility; ``None`` = every token sees every token.
+                visibility; ``None`` = every token sees every token. Or an
+                :class:`~ptm_core.modules.attention_structure.AttentionStructure` (the
+                same masks as per-token ``[B, L]`` tensors), which the attention modules
+                run through their ``attention_backend`` (see
+                :func:`~ptm_core.modules.attention_backends.set_attention_backend`).
             position_ids: ``(B, L)`` or ``(1, L)``; default ``0..L-1`` (K-BERT passes soft
                 positions here).
             token_type_ids: ``(B, L)`` segment ids; default all 0.
@@ -366,10 +374,7 @@ class TransformerEncoder(nn.Module):
             token_type_ids=token_type_ids,
             extra_embeds=extra_embeds,
         )  # (B, L, D)
-        mask = to_sdpa_mask(attention_mask, hidden.shape[1])
-        if self.relative_position_bias is not None:
-            length = hidden.shape[1]
-            mask = bias_mask(self.relative_position_bias(length, length), mask)  # (B|1, h, L, L)
+        mask = self.layer_mask(attention_mask, hidden)
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
         all_scores: list[Tensor] | None = [] if output_attention_scores else None
         for layer in self.layers:
@@ -387,6 +392,33 @@ class TransformerEncoder(nn.Module):
             hidden_states=tuple(all_hidden) if all_hidden is not None else None,
             attention_scores=tuple(all_scores) if all_scores is not None else None,
         )
+
+    def layer_mask(
+        self, attention_mask: Tensor | AttentionStructure | None, hidden: Tensor
+    ) -> Tensor | AttentionStructure | None:
+        """What every layer's attention receives for ``attention_mask``.
+
+        Tensors become the SDPA mask (:func:`to_sdpa_mask`); a structure is passed on
+        (moved to ``hidden``'s device) when every layer's attention is a
+        :class:`MultiHeadSelfAttention`, and becomes its dense reference mask otherwise.
+        T5's bucketed position bias is folded in as an additive mask (dense path).
+        """
+        length = hidden.shape[1]
+        mask: Tensor | AttentionStructure | None
+        if isinstance(attention_mask, AttentionStructure):
+            attention_mask.check_length(length)
+            mask = attention_mask.to(hidden.device)
+            takes_structure = all(
+                isinstance(layer.attention, MultiHeadSelfAttention) for layer in self.layers
+            )
+            if self.relative_position_bias is not None or not takes_structure:
+                mask = mask.reference_mask()
+        else:
+            mask = to_sdpa_mask(attention_mask, length)
+        if self.relative_position_bias is not None:
+            assert not isinstance(mask, AttentionStructure)
+            mask = bias_mask(self.relative_position_bias(length, length), mask)  # (B|1, h, L, L)
+        return mask
 
     def save_pretrained(
         self,

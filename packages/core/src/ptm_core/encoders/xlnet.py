@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder, TransformerLayer
 from ptm_core.modules.attention_masks import memory_visibility
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     sinusoid_relative_positions,
@@ -60,7 +61,7 @@ class XLNetEncoder(TransformerEncoder):
     def forward(
         self,
         input_ids: Tensor | None = None,
-        attention_mask: Tensor | None = None,
+        attention_mask: Tensor | AttentionStructure | None = None,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         *,
@@ -106,6 +107,11 @@ class XLNetEncoder(TransformerEncoder):
         memory, memory_mask = self._check_memory(memory, memory_mask, batch, width)
         memory_length = memory[0].shape[1] if memory else 0
         keys = memory_length + length
+        if isinstance(attention_mask, AttentionStructure):
+            # The relative two-stream attention adds a positional term: it stays on the
+            # dense boolean path.
+            attention_mask.check_length(length)
+            attention_mask = attention_mask.to(hidden.device).dense()
         content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:

@@ -38,6 +38,7 @@ from ptm_core.heads.tasks import (
     TokenClassificationHead,
     check_pool,
 )
+from ptm_core.modules.attention_structure import AttentionStructure
 
 TASK_KINDS: tuple[str, ...] = ("classification", "regression", "tagging", "qa", "multiple_choice")
 TASK_FORMAT_VERSION = 1
@@ -181,6 +182,8 @@ class TaskModel(nn.Module):
             position_ids=position_ids,
             token_type_ids=token_type_ids,
         ).last_hidden_state  # (B, L, D)
+        if isinstance(attention_mask, AttentionStructure):  # heads read the real tokens
+            attention_mask = attention_mask.real.long()  # (B, L)
         if self.kind == "multiple_choice":
             logits = self.head(hidden, attention_mask, num_choices=num_choices)  # (B, C)
         else:

@@ -8,6 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ptm_core.modules.attention_backends import attend, check_backend
+from ptm_core.modules.attention_structure import AttentionStructure
+
 
 def head_size(hidden_size: int, num_heads: int) -> int:
     """Width of one head, ``hidden_size / num_heads``; raises when it does not divide."""
@@ -77,6 +80,13 @@ class MultiHeadSelfAttention(nn.Module):
         with ``return_scores`` also the scores ``(B, h, L, L)``, where positions a row may
         not attend hold the dtype's most negative finite value.
 
+    The mask may also be an :class:`~ptm_core.modules.attention_structure.AttentionStructure`
+    (the mask described by per-token ``[B, L]`` tensors); :attr:`attention_backend`
+    (one of :data:`~ptm_core.modules.attention_backends.ATTENTION_BACKENDS`, default
+    ``"auto"``; set it on a whole model with
+    :func:`~ptm_core.modules.attention_backends.set_attention_backend`) picks the kernel
+    that runs it. Tensor masks always take the SDPA path.
+
     Incremental decoding (a decoder generating one token at a time) goes through
     :meth:`forward_cached`, which attends new positions over cached keys/values of the
     earlier ones; :meth:`forward` never reads or keeps a cache.
@@ -98,15 +108,35 @@ class MultiHeadSelfAttention(nn.Module):
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0
         inner = num_heads * self.head_dim  # D unless heads were pruned
+        self.attention_backend = "auto"  # for AttentionStructure masks; see attention_backends
         self.qkv_proj = nn.Linear(hidden_size, 3 * inner, bias=bias)
         self.out_proj = nn.Linear(inner, hidden_size, bias=bias)
 
     def forward(
-        self, hidden_states: Tensor, mask: Tensor | None = None, return_scores: bool = False
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | AttentionStructure | None = None,
+        return_scores: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
         batch, length, _ = hidden_states.shape
         qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
+        if isinstance(mask, AttentionStructure):
+            mask.check_length(length)
+            if return_scores:  # the explicit path reads the dense reference mask
+                mask = mask.to(hidden_states.device).reference_mask()
+            else:
+                dropout = self.dropout if self.training else 0.0
+                context = attend(
+                    query,
+                    key,
+                    value,
+                    mask,
+                    dropout,
+                    self.scale,
+                    check_backend(self.attention_backend),
+                )
+                return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))
         if return_scores:
             factor = 1.0 / math.sqrt(self.head_dim) if self.scale is None else self.scale
             scores = query @ key.transpose(-1, -2) * factor  # (B, h, L, L)

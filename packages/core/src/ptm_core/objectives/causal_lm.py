@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.modules.attention_masks import left_to_right_mask
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
 from ptm_core.tokenization import VocabInfo
 
@@ -18,11 +19,14 @@ def padding_of(batch: Batch) -> Tensor:
 
     Uses the collator's ``[B, L]`` ``attention_mask``; when an earlier objective already
     replaced it with a ``[B, L, L]`` visibility matrix, a token is real if it sees itself
-    (every builder in ``attention_masks`` hides padding rows).
+    (every builder in ``attention_masks`` hides padding rows); an
+    :class:`~ptm_core.modules.attention_structure.AttentionStructure` knows its real tokens.
     """
     mask = batch.get("attention_mask")
     if mask is None:
         return torch.ones_like(batch["input_ids"], dtype=torch.bool)
+    if isinstance(mask, AttentionStructure):
+        return mask.real
     if mask.dim() == 3:
         return mask.diagonal(dim1=1, dim2=2).bool()
     return mask.bool()

@@ -17,6 +17,7 @@ from ptm_core.data.segments import TokenizedDocument, build_segment_pair_example
 from ptm_core.data.token_store import TokenStore
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.modules.attention_masks import UNILM_MASK_KINDS, unilm_mask
+from ptm_core.modules.attention_structure import unilm_structure
 from ptm_core.objectives.base import Batch, Example, ObjectiveOutput
 from ptm_core.objectives.causal_lm import padding_of
 from ptm_core.objectives.mlm import MaskedLMObjective, MaskingMode
@@ -54,9 +55,15 @@ class UniLMObjective(MaskedLMObjective):
         mask_prob, mask_token_prob, random_token_prob, mode, masked_only: as
             :class:`MaskedLMObjective`.
         short_seq_prob: probability of a shorter example (as BERT's pairs).
+        structured_masks: write ``attention_mask`` as an
+            :class:`~ptm_core.modules.attention_structure.AttentionStructure` (per-token
+            ``[B, L]`` tensors; the encoder's attention backend runs it, e.g. flex on CUDA)
+            instead of the ``(B, L, L)`` tensor. Same visibility (``.dense()`` equals the
+            tensor); off by default.
 
     Batch keys: writes ``input_ids``, ``mlm_labels``, ``attention_mask`` ``(B, L, L)``
-    and ``unilm_mask_kind`` (0-d index into :data:`UNILM_MASK_KINDS`).
+    (or a structure, see ``structured_masks``) and ``unilm_mask_kind`` (0-d index into
+    :data:`UNILM_MASK_KINDS`).
     Metrics: ``loss_<kind>`` (the batch's kind only) and the MLM metrics.
     """
 
@@ -78,6 +85,7 @@ class UniLMObjective(MaskedLMObjective):
         mode: MaskingMode = "dynamic",
         masked_only: bool = True,
         short_seq_prob: float = 0.1,
+        structured_masks: bool = False,
     ) -> None:
         super().__init__(
             vocab,
@@ -104,6 +112,7 @@ class UniLMObjective(MaskedLMObjective):
         total = sum(given.values())
         self.proportions = {kind: given.get(kind, 0.0) / total for kind in UNILM_MASK_KINDS}
         self.short_seq_prob = short_seq_prob
+        self.structured_masks = structured_masks
 
     def rows(self, store: TokenStore, max_length: int, seed: int) -> SegmentPairRows:
         """Source/target pairs (no random B, no label), planned once and built per index."""
@@ -150,8 +159,9 @@ class UniLMObjective(MaskedLMObjective):
         padding = padding_of(batch)
         batch = super().collate(batch, generator)
         kind = self.draw_kind(generator)
-        mask = unilm_mask(UNILM_MASK_KINDS[kind], padding, batch.get("token_type_ids"))
-        return {**batch, "attention_mask": mask, "unilm_mask_kind": torch.tensor(kind)}
+        build = unilm_structure if self.structured_masks else unilm_mask
+        mask = build(UNILM_MASK_KINDS[kind], padding, batch.get("token_type_ids"))
+        return {**batch, "attention_mask": mask, "unilm_mask_kind": torch.tensor(kind)}  # type: ignore[dict-item]
 
     def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
         out = super().forward(encoder_output, batch)

@@ -6,6 +6,7 @@ from collections.abc import Generator, Iterator, Mapping
 
 import torch
 
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.training.protocols import Batch, BatchSource
 
 
@@ -15,10 +16,13 @@ def count_tokens(batch: Mapping[str, torch.Tensor]) -> int:
 
     A ``[B, L]`` padding mask counts its ones; a ``[B, L, L]`` visibility matrix (GPT,
     UniLM, XLNet, packed rows, K-BERT) counts its diagonal, since every mask builder lets a
-    real token see itself and hides padding.
+    real token see itself and hides padding. An
+    :class:`~ptm_core.modules.attention_structure.AttentionStructure` counts its real tokens.
     """
     if "attention_mask" in batch:
         mask = batch["attention_mask"]
+        if isinstance(mask, AttentionStructure):
+            return int(mask.real.sum())
         if mask.dim() == 3:
             return int(mask.diagonal(dim1=1, dim2=2).sum())
         return int(mask.sum())

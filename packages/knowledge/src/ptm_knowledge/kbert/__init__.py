@@ -22,6 +22,7 @@ from ptm_knowledge.kbert.finetune import (
 from ptm_knowledge.kbert.knowledge import KBertKnowledge, knowledge_from_graph
 from ptm_knowledge.kbert.model import (
     KBertFeaturizer,
+    kbert_structure,
     mask_transformer,
     segment_words,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "evaluate_kbert",
     "featurizer_for",
     "finetune_kbert",
+    "kbert_structure",
     "knowledge_from_graph",
     "load_kbert_classifier",
     "mask_transformer",

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from ptm_core import TransformerEncoder
+from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.objectives import IGNORE_INDEX
 from ptm_knowledge.kbert.sentence_tree import (
     SPECIAL_TOKENS,
@@ -50,6 +51,11 @@ class KBertFeaturizer:
         kg: ``"none"`` ignores ``knowledge`` (the model is then plain BERT).
         visible_matrix: ``"off"`` lets every real token see every real token (soft
             positions kept), the ablation showing why the matrix exists.
+        structured_mask: give the visible matrix as an
+            :class:`~ptm_core.modules.attention_structure.AttentionStructure` (per-token
+            ``[B, L]`` subject/branch tensors, no ``[B, L, L]`` tensor; the encoder's
+            attention backend runs it) instead of the ``visible_matrix`` tensor. Same
+            visibility; off by default.
     """
 
     def __init__(
@@ -61,6 +67,7 @@ class KBertFeaturizer:
         max_length: int = 128,
         kg: KGMode = "full",
         visible_matrix: VisibleMode = "on",
+        structured_mask: bool = False,
     ) -> None:
         if kg not in ("full", "none"):
             raise ValueError(f"kg must be 'full' or 'none', got {kg!r}")
@@ -72,6 +79,7 @@ class KBertFeaturizer:
         self.max_length = max_length
         self.kg = kg
         self.visible_matrix = visible_matrix
+        self.structured_mask = structured_mask
         self.split = wordpiece_splitter(tokenizer)
         self.unk_id = tokenizer.vocab_info.unk_id
         self.pad_id = tokenizer.vocab_info.pad_id
@@ -114,6 +122,10 @@ class KBertFeaturizer:
             "is_knowledge": tree.is_knowledge,
             "word_start": _word_starts(tree),
         }
+        if self.structured_mask:
+            assert tree.subject is not None and tree.branch_id is not None
+            item["kbert_subject"] = tree.subject
+            item["kbert_branch"] = tree.branch_id
         if label is not None:
             item["labels"] = torch.tensor(label)
         if word_labels is not None:
@@ -153,6 +165,11 @@ class KBertFeaturizer:
             "word_start": torch.zeros(batch_size, length, dtype=torch.bool),
         }
         use_matrix = self.kg == "full" and self.visible_matrix == "on"
+        use_structure = use_matrix and "kbert_subject" in items[0]
+        if use_structure:  # the tree per token; task_batch makes the AttentionStructure
+            use_matrix = False
+            for key in ("kbert_subject", "kbert_branch"):
+                out[key] = torch.full((batch_size, length), -1, dtype=torch.long)
         if use_matrix:
             out["visible_matrix"] = torch.zeros(batch_size, length, length, dtype=torch.bool)
         token_labels = "labels" in items[0] and items[0]["labels"].dim() == 1
@@ -168,6 +185,9 @@ class KBertFeaturizer:
             out["attention_mask"][b, :n] = 1
             if use_matrix:
                 out["visible_matrix"][b, :n, :n] = item["visible_matrix"]
+            if use_structure:
+                out["kbert_subject"][b, :n] = item["kbert_subject"]
+                out["kbert_branch"][b, :n] = item["kbert_branch"]
             if token_labels:
                 out["labels"][b, :n] = item["labels"]
         return out
@@ -202,11 +222,18 @@ class KBertFeaturizer:
         ``position_ids`` stay the soft positions, and token labels on branch tokens
         (``is_knowledge``) are set to ``IGNORE_INDEX`` so injected knowledge is never
         trained on or scored. ``is_knowledge`` and ``word_start`` are kept (the model
-        ignores them).
+        ignores them). A ``structured_mask`` batch gets the visible matrix as an
+        :class:`~ptm_core.modules.attention_structure.AttentionStructure` instead.
         """
-        out = {k: v for k, v in batch.items() if k != "visible_matrix"}
+        out = {
+            k: v
+            for k, v in batch.items()
+            if k not in ("visible_matrix", "kbert_subject", "kbert_branch")
+        }
         if "visible_matrix" in batch:
             out["attention_mask"] = batch["visible_matrix"]
+        elif "kbert_subject" in batch:
+            out["attention_mask"] = kbert_structure(batch)  # type: ignore[assignment]
         labels = batch.get("labels")
         if labels is not None and labels.dim() == 2:
             out["labels"] = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
@@ -226,13 +253,28 @@ def _word_starts(tree: SentenceTree) -> Tensor:
     return starts
 
 
+def kbert_structure(batch: Mapping[str, Tensor]) -> AttentionStructure:
+    """The visible matrix of a ``structured_mask`` :meth:`KBertFeaturizer.collate` batch as
+    an :class:`~ptm_core.modules.attention_structure.AttentionStructure`; its ``.dense()``
+    equals the ``visible_matrix`` the featurizer builds otherwise."""
+    return AttentionStructure.kbert(
+        batch["is_knowledge"],
+        batch["kbert_subject"],
+        batch["kbert_branch"],
+        batch["attention_mask"].bool(),
+    )
+
+
 def mask_transformer(encoder: TransformerEncoder, batch: Mapping[str, Tensor]) -> Tensor:
     """Run the core encoder as K-BERT's Mask-Transformer; returns ``[B, L, D]``.
 
-    Uses ``batch["visible_matrix"]`` (``[B, L, L]`` bool) when present, else the ``[B, L]``
-    padding mask; ``position_ids`` are the soft positions.
+    Uses ``batch["visible_matrix"]`` (``[B, L, L]`` bool) when present, the structure of a
+    ``structured_mask`` batch (:func:`kbert_structure`), else the ``[B, L]`` padding mask;
+    ``position_ids`` are the soft positions.
     """
-    mask = batch.get("visible_matrix")
+    mask: Tensor | AttentionStructure | None = batch.get("visible_matrix")
+    if mask is None and "kbert_subject" in batch:
+        mask = kbert_structure(batch)
     output = encoder(
         batch["input_ids"],
         attention_mask=mask if mask is not None else batch["attention_mask"],

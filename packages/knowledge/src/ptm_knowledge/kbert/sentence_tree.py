@@ -52,6 +52,10 @@ class SentenceTree:
         segment_ids: ``[L]`` long; 0 up to and including the first ``[SEP]``, then 1
             (branches take their word's segment); 0 for padding.
         num_dropped_branches: branches left out to respect ``max_length``.
+        subject: ``[L]`` long; the subject span each token belongs to (-1 on padding).
+        branch_id: ``[L]`` long; the branch of each knowledge token (-1 on the trunk and
+            padding). With ``is_knowledge`` they are what ``visible_matrix`` is built from
+            (:meth:`~ptm_core.modules.attention_structure.AttentionStructure.kbert`).
     """
 
     tokens: list[str]
@@ -61,6 +65,8 @@ class SentenceTree:
     word_index: Tensor
     segment_ids: Tensor
     num_dropped_branches: int = 0
+    subject: Tensor | None = None
+    branch_id: Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -229,6 +235,8 @@ def build_sentence_tree(
         word_index=words_t,
         segment_ids=_segments(tokens, words_t, real),
         num_dropped_branches=dropped,
+        subject=subjects_t,
+        branch_id=branches_t,
     )
 
 

@@ -1,0 +1,192 @@
+"""Attention kernels as backends: one mask structure, the fastest kernel that can run it.
+
+:func:`attend` runs ``softmax(QK^T * scale) V`` for an attention mask that is either a
+plain tensor (today's path, unchanged) or an
+:class:`~ptm_core.modules.attention_structure.AttentionStructure`, on one of
+:data:`ATTENTION_BACKENDS`:
+
+* ``"dense"`` - the reference: SDPA with the ``[B, 1, L, L]`` boolean mask that
+  :func:`~ptm_core.modules.attention_masks.to_sdpa_mask` makes of ``structure.dense()``
+  (exactly what passing the dense tensor does);
+* ``"sdpa"`` - plain padding as a ``[B, 1, 1, L]`` key mask (or no mask), causal without
+  padding as ``is_causal=True`` (SDPA's flash/efficient kernels), anything else with the
+  dense boolean mask (built once per structure, shared by every layer);
+* ``"flex"`` - :func:`torch.nn.attention.flex_attention.flex_attention` with the
+  structure's block-sparse ``BlockMask``: compiled (``torch.compile``) on CUDA, eager
+  elsewhere (eager flex materialises the scores; it is there for parity, not speed).
+  Flex has no attention dropout, and torch 2.15 has no flex backward on CPU: with
+  ``dropout > 0``, or on CPU when gradients are needed, ``"flex"`` falls back to
+  ``"sdpa"`` (same outputs);
+* ``"auto"`` - padding and causal through ``"sdpa"``; the other kinds through
+  ``"flex"`` on CUDA and ``"sdpa"`` on CPU.
+
+Measured on this repository's CPU (AMD Zen 5, 2 threads, torch 2.15, ``B=8, h=12,
+d=64``, L=128/512, fp32/bf16; ``python -m benchmarks.attention_masks``, 20 alternated
+pairs): SDPA with the dense ``[B, 1, L, L]`` mask of a causal, prefix, packed, K-BERT or
+XLNet structure took a median 1.06x (0.99x-1.14x; padding timed against itself spread
+0.86x-1.13x) the time of SDPA with a ``[B, 1, 1, L]`` padding mask, forward + backward.
+Compiled flex took 1.7x-3.2x, forward only (no flex backward on CPU), eager flex 8x-10x.
+Hence ``"auto"`` = SDPA on CPU.
+
+Plain tensor masks always take the SDPA path they took before this module existed,
+whatever the backend, so nothing that passes tensors changes behaviour.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ptm_core.modules.attention_structure import AttentionStructure
+
+ATTENTION_BACKENDS: tuple[str, ...] = ("auto", "flex", "sdpa", "dense")
+
+_COMPILED_FLEX: dict[str, Any] = {}
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` when it is one of :data:`ATTENTION_BACKENDS`; else a ValueError."""
+    if backend not in ATTENTION_BACKENDS:
+        raise ValueError(
+            f"unknown attention backend {backend!r}; valid backends: "
+            f"{', '.join(ATTENTION_BACKENDS)} (attention.backend / set_attention_backend)"
+        )
+    return backend
+
+
+def _needs_grad(*tensors: Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def resolve_backend(
+    mask: Tensor | AttentionStructure | None,
+    backend: str,
+    query: Tensor,
+    key: Tensor | None = None,
+    value: Tensor | None = None,
+    dropout: float = 0.0,
+) -> str:
+    """The backend :func:`attend` actually runs: ``"tensor"`` (a plain tensor or no mask:
+    today's SDPA path), ``"dense"``, ``"sdpa"`` or ``"flex"``."""
+    check_backend(backend)
+    if not isinstance(mask, AttentionStructure):
+        return "tensor"
+    tensors = [t for t in (query, key, value) if t is not None]
+    flex_possible = dropout == 0.0 and not (query.device.type == "cpu" and _needs_grad(*tensors))
+    if backend == "auto":
+        simple = mask.kind == "padding" or mask.is_plain_causal
+        if simple or query.device.type != "cuda" or not flex_possible:
+            return "sdpa"
+        return "flex"
+    if backend == "flex" and not flex_possible:
+        return "sdpa"
+    return backend
+
+
+def compiled_flex_attention() -> Any:
+    """``torch.compile(flex_attention)``, built once per process (the fused kernel)."""
+    if "flex" not in _COMPILED_FLEX:
+        from torch.nn.attention.flex_attention import flex_attention
+
+        _COMPILED_FLEX["flex"] = torch.compile(flex_attention, dynamic=False)
+    return _COMPILED_FLEX["flex"]
+
+
+def flex_attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    structure: AttentionStructure,
+    scale: float | None = None,
+    *,
+    compiled: bool | None = None,
+) -> Tensor:
+    """``flex_attention`` over the structure's ``BlockMask``; ``(B, h, L, d)``.
+
+    Args:
+        compiled: run ``torch.compile(flex_attention)``; ``None`` = on CUDA only (eager
+            flex materialises the scores; on CPU it is for parity, not speed).
+    """
+    from torch.nn.attention.flex_attention import flex_attention
+
+    use_compile = query.device.type == "cuda" if compiled is None else compiled
+    block_mask = structure.to(query.device).block_mask()
+    run = compiled_flex_attention() if use_compile else flex_attention
+    if use_compile:
+        return run(query, key, value, block_mask=block_mask, scale=scale)
+    import warnings
+
+    with warnings.catch_warnings():  # "flex_attention called without torch.compile()"
+        warnings.filterwarnings("ignore", message="flex_attention called without")
+        return run(query, key, value, block_mask=block_mask, scale=scale)
+
+
+def attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | AttentionStructure | None,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    backend: str = "auto",
+    *,
+    compiled: bool | None = None,
+) -> Tensor:
+    """Attention on split heads, ``(B, h, L, d) -> (B, h, L, d)``, through ``backend``.
+
+    Args:
+        query, key, value: ``(B, h, L, d)``.
+        mask: a plain tensor mask as :func:`torch.nn.functional.scaled_dot_product_attention`
+            takes (bool True = may attend, or additive float), ``None``, or an
+            :class:`AttentionStructure` (its ``L`` must be the sequence length).
+        dropout: dropout probability on the attention weights (0 in eval mode). Flex has
+            none: a positive value runs ``"sdpa"`` instead of ``"flex"``.
+        scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)``.
+        backend: one of :data:`ATTENTION_BACKENDS` (see the module docstring).
+        compiled: flex only: compile it (default: on CUDA).
+
+    Raises:
+        ValueError: unknown backend (the message lists the valid ones), or a structure
+            for another length.
+    """
+    chosen = resolve_backend(mask, backend, query, key, value, dropout)
+    if not isinstance(mask, AttentionStructure):
+        return F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
+        )
+    mask.check_length(query.shape[-2])
+    structure = mask.to(query.device)
+    if chosen == "flex":
+        return flex_attend(query, key, value, structure, scale, compiled=compiled)
+    if chosen == "sdpa" and structure.is_plain_causal:
+        return F.scaled_dot_product_attention(
+            query, key, value, dropout_p=dropout, is_causal=True, scale=scale
+        )
+    sdpa_mask = structure.sdpa_mask() if chosen == "sdpa" else structure.reference_mask()
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=sdpa_mask, dropout_p=dropout, scale=scale
+    )
+
+
+def set_attention_backend(model: nn.Module, backend: str) -> None:
+    """Set the attention backend of every attention module of ``model``.
+
+    Every module with an ``attention_backend`` attribute
+    (:class:`~ptm_core.modules.MultiHeadSelfAttention`; default ``"auto"``) gets
+    ``backend``. Only :class:`AttentionStructure` masks are routed by it; plain tensor
+    masks keep their SDPA path.
+
+    Args:
+        model: any module (an encoder, a pre-training model, a task model).
+        backend: one of :data:`ATTENTION_BACKENDS`.
+
+    Raises:
+        ValueError: unknown backend, naming the valid ones.
+    """
+    check_backend(backend)
+    for module in model.modules():
+        if hasattr(module, "attention_backend"):
+            setattr(module, "attention_backend", backend)  # noqa: B010
