@@ -163,3 +163,9 @@ def test_trainer_switch_trains_the_same_as_without(tmp_path) -> None:
     pairs = zip(model_a.state_dict().items(), model_b.state_dict().values(), strict=True)
     for (name, a), b in pairs:
         torch.testing.assert_close(b, a, rtol=0, atol=1e-6, msg=name)
+
+
+def test_cuda_graphs_are_refused_off_cuda(make_source, make_config, make_model) -> None:
+    config = make_config(compile=True, cuda_graphs=True)
+    with pytest.raises(ValueError, match=r"trainer\.cuda_graphs=true needs a CUDA device"):
+        Trainer(make_model(0), make_source(), config)

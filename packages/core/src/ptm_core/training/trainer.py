@@ -61,6 +61,8 @@ _COSMETIC_KEYS = {
     "tensorboard_dir",
     "mlflow_tracking_uri",
     "mlflow_experiment",
+    # Recomputation restores the RNG it used: the same updates bit for bit (tested).
+    "activation_checkpointing",
 }
 
 
