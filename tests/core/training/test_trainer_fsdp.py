@@ -120,6 +120,14 @@ def test_a_sharded_checkpoint_is_refused_without_fsdp(
         Trainer(make_model(0), make_source(), config).fit()
 
 
+@pytest.mark.integration
+def test_weights_only_loading_of_a_sharded_checkpoint_points_to_final(runs: Path) -> None:
+    from ptm_core.training import load_checkpoint
+
+    with pytest.raises(CheckpointError, match="final/"):
+        load_checkpoint(runs / "fsdp", _initial_encoder())
+
+
 def test_fsdp_in_one_process_is_refused(make_source, make_config, make_model) -> None:
     with pytest.raises(ValueError, match=r"trainer\.devices > 1"):
         Trainer(make_model(0), make_source(), make_config(fsdp=True))

@@ -54,6 +54,7 @@ from ptm_core.training.checkpointing import (
     FORMAT_VERSION,
     LATEST,
     MODEL_CONFIG,
+    SHARDED_DIR,
     TRAINER_STATE,
     WEIGHTS,
     step_dir_name,
@@ -62,7 +63,7 @@ from ptm_core.training.memory import transformer_units
 from ptm_core.training.rng_state import capture_rng_state, restore_rng_state
 
 LAYOUT = "dcp"
-SHARDS = "dcp"
+SHARDS = SHARDED_DIR
 SCHEDULER = "scheduler.pt"
 
 
@@ -231,8 +232,9 @@ def load_sharded_checkpoint(
     """Restore model and optimizer shards, the schedule and this rank's RNG (a collective).
 
     Returns:
-        The contents of ``trainer_state.json`` and whether this rank's RNG state was in the
-        checkpoint (it is not when the number of processes changed).
+        The contents of ``trainer_state.json`` and whether this rank's RNG state was
+        restored (ranks above 0 are not when the number of processes changed: the trainer
+        gives them fresh streams).
 
     Raises:
         CheckpointError: a file is missing or corrupted, or the checkpoint is not sharded.
@@ -276,8 +278,10 @@ def load_sharded_checkpoint(
         optim_state_dict=optimizer_state,
     )
     scheduler.load_state_dict(schedule["scheduler"])
-    own_rng = checkpoint / rng_file(dist.get_rank())
-    if own_rng.is_file() and state.get("world_size") == dist.get_world_size():
+    rank = dist.get_rank()
+    own_rng = checkpoint / rng_file(rank)
+    # With another number of processes only rank 0 keeps its stream (as DDP resumes do).
+    if own_rng.is_file() and (rank == 0 or state.get("world_size") == dist.get_world_size()):
         restore_rng_state(torch.load(own_rng, weights_only=True))
         return state, True
     return state, False

@@ -23,6 +23,7 @@ from ptm_core.checkpoints import CheckpointError
 from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
+    SHARDED_DIR,
     find_latest_checkpoint,
     load_training_state,
     prune_checkpoints,
@@ -305,14 +306,12 @@ class Trainer:
             state, own_rng = load_sharded_checkpoint(
                 checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
             )
+        elif (checkpoint / SHARDED_DIR).is_dir():
+            raise CheckpointError(
+                f"{checkpoint} is a sharded checkpoint written with trainer.fsdp=true; "
+                "resume it with trainer.fsdp=true, or set resume=false to start over."
+            )
         else:
-            from ptm_core.training.sharding import is_sharded_checkpoint
-
-            if is_sharded_checkpoint(checkpoint):
-                raise CheckpointError(
-                    f"{checkpoint} is a sharded checkpoint written with trainer.fsdp=true; "
-                    "resume it with trainer.fsdp=true, or set resume=false to start over."
-                )
             state = load_training_state(
                 checkpoint,
                 model=self.model,
