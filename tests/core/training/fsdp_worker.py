@@ -1,9 +1,10 @@
 """Run under torchrun by test_trainer_fsdp.py: a tiny BERT+MLM trained with DDP and FSDP2.
 
-Four runs in one process group (starting processes is the slow part):
-``ddp`` (reference), ``fsdp`` (uninterrupted, through ``train_and_save``), and
-``interrupted`` (FSDP, the data source fails after step 4 on every rank) followed by its
-resume from the step-4 sharded checkpoint with differently initialised weights. Rank 0
+Five runs in one process group (starting processes is the slow part):
+``ddp`` (reference), ``fsdp`` (uninterrupted, through ``train_and_save``, with activation
+checkpointing), ``interrupted`` (FSDP, the data source fails after step 4 on every rank)
+followed by its resume from the step-4 sharded checkpoint with differently initialised
+weights, and ``bf16`` (FSDP with bf16 all-gathers and fp32 gradient reduction). Rank 0
 writes each run's logged losses and every rank its final weights.
 """
 
@@ -121,6 +122,14 @@ def main(out: Path) -> None:
     finish(
         "resumed", model, Trainer(model, data, config(out, "interrupted", fsdp=True)).fit().history
     )
+    model, data = build()
+    bf16 = Trainer(model, data, config(out, "bf16", fsdp=True, precision="bf16", max_steps=3))
+    seen: set[torch.dtype] = set()  # parameter dtype inside the forward (all-gathered)
+    bf16.model.encoder.layers[0].feed_forward.register_forward_pre_hook(
+        lambda module, _: seen.update(p.dtype for p in module.parameters())
+    )
+    finish("bf16", model, bf16.fit().history)
+    assert seen == {torch.bfloat16}, seen
     if rank == 0:
         (out / "losses.json").write_text(json.dumps(losses))
     dist.destroy_process_group()

@@ -128,6 +128,18 @@ def test_weights_only_loading_of_a_sharded_checkpoint_points_to_final(runs: Path
         load_checkpoint(runs / "fsdp", _initial_encoder())
 
 
+@pytest.mark.integration
+def test_bf16_fsdp_trains_with_fp32_master_weights(runs: Path) -> None:
+    losses = json.loads((runs / "losses.json").read_text())["bf16"]
+    assert len(losses) == 3 and all(abs(loss - 5.7) < 0.3 for loss in losses)  # ln(300) = 5.7
+    weights = _weights(runs, "bf16", 0)
+    assert all(tensor.dtype == torch.float32 for tensor in weights.values())
+    assert not torch.equal(
+        weights["encoder.embeddings.word.weight"],
+        _initial_encoder().state_dict()["embeddings.word.weight"],
+    )
+
+
 def test_fsdp_in_one_process_is_refused(make_source, make_config, make_model) -> None:
     with pytest.raises(ValueError, match=r"trainer\.devices > 1"):
         Trainer(make_model(0), make_source(), make_config(fsdp=True))
