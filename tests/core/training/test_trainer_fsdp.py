@@ -141,5 +141,5 @@ def test_bf16_fsdp_trains_with_fp32_master_weights(runs: Path) -> None:
 
 
 def test_fsdp_in_one_process_is_refused(make_source, make_config, make_model) -> None:
-    with pytest.raises(ValueError, match=r"trainer\.devices > 1"):
+    with pytest.raises(ValueError, match=r"torchrun --nproc-per-node=N"):
         Trainer(make_model(0), make_source(), make_config(fsdp=True))

@@ -91,8 +91,10 @@ def shard_model(model: nn.Module, device: torch.device, *, bf16: bool) -> nn.Mod
     """
     if not dist.is_initialized():
         raise ValueError(
-            "trainer.fsdp=true shards the model across processes, but this run has one; "
-            "launch several (trainer.devices > 1, or torchrun) or set trainer.fsdp=false."
+            "trainer.fsdp=true shards the model across processes, but this process is "
+            "alone (no WORLD_SIZE > 1): start it through torchrun --nproc-per-node=N (the "
+            "pretrain flow, `ptm flow pretrain`, does so for trainer.devices > 1), or set "
+            "trainer.fsdp=false."
         )
     owner: dict[int, str] = {}
     for name, unit in transformer_units(model):
