@@ -169,3 +169,37 @@ def test_cuda_graphs_are_refused_off_cuda(make_source, make_config, make_model) 
     config = make_config(compile=True, cuda_graphs=True)
     with pytest.raises(ValueError, match=r"trainer\.cuda_graphs=true needs a CUDA device"):
         Trainer(make_model(0), make_source(), config)
+
+
+def test_encoder_decoder_checkpoints_both_stacks_with_the_same_gradients() -> None:
+    from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+    from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
+
+    config = Seq2SeqConfig(
+        vocab_size=50,
+        hidden_size=16,
+        encoder_layers=2,
+        decoder_layers=2,
+        num_heads=2,
+        intermediate_size=32,
+        max_positions=16,
+        dropout=0.1,
+        attention_dropout=0.1,
+    )
+    torch.manual_seed(0)
+    plain = EncoderDecoderModel(config)
+    torch.manual_seed(0)
+    checkpointed = EncoderDecoderModel(config)
+    names = enable_activation_checkpointing(checkpointed)
+    assert len(names) == 4 and any("decoder" in name for name in names)
+    gen = torch.Generator().manual_seed(0)
+    source, target = torch.randint(3, 50, (2, 7), generator=gen), torch.randint(3, 50, (2, 5))
+    grads = []
+    for model in (plain, checkpointed):
+        model.train()
+        torch.manual_seed(7)
+        model(source, target).logits.logsumexp(-1).mean().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=0, atol=1e-6, msg=name)
