@@ -35,6 +35,10 @@ from ptm_core.training import TrainerConfig
         ("keep_last", 0),
         ("resume", "yes"),
         ("fused_optimizer", "auto"),
+        ("activation_checkpointing", "yes"),
+        ("fsdp", 1),
+        ("cuda_graphs", "true"),
+        ("cuda_graphs", True),  # without compile=true
     ],
 )
 def test_bad_values_name_the_field(field, value, tmp_path) -> None:

@@ -38,6 +38,8 @@ MODEL_CONFIG = "config.json"
 OPTIMIZER = "optimizer.pt"
 RNG = "rng.pt"
 TRAINER_STATE = "trainer_state.json"
+# trainer.fsdp=true writes model and optimizer shards here instead (training/sharding.py).
+SHARDED_DIR = "dcp"
 _STEP_DIR = re.compile(r"^step-(\d{8})$")
 # Names ptm_core.atomic and _remove_dir give unfinished work; such entries are never complete.
 _TEMP_SUFFIXES = (".tmp", ".old", ".deleting")
@@ -164,6 +166,13 @@ def load_checkpoint(path: str | Path, model: nn.Module, *, strict: bool = True) 
         CheckpointError: If no checkpoint is found, the file is corrupted, or it does not fit.
     """
     file = _resolve_weights(Path(path))
+    if not file.is_file() and (file.parent / SHARDED_DIR).is_dir():
+        raise CheckpointError(
+            f"{file.parent} is a sharded training checkpoint (trainer.fsdp=true): its weights "
+            "are split across processes. Load the run's final/ directory, resume the run with "
+            "trainer.fsdp=true, or convert it with torch.distributed.checkpoint.format_utils."
+            "dcp_to_torch_save."
+        )
     if not file.is_file():
         raise _broken(file, "file is missing")
     device = next(iter(model.parameters()), torch.empty(0)).device

@@ -14,6 +14,8 @@ PRECISIONS = ("auto", "fp32", "bf16")
 SCHEDULES = ("linear", "slanted_triangular")
 # Experiment trackers the trainer can feed (training/loggers.py); each is an optional extra.
 LOGGERS = ("tensorboard", "mlflow")
+# Boolean switches of training/memory.py, training/sharding.py and compilation.
+MEMORY_AND_COMPILE_SWITCHES = ("cuda_graphs", "activation_checkpointing", "fsdp")
 
 
 def _fail(field: str, requirement: str, value: object) -> ValueError:
@@ -48,7 +50,20 @@ class TrainerConfig:
         progress: Show a tqdm progress bar (only when stderr is a terminal).
         fused_optimizer: Use fused AdamW; ``None`` means fused wherever torch has the kernel
             for every trainable parameter (float tensors on CPU or CUDA).
-        compile: Run the model's forward through ``torch.compile``.
+        compile: Run the training step's forward (model and loss) through ``torch.compile``;
+            its backward is compiled with it (AOTAutograd). The optimizer step stays eager
+            (fused AdamW is already one kernel per group).
+        cuda_graphs: With ``compile``, compile in ``mode="reduce-overhead"`` so each step
+            replays CUDA graphs (fewer kernel launches; fixed batch shapes pay best). CUDA
+            only: the trainer refuses it on other devices and with ``fsdp``.
+        activation_checkpointing: Recompute every Transformer layer's forward in backward
+            instead of storing its activations (less memory, about one more forward of
+            compute; same gradients, dropout included).
+        fsdp: Shard parameters, gradients and optimizer state across the processes with
+            FSDP2 (``torch.distributed.fsdp.fully_shard`` on each Transformer layer, then
+            the whole model) instead of replicating them with DDP. Needs several processes
+            (``devices`` > 1 / torchrun). Checkpoints are then written sharded through
+            ``torch.distributed.checkpoint``; ``final/`` stays a normal ptm checkpoint.
         devices: Processes to train with. The trainer itself joins whatever process group
             ``torchrun`` set up (``WORLD_SIZE`` > 1); the ``pretrain`` flow reads this to
             launch ``torchrun --nproc-per-node=devices`` for you.
@@ -97,6 +112,9 @@ class TrainerConfig:
     progress: bool = True
     fused_optimizer: bool | None = None
     compile: bool = False
+    cuda_graphs: bool = False
+    activation_checkpointing: bool = False
+    fsdp: bool = False
     devices: int = 1
     distributed_backend: str = "auto"
     schedule: str = "linear"
@@ -151,9 +169,15 @@ class TrainerConfig:
                 raise _fail(
                     "device", "must be 'auto' or a torch device like 'cpu'", self.device
                 ) from exc
-        for name in ("resume", "progress", "compile"):
+        for name in ("resume", "progress", "compile", *MEMORY_AND_COMPILE_SWITCHES):
             if not isinstance(getattr(self, name), bool):
                 raise _fail(name, "must be true or false", getattr(self, name))
+        if self.cuda_graphs and not self.compile:
+            raise _fail(
+                "cuda_graphs",
+                "replays graphs that torch.compile records: set compile=true too",
+                self.cuda_graphs,
+            )
         if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
             raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)
         if self.schedule not in SCHEDULES:

@@ -19,15 +19,18 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
+from ptm_core.checkpoints import CheckpointError
 from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
+    SHARDED_DIR,
     find_latest_checkpoint,
     load_training_state,
     prune_checkpoints,
     remove_temp_dirs,
     save_checkpoint,
 )
+from ptm_core.training.compilation import check_compile_switches, compile_forward
 from ptm_core.training.config import TrainerConfig
 from ptm_core.training.distributed import (
     ShardedBatches,
@@ -35,6 +38,7 @@ from ptm_core.training.distributed import (
     init_distributed,
     mean_across_ranks,
 )
+from ptm_core.training.memory import enable_activation_checkpointing
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, build_schedule
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
@@ -58,6 +62,8 @@ _COSMETIC_KEYS = {
     "tensorboard_dir",
     "mlflow_tracking_uri",
     "mlflow_experiment",
+    # Recomputation restores the RNG it used: the same updates bit for bit (tested).
+    "activation_checkpointing",
 }
 
 
@@ -141,7 +147,13 @@ class Trainer:
                 torch.cuda.set_device(self.device)
             data = ShardedBatches(data, self.dist.rank, self.dist.world_size)
         self.cursor = BatchCursor(data)  # fails early on an empty source
-        self.model = model.to(self.device)
+        check_compile_switches(config, self.device)
+        if config.activation_checkpointing:
+            enable_activation_checkpointing(model)
+        # With FSDP the user's model stays where it is (it may not fit the device); a
+        # sharded copy is trained and the final weights are gathered back into it.
+        self._fsdp_source: nn.Module | None = model if config.fsdp else None
+        self.model = model if config.fsdp else model.to(self.device)
         self.data = data
         self.callbacks = list(callbacks or [])
         if config.loggers and self.dist.is_main:
@@ -173,13 +185,29 @@ class Trainer:
         )
         self._autocast_dtype = torch.bfloat16 if use_bf16 else None
         forward: nn.Module = self.model
-        if self.dist.enabled:
+        if config.fsdp:
+            # FSDP replaces DDP: it averages gradients across ranks itself.
+            from ptm_core.training.sharding import shard_model
+
+            self.model = forward = shard_model(
+                self.model, self.device, bf16=self._autocast_dtype == torch.bfloat16
+            )
+            # The optimizer and schedule above saw the unsharded parameters: rebuild them.
+            self.optimizer = build_optimizer(self.model, config)
+            self.scheduler = build_schedule(self.optimizer, config)
+            if self._unfreezing is not None:
+                from ptm_core.training.finetuning import GradualUnfreezing
+
+                self._unfreezing = GradualUnfreezing(
+                    self.model, every_steps=config.unfreeze_every, mode="grad_mask"
+                )
+        elif self.dist.enabled:
             # Gradients are averaged across ranks inside backward(); self.model stays the
             # plain module, so checkpoints have the same names as single-process runs.
             forward = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
-        self._forward = cast(nn.Module, torch.compile(forward)) if config.compile else forward
+        self._forward = compile_forward(forward, config)
         self.step = 0
         self._window = MetricsWindow()
         self._lr = 0.0  # rate used by the last step, for logging
@@ -240,9 +268,13 @@ class Trainer:
                     )
                     tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
-                    if main:
+                    if main or self._fsdp_source is not None:  # sharded saves: every rank
                         last_checkpoint = self._save()
                     barrier()
+            if self._fsdp_source is not None:
+                from ptm_core.training.sharding import copy_full_weights
+
+                copy_full_weights(self.model, self._fsdp_source)
         finally:
             bar.close()
             self.cursor.close()
@@ -267,13 +299,26 @@ class Trainer:
             self.step, self.cursor = 0, BatchCursor(self.data)
             self._window.reset()
             return None
-        state = load_training_state(
-            checkpoint,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            device=self.device,
-        )
+        own_rng = False
+        if self._fsdp_source is not None:
+            from ptm_core.training.sharding import load_sharded_checkpoint
+
+            state, own_rng = load_sharded_checkpoint(
+                checkpoint, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler
+            )
+        elif (checkpoint / SHARDED_DIR).is_dir():
+            raise CheckpointError(
+                f"{checkpoint} is a sharded checkpoint written with trainer.fsdp=true; "
+                "resume it with trainer.fsdp=true, or set resume=false to start over."
+            )
+        else:
+            state = load_training_state(
+                checkpoint,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                device=self.device,
+            )
         self.step = int(state["step"])
         self.cursor = BatchCursor(self.data, int(state["epoch"]), int(state["batch_index"]))
         self._window.load_state_dict(state.get("metrics_window", {}))
@@ -289,7 +334,7 @@ class Trainer:
                 checkpoint,
                 ", ".join(changed),
             )
-        if self.dist.enabled and self.dist.rank > 0:
+        if self.dist.enabled and self.dist.rank > 0 and not own_rng:
             # The checkpoint holds rank 0's RNG state; give the other ranks their own.
             self._seed(derive_seed(self.config.seed, self.step, self.dist.rank) % 2**32)
         logger.info("Resumed from %s (step %d).", checkpoint, self.step)
@@ -336,6 +381,10 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(
             self.model.parameters(), max_norm if max_norm is not None else float("inf")
         )
+        if self._fsdp_source is not None:
+            from ptm_core.training.sharding import local_value
+
+            grad_norm = local_value(grad_norm)  # a replicated DTensor under FSDP
         self._window.add("grad_norm", grad_norm)
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self.optimizer.step()
@@ -408,7 +457,10 @@ class Trainer:
 
     def _save(self) -> Path:
         epoch, index = self.cursor.position
-        path = save_checkpoint(
+        save = save_checkpoint
+        if self._fsdp_source is not None:
+            from ptm_core.training.sharding import save_sharded_checkpoint as save
+        path = save(
             self.checkpoints_dir,
             step=self.step,
             model=self.model,
@@ -421,6 +473,8 @@ class Trainer:
                 "config": self.config.to_dict(),
             },
         )
+        if not self.dist.is_main:
+            return path
         prune_checkpoints(self.checkpoints_dir, self.config.keep_last)
         logger.info("Saved %s.", path)
         for callback in self.callbacks:
