@@ -112,7 +112,8 @@ class TransformerLayer(nn.Module):
         """Apply the layer to packed real tokens ``(T, D) -> (T, D)`` (see
         :mod:`ptm_core.encoders.unpadding`); the attention block needs
         ``forward_unpadded`` (:class:`MultiHeadSelfAttention` has it)."""
-        attended = self.attention.forward_unpadded(self.attention_input(hidden_states), layout)
+        attention = cast(MultiHeadSelfAttention, self.attention)
+        attended = attention.forward_unpadded(self.attention_input(hidden_states), layout)
         return self.after_attention(hidden_states, attended)
 
     def attention_input(self, x: Tensor) -> Tensor:

@@ -24,7 +24,7 @@ are requested. Every other call silently takes the padded path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor, nn
@@ -33,7 +33,7 @@ from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.unpadding import UnpadLayout
 
 if TYPE_CHECKING:
-    from ptm_core.encoders.transformer import TransformerEncoder
+    from ptm_core.encoders.transformer import TransformerEncoder, TransformerLayer
 
 UNPADDING_MODES = ("auto", "on", "off")
 # Padding fraction from which "auto" unpads; from benchmarks/unpadding.py on this CPU.
@@ -63,7 +63,7 @@ def set_unpadding(model: nn.Module, mode: str) -> None:
     check_unpadding_mode(mode)
     for module in model.modules():
         if hasattr(module, "unpadding_mode"):
-            module.unpadding_mode = mode
+            module.unpadding_mode = mode  # type: ignore[assignment]
 
 
 def _tracing() -> bool:
@@ -114,7 +114,7 @@ def run_unpadded(
     x = layout.unpad(hidden)  # (T, D)
     packed: list[Tensor] | None = [x] if output_hidden_states else None
     for layer in encoder.layers:
-        x = layer.forward_unpadded(x, layout)
+        x = cast("TransformerLayer", layer).forward_unpadded(x, layout)
         if packed is not None:
             packed.append(x)
     if encoder.final_norm is not None:
