@@ -157,7 +157,8 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         '`unpadding_mode="auto"` (the default) unpads from '
         f"{results['auto_min_padding']:.0%} padding "
-        "(`ptm_core.encoders.unpadding.AUTO_MIN_PADDING`).",
+        "(`ptm_core.encoders.unpadding.AUTO_MIN_PADDING`). At 0% padding both sides run "
+        "the same padded path, so how far those rows are from 1.00x is the noise of the run.",
         "",
     ]
     return "\n".join(lines)

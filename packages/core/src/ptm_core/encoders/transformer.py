@@ -231,7 +231,8 @@ class TransformerEncoder(nn.Module):
 
     Unpadding: with a ``[B, L]`` padding mask the stack can run on the real tokens only
     and re-pad at the end (``unpadding_mode``, default ``"auto"``: when the batch has at
-    least 10% padding; set it with :func:`~ptm_core.encoders.unpadding.set_unpadding`).
+    least ``AUTO_MIN_PADDING`` = 30% padding; set it with
+    :func:`~ptm_core.encoders.unpadding.set_unpadding`).
     Outputs at real positions are the same; at padding positions they are zeros on that
     path (and meaningless values on the padded one).
 

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from ptm_core.encoders.transformer import TransformerEncoder, TransformerLayer
 
 UNPADDING_MODES = ("auto", "on", "off")
-# Padding fraction from which "auto" unpads; from benchmarks/unpadding.py on this CPU.
-AUTO_MIN_PADDING = 0.10
+# Padding fraction from which "auto" unpads. benchmarks/unpadding.py on the shared 2-core
+# CPU (2026-11-24, noisy) showed no gain below 20% and 1.16-1.19x (mini, fp32) from 30%.
+AUTO_MIN_PADDING = 0.30
 
 
 def check_unpadding_mode(mode: str) -> str:
