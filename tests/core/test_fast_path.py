@@ -63,7 +63,9 @@ def test_compiled_inference_equals_eager(inductor_available: None, freezing: boo
     with torch.no_grad():
         expected = eager(ids, attention_mask=padding).last_hidden_state
     assert not out.requires_grad
-    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+    # Real positions only: eager unpads (zeros at padding), the compiled graph does not.
+    real = padding.bool()
+    torch.testing.assert_close(out[real], expected[real], rtol=0, atol=1e-5)
     # A [B, L, L] visibility matrix goes through the same compiled module.
     visibility = torch.rand(3, 12, 12, generator=torch.Generator().manual_seed(2)) > 0.3
     out = fast(ids, attention_mask=visibility).last_hidden_state

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.unpadding import check_unpadding_mode, run_unpadded, unpad_layout
 from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
@@ -20,6 +21,7 @@ from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
 from ptm_core.modules.initialization import init_bert_weights
 from ptm_core.modules.norms import make_norm
 from ptm_core.modules.positions import RelativePositionBias, bias_mask
+from ptm_core.modules.unpadding import UnpadLayout
 
 if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
@@ -109,6 +111,14 @@ class TransformerLayer(nn.Module):
             attended = self.attention(attention_input, mask)
         x = self.after_attention(hidden_states, attended)
         return (x, scores) if scores is not None else x
+
+    def forward_unpadded(self, hidden_states: Tensor, layout: UnpadLayout) -> Tensor:
+        """Apply the layer to packed real tokens ``(T, D) -> (T, D)`` (see
+        :mod:`ptm_core.encoders.unpadding`); the attention block needs
+        ``forward_unpadded`` (:class:`MultiHeadSelfAttention` has it)."""
+        attention = cast(MultiHeadSelfAttention, self.attention)
+        attended = attention.forward_unpadded(self.attention_input(hidden_states), layout)
+        return self.after_attention(hidden_states, attended)
 
     def attention_input(self, x: Tensor) -> Tensor:
         """What the attention block reads: ``LN(x)`` (pre-LN) or ``x`` (post-LN)."""
@@ -223,6 +233,13 @@ class TransformerEncoder(nn.Module):
         attention: builds layer ``index``'s attention block (see :func:`build_layers`);
             default :func:`standard_attention`. Subclasses pass their own.
 
+    Unpadding: with a ``[B, L]`` padding mask the stack can run on the real tokens only
+    and re-pad at the end (``unpadding_mode``, default ``"auto"``: when the batch has at
+    least ``AUTO_MIN_PADDING`` = 30% padding; set it with
+    :func:`~ptm_core.encoders.unpadding.set_unpadding`).
+    Outputs at real positions are the same; at padding positions they are zeros on that
+    path (and meaningless values on the padded one).
+
     Example:
         >>> from ptm_core.encoders import bert_tiny
         >>> encoder = bert_tiny()
@@ -268,6 +285,16 @@ class TransformerEncoder(nn.Module):
             else None
         )
         init_bert_weights(self, config.initializer_range)
+        self._unpadding_mode = "auto"
+
+    @property
+    def unpadding_mode(self) -> str:
+        """``"auto"``, ``"on"`` or ``"off"``: see :mod:`ptm_core.encoders.unpadding`."""
+        return self._unpadding_mode
+
+    @unpadding_mode.setter
+    def unpadding_mode(self, mode: str) -> None:
+        self._unpadding_mode = check_unpadding_mode(mode)
 
     @property
     def hidden_size(self) -> int:
@@ -374,6 +401,10 @@ class TransformerEncoder(nn.Module):
             token_type_ids=token_type_ids,
             extra_embeds=extra_embeds,
         )  # (B, L, D)
+        layout = unpad_layout(self, attention_mask, hidden.shape[1], output_attention_scores)
+        if layout is not None:
+            last, states = run_unpadded(self, hidden, layout, output_hidden_states)
+            return EncoderOutput(last_hidden_state=last, hidden_states=states)
         mask = self.layer_mask(attention_mask, hidden)
         all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
         all_scores: list[Tensor] | None = [] if output_attention_scores else None

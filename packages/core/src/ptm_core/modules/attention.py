@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -10,6 +11,9 @@ from torch import Tensor, nn
 
 from ptm_core.modules.attention_backends import attend, check_backend
 from ptm_core.modules.attention_structure import AttentionStructure
+
+if TYPE_CHECKING:
+    from ptm_core.modules.unpadding import UnpadLayout
 
 
 def head_size(hidden_size: int, num_heads: int) -> int:
@@ -151,6 +155,13 @@ class MultiHeadSelfAttention(nn.Module):
             query, key, value, mask, self.dropout if self.training else 0.0, self.scale
         )
         return self.out_proj(context)  # (B, L, D)
+
+    def forward_unpadded(self, hidden_states: Tensor, layout: UnpadLayout) -> Tensor:
+        """Attention of packed real tokens ``(T, D) -> (T, D)``: each token attends the
+        real tokens of its own sequence (:meth:`UnpadLayout.attend`)."""
+        qkv = self.qkv_proj(hidden_states).view(-1, 3, self.num_heads, self.head_dim)
+        context = layout.attend(qkv, self.dropout if self.training else 0.0, self.scale)
+        return self.out_proj(context)
 
     def forward_cached(
         self,
