@@ -56,6 +56,14 @@ class TrainerConfig:
         cuda_graphs: With ``compile``, compile in ``mode="reduce-overhead"`` so each step
             replays CUDA graphs (fewer kernel launches; fixed batch shapes pay best). CUDA
             only: the trainer refuses it on other devices and with ``fsdp``.
+        attention_backend: The kernel every attention module runs (Hydra:
+            ``attention.backend``): ``"auto"`` (SDPA for padding and causal masks; flex
+            attention with a block-sparse mask for the structured kinds on CUDA),
+            ``"flex"``, ``"sdpa"`` or ``"dense"`` (the boolean reference path). See
+            :func:`~ptm_core.modules.attention_backends.set_attention_backend`.
+        unpad: Unpadding (Hydra: ``attention.unpad``): ``"auto"`` (drop padding after the
+            embeddings when a batch has enough of it to pay), ``"on"`` or ``"off"``. See
+            :func:`~ptm_core.encoders.unpadding.set_unpadding`.
         activation_checkpointing: Recompute every Transformer layer's forward in backward
             instead of storing its activations (less memory, about one more forward of
             compute; same gradients, dropout included).
@@ -115,6 +123,8 @@ class TrainerConfig:
     cuda_graphs: bool = False
     activation_checkpointing: bool = False
     fsdp: bool = False
+    attention_backend: str = "auto"
+    unpad: str = "auto"
     devices: int = 1
     distributed_backend: str = "auto"
     schedule: str = "linear"
@@ -177,6 +187,21 @@ class TrainerConfig:
                 "cuda_graphs",
                 "replays graphs that torch.compile records: set compile=true too",
                 self.cuda_graphs,
+            )
+        from ptm_core.encoders.unpadding import UNPADDING_MODES
+        from ptm_core.modules.attention_backends import ATTENTION_BACKENDS
+
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise _fail(
+                "attention_backend",
+                f"must be one of {', '.join(ATTENTION_BACKENDS)} (attention.backend=...)",
+                self.attention_backend,
+            )
+        if self.unpad not in UNPADDING_MODES:
+            raise _fail(
+                "unpad",
+                f"must be one of {', '.join(UNPADDING_MODES)} (attention.unpad=...)",
+                self.unpad,
             )
         if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
             raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)

@@ -20,6 +20,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.encoders.unpadding import set_unpadding
+from ptm_core.modules.attention_backends import set_attention_backend
 from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
@@ -148,6 +150,10 @@ class Trainer:
             data = ShardedBatches(data, self.dist.rank, self.dist.world_size)
         self.cursor = BatchCursor(data)  # fails early on an empty source
         check_compile_switches(config, self.device)
+        # How attention runs (attention.backend / attention.unpad): execution settings on
+        # the model's modules, not part of its checkpoint.
+        set_attention_backend(model, config.attention_backend)
+        set_unpadding(model, config.unpad)
         if config.activation_checkpointing:
             enable_activation_checkpointing(model)
         # With FSDP the user's model stays where it is (it may not fit the device); a
