@@ -36,8 +36,14 @@ from typing import Any
 
 import torch
 
-from benchmarks.bert_pair import SIZES, build_pair, hf_inputs, hf_optimizer, make_batch
-from benchmarks.bert_pair import ptm_optimizer
+from benchmarks.bert_pair import (
+    SIZES,
+    build_pair,
+    hf_inputs,
+    hf_optimizer,
+    make_batch,
+    ptm_optimizer,
+)
 from benchmarks.paired import time_paired
 
 RESULTS = Path(__file__).resolve().parent / "results"
