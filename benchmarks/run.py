@@ -57,6 +57,7 @@ def bench_train(
     *,
     optimizers: str = "default",
     compiled: bool = False,
+    precision: str = "equal",
 ) -> dict:
     """MLM+NSP training step (forward + backward + AdamW), tokens/s.
 
@@ -66,7 +67,14 @@ def bench_train(
             with torch's default (multi-tensor) implementation on both sides.
         compiled: run ptm's model through ``torch.compile`` (Inductor); transformers stays
             eager. Compilation happens in the warm-up steps and is not timed.
+        precision: ``"equal"`` (the original rows): both sides fp32 on CPU and bf16
+            autocast on CUDA; ``"default"``: ptm in the precision its Trainer picks with
+            ``trainer.precision=auto`` (bf16 autocast on a CPU with AVX-512 BF16/AMX),
+            transformers in its default fp32; ``"bf16"``: bf16 autocast on both sides.
+            The losses are checked equal in fp32 before timing in every case.
     """
+    from ptm_core.training.precision import resolve_precision
+
     pair = build_pair(size)
     ours, theirs = pair.ours.to(device), pair.theirs.to(device)
     data = {k: v.to(device) for k, v in make_batch(batch, length).items()}
@@ -89,17 +97,28 @@ def bench_train(
         opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=lr)
     else:
         raise ValueError(f"optimizers must be 'default' or 'foreach', got {optimizers!r}")
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    equal_bf16 = device.type == "cuda"
+    if precision == "equal":
+        bf16_ours = bf16_theirs = equal_bf16
+    elif precision == "default":
+        bf16_ours = resolve_precision("auto", device) == torch.bfloat16
+        bf16_theirs = equal_bf16
+    elif precision == "bf16":
+        bf16_ours = bf16_theirs = True
+    else:
+        raise ValueError(f"precision must be 'equal', 'default' or 'bf16', got {precision!r}")
+    autocast_ours = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16_ours)
+    autocast_theirs = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16_theirs)
 
     def step_ours() -> None:
-        with autocast:
+        with autocast_ours:
             loss = forward_ours(data).loss
         loss.backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
 
     def step_theirs() -> None:
-        with autocast:
+        with autocast_theirs:
             loss = theirs(**hf).loss
         loss.backward()
         opt_theirs.step()
@@ -114,6 +133,14 @@ def bench_train(
         "optimizer_ptm": describe_optimizer(opt_ours),
         "optimizer_transformers": describe_optimizer(opt_theirs),
         "ptm_compiled": compiled,
+        **(
+            {}
+            if precision == "equal"
+            else {
+                "precision_ptm": "bf16 autocast" if bf16_ours else "fp32",
+                "precision_transformers": "bf16 autocast" if bf16_theirs else "fp32",
+            }
+        ),
         **timing.summary(batch * length),
     }
 
@@ -246,6 +273,8 @@ def _label(name: str, r: dict[str, Any]) -> str:
     if r.get("ptm_compiled"):
         kind = r["ptm_compiled"] if isinstance(r["ptm_compiled"], str) else "torch.compile"
         notes.append(f"ptm compiled ({kind}), transformers eager")
+    if "precision_ptm" in r:
+        notes.append(f"ptm {r['precision_ptm']}, transformers {r['precision_transformers']}")
     if "optimizer_ptm" in r:
         notes.append(f"ptm {r['optimizer_ptm']}, transformers {r['optimizer_transformers']}")
     name = name.split(" [")[0]
@@ -284,6 +313,8 @@ SUITES = {
     "train": "training step, each library's default optimizer (tokens/s)",
     "train-foreach": "training step, torch.optim.AdamW() (foreach) on both sides",
     "train-compiled": "training step, ptm through torch.compile (slow to compile on base)",
+    "train-precision": "training step, ptm's default precision (bf16 where the CPU has it) "
+    "vs transformers fp32, and both in bf16 autocast",
     "inference": "encoder forward without gradients",
     "inference-compiled": "encoder forward, ptm through ptm_core.fast.compile_for_inference",
     "memory": "peak training memory, one process per implementation",
@@ -363,6 +394,16 @@ def main() -> None:
                 ("train", f"train {size} {tag}", train),
                 ("train-foreach", f"train {size} {tag}", partial(train, optimizers="foreach")),
                 ("train-compiled", f"train {size} {tag}", partial(train, compiled=True)),
+                (
+                    "train-precision",
+                    f"train {size} {tag} [default precision]",
+                    partial(train, precision="default"),
+                ),
+                (
+                    "train-precision",
+                    f"train {size} {tag} [bf16 both]",
+                    partial(train, precision="bf16"),
+                ),
                 ("inference", f"inference {size} {tag}", inference),
                 (
                     "inference-compiled",
@@ -383,7 +424,7 @@ def main() -> None:
                 # Variants of one benchmark differ in the label (optimizer, compiled) only.
                 bench[
                     name
-                    if suite in ("train", "inference", "memory", "xlnet")
+                    if suite in ("train", "inference", "memory", "xlnet", "train-precision")
                     else f"{name} [{suite}]"
                 ] = run()
         if "visibility" in args.suite:

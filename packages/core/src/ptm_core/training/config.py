@@ -39,8 +39,12 @@ class TrainerConfig:
         gradient_accumulation_steps: Micro-batches per optimizer step.
         max_grad_norm: Clip the global gradient norm to this; ``None`` disables clipping
             (the norm is still logged).
-        precision: ``"auto"`` (bf16 autocast on CUDA, fp32 elsewhere), ``"fp32"`` or
-            ``"bf16"`` (bf16 autocast on any device).
+        precision: ``"auto"`` (bf16 autocast where the hardware computes bf16 natively:
+            CUDA with bf16 support, CPUs with AVX-512 BF16 or AMX; fp32 elsewhere; the
+            environment variable ``PTM_PRECISION=fp32|bf16`` overrides ``auto``),
+            ``"fp32"`` or ``"bf16"`` (bf16 autocast on any device). Parameters, optimizer
+            state and checkpoints stay fp32 either way; see
+            :mod:`ptm_core.training.precision`.
         device: ``"auto"`` (CUDA if available) or any ``torch.device`` string.
         seed: Seed for the global torch/Python/NumPy RNGs at the start of a fresh run.
         log_every: Write a metrics line every this many steps (and at the last step).

@@ -43,6 +43,7 @@ from ptm_core.training.distributed import (
 from ptm_core.training.memory import enable_activation_checkpointing
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, build_schedule
+from ptm_core.training.precision import choose_precision
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 
 logger = logging.getLogger(__name__)
@@ -186,10 +187,10 @@ class Trainer:
         self.output_dir = Path(config.output_dir)
         self.checkpoints_dir = self.output_dir / "checkpoints"
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl")
-        use_bf16 = config.precision == "bf16" or (
-            config.precision == "auto" and self.device.type == "cuda"
-        )
-        self._autocast_dtype = torch.bfloat16 if use_bf16 else None
+        precision = choose_precision(config.precision, self.device)
+        if self.dist.is_main:
+            logger.info("precision: %s (%s)", precision.name, precision.reason)
+        self._autocast_dtype = precision.dtype
         forward: nn.Module = self.model
         if config.fsdp:
             # FSDP replaces DDP: it averages gradients across ranks itself.
