@@ -120,7 +120,10 @@ def test_kill_9_of_ptm_link_leaves_no_prefect_server(tmp_path: Path, prefect_hom
             command.kill()
             command.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _servers_of(prefect_home):
+    # On a loaded machine a server may be off the list but not yet exited: wait for both.
+    while time.monotonic() < deadline and (
+        _servers_of(prefect_home) or not all(_gone(s) for s in servers)
+    ):
         time.sleep(0.2)
     left = _servers_of(prefect_home)
     assert not left, f"Prefect server(s) {[p.pid for p in left]} outlived the killed command"

@@ -183,6 +183,7 @@ def test_masked_lm_training_step_same_loss() -> None:
     assert losses["on"] == pytest.approx(losses["off"], abs=TOL)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_varlen_attention_matches_padded() -> None:
     model = encoder().cuda().eval()

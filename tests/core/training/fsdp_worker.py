@@ -80,6 +80,9 @@ def config(out: Path, name: str, **overrides) -> TrainerConfig:
         device="cpu",
         learning_rate=1e-3,
         warmup_steps=2,
+        # fp32 unless a run asks for bf16: the DDP/FSDP comparison is exact only in fp32
+        # (under bf16 FSDP all-gathers bf16 parameters, DDP casts inside autocast).
+        precision="fp32",
     )
     settings.update(overrides)
     return TrainerConfig(**settings)

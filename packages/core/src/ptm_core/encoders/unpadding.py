@@ -69,8 +69,13 @@ def set_unpadding(model: nn.Module, mode: str) -> None:
 
 
 def _tracing() -> bool:
+    # torch.export (the dynamo ONNX exporter) traces non-strictly: is_compiling() is False
+    # there, is_exporting() is True. A traced graph must not bake in one batch's layout.
     return bool(
-        torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export()
+        torch.jit.is_tracing()
+        or torch.compiler.is_compiling()
+        or torch.compiler.is_exporting()
+        or torch.onnx.is_in_onnx_export()
     )
 
 
