@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from ptm_core.encoders.transformer import TransformerEncoder, TransformerLayer
 
 UNPADDING_MODES = ("auto", "on", "off")
-# Padding fraction from which "auto" unpads. benchmarks/unpadding.py on the shared 2-core
-# CPU (2026-11-24, noisy) showed no gain below 20% and 1.16-1.19x (mini, fp32) from 30%.
+# Padding fraction from which "auto" unpads. benchmarks/unpadding.py on the 2-core CPU
+# (2026-11-24): at 30% padding 1.09-1.13x (mini) and 1.29-1.42x (base); with no padding to
+# drop the gather and re-pad cost 0.91-1.02x, so small fractions are left padded.
 AUTO_MIN_PADDING = 0.30
 
 
