@@ -174,3 +174,37 @@ def test_bf16_attention_with_dropout_matches_sdpa_without_upcasts() -> None:
     # Dropout does drop: with p=0.5 about half the attention weights are zeroed.
     dropped = attend_heads(q.bfloat16(), k.bfloat16(), v.bfloat16(), None, 0.5)
     assert (dropped.float() - attend_heads(q, k, v, None, 0.0)).abs().max() > 0.1
+
+
+def test_structured_attention_takes_the_same_bf16_dropout_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every SDPA call goes through attention_backends.sdpa, so structures (causal through
+    # is_causal, others through their SDPA mask) get the bf16 write-out too.
+    from ptm_core.modules import attention_backends
+    from ptm_core.modules.attention_backends import attend
+    from ptm_core.modules.attention_structure import AttentionStructure
+
+    calls = []
+    written_out = attention_backends._attend_with_dropout
+
+    def counting(*args: Any) -> torch.Tensor:
+        calls.append(args[0].dtype)
+        return written_out(*args)
+
+    monkeypatch.setattr(attention_backends, "_attend_with_dropout", counting)
+
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=gen) for _ in range(3))
+    padding = torch.ones(2, 16, dtype=torch.bool)
+    types = torch.zeros(2, 16, dtype=torch.long)
+    types[:, 9:] = 1
+    for structure in (
+        AttentionStructure.causal(padding),
+        AttentionStructure.prefix(padding, types),
+    ):
+        expected = attend(q, k, v, structure, 0.0, backend="dense")
+        got = attend(q.bfloat16(), k.bfloat16(), v.bfloat16(), structure, 1e-12, backend="sdpa")
+        assert got.dtype == torch.bfloat16
+        assert (got.float() - expected).abs().max() < 3e-2
+    assert calls == [torch.bfloat16, torch.bfloat16]

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ptm_core.modules.attention_backends import attend, check_backend
+from ptm_core.modules.attention_backends import attend, sdpa
 from ptm_core.modules.attention_structure import AttentionStructure
 
 if TYPE_CHECKING:
@@ -24,37 +24,6 @@ def head_size(hidden_size: int, num_heads: int) -> int:
             "choose num_heads that divides hidden_size"
         )
     return hidden_size // num_heads
-
-
-_HALF_DTYPES = (torch.bfloat16, torch.float16)
-
-
-def _attend_with_dropout(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None,
-    dropout: float,
-    scale: float | None,
-) -> Tensor:
-    """``dropout(softmax(QK^T * scale + mask)) V`` written out, in the inputs' dtype.
-
-    On CPU, SDPA with ``dropout_p > 0`` has no fused kernel and falls back to its math
-    path, which for bf16/fp16 inputs upcasts Q, K, V and the scores to fp32 and back
-    (copies in forward and backward that cost more than bf16 saves). This is that math
-    path without the upcasts: the two matmuls run in bf16 (fp32 accumulation inside the
-    GEMM), the softmax kernel accumulates in fp32 internally. A bool mask becomes an
-    additive one of the query's dtype (its most negative finite value where False).
-    """
-    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = torch.matmul(query * factor, key.transpose(-1, -2))  # (B, h, Lq, Lk)
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            additive = torch.zeros(mask.shape, dtype=scores.dtype, device=mask.device)
-            mask = additive.masked_fill_(~mask, torch.finfo(scores.dtype).min)
-        scores = scores + mask.to(scores.dtype)
-    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=True)
-    return torch.matmul(probs, value)
 
 
 def attend_heads(
@@ -78,12 +47,7 @@ def attend_heads(
         scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)`` (T5 uses 1.0: the factor is
             folded into its initialisation).
     """
-    if dropout > 0.0 and query.device.type == "cpu" and query.dtype in _HALF_DTYPES:
-        context = _attend_with_dropout(query, key, value, mask, dropout, scale)
-    else:
-        context = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
-        )
+    context = sdpa(query, key, value, mask, dropout, scale)
     batch, heads, length, head_dim = context.shape
     return context.transpose(1, 2).reshape(batch, length, heads * head_dim)
 
@@ -172,7 +136,7 @@ class MultiHeadSelfAttention(nn.Module):
                     mask,
                     dropout,
                     self.scale,
-                    check_backend(self.attention_backend),
+                    self.attention_backend,
                 )
                 return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))
         if return_scores:

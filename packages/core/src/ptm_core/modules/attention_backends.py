@@ -34,6 +34,7 @@ whatever the backend, so nothing that passes tensors changes behaviour.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -55,6 +56,60 @@ def check_backend(backend: str) -> str:
             f"{', '.join(ATTENTION_BACKENDS)} (attention.backend / set_attention_backend)"
         )
     return backend
+
+
+_HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def _attend_with_dropout(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout: float,
+    scale: float | None,
+) -> Tensor:
+    """``dropout(softmax(QK^T * scale + mask)) V`` written out, in the inputs' dtype.
+
+    On CPU, SDPA with ``dropout_p > 0`` has no fused kernel and falls back to its math
+    path, which for bf16/fp16 inputs upcasts Q, K, V and the scores to fp32 and back
+    (copies in forward and backward that cost more than bf16 saves). This is that math
+    path without the upcasts: the two matmuls run in bf16 (fp32 accumulation inside the
+    GEMM), the softmax kernel accumulates in fp32 internally. A bool mask becomes an
+    additive one of the query's dtype (its most negative finite value where False).
+    """
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = torch.matmul(query * factor, key.transpose(-1, -2))  # (B, h, Lq, Lk)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            additive = torch.zeros(mask.shape, dtype=scores.dtype, device=mask.device)
+            mask = additive.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        scores = scores + mask.to(scores.dtype)
+    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=True)
+    return torch.matmul(probs, value)
+
+
+def sdpa(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    *,
+    is_causal: bool = False,
+) -> Tensor:
+    """:func:`torch.nn.functional.scaled_dot_product_attention`, ``(B, h, L, d)``, except
+    for bf16/fp16 with dropout on CPU, which runs :func:`_attend_with_dropout` (SDPA's math
+    fallback would upcast to fp32 and back). Every SDPA call in ptm goes through here."""
+    if dropout > 0.0 and query.device.type == "cpu" and query.dtype in _HALF_DTYPES:
+        if is_causal:
+            length = query.shape[-2]
+            mask = torch.ones(length, length, dtype=torch.bool, device=query.device).tril()
+        return _attend_with_dropout(query, key, value, mask, dropout, scale)
+    return F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale
+    )
 
 
 def _needs_grad(*tensors: Tensor) -> bool:
@@ -154,21 +209,15 @@ def attend(
     """
     chosen = resolve_backend(mask, backend, query, key, value, dropout)
     if not isinstance(mask, AttentionStructure):
-        return F.scaled_dot_product_attention(
-            query, key, value, attn_mask=mask, dropout_p=dropout, scale=scale
-        )
+        return sdpa(query, key, value, mask, dropout, scale)
     mask.check_length(query.shape[-2])
     structure = mask.to(query.device)
     if chosen == "flex":
         return flex_attend(query, key, value, structure, scale, compiled=compiled)
     if chosen == "sdpa" and structure.is_plain_causal:
-        return F.scaled_dot_product_attention(
-            query, key, value, dropout_p=dropout, is_causal=True, scale=scale
-        )
+        return sdpa(query, key, value, None, dropout, scale, is_causal=True)
     sdpa_mask = structure.sdpa_mask() if chosen == "sdpa" else structure.reference_mask()
-    return F.scaled_dot_product_attention(
-        query, key, value, attn_mask=sdpa_mask, dropout_p=dropout, scale=scale
-    )
+    return sdpa(query, key, value, sdpa_mask, dropout, scale)
 
 
 def set_attention_backend(model: nn.Module, backend: str) -> None:
