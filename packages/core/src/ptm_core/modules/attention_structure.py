@@ -395,6 +395,20 @@ class AttentionStructure:
             )
 
 
+def real_tokens(mask: Tensor | AttentionStructure) -> Tensor:
+    """``[B, L]`` bool, the real (non-padding) tokens of any attention mask form.
+
+    A ``[B, L]`` padding mask is its own answer; a ``[B, L, L]`` visibility matrix's
+    diagonal (every mask builder lets a real token see itself and hides padding rows); a
+    structure knows its :attr:`~AttentionStructure.real` tokens.
+    """
+    if isinstance(mask, AttentionStructure):
+        return mask.real
+    if mask.dim() == 3:
+        return mask.diagonal(dim1=1, dim2=2).bool()
+    return mask.bool()
+
+
 _COMPILED: dict[str, Any] = {}
 
 

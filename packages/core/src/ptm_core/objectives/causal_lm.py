@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.modules.attention_masks import left_to_right_mask
-from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.attention_structure import real_tokens
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
 from ptm_core.tokenization import VocabInfo
 
@@ -25,11 +25,7 @@ def padding_of(batch: Batch) -> Tensor:
     mask = batch.get("attention_mask")
     if mask is None:
         return torch.ones_like(batch["input_ids"], dtype=torch.bool)
-    if isinstance(mask, AttentionStructure):
-        return mask.real
-    if mask.dim() == 3:
-        return mask.diagonal(dim1=1, dim2=2).bool()
-    return mask.bool()
+    return real_tokens(mask)
 
 
 def next_token_labels(input_ids: Tensor, padding: Tensor) -> Tensor:

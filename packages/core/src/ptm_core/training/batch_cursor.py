@@ -6,7 +6,7 @@ from collections.abc import Generator, Iterator, Mapping
 
 import torch
 
-from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.attention_structure import real_tokens
 from ptm_core.training.protocols import Batch, BatchSource
 
 
@@ -20,12 +20,7 @@ def count_tokens(batch: Mapping[str, torch.Tensor]) -> int:
     :class:`~ptm_core.modules.attention_structure.AttentionStructure` counts its real tokens.
     """
     if "attention_mask" in batch:
-        mask = batch["attention_mask"]
-        if isinstance(mask, AttentionStructure):
-            return int(mask.real.sum())
-        if mask.dim() == 3:
-            return int(mask.diagonal(dim1=1, dim2=2).sum())
-        return int(mask.sum())
+        return int(real_tokens(batch["attention_mask"]).sum())
     if "input_ids" in batch:
         return batch["input_ids"].numel()
     return 0

@@ -168,6 +168,18 @@ class Trainer:
 
             # Built here, not at fit(): a missing package fails before any work is done.
             self.callbacks += build_loggers(config)
+        precision = choose_precision(config.precision, self.device)
+        if self.dist.is_main:
+            logger.info("precision: %s (%s)", precision.name, precision.reason)
+        self._autocast_dtype = precision.dtype
+        if config.fsdp:
+            # FSDP replaces DDP (it averages gradients across ranks itself); the optimizer,
+            # schedule and unfreezing below are built on the sharded parameters.
+            from ptm_core.training.sharding import shard_model
+
+            self.model = shard_model(
+                self.model, self.device, bf16=self._autocast_dtype == torch.bfloat16
+            )
         self.optimizer = build_optimizer(self.model, config)
         self.scheduler = build_schedule(self.optimizer, config)
         # ULMFiT's gradual unfreezing: which depths train is a function of the step alone,
@@ -176,8 +188,8 @@ class Trainer:
         if config.unfreeze_every > 0:
             from ptm_core.training.finetuning import GradualUnfreezing
 
-            # DDP fixes the set of gradients it syncs when it wraps the model, and
-            # torch.compile would recompile at every unfreezing: both keep requires_grad
+            # DDP/FSDP fix the set of gradients they sync when they wrap the model, and
+            # torch.compile would recompile at every unfreezing: all keep requires_grad
             # and drop the frozen depths' gradients after backward instead.
             self._unfreezing = GradualUnfreezing(
                 self.model,
@@ -187,28 +199,8 @@ class Trainer:
         self.output_dir = Path(config.output_dir)
         self.checkpoints_dir = self.output_dir / "checkpoints"
         self.metrics_log = MetricsLog(self.output_dir / "metrics.jsonl")
-        precision = choose_precision(config.precision, self.device)
-        if self.dist.is_main:
-            logger.info("precision: %s (%s)", precision.name, precision.reason)
-        self._autocast_dtype = precision.dtype
         forward: nn.Module = self.model
-        if config.fsdp:
-            # FSDP replaces DDP: it averages gradients across ranks itself.
-            from ptm_core.training.sharding import shard_model
-
-            self.model = forward = shard_model(
-                self.model, self.device, bf16=self._autocast_dtype == torch.bfloat16
-            )
-            # The optimizer and schedule above saw the unsharded parameters: rebuild them.
-            self.optimizer = build_optimizer(self.model, config)
-            self.scheduler = build_schedule(self.optimizer, config)
-            if self._unfreezing is not None:
-                from ptm_core.training.finetuning import GradualUnfreezing
-
-                self._unfreezing = GradualUnfreezing(
-                    self.model, every_steps=config.unfreeze_every, mode="grad_mask"
-                )
-        elif self.dist.enabled:
+        if self.dist.enabled and not config.fsdp:
             # Gradients are averaged across ranks inside backward(); self.model stays the
             # plain module, so checkpoints have the same names as single-process runs.
             forward = DistributedDataParallel(
