@@ -2,6 +2,7 @@
 
     python -m benchmarks.profile_step --size base --mode train
     python -m benchmarks.profile_step --size base --mode inference
+    python -m benchmarks.profile_step --size base --precision bf16   # ptm bf16 vs transformers bf16
 
 Runs ``torch.profiler`` over a few steps of each implementation (same weights, batch and
 optimizers as ``benchmarks.run``), alternating the two, and prints the self CPU time of
@@ -60,8 +61,12 @@ def _role(op: str) -> str:
     return next((role for role, ops in ROLES.items() if op in ops), "other")
 
 
-def steps(size: str, mode: str) -> dict[str, Callable[[], object]]:
-    """One step of each implementation: training (forward + backward + AdamW) or inference."""
+def steps(size: str, mode: str, bf16: bool = False) -> dict[str, Callable[[], object]]:
+    """One step of each implementation: training (forward + backward + AdamW) or inference.
+
+    ``bf16`` runs both forwards under CPU bf16 autocast (fp32 weights and AdamW), as
+    ``trainer.precision=bf16`` does.
+    """
     pair = build_pair(size)
     data = make_batch(8, 128)
     if mode == "inference":
@@ -69,11 +74,11 @@ def steps(size: str, mode: str) -> dict[str, Callable[[], object]]:
         ids, mask = data["input_ids"], data["attention_mask"]
 
         def ours_inference() -> None:
-            with torch.no_grad():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 encoder(ids, attention_mask=mask)
 
         def theirs_inference() -> None:
-            with torch.no_grad():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 bert(input_ids=ids, attention_mask=mask)
 
         return {"ptm": ours_inference, "transformers": theirs_inference}
@@ -81,13 +86,20 @@ def steps(size: str, mode: str) -> dict[str, Callable[[], object]]:
     hf = hf_inputs(data)
     opt_ours, opt_theirs = ptm_optimizer(ours, 1e-5), hf_optimizer(theirs, 1e-5)
 
+    def autocast() -> torch.autocast:
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
     def ours_train() -> None:
-        ours(data).loss.backward()
+        with autocast():
+            loss = ours(data).loss
+        loss.backward()
         opt_ours.step()
         opt_ours.zero_grad(set_to_none=True)
 
     def theirs_train() -> None:
-        theirs(**hf).loss.backward()
+        with autocast():
+            loss = theirs(**hf).loss
+        loss.backward()
         opt_theirs.step()
         opt_theirs.zero_grad(set_to_none=True)
 
@@ -102,9 +114,10 @@ def main() -> None:
     parser.add_argument("--mode", default="train", choices=["train", "inference"])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    runs = steps(args.size, args.mode)
+    runs = steps(args.size, args.mode, bf16=args.precision == "bf16")
     for step in runs.values():  # warm-up (optimizer state, allocator)
         step()
         step()
@@ -120,7 +133,9 @@ def main() -> None:
         roles: dict[str, float] = defaultdict(float)
         for op, ms in ops.items():
             roles[_role(op)] += ms
-        print(f"\n{name} {args.size} {args.mode}: {total:.0f} ms per step (profiled)")
+        print(
+            f"\n{name} {args.size} {args.mode} {args.precision}: {total:.0f} ms per step (profiled)"
+        )
         for role, ms in sorted(roles.items(), key=lambda item: -item[1]):
             if ms >= 0.005 * total:
                 print(f"  {role:60s} {ms:8.1f} ms {100 * ms / total:5.1f}%")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -196,3 +198,36 @@ def test_cuda_varlen_attention_matches_padded() -> None:
         set_unpadding(model, "on")
         unpadded = model(ids, mask).last_hidden_state.float()
     torch.testing.assert_close(unpadded[real], padded[real], atol=3e-2, rtol=3e-2)
+
+
+def test_length_groups_cut_only_where_attention_area_drops() -> None:
+    from ptm_core.modules.unpadding import plan_length_groups
+
+    assert plan_length_groups([128] * 8) == [list(range(8))]
+    assert plan_length_groups([128, 127, 126, 125]) == [[0, 1, 2, 3]]  # saves < 10%
+    spread = [51, 128, 73, 95, 62, 117, 84, 106]  # 0.4 L .. L, shuffled
+    groups = plan_length_groups(spread)
+    assert 2 <= len(groups) <= 4
+    assert sorted(row for group in groups for row in group) == list(range(8))
+    longest = [max(spread[row] for row in group) for group in groups]
+    assert longest == sorted(longest, reverse=True)
+    for first, second in itertools.pairwise(groups):  # runs of the sorted lengths
+        assert min(spread[r] for r in first) >= max(spread[r] for r in second)
+    area = sum(len(group) * max(spread[r] for r in group) ** 2 for group in groups)
+    assert area < 0.8 * 8 * 128**2
+    assert len(plan_length_groups(spread, max_groups=2)) == 2
+    assert plan_length_groups([5, 0, 0]) == [[0], [1, 2]]
+
+
+def test_grouped_layout_places_every_token_in_its_own_slot() -> None:
+    mask = torch.zeros(6, 20, dtype=torch.bool)
+    for row, length in enumerate([20, 3, 11, 0, 19, 4]):
+        mask[row, :length] = True
+    layout = UnpadLayout.from_mask(mask)
+    assert len(layout.groups) > 1
+    slots = layout.compact_indices.tolist()
+    assert len(set(slots)) == len(slots) == int(mask.sum())
+    assert max(slots) < layout.compact_size
+    for group in layout.groups:
+        assert group.key_mask is None or group.key_mask.shape == (group.rows, 1, 1, group.slots)
+    assert layout.compact_size < 6 * 20

@@ -77,3 +77,23 @@ def test_every_objective_has_a_contract_test() -> None:
         "these objectives have no ObjectiveTestCase subclass (tests/core/objectives/cases.py): "
         + ", ".join(missing)
     )
+
+
+def test_accuracy_equals_argmax_agreement() -> None:
+    """The max-reduction accuracy matches ``argmax == label`` on untied logits, batched or
+    not, counts a row whose label ties the maximum as correct, and is 0 on no rows."""
+    import torch
+
+    from ptm_core.objectives.base import accuracy
+
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(64, 11), (4, 9, 30)]:
+        logits = torch.randn(*shape, generator=gen, requires_grad=True)
+        labels = torch.randint(0, shape[-1], shape[:-1], generator=gen)
+        expected = (logits.argmax(-1) == labels).float().mean()
+        got = accuracy(logits, labels)
+        assert got.item() == expected.item()
+        assert not got.requires_grad
+    tied = torch.tensor([[1.0, 3.0, 3.0], [0.0, 2.0, 1.0]])
+    assert accuracy(tied, torch.tensor([2, 0])).item() == 0.5
+    assert accuracy(torch.zeros(0, 5), torch.zeros(0, dtype=torch.long)).item() == 0.0

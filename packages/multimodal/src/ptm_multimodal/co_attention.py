@@ -6,6 +6,7 @@ from torch import Tensor, nn
 
 from ptm_core.modules import FeedForward
 from ptm_core.modules.attention import attend_heads
+from ptm_core.modules.dropout import Dropout
 
 
 class CrossAttention(nn.Module):
@@ -116,7 +117,7 @@ class CoAttentionLayer(nn.Module):
         self.image_feed_forward = FeedForward(image_size, image_intermediate, activation=activation)
         self.text_ffn_norm = nn.LayerNorm(text_size, eps=layer_norm_eps)
         self.image_ffn_norm = nn.LayerNorm(image_size, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self, text: Tensor, image: Tensor, text_mask: Tensor | None, image_mask: Tensor | None

@@ -13,6 +13,7 @@ from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerLaye
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention
+from ptm_core.modules.dropout import Dropout
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
 
@@ -76,7 +77,7 @@ class LxmertVisualEncoder(nn.Module):
         self.feature_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.box_projection = nn.Linear(box_size, hidden_size)
         self.box_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, features: Tensor, boxes: Tensor) -> Tensor:
         x = self.feature_norm(self.feature_projection(features))
@@ -120,7 +121,7 @@ class LxmertCrossLayer(nn.Module):
         self.cross_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.language_layer = language_layer
         self.vision_layer = vision_layer
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,

@@ -24,6 +24,7 @@ from ptm_core.finetune.model import (
     task_loss,
 )
 from ptm_core.heads.tasks import SequenceClassificationHead
+from ptm_core.modules.dropout import Dropout
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.task_data import (
@@ -119,7 +120,7 @@ class ClozeAnswerHead(nn.Module):
             layer_norm_eps=layer_norm_eps,
             embedding_size=width,
         )
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.dense, self.activation, self.norm = mlm.dense, mlm.activation, mlm.norm
         self.decoder = mlm.decoder
 

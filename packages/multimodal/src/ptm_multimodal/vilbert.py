@@ -19,6 +19,7 @@ from ptm_core.encoders import (
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
+from ptm_core.modules.dropout import Dropout
 from ptm_multimodal.co_attention import CoAttentionLayer
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
 
@@ -60,7 +61,7 @@ class ImageEmbeddings(nn.Module):
         self.feature_projection = nn.Linear(feature_size, hidden_size)
         self.box_projection = nn.Linear(5, hidden_size)
         self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, features: Tensor, boxes: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         mask = mask.bool()

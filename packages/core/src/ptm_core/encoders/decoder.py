@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import causal_mask, to_sdpa_mask
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention, memory_mask
+from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
 from ptm_core.modules.norms import make_norm
@@ -163,7 +164,7 @@ class DecoderLayer(nn.Module):
             else FeedForward(hidden_size, intermediate_size, activation, bias)
         )
         self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = norm_position == "pre"
 
     def forward(

@@ -16,6 +16,7 @@ from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
 from ptm_core.modules.initialization import init_bert_weights
@@ -92,7 +93,7 @@ class TransformerLayer(nn.Module):
         self.attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
         self.feed_forward = feed_forward
         self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = norm_position == "pre"
 
     def forward(

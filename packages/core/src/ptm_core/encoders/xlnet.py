@@ -12,6 +12,7 @@ from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder, TransformerLayer
 from ptm_core.modules.attention_masks import memory_visibility
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     sinusoid_relative_positions,
@@ -52,7 +53,7 @@ class XLNetEncoder(TransformerEncoder):
         super().__init__(config, attention=lambda index: relative_attention(config))
         # The query stream starts from one learned vector at every predicted position.
         self.query_embedding = nn.Parameter(torch.zeros(config.hidden_size))
-        self.position_dropout = nn.Dropout(config.dropout)
+        self.position_dropout = Dropout(config.dropout)
         nn.init.normal_(self.query_embedding, std=config.initializer_range)
         for module in self.modules():
             if isinstance(module, RelativeMultiHeadAttention):

@@ -50,6 +50,7 @@ from ptm_core.finetune.model import (
     load_head_state,
     task_loss,
 )
+from ptm_core.modules.dropout import Dropout
 from ptm_core.training.finetuning import encoder_decoder_depth
 
 SEQ2SEQ_KINDS = ("classification", "regression")
@@ -152,7 +153,7 @@ class Seq2SeqClassificationHead(nn.Module):
         initializer_range: float = 0.02,
     ) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.dense = nn.Linear(hidden_size, hidden_size)
         self.out_proj = nn.Linear(hidden_size, num_labels)
         for linear in (self.dense, self.out_proj):

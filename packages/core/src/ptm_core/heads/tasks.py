@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.heads.sentence_pair import Pooler
+from ptm_core.modules.dropout import Dropout
 
 PoolPosition = Literal["first", "last"]
 POOL_POSITIONS: tuple[str, ...] = ("first", "last")
@@ -88,7 +89,7 @@ class SequenceClassificationHead(nn.Module):
         check_pool(pool)
         self.pool = pool
         self.pooler = Pooler(hidden_size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, num_labels, initializer_range)
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -120,7 +121,7 @@ class TokenClassificationHead(nn.Module):
         initializer_range: float = 0.02,
     ) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, num_labels, initializer_range)
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
@@ -180,7 +181,7 @@ class MultipleChoiceHead(nn.Module):
         check_pool(pool)
         self.pool = pool
         self.pooler = Pooler(hidden_size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, 1, initializer_range)
 
     def forward(

@@ -6,11 +6,11 @@ import math
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.modules.attention_backends import attend, sdpa
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.dropout import dropout as cheap_dropout
 
 if TYPE_CHECKING:
     from ptm_core.modules.unpadding import UnpadLayout
@@ -146,7 +146,7 @@ class MultiHeadSelfAttention(nn.Module):
                 scores = (scores + mask).clamp(min=torch.finfo(scores.dtype).min)
             elif mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            probs = F.dropout(scores.softmax(dim=-1), p=self.dropout, training=self.training)
+            probs = cheap_dropout(scores.softmax(dim=-1), self.dropout, self.training)
             context = (probs @ value).transpose(1, 2).reshape(batch, length, -1)  # (B, L, h*d)
             return self.out_proj(context), scores
         context = attend_heads(

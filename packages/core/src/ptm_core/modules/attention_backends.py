@@ -42,6 +42,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.dropout import dropout as cheap_dropout
+from ptm_core.modules.dropout import dropout_kernel
 
 ATTENTION_BACKENDS: tuple[str, ...] = ("auto", "flex", "sdpa", "dense")
 
@@ -85,8 +87,14 @@ def _attend_with_dropout(
             additive = torch.zeros(mask.shape, dtype=scores.dtype, device=mask.device)
             mask = additive.masked_fill_(~mask, torch.finfo(scores.dtype).min)
         scores = scores + mask.to(scores.dtype)
-    probs = F.dropout(scores.softmax(dim=-1), p=dropout, training=True)
+    probs = cheap_dropout(scores.softmax(dim=-1), dropout)
     return torch.matmul(probs, value)
+
+
+def _write_out(query: Tensor) -> bool:
+    if query.dtype in _HALF_DTYPES:
+        return True
+    return dropout_kernel() == "auto" and not torch.compiler.is_compiling()
 
 
 def sdpa(
@@ -100,9 +108,11 @@ def sdpa(
     is_causal: bool = False,
 ) -> Tensor:
     """:func:`torch.nn.functional.scaled_dot_product_attention`, ``(B, h, L, d)``, except
-    for bf16/fp16 with dropout on CPU, which runs :func:`_attend_with_dropout` (SDPA's math
-    fallback would upcast to fp32 and back). Every SDPA call in ptm goes through here."""
-    if dropout > 0.0 and query.device.type == "cpu" and query.dtype in _HALF_DTYPES:
+    with dropout on CPU, which runs :func:`_attend_with_dropout`: SDPA has no fused CPU
+    kernel with dropout, and its math fallback would upcast bf16/fp16 to fp32 and back and
+    draw the mask with ``bernoulli_`` (:mod:`ptm_core.modules.dropout` draws it cheaper).
+    Every SDPA call in ptm goes through here."""
+    if dropout > 0.0 and query.device.type == "cpu" and _write_out(query):
         if is_causal:
             length = query.shape[-2]
             mask = torch.ones(length, length, dtype=torch.bool, device=query.device).tril()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ptm_core.modules.dropout import Dropout
+
 
 class TextEmbeddings(nn.Module):
     """BERT input embeddings (Devlin et al., 2019): ``LN(E_tok + E_pos + E_seg)``, dropout.
@@ -48,7 +50,7 @@ class TextEmbeddings(nn.Module):
         self.position = nn.Embedding(max_positions, hidden_size) if absolute_positions else None
         self.token_type = nn.Embedding(type_vocab_size, hidden_size) if type_vocab_size else None
         self.norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps) if layer_norm else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.max_positions = max_positions
 
     def forward(

@@ -20,6 +20,70 @@ from torch import Tensor
 
 from ptm_core.modules.attention import attend_heads
 
+# Attention rows are grouped by length (see :func:`plan_length_groups`): at most this many
+# groups, and each extra group must save this share of the single group's attention area.
+MAX_LENGTH_GROUPS = 4
+MIN_GROUP_SAVING = 0.1
+
+
+@dataclass(frozen=True)
+class LengthGroup:
+    """Sequences of similar length that attend together in one compact batch.
+
+    Attributes:
+        offset: where the group's ``rows * slots`` positions start in the compact buffer.
+        rows: how many sequences the group holds.
+        slots: the group's longest sequence (every row is padded to it).
+        key_mask: ``(rows, 1, 1, slots)`` bool, True at a row's filled slots; ``None`` when
+            every row of the group has ``slots`` tokens. A sequence with no real token keeps
+            slot 0 visible (a zero vector) so its softmax is not NaN.
+    """
+
+    offset: int
+    rows: int
+    slots: int
+    key_mask: Tensor | None
+
+
+def plan_length_groups(
+    lengths: list[int],
+    max_groups: int = MAX_LENGTH_GROUPS,
+    min_saving: float = MIN_GROUP_SAVING,
+) -> list[list[int]]:
+    """Split the rows of a batch into groups of similar length for attention.
+
+    Attention over a compact batch costs about ``rows * slots**2`` per group (scores,
+    softmax, dropout and two matmuls over every slot pair). Rows are sorted by length
+    (longest first) and cut greedily where a cut saves the most area, while a cut saves at
+    least ``min_saving`` of the one-group area and there are fewer than ``max_groups``
+    groups: a batch of equal lengths stays one group, a batch with lengths from ``0.4 L``
+    to ``L`` is cut in two or three.
+
+    Returns:
+        The row indices of each group, longest group first.
+    """
+    order = sorted(range(len(lengths)), key=lambda row: -lengths[row])
+    size = [max(1, lengths[row]) for row in order]
+
+    def area(start: int, end: int) -> int:
+        return (end - start) * size[start] ** 2
+
+    spans = [(0, len(order))]
+    whole = area(0, len(order))
+    while len(spans) < max_groups:
+        best = (0, 0, 0)  # saving, span index, cut
+        for index, (start, end) in enumerate(spans):
+            for cut in range(start + 1, end):
+                saving = area(start, end) - area(start, cut) - area(cut, end)
+                if saving > best[0]:
+                    best = (saving, index, cut)
+        saving, index, cut = best
+        if saving < min_saving * whole:
+            break
+        start, end = spans[index]
+        spans[index : index + 1] = [(start, cut), (cut, end)]
+    return [order[start:end] for start, end in spans]
+
 
 @dataclass(frozen=True)
 class UnpadLayout:
@@ -37,12 +101,10 @@ class UnpadLayout:
         max_seqlen: the longest sequence's number of real tokens.
         batch_size: ``B``.
         seq_len: ``L``.
-        compact_indices: ``(T,)`` int64, each packed token's position in a compact
-            ``[B * max_seqlen]`` batch where sequence ``b``'s tokens fill the first
-            ``len_b`` slots of its row (what the re-padded attention path uses).
-        key_mask: ``(B, 1, 1, max_seqlen)`` bool, True at the filled slots of the compact
-            batch; ``None`` when every sequence has ``max_seqlen`` tokens. A sequence with
-            no real token keeps slot 0 visible (a zero vector) so its softmax is not NaN.
+        compact_indices: ``(T,)`` int64, each packed token's position in the compact buffer
+            of the re-padded attention path: the :class:`LengthGroup` batches one after
+            another, a sequence's tokens in the first slots of its row.
+        groups: the length groups (:func:`plan_length_groups`).
     """
 
     indices: Tensor
@@ -51,7 +113,7 @@ class UnpadLayout:
     batch_size: int
     seq_len: int
     compact_indices: Tensor
-    key_mask: Tensor | None
+    groups: tuple[LengthGroup, ...]
 
     @classmethod
     def from_mask(cls, padding_mask: Tensor) -> UnpadLayout:
@@ -67,19 +129,35 @@ class UnpadLayout:
         real = padding_mask.bool()
         batch, length = real.shape
         lengths = real.sum(dim=1)  # (B,)
-        max_seqlen = int(lengths.max()) if batch else 0
+        row_lengths = lengths.tolist()  # one host sync: the grouping is planned in Python
+        max_seqlen = max(row_lengths, default=0)
         if max_seqlen == 0:
             raise ValueError("UnpadLayout: the padding mask holds no real token")
         indices = real.flatten().nonzero().squeeze(1)  # (T,)
         cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))  # (B + 1,)
+        groups, row_start = [], [0] * batch
+        offset = 0
+        for rows in plan_length_groups(row_lengths):
+            slots = max(1, row_lengths[rows[0]])
+            for i, row in enumerate(rows):
+                row_start[row] = offset + i * slots
+            key_mask: Tensor | None = None
+            if any(row_lengths[row] != slots for row in rows):
+                visible = torch.tensor([max(1, row_lengths[row]) for row in rows])
+                key_mask = (torch.arange(slots)[None, :] < visible[:, None])[:, None, None, :]
+                key_mask = key_mask.to(real.device)
+            groups.append(LengthGroup(offset, len(rows), slots, key_mask))
+            offset += len(rows) * slots
         rank = real.cumsum(dim=1) - 1  # (B, L): slot of each real token in its row
-        rows = torch.arange(batch, device=real.device)[:, None] * max_seqlen
-        compact_indices = (rows + rank).flatten().index_select(0, indices)
-        key_mask: Tensor | None = None
-        if bool((lengths != max_seqlen).any()):
-            slots = torch.arange(max_seqlen, device=real.device)
-            key_mask = (slots[None, :] < lengths.clamp(min=1)[:, None])[:, None, None, :]
-        return cls(indices, cu_seqlens, max_seqlen, batch, length, compact_indices, key_mask)
+        starts = torch.tensor(row_start, dtype=torch.long, device=real.device)[:, None]
+        compact_indices = (starts + rank).flatten().index_select(0, indices)
+        return cls(indices, cu_seqlens, max_seqlen, batch, length, compact_indices, tuple(groups))
+
+    @property
+    def compact_size(self) -> int:
+        """Positions in the compact buffer: the groups' ``rows * slots`` summed."""
+        last = self.groups[-1]
+        return last.offset + last.rows * last.slots
 
     @property
     def num_tokens(self) -> int:
@@ -122,9 +200,12 @@ def packed_attention(
 
     On CUDA in fp16/bf16 without attention dropout this is torch's varlen flash kernel
     (``torch.nn.attention.varlen.varlen_attn`` with ``cu_seqlens``). Everywhere else the
-    queries, keys and values are placed in a compact ``(B, h, max_seqlen, d)`` batch and
-    go through the same SDPA call as the padded path (:func:`attend_heads`) with a key
-    mask, and the context is gathered back to the ``T`` tokens.
+    queries, keys and values are placed in compact batches, one per length group
+    (:attr:`UnpadLayout.groups`, each ``(rows, h, slots, d)``), each through the same SDPA
+    call as the padded path (:func:`attend_heads`) with a key mask, and the context is
+    gathered back to the ``T`` tokens. Grouping by length is what makes attention itself
+    cheaper: one compact batch padded to the longest sequence costs as much as the padded
+    path.
 
     Args:
         qkv: ``(T, 3, h, d)`` packed queries, keys and values.
@@ -145,11 +226,15 @@ def packed_attention(
             query, key, value, cu, cu, layout.max_seqlen, layout.max_seqlen, scale=scale
         )
         return out.reshape(tokens, heads * head_dim)  # type: ignore[union-attr]
-    batch, slots = layout.batch_size, layout.max_seqlen
-    compact = qkv.new_zeros(batch * slots, 3, heads, head_dim)
-    compact = compact.index_copy(0, layout.compact_indices, qkv).view(
-        batch, slots, 3, heads, head_dim
-    )
-    query, key, value = compact.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, M, d)
-    context = attend_heads(query, key, value, layout.key_mask, dropout, scale)  # (B, M, h*d)
-    return context.reshape(batch * slots, heads * head_dim).index_select(0, layout.compact_indices)
+    compact = qkv.new_zeros(layout.compact_size, 3, heads, head_dim)
+    compact = compact.index_copy(0, layout.compact_indices, qkv)
+    contexts = []
+    for group in layout.groups:
+        positions = group.rows * group.slots
+        part = compact[group.offset : group.offset + positions]
+        part = part.view(group.rows, group.slots, 3, heads, head_dim)
+        query, key, value = part.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (rows, h, slots, d)
+        context = attend_heads(query, key, value, group.key_mask, dropout, scale)
+        contexts.append(context.reshape(positions, heads * head_dim))
+    context = contexts[0] if len(contexts) == 1 else torch.cat(contexts)
+    return context.index_select(0, layout.compact_indices)

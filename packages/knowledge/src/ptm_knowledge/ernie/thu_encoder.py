@@ -18,6 +18,7 @@ from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.model_kinds import ENCODER, ERNIE_THU
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
+from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.initialization import init_bert_weights
 
 KNOWLEDGE_WEIGHTS = "knowledge_layers.safetensors"
@@ -103,7 +104,7 @@ class AggregatorLayer(nn.Module):
         self.entity_out = nn.Linear(intermediate_size, entity_size)  # W_e', b_e'
         self.token_output_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
         self.entity_output_norm = nn.LayerNorm(entity_size, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.activation = get_activation(activation)
         self.entity_bias_everywhere = entity_bias_everywhere
         self.output_activation = output_activation
