@@ -101,6 +101,19 @@ def main(out: Path) -> None:
     finish("ddp", model, Trainer(model, data, config(out, "ddp")).fit().history)
     rank = dist.get_rank()
 
+    # DDP's resume: rank 1's dropout stream must come back from the checkpoint too.
+    model, data = build()
+    try:
+        Trainer(model, FailsAfter(data, 4), config(out, "ddp-interrupted")).fit()
+    except Interrupted:
+        pass
+    else:
+        raise AssertionError("the interrupted DDP run was not interrupted")
+    model, data = build(seed=99)
+    finish(
+        "ddp-resumed", model, Trainer(model, data, config(out, "ddp-interrupted")).fit().history
+    )
+
     model, data = build()
     run = train_and_save(
         model,

@@ -102,6 +102,22 @@ def test_sharded_resume_is_bit_identical(runs: Path) -> None:
 
 
 @pytest.mark.integration
+def test_ddp_resume_is_bit_identical(runs: Path) -> None:
+    """Each DDP rank's RNG state is saved (rank 0 in rng.pt, rank 1 in rng-rank00001.pt):
+    with rank 1 reseeded on resume instead, its dropout masks, hence the averaged
+    gradients, would differ from the uninterrupted run's."""
+    losses = json.loads((runs / "losses.json").read_text())
+    assert losses["ddp-resumed"] == losses["ddp"][4:]
+    for rank in (0, 1):
+        resumed, straight = _weights(runs, "ddp-resumed", rank), _weights(runs, "ddp", rank)
+        for name, tensor in straight.items():
+            assert torch.equal(resumed[name], tensor), name
+    step4 = runs / "ddp-interrupted" / "checkpoints" / "step-00000004"
+    assert {"rng.pt", "rng-rank00001.pt"} <= {p.name for p in step4.iterdir()}
+    assert json.loads((step4 / "trainer_state.json").read_text())["world_size"] == 2
+
+
+@pytest.mark.integration
 def test_final_dir_is_a_normal_checkpoint(runs: Path) -> None:
     from ptm_core.encoders import TransformerEncoder
 

@@ -17,7 +17,7 @@ import os
 import pickle
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +27,7 @@ from torch import nn
 
 from ptm_core.atomic import atomic_directory, atomic_write_text
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.training.rng_state import capture_rng_state, restore_rng_state
+from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +188,7 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     trainer_state: dict[str, Any],
+    rank_rng_states: Sequence[dict[str, Any]] | None = None,
 ) -> Path:
     """Write a complete checkpoint for ``step`` atomically and point ``latest`` at it.
 
@@ -198,6 +199,9 @@ def save_checkpoint(
         optimizer: Its state goes to ``optimizer.pt``.
         scheduler: Its state goes to ``optimizer.pt``.
         trainer_state: JSON-ready loop state (data position, config, ...).
+        rank_rng_states: every rank's RNG states under DDP (rank 0 first), gathered by the
+            caller; ranks above 0 get ``rng-rank<r>.pt`` so that a resume gives each rank
+            its own dropout stream back.
 
     Returns:
         The finished checkpoint directory.
@@ -214,6 +218,9 @@ def save_checkpoint(
             tmp / OPTIMIZER,
         )
         torch.save(capture_rng_state(), tmp / RNG)
+        for rank, rng in enumerate(rank_rng_states or []):
+            if rank > 0:
+                torch.save(rng, tmp / rng_file(rank))
         state = {"format_version": FORMAT_VERSION, "step": step, **trainer_state}
         (tmp / TRAINER_STATE).write_text(json.dumps(state, indent=2))
     atomic_write_text(checkpoints_dir / LATEST, final.name + "\n")

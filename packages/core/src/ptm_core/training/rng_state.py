@@ -12,6 +12,12 @@ import torch
 logger = logging.getLogger(__name__)
 
 
+def rng_file(rank: int) -> str:
+    """The name of rank ``rank``'s RNG file in a checkpoint written by several processes
+    (DDP: ranks above 0; FSDP: every rank). Rank 0's is ``rng.pt`` in a DDP checkpoint."""
+    return f"rng-rank{rank:05d}.pt"
+
+
 def capture_rng_state() -> dict[str, Any]:
     """Return the global torch (CPU and CUDA), Python and NumPy RNG states."""
     legacy = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state(legacy=True))

@@ -60,16 +60,11 @@ from ptm_core.training.checkpointing import (
     step_dir_name,
 )
 from ptm_core.training.memory import transformer_units
-from ptm_core.training.rng_state import capture_rng_state, restore_rng_state
+from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 
 LAYOUT = "dcp"
 SHARDS = SHARDED_DIR
 SCHEDULER = "scheduler.pt"
-
-
-def rng_file(rank: int) -> str:
-    """The name of rank ``rank``'s RNG file in a sharded checkpoint."""
-    return f"rng-rank{rank:05d}.pt"
 
 
 def shard_model(model: nn.Module, device: torch.device, *, bf16: bool) -> nn.Module:

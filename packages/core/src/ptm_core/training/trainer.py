@@ -45,6 +45,7 @@ from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, build_schedule
 from ptm_core.training.precision import choose_precision
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
+from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 
 logger = logging.getLogger(__name__)
 
@@ -267,8 +268,9 @@ class Trainer:
                     )
                     tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
+                    rank_rngs = self._gather_rng_states()  # DDP: a collective on every rank
                     if main or self._fsdp_source is not None:  # sharded saves: every rank
-                        last_checkpoint = self._save()
+                        last_checkpoint = self._save(rank_rngs)
                     barrier()
             if self._fsdp_source is not None:
                 from ptm_core.training.sharding import copy_full_weights
@@ -334,8 +336,14 @@ class Trainer:
                 ", ".join(changed),
             )
         if self.dist.enabled and self.dist.rank > 0 and not own_rng:
-            # The checkpoint holds rank 0's RNG state; give the other ranks their own.
-            self._seed(derive_seed(self.config.seed, self.step, self.dist.rank) % 2**32)
+            own = checkpoint / rng_file(self.dist.rank)
+            if own.is_file() and state.get("world_size") == self.dist.world_size:
+                # DDP: the rank's own stream, so the resumed run equals an uninterrupted one.
+                restore_rng_state(torch.load(own, weights_only=True))
+            else:
+                # Written before per-rank files, or by another number of processes: the
+                # checkpoint holds rank 0's RNG state; give the other ranks their own.
+                self._seed(derive_seed(self.config.seed, self.step, self.dist.rank) % 2**32)
         logger.info("Resumed from %s (step %d).", checkpoint, self.step)
         return checkpoint
 
@@ -454,24 +462,46 @@ class Trainer:
             if hook is not None:
                 hook(*args)
 
-    def _save(self) -> Path:
+    def _gather_rng_states(self) -> list[dict[str, Any]] | None:
+        """Every rank's RNG states on rank 0 under DDP (None elsewhere, and under FSDP,
+        whose ranks write their own files)."""
+        if not self.dist.enabled or self._fsdp_source is not None:
+            return None
+        import torch.distributed as dist
+
+        states: list[Any] | None = [None] * self.dist.world_size if self.dist.is_main else None
+        dist.gather_object(capture_rng_state(), states, dst=0)
+        return states
+
+    def _save(self, rank_rngs: list[dict[str, Any]] | None = None) -> Path:
         epoch, index = self.cursor.position
-        save = save_checkpoint
+        trainer_state = {
+            "epoch": epoch,
+            "batch_index": index,
+            "metrics_window": self._window.state_dict(),
+            "config": self.config.to_dict(),
+        }
         if self._fsdp_source is not None:
-            from ptm_core.training.sharding import save_sharded_checkpoint as save
-        path = save(
-            self.checkpoints_dir,
-            step=self.step,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            trainer_state={
-                "epoch": epoch,
-                "batch_index": index,
-                "metrics_window": self._window.state_dict(),
-                "config": self.config.to_dict(),
-            },
-        )
+            from ptm_core.training.sharding import save_sharded_checkpoint
+
+            path = save_sharded_checkpoint(
+                self.checkpoints_dir,
+                step=self.step,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                trainer_state=trainer_state,
+            )
+        else:
+            path = save_checkpoint(
+                self.checkpoints_dir,
+                step=self.step,
+                model=self.model,
+                optimizer=self.optimizer,
+                scheduler=self.scheduler,
+                trainer_state={**trainer_state, "world_size": self.dist.world_size},
+                rank_rng_states=rank_rngs,
+            )
         if not self.dist.is_main:
             return path
         prune_checkpoints(self.checkpoints_dir, self.config.keep_last)
