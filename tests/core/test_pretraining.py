@@ -110,3 +110,59 @@ def test_ptm_core_imports_without_the_root_project() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_attention_structured_masks_reaches_the_producers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pack: bool
+) -> None:
+    """``trainer.structured_masks`` (Hydra: attention.structured_masks) makes UniLM's
+    objective and packed rows emit AttentionStructure masks; losses equal the dense run's."""
+    from ptm_core import pretraining as pretraining_module
+    from ptm_core.data.batches import PretrainingBatches
+    from ptm_core.modules.attention_structure import AttentionStructure
+    from ptm_core.objectives import UniLMObjective
+
+    seen: list[bool] = []
+
+    class Recording(PretrainingBatches):
+        def batch(self, epoch: int, index: int, order=None):  # type: ignore[no-untyped-def]
+            built = super().batch(epoch, index, order)
+            seen.append(isinstance(built["attention_mask"], AttentionStructure))
+            return built
+
+    monkeypatch.setattr(pretraining_module, "PretrainingBatches", Recording)
+    objective = (
+        functools.partial(MaskedLMObjective, mode="dynamic")
+        if pack
+        else functools.partial(UniLMObjective, mode="dynamic")
+    )
+    losses = {}
+    for structured in (False, True):
+        seen.clear()
+        trainer = TrainerConfig(
+            output_dir=str(tmp_path / f"run-{structured}"),
+            max_steps=3,
+            log_every=1,
+            save_every=10,
+            progress=False,
+            seed=3,
+            precision="fp32",
+            structured_masks=structured,
+        )
+        run = pretrain(
+            CORPUS,
+            encoder=functools.partial(
+                bert_encoder, hidden_size=32, num_layers=2, num_heads=2, max_positions=64
+            ),
+            objectives={"lm": objective},
+            trainer=trainer,
+            tokenizer=CORPUS.parent.parent / "sample-vocab.txt",
+            max_length=64,
+            batch_size=8,
+            seed=3,
+            pack=pack,
+        )
+        assert seen and set(seen) == {structured}
+        losses[structured] = [r["loss"] for r in _records(run.output_dir)]
+    torch.testing.assert_close(losses[True], losses[False], atol=1e-5, rtol=0)

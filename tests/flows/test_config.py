@@ -146,6 +146,18 @@ def test_experiment_overrides_reach_the_trainer() -> None:
     assert cfg.trainer.output_dir == "runs/bert_tiny"
 
 
+def test_attention_group_reaches_the_trainer() -> None:
+    cfg = compose_config(["experiment=bert_tiny"])
+    assert (cfg.trainer.attention_backend, cfg.trainer.unpad) == ("auto", "auto")
+    assert cfg.trainer.structured_masks is False
+    cfg = compose_config(
+        ["experiment=unilm_tiny", "attention.structured_masks=true", "attention.backend=flex"]
+    )
+    assert cfg.trainer.structured_masks is True and cfg.trainer.attention_backend == "flex"
+    with pytest.raises(ValueError, match="structured_masks"):
+        TrainerConfig(output_dir="x", structured_masks="yes")  # type: ignore[arg-type]
+
+
 def test_unknown_option_lists_the_valid_ones() -> None:
     with pytest.raises(ConfigError, match=r"(?s)experiment.*bert_tiny"):
         compose_config(["experiment=does_not_exist"])

@@ -330,3 +330,43 @@ def test_preset_ablations_run_on_the_core_recipe(tmp_path: Path, override: str, 
     assert "dev/accuracy" in result.final_metrics
     _, config = load_kbert_classifier(result.encoder_dir)
     assert config["provenance"]["train"].endswith("train.tsv")
+
+
+def test_attention_structured_masks_reaches_the_kbert_featurizer(
+    tmp_path: Path, tokenizer, knowledge, one_thread, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``trainer.structured_masks`` (attention.structured_masks) gives K-BERT's batches the
+    tree as a structure; the fine-tuned result equals the visible-matrix run's."""
+    import dataclasses
+
+    from ptm_knowledge.kbert import finetune as kbert_finetune
+
+    flags: list[bool] = []
+
+    class Recording(kbert_finetune.KBertFeaturizer):  # type: ignore[misc,name-defined]
+        def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            flags.append(self.structured_mask)
+
+    monkeypatch.setattr(kbert_finetune, "KBertFeaturizer", Recording)
+    train, labels = read_labeled_tsv(SAMPLE / "train.tsv")
+    dev, _ = read_labeled_tsv(SAMPLE / "dev.tsv", labels)
+    scores = {}
+    for structured in (False, True):
+        config = dataclasses.replace(
+            _trainer(tmp_path / f"run-{structured}", 2), precision="fp32", seed=0
+        )
+        result = finetune_kbert(
+            train[:16],
+            dev[:8],
+            encoder=_encoder(tokenizer),
+            tokenizer=tokenizer,
+            knowledge=knowledge,
+            label_names=labels,
+            trainer=dataclasses.replace(config, structured_masks=structured),
+            max_length=48,
+            batch_size=8,
+        )
+        scores[structured] = json.loads((result.output_dir / "eval.json").read_text())
+    assert flags[0] is False and flags[-1] is True
+    assert scores[True]["dev/loss"] == pytest.approx(scores[False]["dev/loss"], abs=1e-5)

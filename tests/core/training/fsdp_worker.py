@@ -110,9 +110,7 @@ def main(out: Path) -> None:
     else:
         raise AssertionError("the interrupted DDP run was not interrupted")
     model, data = build(seed=99)
-    finish(
-        "ddp-resumed", model, Trainer(model, data, config(out, "ddp-interrupted")).fit().history
-    )
+    finish("ddp-resumed", model, Trainer(model, data, config(out, "ddp-interrupted")).fit().history)
 
     model, data = build()
     run = train_and_save(

@@ -398,6 +398,8 @@ def pretrain(
     for _, objective in mix:
         if isinstance(objective, UsesWordBoundaries):
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
+        if hasattr(objective, "structured_masks"):  # attention.structured_masks (UniLM)
+            objective.structured_masks = trainer.structured_masks
     if init_from is not None:
         load_init_heads(mix, Path(init_from))
     examples = build_examples(mix, store, vocab, max_length, seed)
@@ -416,6 +418,7 @@ def pretrain(
         seed=seed,
         num_workers=num_workers,
         pin_memory=torch.cuda.is_available(),
+        structured_masks=trainer.structured_masks,
     )
     logger.info(
         "%d documents, %d tokens -> %d examples, %d batches per epoch",

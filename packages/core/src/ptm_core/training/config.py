@@ -68,6 +68,12 @@ class TrainerConfig:
         unpad: Unpadding (Hydra: ``attention.unpad``): ``"auto"`` (drop padding after the
             embeddings when a batch has enough of it to pay), ``"on"`` or ``"off"``. See
             :func:`~ptm_core.encoders.unpadding.set_unpadding`.
+        structured_masks: Have the mask producers describe masks as
+            :class:`~ptm_core.modules.attention_structure.AttentionStructure` instead of
+            ``[B, L, L]`` tensors (Hydra: ``attention.structured_masks``): UniLM's objective,
+            packed pre-training rows and K-BERT's visible matrix. The pipelines that build
+            those producers read it (:func:`ptm_core.pretraining.pretrain`, K-BERT's
+            ``finetune_kbert``); a producer built by hand takes its own flag.
         activation_checkpointing: Recompute every Transformer layer's forward in backward
             instead of storing its activations (less memory, about one more forward of
             compute; same gradients, dropout included).
@@ -129,6 +135,7 @@ class TrainerConfig:
     fsdp: bool = False
     attention_backend: str = "auto"
     unpad: str = "auto"
+    structured_masks: bool = False
     devices: int = 1
     distributed_backend: str = "auto"
     schedule: str = "linear"
@@ -206,6 +213,12 @@ class TrainerConfig:
                 "unpad",
                 f"must be one of {', '.join(UNPADDING_MODES)} (attention.unpad=...)",
                 self.unpad,
+            )
+        if not isinstance(self.structured_masks, bool):
+            raise _fail(
+                "structured_masks",
+                "must be true or false (attention.structured_masks=...)",
+                self.structured_masks,
             )
         if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
             raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)

@@ -164,6 +164,7 @@ def finetune_kbert(
         max_length=max_length,
         kg=kg,
         visible_matrix=visible_matrix,
+        structured_mask=trainer.structured_masks,
     )
     kind = "tagging" if isinstance(train[0], TaggedSentence) else "classification"
     model = build_task_model(encoder, kind, len(label_names), dropout, label_names=label_names)
