@@ -4,32 +4,17 @@ each builds only its own: nothing of the other rank's share is read from the cor
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from torchrun_launch import run_torchrun
 
 WORKER = Path(__file__).with_name("ddp_rows_worker.py")
 
 
 @pytest.mark.integration
 def test_two_gloo_ranks_read_disjoint_rows_covering_the_epoch(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(WORKER),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_torchrun(WORKER, str(tmp_path))
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     total = ranks[0]["rows"]
     kept_batches = ranks[0]["batches_per_epoch"] // 2 * 2  # the odd last batch is dropped

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from torchrun_launch import run_torchrun
 
 from ptm_core.training.distributed import ShardedBatches
 
@@ -18,21 +17,7 @@ WORKER = Path(__file__).with_name("ddp_worker.py")
 
 @pytest.mark.integration
 def test_two_gloo_ranks_end_with_identical_weights(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(WORKER),
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_torchrun(WORKER, str(tmp_path))
     a = load_file(tmp_path / "rank0.safetensors")
     b = load_file(tmp_path / "rank1.safetensors")
     for name in a:

@@ -7,13 +7,12 @@ costs most of the ~35 s.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
+from torchrun_launch import run_torchrun
 
 from ptm_core.training import CheckpointError, Trainer
 from ptm_core.training.checkpointing import find_latest_checkpoint
@@ -24,21 +23,7 @@ WORKER = Path(__file__).with_name("fsdp_worker.py")
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fsdp")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc-per-node=2",
-            str(WORKER),
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
+    run_torchrun(WORKER, str(out))
     return out
 
 
