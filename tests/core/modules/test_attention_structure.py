@@ -343,3 +343,22 @@ def test_xlnet_encoder_takes_a_content_structure_on_its_dense_path() -> None:
         expected = encoder(ids, attention_mask=content).last_hidden_state
         out = encoder(ids, attention_mask=structure).last_hidden_state
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=0)
+
+
+def test_masks_normalise_without_graph_breaks_under_compile() -> None:
+    """``to_sdpa_mask`` has no data-dependent branch when traced (fullgraph would raise on a
+    graph break), and where any key is real it keeps the eager mask's keys."""
+    from ptm_core.modules.attention_masks import to_sdpa_mask
+
+    padding = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    compiled = torch.compile(to_sdpa_mask, backend="eager", fullgraph=True)
+    traced = compiled(padding, 4)
+    eager = to_sdpa_mask(padding, 4)
+    assert traced is not None and eager is not None
+    assert traced.shape == (3, 1, 1, 4)
+    # eager: a [B, 1, L, L] matrix (a row is all padding); traced: [B, 1, 1, L] keys
+    assert torch.equal(traced[:2].expand(-1, -1, 4, -1), eager[:2])
+    # the all-padding sequence sees every key (eager: itself only); outputs ignored alike
+    assert bool(traced[2].all())
+    visibility = padding.bool()[:, None, :].expand(-1, 4, -1)
+    torch.testing.assert_close(compiled(visibility, 4), to_sdpa_mask(visibility, 4), rtol=0, atol=0)

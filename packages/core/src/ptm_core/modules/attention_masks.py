@@ -43,6 +43,10 @@ def to_sdpa_mask(attention_mask: Tensor | None, seq_len: int) -> Tensor | None:
                 f"{seq_len} tokens; pass a [B, L] padding mask matching input_ids"
             )
         keys = attention_mask.bool()
+        if torch.compiler.is_compiling():
+            # No data-dependent branch (a graph break per call): a sequence that is all
+            # padding sees every key instead of itself only; its outputs are ignored alike.
+            return (keys | ~keys.any(dim=-1, keepdim=True))[:, None, None, :]
         if bool(keys.all()):
             return None
         if bool(keys.any(dim=-1).all()):
@@ -66,7 +70,7 @@ def to_sdpa_mask(attention_mask: Tensor | None, seq_len: int) -> Tensor | None:
             f"{attention_mask.dim()} dimensions"
         )
     blind_rows = ~visibility.any(dim=-1, keepdim=True)  # (B, L, 1)
-    if bool(blind_rows.any()):
+    if torch.compiler.is_compiling() or bool(blind_rows.any()):
         eye = torch.eye(seq_len, dtype=torch.bool, device=visibility.device)
         visibility = visibility | (blind_rows & eye)
     return visibility[:, None, :, :]  # (B, 1, L, L)
