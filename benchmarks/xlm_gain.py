@@ -1,6 +1,7 @@
 """XLM's claim on two generated languages that share no token: TLM gives zero-shot transfer.
 
-    python -m benchmarks.xlm_gain --seeds 0,1,2 --threads 1
+    python -m benchmarks.xlm_gain --seeds 0,1,2 --threads 1   # run 4 of results/xlm_gain.md
+    python -m benchmarks.xlm_gain --render --notes-file NOTES.md   # rewrite the markdown only
 
 The seeds' claim (Lample & Conneau, 2019): a classifier fine-tuned on one language transfers
 to another above chance, and MLM+TLM pre-training transfers better than MLM-only. The bundled
@@ -22,7 +23,8 @@ For each seed ``s`` (pre-training and fine-tuning seed):
    ``task/train.xa.tsv`` (xa only) and score ``dev.xa`` / ``dev.xb`` (new sentences, the
    ``xb`` ones zero-shot) and ``dev_heldout.xa`` / ``dev_heldout.xb`` (nouns that only the
    corpora show), plus the same architecture at random init as the no-pre-training
-   reference.
+   reference. (``task/val.{xa,xb}.tsv`` is for choosing fine-tuning settings without
+   looking at ``dev``; it is not scored here.)
 
 Chance is the majority-class share (50%). Figures are mean ± sample std over the seeds; the
 gain table gives per-seed differences on ``dev.xb``. Each invocation is appended to the
@@ -179,12 +181,12 @@ def report(payload: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--pretrain-steps", type=int, default=3000)
+    parser.add_argument("--pretrain-steps", type=int, default=2500)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--vocab-size", type=int, default=1500)
     parser.add_argument("--pretrain-lr", type=float, default=5e-3)
-    parser.add_argument("--tlm-steps", type=int, default=1, help="TLM batches per MLM batch")
+    parser.add_argument("--tlm-steps", type=int, default=2, help="TLM batches per MLM batch")
     parser.add_argument("--mono", type=int, default=25_000, help="sentences per language")
     parser.add_argument("--parallel", type=int, default=15_000, help="sentence pairs")
     parser.add_argument(
