@@ -27,7 +27,7 @@ import argparse
 import json
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,12 @@ from ptm_multilingual import (
     xlm_text_encoder,
     zero_shot_transfer,
 )
-from ptm_multilingual.finetune import finetune_xlm_classifier
+from ptm_multilingual.finetune import (
+    XLMSentenceFeaturizer,
+    evaluate_xlm_classifier,
+    finetune_xlm_classifier,
+    read_language_tsv,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = ROOT / "data_specs"
@@ -54,15 +59,34 @@ ARMS = {"mlm": 0, "mlm+tlm": 2}  # arm -> TLM batches per MLM batch
 LANGS = ("en", "fr", "de")
 
 
-def pretrain(work: Path, arm: str, seed: int, steps: int, layers: int = 1) -> Path:
-    """Pre-train (or reuse) one tiny XLM; returns its ``final/``."""
+def pretrain(
+    work: Path,
+    arm: str,
+    seed: int,
+    steps: int,
+    layers: int = 1,
+    *,
+    monolingual: Path = DATA / "monolingual_corpus" / "sample",
+    parallel: Path = DATA / "parallel_corpus" / "sample",
+    directions: Sequence[str] = DIRECTIONS,
+    vocab_size: int = 400,
+    hidden: int = 64,
+    learning_rate: float = 5e-3,
+    tlm_steps: int | None = None,
+) -> Path:
+    """Pre-train (or reuse) one tiny XLM; returns its ``final/``.
+
+    The keywords default to this benchmark's setting (the bundled en/fr/de sample);
+    ``benchmarks/xlm_gain.py`` passes its generated corpora. ``tlm_steps`` overrides the
+    arm's TLM batches per MLM batch (:data:`ARMS`).
+    """
     run = work / f"{arm.replace('+', '-')}-s{seed}"
     if (run / "final" / "model.safetensors").exists():
         return run / "final"
     result = pretrain_xlm(
         encoder=partial(
             xlm_text_encoder,
-            hidden_size=64,
+            hidden_size=hidden,
             num_layers=layers,
             num_heads=4,
             max_positions=64,
@@ -73,7 +97,7 @@ def pretrain(work: Path, arm: str, seed: int, steps: int, layers: int = 1) -> Pa
         trainer=TrainerConfig(
             output_dir=str(run),
             max_steps=steps,
-            learning_rate=5e-3,
+            learning_rate=learning_rate,
             warmup_ratio=0.05,
             log_every=100,
             save_every=10 * steps,
@@ -81,28 +105,43 @@ def pretrain(work: Path, arm: str, seed: int, steps: int, layers: int = 1) -> Pa
             device="cpu",
             seed=seed,
         ),
-        monolingual=DATA / "monolingual_corpus" / "sample",
-        parallel=DATA / "parallel_corpus" / "sample",
-        vocab_size=400,
+        monolingual=monolingual,
+        parallel=parallel,
+        vocab_size=vocab_size,
         stream_length=32,
         max_length=48,
         batch_size=32,
         mlm_steps=1,
-        tlm_steps=ARMS[arm],
-        directions=DIRECTIONS,
+        tlm_steps=ARMS[arm] if tlm_steps is None or ARMS[arm] == 0 else tlm_steps,
+        directions=list(directions),
         seed=seed,
     )
     return result.encoder_dir
 
 
 def finetune_once(
-    model_dir: Path, out: Path, seed: int, freeze: str, random_init: bool, args: Any
+    model_dir: Path,
+    out: Path,
+    seed: int,
+    freeze: str,
+    random_init: bool,
+    args: Any,
+    *,
+    train: tuple[Path, str] = (CLASSIFICATION / "en.tsv", "en"),
+    dev: Mapping[str, Path] | None = None,
+    extra: Mapping[str, tuple[Path, str]] | None = None,
 ) -> dict[str, float]:
-    """One fine-tuning run; returns ``{lang: accuracy}`` and ``chance/<lang>``."""
+    """One fine-tuning run; returns ``{lang: accuracy}`` and ``chance/<lang>``.
+
+    ``train``/``dev`` default to this benchmark's en/fr/de classification files; ``extra``
+    names more dev sets, ``name -> (file, lang)``, scored with the fine-tuned model (their
+    keys join the returned ones, with ``chance/<name>``).
+    """
+    dev = dev if dev is not None else {lang: CLASSIFICATION / f"{lang}.tsv" for lang in LANGS}
     result = finetune_xlm_classifier(
         model_dir,
-        train=(CLASSIFICATION / "en.tsv", "en"),
-        dev={lang: CLASSIFICATION / f"{lang}.tsv" for lang in LANGS},
+        train=train,
+        dev=dev,
         trainer=TrainerConfig(
             output_dir=str(out),
             max_steps=args.steps,
@@ -122,8 +161,19 @@ def finetune_once(
         random_init=random_init,
     )
     metrics = result.final_metrics
-    scores = {lang: float(metrics[f"dev/{lang}/accuracy"]) for lang in LANGS}
-    scores.update({f"chance/{lang}": float(metrics[f"dev/{lang}/chance"]) for lang in LANGS})
+    scores = {lang: float(metrics[f"dev/{lang}/accuracy"]) for lang in dev}
+    scores.update({f"chance/{lang}": float(metrics[f"dev/{lang}/chance"]) for lang in dev})
+    if extra:
+        assert result.model is not None
+        tokenizer = SharedBPETokenizer.from_directory(result.encoder_dir)
+        names = read_language_tsv(train[0])[1]
+        for name, (path, lang) in extra.items():
+            rows = read_language_tsv(path, names)[0]
+            featurizer = XLMSentenceFeaturizer(tokenizer, lang, 48)
+            got, _ = evaluate_xlm_classifier(result.model, rows, featurizer)
+            labels = [int(r.label or 0) for r in rows]
+            scores[name] = float(got["accuracy"])
+            scores[f"chance/{name}"] = max(labels.count(k) for k in set(labels)) / len(labels)
     return scores
 
 
