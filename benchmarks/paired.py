@@ -6,6 +6,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -66,3 +67,45 @@ def time_paired(
             sink.append(time.perf_counter() - start)
         result.ratios.append(result.theirs[-1] / result.ours[-1])
     return result
+
+
+class CpuSteal:
+    """The share of this machine's CPU time the hypervisor gave to other guests ("steal"
+    in ``/proc/stat``) between :meth:`start` and :meth:`share`; ``None`` off Linux.
+
+    On a shared virtual machine a stolen vCPU stalls every multi-threaded kernel until its
+    slowest thread returns, so timings with several threads vary with it: the benchmarks
+    print it beside their tables.
+    """
+
+    def __init__(self) -> None:
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[int, int] | None:
+        try:
+            fields = Path("/proc/stat").read_text().splitlines()[0].split()
+        except (OSError, IndexError):
+            return None
+        if fields[0] != "cpu" or len(fields) < 9:
+            return None
+        ticks = [int(value) for value in fields[1:9]]  # user .. steal
+        return ticks[7], sum(ticks)
+
+    def share(self) -> float | None:
+        end = self._read()
+        if self._start is None or end is None or end[1] == self._start[1]:
+            return None
+        return (end[0] - self._start[0]) / (end[1] - self._start[1])
+
+
+def steal_note(share: float | None) -> list[str]:
+    """Markdown lines that report :class:`CpuSteal`'s share (none when unknown or zero)."""
+    if not share:
+        return []
+    return [
+        "",
+        f"CPU steal during the run: {100 * share:.0f}% of this machine's CPU time went to "
+        "other guests of the host (`/proc/stat`); with several threads each parallel kernel "
+        "waits for its slowest, stolen, thread.",
+    ]

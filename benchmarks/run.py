@@ -38,7 +38,7 @@ from benchmarks.bert_pair import (
     make_batch,
     ptm_optimizer,
 )
-from benchmarks.paired import time_paired
+from benchmarks.paired import CpuSteal, steal_note, time_paired
 from benchmarks.xlnet_pair import bench_xlnet_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -285,6 +285,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Measured {results['date']} on {results['machine']} (torch {results['torch']}, "
         f"{results['threads']} threads). Command: `{results['command']}`.",
+        *steal_note(results.get("cpu_steal_share")),
         "",
         "| benchmark | ptm | transformers | ptm / transformers |",
         "|---|---|---|---|",
@@ -384,6 +385,7 @@ def main() -> None:
         "benchmarks": {},
     }
     bench = results["benchmarks"]
+    steal = CpuSteal()
     shape = (args.batch, args.length, args.pairs)
     for device in devices:
         tag = device.type
@@ -451,6 +453,7 @@ def main() -> None:
             )
     if not set(args.suite) - {"data-pipeline", *MODULE_SUITES}:
         return  # only suites with their own result files
+    results["cpu_steal_share"] = steal.share()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)

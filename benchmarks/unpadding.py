@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from benchmarks.bert_pair import SIZES, VOCAB_SIZE, make_batch, ptm_optimizer
-from benchmarks.paired import time_paired
+from benchmarks.paired import CpuSteal, steal_note, time_paired
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -142,6 +142,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"ragged right padding. Paired and interleaved; speed-up = median of per-pair "
         f"ratios (padded time / unpadded time); losses checked equal first. "
         f"Command: `{results['command']}`.",
+        *steal_note(results.get("cpu_steal_share")),
         "",
         "| size | precision | padding | unpadded real tok/s | padded real tok/s "
         "| unpadded speed-up | pairs |",
@@ -188,9 +189,11 @@ def main() -> None:
         "auto_min_padding": AUTO_MIN_PADDING,
         "command": "python -m benchmarks.unpadding "
         f"--sizes {' '.join(args.sizes)} --paddings {args.paddings} "
-        f"--precisions {' '.join(args.precisions)} --pairs {args.pairs}",
+        f"--precisions {' '.join(args.precisions)} --pairs {args.pairs} "
+        f"--threads {args.threads}",
         "rows": [],
     }
+    steal = CpuSteal()
     for size in args.sizes:
         for precision in args.precisions:
             for padding in (float(p) for p in args.paddings.split(",")):
@@ -203,6 +206,7 @@ def main() -> None:
                     f"{row['speedup_median']:.2f}x",
                     flush=True,
                 )
+                results["cpu_steal_share"] = steal.share()
                 write(results, args.out)  # after every row: a long run keeps what it measured
     print(markdown(results))
 
