@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
@@ -38,7 +37,7 @@ from benchmarks.bert_pair import (
     make_batch,
     ptm_optimizer,
 )
-from benchmarks.paired import CpuSteal, steal_note, time_paired
+from benchmarks.paired import CpuSteal, machine_name, steal_note, time_paired
 from benchmarks.xlnet_pair import bench_xlnet_train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -378,7 +377,7 @@ def main() -> None:
     devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "machine": machine_name(),
         "torch": torch.__version__,
         "threads": args.threads,
         "command": " ".join(["python -m benchmarks.run", *sys.argv[1:]]),

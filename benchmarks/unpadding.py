@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 import torch
 
 from benchmarks.bert_pair import SIZES, VOCAB_SIZE, make_batch, ptm_optimizer
-from benchmarks.paired import CpuSteal, steal_note, time_paired
+from benchmarks.paired import CpuSteal, machine_name, steal_note, time_paired
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -181,7 +180,7 @@ def main() -> None:
 
     results: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "machine": machine_name(),
         "torch": torch.__version__,
         "threads": args.threads,
         "batch": args.batch,
