@@ -198,16 +198,19 @@ def _xlm_tokenizer_files(tokenizer: Any, target: Path) -> None:
 
 
 def export_xlm(source: Path, target: Path) -> HFExport:
-    """Write an XLM ``final/`` as a ``transformers.XLMModel`` folder with its tokenizer.
+    """Write an XLM ``final/`` as a ``transformers`` XLM folder with its tokenizer.
 
-    XLM pre-training saves the encoder only (its MLM output layer is tied to the token table
-    but the output bias is not saved), so the export is an ``XLMModel``: hidden states, not
-    MLM logits. Language ids keep ptm's numbering (``languages.json`` order, also written as
-    ``lang2id`` in ``config.json``).
+    A ``final/`` from XLM pre-training keeps its MLM output bias in ``heads.safetensors``
+    (the output weight is the tied token table), and is written as an
+    ``XLMWithLMHeadModel``: the same MLM logits as ptm. A folder without it (an encoder
+    saved alone, or pre-trained before the heads were saved) is written as an ``XLMModel``:
+    hidden states only. Language ids keep ptm's numbering (``languages.json`` order, also
+    written as ``lang2id`` in ``config.json``).
 
     Args:
         source: folder with ``config.json`` (``ptm_format`` ``ptm-xlm-1``),
-            ``model.safetensors``, ``tokenizer.json`` and ``languages.json``.
+            ``model.safetensors``, ``tokenizer.json`` and ``languages.json`` (and
+            ``heads.safetensors`` for the MLM head).
         target: the folder to write (replaced as a whole).
 
     Returns:
@@ -232,9 +235,10 @@ def export_xlm(source: Path, target: Path) -> HFExport:
             f"{source / 'tokenizer.json'}: {vocab.vocab_size} tokens but the model's "
             f"vocab_size is {encoder.vocab_size}; export the folder they were saved in"
         )
+    model, heads = _xlm_with_head(source, encoder)
     try:
         save_hf_xlm(
-            encoder,
+            model,
             target,
             bos_index=vocab.cls_id,
             eos_index=vocab.sep_id,
@@ -248,8 +252,44 @@ def export_xlm(source: Path, target: Path) -> HFExport:
     return HFExport(
         directory=target,
         family="xlm",
-        architecture="XLMModel",
-        auto_class="AutoModel",
-        heads=[],
+        architecture="XLMWithLMHeadModel" if heads else "XLMModel",
+        auto_class="AutoModelForMaskedLM" if heads else "AutoModel",
+        heads=heads,
         skipped=[],
     )
+
+
+def _xlm_with_head(source: Path, encoder: Any) -> tuple[Any, list[str]]:
+    """``(XLMForMaskedLM with the saved output bias, [objective])`` when ``source`` has an
+    XLM MLM head in ``heads.safetensors``; ``(encoder, [])`` when it has none."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ptm_core.pretraining import HEADS_FILE
+    from ptm_multilingual.model import XLMForMaskedLM
+
+    path = source / HEADS_FILE
+    if not path.is_file():
+        return encoder, []
+    try:
+        state = load_file(str(path))
+    except Exception as exc:  # safetensors raises its own error types for a broken file
+        raise CheckpointError(f"{path}: cannot read ({exc}); export the folder again") from exc
+    biases = {k: v for k, v in state.items() if k.endswith(".head.proj.bias")}
+    if not biases:
+        return encoder, []
+    if len(biases) > 1:
+        raise CheckpointError(
+            f"{path}: {len(biases)} XLM output layers ({', '.join(sorted(biases))}); "
+            "transformers' XLMWithLMHeadModel has one"
+        )
+    ((name, bias),) = biases.items()
+    if tuple(bias.shape) != (encoder.vocab_size,):
+        raise CheckpointError(
+            f"{path}: {name} has shape {tuple(bias.shape)}, the model's vocabulary needs "
+            f"({encoder.vocab_size},); the heads belong to another checkpoint"
+        )
+    model = XLMForMaskedLM(encoder)
+    with torch.no_grad():
+        model.head.proj.bias.copy_(bias)
+    return model, [name.split(".")[1]]

@@ -1,6 +1,8 @@
 """``ptm export --format hf`` on extension families: an XLM ``final/`` (written by
 ``ptm pretrain experiment=xlm_mlm_tiny``) loads in transformers' ``AutoModel`` (an
-``XLMModel``) with the same hidden states (fp32, 1e-5, language ids given) and
+``XLMModel``) with the same hidden states (fp32, 1e-5, language ids given), in
+``AutoModelForMaskedLM`` (``XLMWithLMHeadModel``, with its saved MLM bias) with the same
+logits, and
 ``AutoTokenizer`` gives the ids of ptm's shared BPE tokenizer; a VisualBERT ``final/``
 (``experiment=visualbert_tiny model.box_position=false``) loads in
 ``AutoModelForPreTraining`` with the same hidden states (``visual_embeds`` given), MLM and
@@ -128,6 +130,55 @@ def test_xlm_final_exports_to_xlm_model(
         got_other = ours(ids, mask, langs=other).last_hidden_state
     assert (ref_other - ref.last_hidden_state)[real].abs().max() > 1e-2
     assert (ref_other - got_other)[real].abs().max().item() <= TOL
+
+
+def test_xlm_final_with_its_mlm_head_exports_to_xlm_with_lm_head(
+    xlm_final: Path, tmp_path: Path
+) -> None:
+    heads = safetensors.torch.load_file(str(xlm_final / "heads.safetensors"))
+    (bias_name,) = [k for k in heads if k.endswith("head.proj.bias")]
+    ours = XLMEncoder.from_pretrained(xlm_final, dropout=0.0, attention_dropout=0.0)
+    _randomise(ours)
+    source = tmp_path / "final"
+    ours.save_pretrained(source)
+    SharedBPETokenizer.from_directory(xlm_final).save(source)
+    bias = heads[bias_name] + torch.randn(heads[bias_name].shape) * 0.5
+    safetensors.torch.save_file({**heads, bias_name: bias}, str(source / "heads.safetensors"))
+
+    result = export(source, tmp_path / "hf")
+    assert (result.architecture, result.auto_class) == (
+        "XLMWithLMHeadModel",
+        "AutoModelForMaskedLM",
+    )
+    assert result.heads == [bias_name.split(".")[1]]
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == "XLMWithLMHeadModel"
+    tok = SharedBPETokenizer.from_directory(source)
+    rows = [tok.encode(s) for s in SENTENCES["en"] + SENTENCES["fr"]]
+    width = max(map(len, rows))
+    ids = torch.tensor([r + [tok.vocab_info.pad_id] * (width - len(r)) for r in rows])
+    mask = (ids != tok.vocab_info.pad_id).long()
+    langs = torch.tensor([[0] * width] * 2 + [[1] * width] * 2)
+    ours.eval()
+    with torch.no_grad():
+        hidden = ours(ids, mask, langs=langs).last_hidden_state
+        # ptm's XLM output layer: the tied token table and the saved bias, no transform.
+        expected = hidden @ ours.word_embeddings.weight.T + bias
+        got = hf(input_ids=ids, attention_mask=mask, langs=langs).logits
+    real = mask.bool()
+    assert (got - expected)[real].abs().max().item() <= TOL
+
+
+def test_xlm_export_refuses_a_head_of_another_vocabulary(xlm_final: Path, tmp_path: Path) -> None:
+    source = tmp_path / "final"
+    XLMEncoder.from_pretrained(xlm_final).save_pretrained(source)
+    SharedBPETokenizer.from_directory(xlm_final).save(source)
+    heads = safetensors.torch.load_file(str(xlm_final / "heads.safetensors"))
+    heads = {k: torch.cat([v, v]) if k.endswith("proj.bias") else v for k, v in heads.items()}
+    safetensors.torch.save_file(heads, str(source / "heads.safetensors"))
+    with pytest.raises(CheckpointError, match=r"heads\.safetensors: .*another checkpoint"):
+        export(source, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
 
 
 def test_xlm_export_without_tokenizer_names_the_folder(tmp_path: Path, xlm_final: Path) -> None:

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from ptm_core.encoders import TransformerEncoder
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
-from ptm_core.pretraining import keep_run_tokenizer
+from ptm_core.pretraining import keep_run_tokenizer, save_heads
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 from ptm_core.training.run import train_and_save
@@ -229,7 +229,11 @@ def pretrain_xlm(
         batches,
         trainer,
         callbacks=callbacks,
-        save_final=lambda final: xlm.cpu().save_pretrained(final, extra_writers=[tok.save]),
+        # heads.safetensors keeps the MLM output bias (its weight is the tied token table),
+        # so `ptm export` can write an XLMWithLMHeadModel with the trained MLM logits.
+        save_final=lambda final: xlm.cpu().save_pretrained(
+            final, extra_writers=[tok.save, lambda path: save_heads(mix.cpu(), xlm, path)]
+        ),
     )
     result, encoder_dir, final = run.result, run.final_dir, run.final_metrics
     xlm = xlm.cpu()
