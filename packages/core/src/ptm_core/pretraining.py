@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -399,7 +399,7 @@ def pretrain(
         if isinstance(objective, UsesWordBoundaries):
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
         if hasattr(objective, "structured_masks"):  # attention.structured_masks (UniLM)
-            objective.structured_masks = trainer.structured_masks
+            cast(Any, objective).structured_masks = trainer.structured_masks
     if init_from is not None:
         load_init_heads(mix, Path(init_from))
     examples = build_examples(mix, store, vocab, max_length, seed)
