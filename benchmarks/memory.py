@@ -13,18 +13,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-from pathlib import Path
 
 import torch
 
 from benchmarks.bert_pair import build_pair, hf_inputs, hf_optimizer, make_batch, ptm_optimizer
-
-
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
+from benchmarks.peak_rss import reset_peak_rss, status_kb
 
 
 def main() -> None:
@@ -49,8 +42,7 @@ def main() -> None:
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    before = _status_kb("VmRSS")
+    before = reset_peak_rss()
     for _ in range(args.steps):
         with autocast:
             loss = model(inputs).loss if args.impl == "ptm" else model(**inputs).loss
@@ -60,7 +52,7 @@ def main() -> None:
     if device.type == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
     else:
-        peak_mb = (_status_kb("VmHWM") - before) / 1024
+        peak_mb = (status_kb("VmHWM") - before) / 1024
     print(json.dumps({"impl": args.impl, "size": args.size, "peak_mb": peak_mb}))
 
 

@@ -58,6 +58,21 @@ class Measured:
         return out
 
 
+def status_kb(field: str) -> int:
+    """A ``/proc/self/status`` field in KiB (``VmRSS``, ``VmHWM``: the peak RSS)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> int:
+    """Reset this process's peak RSS (``VmHWM``) to its current RSS (``/proc/self/clear_refs``);
+    returns that RSS, KiB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return status_kb("VmRSS")
+
+
 def _tree_memory(proc: psutil.Process) -> tuple[int, int, int]:
     """(RSS of ``proc``, summed RSS, summed PSS of ``proc`` and every descendant), bytes."""
     try:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.make_corpus import CorpusGenerator, parse_size
-from benchmarks.peak_rss import run_measured
+from benchmarks.peak_rss import reset_peak_rss, run_measured, status_kb
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path("/tmp/ptm-bench/task-data")
@@ -127,19 +127,6 @@ def ensure_tokenizer(root: Path, text: Path) -> Path:
 # ----------------------------------------------------------------------------- workers
 
 
-def _status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
-def _reset_peak() -> int:
-    """Reset this process's peak RSS (``VmHWM``) to its current RSS; returns that, KiB."""
-    Path("/proc/self/clear_refs").write_text("5")
-    return _status_kb("VmRSS")
-
-
 def _ptm_worker(args: argparse.Namespace) -> dict[str, Any]:
     from ptm_core.finetune.data.task_batches import TaskBatches
     from ptm_core.finetune.task_data import read_task
@@ -156,7 +143,7 @@ def _ptm_worker(args: argparse.Namespace) -> dict[str, Any]:
         text_fields=["sentence1", "sentence2"] if glue else None,
         max_length=LENGTH,
     )
-    base_kb = _reset_peak()
+    base_kb = reset_peak_rss()
     start = time.perf_counter()
     data = read_task(task, "train", tokenizer)
     index_s = time.perf_counter() - start
@@ -169,7 +156,7 @@ def _ptm_worker(args: argparse.Namespace) -> dict[str, Any]:
             break
     batch_s = time.perf_counter() - start
     return {
-        "peak_above_start_mb": (_status_kb("VmHWM") - base_kb) / 1024,
+        "peak_above_start_mb": (status_kb("VmHWM") - base_kb) / 1024,
         "examples": len(data.rows),
         "ready_s": index_s,
         "batches_s": batch_s,
@@ -189,7 +176,7 @@ def _datasets_worker(args: argparse.Namespace) -> dict[str, Any]:
     disable_progress_bars()
     backend = WordPieceTokenizer.from_directory(args.tokenizer).backend
     backend.enable_truncation(LENGTH)
-    base_kb = _reset_peak()
+    base_kb = reset_peak_rss()
     start = time.perf_counter()
     data = load_dataset(
         "csv",
@@ -223,7 +210,7 @@ def _datasets_worker(args: argparse.Namespace) -> dict[str, Any]:
         tokens += int((ids != 0).sum())
     batch_s = time.perf_counter() - start
     return {
-        "peak_above_start_mb": (_status_kb("VmHWM") - base_kb) / 1024,
+        "peak_above_start_mb": (status_kb("VmHWM") - base_kb) / 1024,
         "examples": len(data),
         "ready_s": ready_s,
         "batches_s": batch_s,
