@@ -58,6 +58,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     task = ImageTextTask.from_mapping(OmegaConf.to_container(options.task, resolve=True))  # type: ignore[arg-type]
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     random_init = bool(options.get("random_init", False))
+    freeze_backbone = bool(options.get("freeze_backbone", False))
     return finetune_image_text(
         task,
         init_from=init_from,
@@ -66,9 +67,11 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
         dropout=float(options.get("dropout", 0.1)),
         random_init=random_init,
         head=str(options.get("head", "cls")),
+        freeze_backbone=freeze_backbone,
         provenance={
             "init_from": str(init_from),
             "experiment": experiment,
             "random_init": random_init,
+            "freeze_backbone": freeze_backbone,
         },
     )

@@ -320,3 +320,53 @@ def test_recipe_runs_and_checks_init_from(pretrained: dict[str, Path], tmp_path:
     assert "dev/vqa_accuracy" in json.loads((result.output_dir / "eval.json").read_text())
     record = json.loads((result.encoder_dir / "task.json").read_text())
     assert record["provenance"]["experiment"] == "visualbert_vqa_tiny"
+
+
+@pytest.mark.parametrize("family", ["visualbert", "vilbert"])
+def test_freeze_backbone_trains_the_head_only(
+    family: str, pretrained: dict[str, Path], tmp_path: Path
+) -> None:
+    from flows.config import compose_config
+    from flows.recipes import multimodal_finetune
+
+    cfg = compose_config(
+        [
+            f"experiment={family}_vqa_tiny",
+            f"init_from={pretrained[family]}",
+            f"trainer.output_dir={tmp_path / 'run'}",
+            "trainer.max_steps=3",
+            "trainer.progress=false",
+            "multimodal_finetune.freeze_backbone=true",
+        ]
+    )
+    result = multimodal_finetune.run(cfg)
+    record = json.loads((result.encoder_dir / "task.json").read_text())
+    assert record["freeze_backbone"] is True
+    assert record["provenance"]["freeze_backbone"] is True
+    tuned, *_ = load_image_text_task_model(result.encoder_dir)
+    start, _, _ = load_backbone(pretrained[family])
+    # Every backbone tensor is the pre-trained one, bit for bit ...
+    for (name, a), (_, b) in zip(
+        start.state_dict().items(), tuned.encoder.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+    # ... while the head got gradients (grad_norm covers the trainable parameters).
+    metrics = [json.loads(line) for line in (result.output_dir / "metrics.jsonl").open()]
+    norms = [m["grad_norm"] for m in metrics if "grad_norm" in m]
+    assert norms and all(math.isfinite(n) and n > 0 for n in norms)
+    unfrozen = compose_config(
+        [
+            f"experiment={family}_vqa_tiny",
+            f"init_from={pretrained[family]}",
+            f"trainer.output_dir={tmp_path / 'run2'}",
+            "trainer.max_steps=3",
+            "trainer.progress=false",
+        ]
+    )
+    moved, *_ = load_image_text_task_model(multimodal_finetune.run(unfrozen).encoder_dir)
+    assert any(  # the same run without the switch does change the backbone
+        not torch.equal(a, b)
+        for a, b in zip(
+            start.state_dict().values(), moved.encoder.state_dict().values(), strict=True
+        )
+    )

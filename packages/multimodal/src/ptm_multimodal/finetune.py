@@ -118,6 +118,7 @@ def finetune_image_text(
     random_init: bool = False,
     provenance: Mapping[str, Any] | None = None,
     head: str = "cls",
+    freeze_backbone: bool = False,
 ) -> FinetuneResult:
     """Fine-tune a pre-trained VisualBERT/ViLBERT on ``task`` and score its dev set.
 
@@ -137,6 +138,8 @@ def finetune_image_text(
             answer slot read through the MLM transform, the answer classifier initialised
             from the pre-trained MLM decoder rows of the answer words; with
             ``random_init`` the same head from its random initialisation).
+        freeze_backbone: train the task head only; the backbone keeps its (pre-trained
+            or random) weights, as in feature-based use.
 
     Returns:
         :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``eval.json`` holds
@@ -189,12 +192,15 @@ def finetune_image_text(
     else:
         copied = init_head_from_pretraining(task_head, objectives)
     model = ImageTextTaskModel(backbone, task_head, task.kind, names)
+    if freeze_backbone:  # AdamW skips parameters that get no gradient
+        backbone.requires_grad_(False)
     featurizer = ImageTextFeaturizer(
         tokenizer, features, task.kind, names, task.max_length, answer_slot=answer_head == "cloze"
     )
     record = {
         "task": task.to_dict(),
         "random_init": random_init,
+        "freeze_backbone": freeze_backbone,
         "head_from_pretraining": copied,
         **({"provenance": dict(provenance)} if provenance else {}),
     }
