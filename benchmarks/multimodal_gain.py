@@ -50,9 +50,10 @@ BUDGET: dict[str, Any] = {"max_steps": 300, "learning_rate": 5e-4, "batch_size":
 TASKS = {"vqa": ("vqa", "vqa_accuracy"), "match": ("classification", "accuracy")}
 
 
-def pretrain(family: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
-    """``ptm pretrain experiment=<family>_tiny trainer.max_steps=<steps>``; reused if done."""
-    out = WORK / f"pretrain-{family}-{steps}"
+def pretrain(family: str, steps: int, threads: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+    """``ptm pretrain experiment=<family>_tiny trainer.max_steps=<steps> [seed=<seed>]``;
+    reused if done."""
+    out = WORK / (f"pretrain-{family}-{steps}" + (f"-seed{seed}" if seed else ""))
     command = [
         sys.executable,
         "-m",
@@ -62,6 +63,7 @@ def pretrain(family: str, steps: int, threads: int) -> tuple[Path, dict[str, Any
         f"trainer.max_steps={steps}",
         f"trainer.output_dir={out}",
         "trainer.progress=false",
+        *([f"seed={seed}"] if seed else []),
     ]
     record_path = out / "bench.json"
     if (out / "final").is_dir() and record_path.is_file():
@@ -182,11 +184,16 @@ def finetune_command(
     arm = "random" if random_init else "pretrained"
     steps, lr = BUDGET["max_steps"], BUDGET["learning_rate"]
     head = BUDGET.get("head", "cls")
-    if head != "cls":  # the recipe does not pass multimodal_finetune.head yet: run in-process
-        out = WORK / "runs" / f"{family}-{task}-{head}-{arm}-seed{seed}-{steps}-{lr}"
+    frozen = "-frozen" if BUDGET.get("freeze_backbone") else ""
+    if BUDGET.get("pretrain_seed"):  # runs from another pre-training have folders of their own
+        frozen_tag = f"{frozen}-pretrain{BUDGET['pretrain_seed']}"
+    else:
+        frozen_tag = frozen
+    if head != "cls":  # in-process through finetune_image_text (as the first cloze runs were)
+        out = WORK / "runs" / f"{family}-{task}-{head}{frozen_tag}-{arm}-seed{seed}-{steps}-{lr}"
         spec = {"final": str(final), "data": str(data), "arm": arm, "seed": seed, "head": head}
         return ["direct", json.dumps({**spec, **BUDGET, "out": str(out)})], out
-    out = WORK / "runs" / f"{family}-{task}-{arm}-seed{seed}-{steps}-{lr}"
+    out = WORK / "runs" / f"{family}-{task}{frozen_tag}-{arm}-seed{seed}-{steps}-{lr}"
     return [
         "pretrain",
         f"experiment={experiment}",
@@ -201,6 +208,7 @@ def finetune_command(
         f"trainer.learning_rate={BUDGET['learning_rate']}",
         f"trainer.output_dir={out}",
         "trainer.progress=false",
+        *(["multimodal_finetune.freeze_backbone=true"] if frozen else []),
     ], out
 
 
@@ -273,6 +281,7 @@ def direct_finetune(spec: dict[str, Any]) -> None:
         seed=int(spec["seed"]),
         random_init=spec["arm"] == "random",
         head=spec["head"],
+        freeze_backbone=bool(spec.get("freeze_backbone", False)),
     )
 
 
@@ -372,7 +381,10 @@ def report(results: dict[str, Any]) -> str:
         lines.append(
             f"| {row['family']} | {row['task']} ({row['metric']}) | "
             f"{budget['max_steps']} steps, lr {budget['learning_rate']}"
-            f"{', head ' + budget['head'] if budget.get('head', 'cls') != 'cls' else ''} | "
+            f"{', head ' + budget['head'] if budget.get('head', 'cls') != 'cls' else ''}"
+            f"{', backbone frozen' if budget.get('freeze_backbone') else ''}"
+            f"{', seeds ' + ','.join(map(str, row['seeds'])) if row['seeds'] != [0, 1, 2] else ''}"
+            f"{', pre-training seed ' + str(budget['pretrain_seed']) if budget.get('pretrain_seed') else ''} | "
             f"{row['pretrained']['mean'] * 100:.1f} ± {row['pretrained']['std'] * 100:.1f} | "
             f"{row['random']['mean'] * 100:.1f} ± {row['random']['std'] * 100:.1f} | "
             f"{row['gain']['mean'] * 100:+.1f} ± {row['gain']['std'] * 100:.1f} | {per_seed} | "
@@ -399,6 +411,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", default="vqa,match")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--pretrain-steps", type=int, default=1000)
+    parser.add_argument("--pretrain-seed", type=int, default=0, help="seed of the pre-training")
     parser.add_argument("--train-images", type=int, default=128)
     parser.add_argument("--dev-images", type=int, default=150)
     parser.add_argument("--threads", type=int, default=1)
@@ -406,6 +419,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=BUDGET["max_steps"])
     parser.add_argument("--lr", type=float, default=BUDGET["learning_rate"])
     parser.add_argument("--head", default="cls", choices=["cls", "cloze"], help="VQA head")
+    parser.add_argument(
+        "--freeze-backbone", action="store_true", help="train the task head only (both arms)"
+    )
     parser.add_argument("--direct", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--reuse", action="store_true", help="read finished runs' eval.json, do not re-run them"
@@ -434,6 +450,10 @@ def main(argv: list[str] | None = None) -> None:
     BUDGET.update(max_steps=args.steps, learning_rate=args.lr)
     if args.head != "cls":
         BUDGET["head"] = args.head
+    if args.freeze_backbone:
+        BUDGET["freeze_backbone"] = True
+    if args.pretrain_seed:
+        BUDGET["pretrain_seed"] = args.pretrain_seed
     data, sizes = task_data(args.train_images, args.dev_images)
     results: dict[str, Any] = {
         "command": "python -m benchmarks.multimodal_gain " + " ".join(argv or sys.argv[1:]),
@@ -447,9 +467,10 @@ def main(argv: list[str] | None = None) -> None:
         "notes": Path(args.notes).read_text() if args.notes else "",
     }
     for family in args.families.split(","):
-        final, record = pretrain(family, args.pretrain_steps, args.threads)
+        final, record = pretrain(family, args.pretrain_steps, args.threads, args.pretrain_seed)
         record["cloze"] = cloze_probe(final, data)
-        results["pretraining"][family] = record
+        seeded = f" (pre-training seed {args.pretrain_seed})" if args.pretrain_seed else ""
+        results["pretraining"][family + seeded] = record
         for task in args.tasks.split(","):
             if args.head != "cls" and task != "vqa":
                 continue  # the cloze head is a VQA answer head
@@ -466,7 +487,10 @@ def main(argv: list[str] | None = None) -> None:
         def key(row: dict[str, Any]) -> tuple[Any, ...]:
             budget = row["budget"]
             steps, lr = budget["max_steps"], budget["learning_rate"]
-            return row["family"], row["task"], steps, lr, budget.get("head", "cls")
+            frozen = budget.get("freeze_backbone", False)
+            seeds = tuple(row["seeds"])
+            head, pretrain_seed = budget.get("head", "cls"), budget.get("pretrain_seed", 0)
+            return row["family"], row["task"], steps, lr, head, frozen, seeds, pretrain_seed
 
         ran = {key(r) for r in results["rows"]}
         kept = [r for r in earlier.get("rows", []) if key(r) not in ran]
@@ -474,6 +498,7 @@ def main(argv: list[str] | None = None) -> None:
         results["pretraining"] = {**earlier.get("pretraining", {}), **results["pretraining"]}
         if earlier.get("command") and kept:
             results["command"] = f"{earlier['command']}; then {results['command']}"
+        results["notes"] = results["notes"] or earlier.get("notes", "")
     (RESULTS / "multimodal_gain.json").write_text(json.dumps(results, indent=1) + "\n")
     (RESULTS / "multimodal_gain.md").write_text(report(results))
     print(report(results))
