@@ -1,11 +1,13 @@
-"""The gain suite's three tasks and vocabulary: ``python data_specs/gain_tasks/make_sample.py``.
+"""The gain suite's four tasks and vocabulary: ``python data_specs/gain_tasks/make_sample.py``.
 
-Three small tasks whose dev sets can only be solved with what the pre-training corpus
+Four small tasks whose dev sets can only be solved with what the pre-training corpus
 (``make_corpus.py``) says about nonce words (``lexicon.py``):
 
 * ``sentiment_{train,dev}.tsv`` (GLUE SST-2 layout, ``sentence``/``label``): "the soup was
   zepul ." is 1 when the nonce word is positive, 0 when negative; a third of the sentences
   negate it ("was not zepul"), which flips the label.
+* ``kind_{train,dev}.tsv`` (GLUE TSV, ``sentence``/``label``): one name in a frame that both
+  kinds fill equally ("everyone knows X ."), labelled ``person`` or ``place``.
 * ``ner_{train,dev}.txt`` (CoNLL-2003 columns, BIO): one or two names per sentence, tagged
   B-PER or B-LOC, in frames that both kinds fill equally ("we talked about X for an hour .").
 * ``qa_{train,dev}.json`` (SQuAD v1.1): a context naming one person and one place in such
@@ -35,6 +37,7 @@ from make_corpus import JOBS, NEGATIVE, NOUNS, PEOPLE_NOUNS, PERSON, PLACE, PLAI
 SEED = {"train": 1, "dev": 2}
 SIZES = {
     "sentiment": {"train": 160, "dev": 200},
+    "kind": {"train": 160, "dev": 200},
     "ner": {"train": 160, "dev": 200},
     "qa": {"train": 80, "dev": 100},  # contexts; two questions each
 }
@@ -83,6 +86,17 @@ def sentiment(split: str, words: dict[str, list[str]]) -> list[tuple[str, int]]:
             n=rng.choice(NOUNS), r=rng.choice(PEOPLE_NOUNS), a=word, neg="not " if negated else ""
         )
         rows.append((text, int(positive != negated)))
+    return rows
+
+
+def kind(split: str, words: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """``(sentence, person|place)``: one name in a one-slot frame; half of each kind."""
+    rng = random.Random(SEED[split] + 30)
+    single = [f for f in NAME_FRAMES if "{y}" not in f]
+    rows = []
+    for index in range(SIZES["kind"][split]):
+        name_kind = ("person", "place")[index % 2]
+        rows.append((rng.choice(single).format(x=rng.choice(words[name_kind])), name_kind))
     return rows
 
 
@@ -164,6 +178,8 @@ def main() -> None:
         rows = sentiment(split, words)
         lines = ["sentence\tlabel", *(f"{text}\t{label}" for text, label in rows)]
         (HERE / f"sentiment_{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        lines = ["sentence\tlabel", *(f"{text}\t{label}" for text, label in kind(split, words))]
+        (HERE / f"kind_{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         blocks = ["-DOCSTART- -X- -X- O"]
         blocks += ["\n".join(f"{tok} -X- -X- {tag}" for tok, tag in s) for s in ner(split, words)]
         (HERE / f"ner_{split}.txt").write_text("\n\n".join(blocks) + "\n", encoding="utf-8")

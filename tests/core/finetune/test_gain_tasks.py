@@ -53,10 +53,12 @@ def task_words() -> dict[str, dict[str, set[str]]]:
     out: dict[str, dict[str, set[str]]] = {}
     for split in ("train", "dev"):
         sentiment = read_glue(GAIN / f"sentiment_{split}.tsv")
+        kind = read_glue(GAIN / f"kind_{split}.tsv")
         ner = read_conll(GAIN / f"ner_{split}.txt")
         qa = read_squad(GAIN / f"qa_{split}.json")
         out[split] = {
             "sentiment": {w for e in sentiment for w in nonce(e.text)},
+            "kind": {w for e in kind for w in nonce(e.text)},
             "ner": {w for e in ner for w in e.words if w in KIND_OF},
             "qa": {w for e in qa for w in nonce(e.context)},
         }
@@ -69,6 +71,7 @@ def test_generators_are_deterministic() -> None:
     assert corpus_mod.make_documents(0, 40) != corpus_mod.make_documents(1, 40)
     words = sample_mod.task_words("dev")
     assert sample_mod.sentiment("dev", words) == sample_mod.sentiment("dev", words)
+    assert sample_mod.kind("dev", words) == sample_mod.kind("dev", words)
     assert sample_mod.ner("train", words) == sample_mod.ner("train", words)
     assert sample_mod.qa("dev", words) == sample_mod.qa("dev", words)
 
@@ -77,6 +80,9 @@ def test_committed_files_are_the_generators_output() -> None:
     for split in ("train", "dev"):
         rows = sample_mod.sentiment(split, sample_mod.task_words(split))
         lines = (GAIN / f"sentiment_{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        assert lines == [f"{text}\t{label}" for text, label in rows]
+        rows = sample_mod.kind(split, sample_mod.task_words(split))
+        lines = (GAIN / f"kind_{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]
         assert lines == [f"{text}\t{label}" for text, label in rows]
         qa = json.loads((GAIN / f"qa_{split}.json").read_text(encoding="utf-8"))
         assert qa == sample_mod.qa(split, sample_mod.task_words(split))
@@ -97,7 +103,7 @@ def test_dev_words_are_never_in_fine_tuning_train() -> None:
     words = task_words()
     heldout = {w for ws in LEXICON.split("heldout").values() for w in ws}
     train_half = {w for ws in LEXICON.split("train").values() for w in ws}
-    for task in ("sentiment", "ner", "qa"):
+    for task in ("sentiment", "kind", "ner", "qa"):
         dev, train = words["dev"][task], words["train"][task]
         assert dev and train, task
         assert not dev & train, task
@@ -149,6 +155,7 @@ def test_every_word_is_one_token() -> None:
     tokenizer = WordPieceTokenizer.from_vocab(GAIN / "vocab.txt")
     texts = [s for d in corpus()[:300] for s in d]
     texts += [e.text for e in read_glue(GAIN / "sentiment_dev.tsv")]
+    texts += [e.text for e in read_glue(GAIN / "kind_dev.tsv")]
     texts += [" ".join(e.words) for e in read_conll(GAIN / "ner_dev.txt")]
     texts += [e.question + " " + e.context for e in read_squad(GAIN / "qa_dev.json")]
     texts += [" ".join(sorted(KIND_OF))]
@@ -164,6 +171,12 @@ def test_labels_follow_the_rule() -> None:
             positive = KIND_OF[word] == "positive"
             negated = " not " in f" {example.text} "
             assert example.label == int(positive != negated), example
+        kinds = read_glue(GAIN / f"kind_{split}.tsv")
+        for example in kinds:
+            (word,) = nonce(example.text)
+            assert kinds.label_names[example.label] == KIND_OF[word], example
+        labels = [e.label for e in kinds]
+        assert labels.count(0) == labels.count(1)  # balanced
         records = read_conll(GAIN / f"ner_{split}.txt")
         names = records.label_names
         for tagged in records:
@@ -188,6 +201,14 @@ def test_frames_alone_decide_nothing() -> None:
     train = read_glue(GAIN / "sentiment_train.tsv")
     dev = read_glue(GAIN / "sentiment_dev.tsv")
     votes: dict[str, Counter[int]] = {}
+    for example in train:
+        votes.setdefault(frame_of(example.text), Counter())[example.label] += 1
+    guess = {frame: c.most_common(1)[0][0] for frame, c in votes.items()}
+    hits = sum(guess.get(frame_of(e.text), 1) == e.label for e in dev)
+    assert binomtest(hits, len(dev), 0.5).pvalue > 0.01, hits
+    # kind: the same rule, and each one-slot frame holds both kinds about equally
+    train, dev = read_glue(GAIN / "kind_train.tsv"), read_glue(GAIN / "kind_dev.tsv")
+    votes = {}
     for example in train:
         votes.setdefault(frame_of(example.text), Counter())[example.label] += 1
     guess = {frame: c.most_common(1)[0][0] for frame, c in votes.items()}
@@ -219,11 +240,12 @@ def test_task_frames_never_occur_in_the_pretraining_corpus() -> None:
     corpus_frames = {frame_of(s) for d in corpus() for s in d}
     task_frames = {frame_of(e.text) for e in read_glue(GAIN / "sentiment_dev.tsv")}
     task_frames |= {frame_of(" ".join(e.words)) for e in read_conll(GAIN / "ner_dev.txt")}
+    task_frames |= {frame_of(e.text) for e in read_glue(GAIN / "kind_dev.tsv")}
     assert len(task_frames) > 20
     assert not task_frames & corpus_frames
 
 
-@pytest.mark.parametrize("task", ["gain_sentiment", "gain_ner", "gain_qa"])
+@pytest.mark.parametrize("task", ["gain_sentiment", "gain_kind", "gain_ner", "gain_qa"])
 def test_task_presets_compose(task: str) -> None:
     from flows.config import compose_config
 
