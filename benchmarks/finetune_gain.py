@@ -134,7 +134,7 @@ def pretrain(steps: int, threads: int = 0) -> tuple[Path, dict[str, Any]]:
 
 
 GAIN_DIR = ROOT / "data_specs" / "gain_tasks"
-GAIN_TASKS = ("gain_sentiment", "gain_ner", "gain_qa")
+GAIN_TASKS = ("gain_sentiment", "gain_kind", "gain_ner", "gain_qa")
 DEFAULT_GAIN_PRETRAIN_STEPS = 1200
 # Set up front, not tuned on dev: 10 epochs of the 160-example training sets, one rate, both
 # arms. QA got 200 steps at 2e-3 after the first corpus version's run, where both arms ended
@@ -142,6 +142,7 @@ DEFAULT_GAIN_PRETRAIN_STEPS = 1200
 # names but not yet learnt which one a question asks for.
 GAIN_BUDGETS: dict[str, dict[str, Any]] = {
     "gain_sentiment": {"max_steps": 100, "learning_rate": 1e-3},
+    "gain_kind": {"max_steps": 100, "learning_rate": 1e-3},  # sentiment's, set before any run
     "gain_ner": {"max_steps": 100, "learning_rate": 1e-3},
     "gain_qa": {"max_steps": 200, "learning_rate": 2e-3},
 }
@@ -393,12 +394,18 @@ def part_gain(
     lr: float | None = None,
     tasks: Sequence[str] = GAIN_TASKS,
     max_steps: int = 0,
+    trainer_keys: dict[str, str] | None = None,
 ) -> list:
-    """The gain suite: each of ``tasks`` (:data:`GAIN_TASKS`), pre-trained vs random init."""
+    """The gain suite: each of ``tasks`` (:data:`GAIN_TASKS`), pre-trained vs random init.
+
+    ``trainer_keys``: more trainer settings for both arms (``{"unfreeze_every": "1000"}``).
+    """
+    extra = dict(trainer_keys or {})
     tag = (
         f"gain-{steps}-{gain_digest()}"
         + (f"-lr{lr:g}" if lr else "")
         + (f"-ft{max_steps}" if max_steps else "")
+        + "".join(f"-{k}{v}" for k, v in sorted(extra.items()))
     )
 
     def budget_for(task: str) -> dict[str, Any]:
@@ -407,6 +414,7 @@ def part_gain(
             chosen["max_steps"] = max_steps
         if lr:
             chosen["learning_rate"] = lr
+        chosen.update(extra)
         return chosen
 
     return pretrained_vs_random(runner, seeds, final, tasks, tag, budget_for)
@@ -595,7 +603,9 @@ def one_table(rows: Sequence[dict[str, Any]], budget_of: Any) -> str:
 
 
 def budget_text(budget: dict[str, Any]) -> str:
-    return f"{budget['max_steps']} steps, lr {budget['learning_rate']:g}"
+    extra = [f"{k}={v}" for k, v in budget.items() if k not in ("max_steps", "learning_rate")]
+    text = f"{budget['max_steps']} steps, lr {float(budget['learning_rate']):g}"
+    return text + "".join(f", {e}" for e in extra)
 
 
 def report(results: dict[str, Any]) -> str:
@@ -702,8 +712,8 @@ def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]
         + (f", {label}" if label else "")
         + (
             f"; {fine_tuning.removeprefix('ft ')} fine-tuning steps, every arm"
-            if fine_tuning
-            else ""
+            if fine_tuning.startswith("ft ") and ";" not in fine_tuning
+            else (f"; fine-tuning: {fine_tuning}" if fine_tuning else "")
         )
         + "\n",
         "Tasks whose dev words (nonce person/place names, positive/negative words) never occur "
@@ -722,7 +732,7 @@ def gain_section(results: dict[str, Any], steps: str, rows: list[dict[str, Any]]
         )
         + (f"; last {loss_text}" if loss_text else "")
         + ".\n",
-        table(rows, lambda row: budget_text(GAIN_BUDGETS[row["task"]])),
+        table(rows, lambda row: budget_text(row.get("budget") or GAIN_BUDGETS[row["task"]])),
     ]
     probe = pre.get("embedding_probe")
     if probe:
@@ -766,6 +776,16 @@ def main(argv: list[str] | None = None) -> None:
         help="fine-tuning steps of every gain task (both arms)",
     )
     parser.add_argument(
+        "--gain-lr", type=float, default=None, help="one peak rate for every gain task"
+    )
+    parser.add_argument(
+        "--gain-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a trainer setting for both arms of every gain task, e.g. unfreeze_every=1000",
+    )
+    parser.add_argument(
         "--gain-continue-steps",
         type=int,
         default=0,
@@ -789,6 +809,9 @@ def main(argv: list[str] | None = None) -> None:
         (RESULTS / "finetune_gain.md").write_text(report(results))
         print(report(results))
         return
+    bad = [item for item in args.gain_set if "=" not in item or not item.split("=", 1)[0]]
+    if bad:
+        parser.error(f"--gain-set takes KEY=VALUE (a trainer key), got {bad}")
     parts = [p for p in args.parts.split(",") if p]
     unknown = set(parts) - set(PARTS)
     if unknown:
@@ -844,9 +867,21 @@ def main(argv: list[str] | None = None) -> None:
         elif part == "gain":
             tasks = [t for t in args.gain_tasks.split(",") if t]
             total = args.gain_pretrain_steps + args.gain_continue_steps
-            key = f"gain@{gain_steps}" + (f",ft {args.gain_ft_steps}" if args.gain_ft_steps else "")
+            trainer_keys = dict(item.split("=", 1) for item in args.gain_set)
+            variant = [f"ft {args.gain_ft_steps}"] if args.gain_ft_steps else []
+            variant += [f"lr {args.gain_lr:g}"] if args.gain_lr else []
+            variant += [f"{k}={v}" for k, v in sorted(trainer_keys.items())]
+            variant += [f"seeds {args.seeds}"] if seeds != [0, 1, 2] else []
+            key = f"gain@{gain_steps}" + ("," + "; ".join(variant) if variant else "")
             results["parts"][key] = part_gain(
-                runner, seeds, gain_final, total, tasks=tasks, max_steps=args.gain_ft_steps
+                runner,
+                seeds,
+                gain_final,
+                total,
+                lr=args.gain_lr,
+                tasks=tasks,
+                max_steps=args.gain_ft_steps,
+                trainer_keys=trainer_keys,
             )
     wall = time.perf_counter() - start
     command = "python -m benchmarks.finetune_gain " + " ".join(argv or sys.argv[1:])
