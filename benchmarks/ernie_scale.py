@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env
+from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env, load_script
 from benchmarks.peak_rss import run_measured
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -81,11 +80,7 @@ def _old_module() -> Any:
     ).stdout
     path = Path(tempfile.mkdtemp(prefix="ernie-old-")) / "old_pretraining.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("old_ernie_pretraining", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(path, "old_ernie_pretraining")
 
 
 def child(variant: str, path: str, corpus: Path, run_dir: Path, cache: Path) -> None:

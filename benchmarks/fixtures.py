@@ -7,16 +7,30 @@ and marked done.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 from benchmarks.make_corpus import ensure_corpus, parse_size
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = Path(os.environ.get("PTM_BENCH_DIR", "/tmp/ptm-bench"))
+
+
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script that is not in a package (a ``data_specs/*/make_*.py`` generator) as the
+    module ``name``, registered in ``sys.modules`` (dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def bench_env(**extra: str) -> dict[str, str]:

@@ -184,16 +184,14 @@ def finetune_command(
     arm = "random" if random_init else "pretrained"
     steps, lr = BUDGET["max_steps"], BUDGET["learning_rate"]
     head = BUDGET.get("head", "cls")
-    frozen = "-frozen" if BUDGET.get("freeze_backbone") else ""
-    if BUDGET.get("pretrain_seed"):  # runs from another pre-training have folders of their own
-        frozen_tag = f"{frozen}-pretrain{BUDGET['pretrain_seed']}"
-    else:
-        frozen_tag = frozen
+    frozen = bool(BUDGET.get("freeze_backbone"))
+    pretrain_seed = BUDGET.get("pretrain_seed", 0)  # another pre-training: folders of its own
+    tag = ("-frozen" if frozen else "") + (f"-pretrain{pretrain_seed}" if pretrain_seed else "")
     if head != "cls":  # in-process through finetune_image_text (as the first cloze runs were)
-        out = WORK / "runs" / f"{family}-{task}-{head}{frozen_tag}-{arm}-seed{seed}-{steps}-{lr}"
+        out = WORK / "runs" / f"{family}-{task}-{head}{tag}-{arm}-seed{seed}-{steps}-{lr}"
         spec = {"final": str(final), "data": str(data), "arm": arm, "seed": seed, "head": head}
         return ["direct", json.dumps({**spec, **BUDGET, "out": str(out)})], out
-    out = WORK / "runs" / f"{family}-{task}{frozen_tag}-{arm}-seed{seed}-{steps}-{lr}"
+    out = WORK / "runs" / f"{family}-{task}{tag}-{arm}-seed{seed}-{steps}-{lr}"
     return [
         "pretrain",
         f"experiment={experiment}",

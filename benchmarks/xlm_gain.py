@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -46,7 +44,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.fixtures import BENCH_DIR, ROOT
+from benchmarks.fixtures import BENCH_DIR, ROOT, load_script
 from benchmarks.xlm_zero_shot import RESULTS, finetune_once, fmt, mean_std, pretrain
 
 GEN_DIR = ROOT / "data_specs" / "xlm_gain"
@@ -57,12 +55,7 @@ SETS["xb_heldout"] = ("dev_heldout", B)
 
 def generator() -> ModuleType:
     """``data_specs/xlm_gain/make_data.py`` as a module."""
-    spec = importlib.util.spec_from_file_location("xlm_gain_make_data", GEN_DIR / "make_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GEN_DIR / "make_data.py", "xlm_gain_make_data")
 
 
 def ensure_data(work: Path, mono: int, parallel: int, order: str) -> Path:

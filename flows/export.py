@@ -17,7 +17,7 @@ from typing import Any
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints.hf.export import HFExport, export_hf
+from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
 
 FORMATS = ("hf",)
 
@@ -265,7 +265,6 @@ def _xlm_with_head(source: Path, encoder: Any) -> tuple[Any, list[str]]:
     import torch
     from safetensors.torch import load_file
 
-    from ptm_core.pretraining import HEADS_FILE
     from ptm_multilingual.model import XLMForMaskedLM
 
     path = source / HEADS_FILE
@@ -274,7 +273,10 @@ def _xlm_with_head(source: Path, encoder: Any) -> tuple[Any, list[str]]:
     try:
         state = load_file(str(path))
     except Exception as exc:  # safetensors raises its own error types for a broken file
-        raise CheckpointError(f"{path}: cannot read ({exc}); export the folder again") from exc
+        raise CheckpointError(
+            f"{path}: cannot read ({exc}); copy it again from the run's final/, or remove it "
+            "to export the encoder alone as an XLMModel"
+        ) from exc
     biases = {k: v for k, v in state.items() if k.endswith(".head.proj.bias")}
     if not biases:
         return encoder, []

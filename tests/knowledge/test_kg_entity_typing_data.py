@@ -3,32 +3,19 @@ follow the KG, dev entities unseen in training, one linkable mention per row."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 
 from knowledge_sample_paths import KG_DIR, ROOT
 
+from benchmarks.fixtures import load_script
 from ptm_core.finetune.data import read_glue
 from ptm_knowledge.kbert import read_labeled_tsv
 
 DATA = ROOT / "data_specs" / "kg_entity_typing"
 
 
-def load_generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "kg_entity_typing_sample", DATA / "make_sample.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = load_generator()
+gen = load_script(DATA / "make_sample.py", "kg_entity_typing_sample")
 
 
 def test_generator_is_deterministic_and_matches_the_committed_files(tmp_path: Path):

@@ -3,13 +3,11 @@ share no token, parallel sentences aligned word for word, task dev words unseen 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from benchmarks.fixtures import load_script
 from ptm_multilingual import SharedBPETokenizer, read_monolingual_corpora, read_parallel_corpora
 from ptm_multilingual.finetune import read_language_tsv
 
@@ -17,16 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "data_specs" / "xlm_gain"
 
 
-def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("xlm_gain_make_data", HERE / "make_data.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = load()
+gen = load_script(HERE / "make_data.py", "xlm_gain_make_data")
 LEX = gen.build_lexicon()
 KIND = {w: "person" for w in gen.PERSONS} | {w: "animal" for w in gen.ANIMALS}
 

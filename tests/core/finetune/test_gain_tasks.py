@@ -3,7 +3,6 @@ taught by the pre-training corpus, labels that follow their rule, frames that de
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from collections import Counter
@@ -14,6 +13,7 @@ from types import ModuleType
 import pytest
 from scipy.stats import binomtest
 
+from benchmarks.fixtures import load_script
 from ptm_core.finetune.data import read_conll, read_glue, read_squad
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -24,12 +24,7 @@ GAIN = ROOT / "data_specs" / "gain_tasks"
 def load(name: str) -> ModuleType:
     if str(GAIN) not in sys.path:
         sys.path.insert(0, str(GAIN))
-    spec = importlib.util.spec_from_file_location(f"gain_{name}", GAIN / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(GAIN / f"{name}.py", f"gain_{name}")
 
 
 lexicon_mod, corpus_mod, sample_mod = load("lexicon"), load("make_corpus"), load("make_sample")

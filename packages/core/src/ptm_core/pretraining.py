@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -28,6 +28,7 @@ from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
+from ptm_core.objectives.unilm import UniLMObjective
 from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
@@ -398,8 +399,8 @@ def pretrain(
     for _, objective in mix:
         if isinstance(objective, UsesWordBoundaries):
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
-        if hasattr(objective, "structured_masks"):  # attention.structured_masks (UniLM)
-            cast(Any, objective).structured_masks = trainer.structured_masks
+        if isinstance(objective, UniLMObjective):  # attention.structured_masks
+            objective.structured_masks = trainer.structured_masks
     if init_from is not None:
         load_init_heads(mix, Path(init_from))
     examples = build_examples(mix, store, vocab, max_length, seed)

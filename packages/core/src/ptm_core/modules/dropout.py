@@ -2,9 +2,9 @@
 
 On CPU, :func:`torch.nn.functional.dropout` draws its mask with ``bernoulli_``: one
 Mersenne-Twister draw and a float compare per element, serially. In a bf16 BERT-base
-training step that is about 16% of the step (``python -m benchmarks.profile_step --size
-base --precision bf16``), more than LayerNorm, GELU and the softmax together, because the
-GEMMs got faster and the random numbers did not.
+training step that is 8-16% of the step, depending on the CPU (``python -m
+benchmarks.profile_step --size base --precision bf16``), more than LayerNorm, GELU and the
+softmax together, because the GEMMs got faster and the random numbers did not.
 
 :func:`dropout` draws 64 random bits per four elements instead (``random_`` over the full
 int64 range, viewed as four int16 lanes) and keeps an element when its 16-bit lane is at or
@@ -28,6 +28,7 @@ e.g. to reproduce a run made before it existed.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -72,9 +73,7 @@ def drop_threshold(p: float) -> int:
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.device) -> Tensor:
     """A uint8 mask of ``shape``: each element 1 (kept) with probability
     ``1 - drop_threshold(p) / 65536``, else 0, independently, from the default generator."""
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     words = torch.empty((count + 3) // 4, dtype=torch.int64, device=device)
     words.random_(-(2**63), 2**63 - 1)  # the full 64 bits: every int16 lane is uniform
     lanes = words.view(torch.int16)[:count].view(shape)

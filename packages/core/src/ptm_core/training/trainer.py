@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -481,27 +482,20 @@ class Trainer:
             "metrics_window": self._window.state_dict(),
             "config": self.config.to_dict(),
         }
-        if self._fsdp_source is not None:
-            from ptm_core.training.sharding import save_sharded_checkpoint
-
-            path = save_sharded_checkpoint(
-                self.checkpoints_dir,
-                step=self.step,
-                model=self.model,
-                optimizer=self.optimizer,
-                scheduler=self.scheduler,
-                trainer_state=trainer_state,
-            )
+        save: Callable[..., Path]
+        if self._fsdp_source is not None:  # every rank writes its shard and its own RNG file
+            from ptm_core.training.sharding import save_sharded_checkpoint as save
         else:
-            path = save_checkpoint(
-                self.checkpoints_dir,
-                step=self.step,
-                model=self.model,
-                optimizer=self.optimizer,
-                scheduler=self.scheduler,
-                trainer_state={**trainer_state, "world_size": self.dist.world_size},
-                rank_rng_states=rank_rngs,
-            )
+            save = functools.partial(save_checkpoint, rank_rng_states=rank_rngs)
+            trainer_state["world_size"] = self.dist.world_size
+        path = save(
+            self.checkpoints_dir,
+            step=self.step,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            trainer_state=trainer_state,
+        )
         if not self.dist.is_main:
             return path
         prune_checkpoints(self.checkpoints_dir, self.config.keep_last)
