@@ -34,11 +34,12 @@ DEMO_ARGS :=
 CACHE_DIRS := $(PREFECT_HOME) $(PREFECT_LOCAL_STORAGE_PATH) $(HF_HOME) $(PYSTOW_HOME) \
 	$(DASK_TEMPORARY_DIRECTORY) $(PTM_CACHE_DIR)
 
-.PHONY: help setup dirs demo test test-readme-slow lint format bench clean
+.PHONY: help setup dirs demo test test-stress test-readme-slow lint format bench clean
 
 help:
 	@echo "make demo   set up and run the demo flow (link entities, TransE, ERNIE-THU, report)"
 	@echo "make test   set up and run the whole test suite"
+	@echo "make test-stress   run the trust suite's long cases (bad inputs, kill -9s, writers)"
 	@echo "make test-readme-slow   run the README's slow blocks (pre-training presets)"
 	@echo "make lint   ruff (lint + format check) and mypy on the packages"
 	@echo "make bench  ptm vs transformers, side by side (writes benchmarks/results/)"
@@ -59,6 +60,10 @@ demo: $(SETUP) dirs
 
 test: $(SETUP) dirs
 	$(RUN) pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The trust suite's long cases (bad inputs, kill -9 + resume, concurrent writers): minutes.
+test-stress: $(SETUP) dirs
+	$(RUN) pytest -q -n $(TEST_WORKERS) --dist loadfile -m stress
 
 # The README blocks marked `<!-- runnable slow -->` (pre-training presets; minutes each),
 # which `make test` leaves out (tests/docs/conftest.py).
