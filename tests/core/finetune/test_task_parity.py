@@ -72,8 +72,16 @@ def hf_outputs(hf: PreTrainedModel, kind: str, batch: dict[str, torch.Tensor]) -
             token_type_ids=batch["token_type_ids"],
         )
     if kind == "qa":
-        return torch.stack([out.start_logits, out.end_logits], dim=-1)
+        return hf_qa_logits(out.start_logits, out.end_logits, batch["attention_mask"])
     return out.logits
+
+
+def hf_qa_logits(start: torch.Tensor, end: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """transformers' QA logits with padding set to the lowest logit, as ptm's head does
+    (transformers scores padding from the encoder's states there, so its loss depends on
+    the batch; the logits at real positions are what must match)."""
+    logits = torch.stack([start, end], dim=-1)
+    return logits.masked_fill(~mask.bool()[..., None], torch.finfo(logits.dtype).min)
 
 
 def ptm_logits(model: TaskModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -192,8 +200,20 @@ def test_qa_loss_matches_with_positions_outside_the_window(tmp_path: Path) -> No
     batch["start_positions"] = torch.tensor([3, 0, 6])
     batch["end_positions"] = torch.tensor([5, 0, 25])
     with torch.no_grad():
-        ours, theirs = model(batch).loss, hf(**batch).loss
-    assert ours is not None and abs(ours.item() - theirs.item()) <= TOL
+        ours, out = model(batch).loss, hf(**batch)
+    logits = hf_qa_logits(out.start_logits, out.end_logits, batch["attention_mask"])
+    length = logits.shape[1]
+    # transformers' loss (clamp to L, ignore L), without padding in the softmax.
+    theirs = (
+        sum(
+            torch.nn.functional.cross_entropy(
+                logits[..., i], batch[key].clamp(0, length), ignore_index=length
+            )
+            for i, key in enumerate(("start_positions", "end_positions"))
+        )
+        / 2
+    )
+    assert ours is not None and abs(ours.item() - float(theirs)) <= TOL
 
 
 def test_multiple_choice_loss_matches(tmp_path: Path) -> None:

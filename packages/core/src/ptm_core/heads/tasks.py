@@ -39,10 +39,11 @@ def summary_token(
     """The one state a sequence-level head reads.
 
     ``"first"`` is BERT's ``[CLS]`` (position 0). ``"last"`` is XLNet's summary (Yang et
-    al., 2019): the last *real* token of each row, found from a ``(B, L)`` padding mask
-    (right padding), or position ``L - 1`` without a mask (XLNet pads on the left and ends
-    every input with ``<cls>``). A ``(B, L, L)`` visibility mask (K-BERT's visible matrix)
-    gives the padding mask on its diagonal: a real token sees itself, padding sees nothing.
+    al., 2019): the last *real* token of each row, found from a ``(B, L)`` padding mask as
+    the highest real position, so left padding (XLNet's tokenizer) and right padding give
+    the same vector; position ``L - 1`` without a mask. A ``(B, L, L)`` visibility mask
+    (K-BERT's visible matrix) gives the padding mask on its diagonal: a real token sees
+    itself, padding sees nothing.
 
     Shapes:
         ``(B, L, D)`` (and ``(B, L)`` or ``(B, L, L)`` mask) ``-> (B, 1, D)``.
@@ -54,7 +55,9 @@ def summary_token(
         attention_mask = attention_mask.diagonal(dim1=1, dim2=2)  # (B, L)
     if attention_mask is None or attention_mask.dim() != 2:
         return hidden_states[:, -1:]
-    last = (attention_mask.long().sum(dim=1) - 1).clamp(min=0)  # (B,)
+    # Counting real tokens would land on padding when rows are padded on the left.
+    length = attention_mask.shape[1]
+    last = length - 1 - attention_mask.bool().flip(1).long().argmax(dim=1)  # (B,)
     rows = torch.arange(hidden_states.shape[0], device=hidden_states.device)
     return hidden_states[rows, last][:, None]
 
@@ -137,6 +140,11 @@ class QuestionAnsweringHead(nn.Module):
     ``S . h_i + E . h_j`` with ``j >= i``; SQuAD v2.0 compares the best span with the
     ``[CLS]`` "no answer" span ``(0, 0)``.
 
+    Padding positions get the lowest finite logit, so neither softmax nor span search ever
+    picks them: a row's loss and answer do not depend on how much padding its batch adds
+    (Hugging Face's ``BertForQuestionAnswering`` scores padding from the encoder's states
+    there, which makes its loss batch-dependent; at real positions the logits are the same).
+
     Args:
         hidden_size: encoder width ``D``.
         initializer_range: std of the normal initialisation.
@@ -150,7 +158,15 @@ class QuestionAnsweringHead(nn.Module):
         self.qa_outputs = _linear(hidden_size, 2, initializer_range)
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        return self.qa_outputs(hidden_states)
+        logits = self.qa_outputs(hidden_states)  # (B, L, 2)
+        if attention_mask is None:
+            return logits
+        if attention_mask.dim() == 3:  # a visibility matrix: padding sees nothing
+            attention_mask = attention_mask.diagonal(dim1=1, dim2=2)
+        padding = ~attention_mask.bool()[..., None]  # (B, L, 1)
+        # The unpadded encoder leaves zeros at padding and the padded one leaves values that
+        # depend on the batch: neither may enter the softmax over positions.
+        return logits.masked_fill(padding, torch.finfo(logits.dtype).min)
 
 
 class MultipleChoiceHead(nn.Module):
