@@ -74,6 +74,7 @@ from ptm_multimodal.region_features import (
     RegionEntry,
     _unreadable,
     check_boxes,
+    check_finite_regions,
     check_region_shapes,
     read_region_index,
 )
@@ -336,6 +337,7 @@ def _read_entry(slices: dict, entry: RegionEntry, spec: FeatureSpec, path: Path)
     except Exception as exc:
         raise _unreadable(path, exc) from None
     check_boxes(entry, boxes)
+    check_finite_regions(entry, path, {"features": features, "boxes": boxes})
     return ImageRegions(features, boxes, entry.width, entry.height, classes)
 
 

@@ -262,6 +262,21 @@ def check_boxes(entry: RegionEntry, boxes: Tensor) -> None:
         raise RegionFeatureError(f"{entry.where}: a box lies outside the {w}x{h} image")
 
 
+def check_finite_regions(entry: RegionEntry, path: Path, tensors: dict[str, Tensor]) -> None:
+    """Raise :class:`RegionFeatureError` when a feature or box of ``entry`` is NaN or inf.
+
+    Checked once, where an image's rows are read, so training never meets them: one NaN
+    feature turns every loss of its batch into NaN.
+    """
+    for name, values in tensors.items():
+        if values.is_floating_point() and len(values) and not bool(values.isfinite().all()):
+            row = int((~values.reshape(len(values), -1).isfinite()).any(dim=1).nonzero()[0])
+            raise RegionFeatureError(
+                f"{path}: tensor {name!r} holds a non-finite value (NaN or inf) in region {row} "
+                f"of image {entry.image_id!r} ({entry.where}); recompute that image's features"
+            )
+
+
 def iter_region_features(index: RegionIndex) -> Iterator[tuple[RegionEntry, ImageRegions]]:
     """Yield every image's regions, read one image at a time from the safetensors file.
 
@@ -288,6 +303,7 @@ def iter_region_features(index: RegionIndex) -> Iterator[tuple[RegionEntry, Imag
             except Exception as exc:
                 raise _unreadable(index.tensors_path, exc) from None
             check_boxes(entry, box)
+            check_finite_regions(entry, index.tensors_path, {"features": features, "boxes": box})
             yield (
                 entry,
                 ImageRegions(
@@ -321,6 +337,11 @@ def read_region_features(directory: str | Path) -> RegionFeatureSet:
     for entry in index.entries:
         box = boxes[entry.start : entry.stop]
         check_boxes(entry, box)
+        check_finite_regions(
+            entry,
+            index.tensors_path,
+            {"features": features[entry.start : entry.stop], "boxes": box},
+        )
         images[entry.image_id] = ImageRegions(
             features=features[entry.start : entry.stop],
             boxes=box,

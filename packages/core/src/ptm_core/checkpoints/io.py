@@ -45,22 +45,47 @@ def read_json_object(path: Path, missing: str = _MISSING_CONFIG) -> dict[str, An
     return data
 
 
+def check_finite(state: dict[str, Tensor], path: Path) -> dict[str, Tensor]:
+    """Return ``state`` unless a floating-point tensor holds NaN or inf.
+
+    Checked once per load (one reduction per tensor): a model with one NaN weight trains
+    to NaN losses and predicts nonsense without any other error.
+
+    Raises:
+        CheckpointError: naming ``path``, the tensor and how many values are not finite.
+    """
+    for name, tensor in state.items():
+        floating = isinstance(tensor, Tensor) and tensor.is_floating_point()
+        if floating and not bool(torch.isfinite(tensor).all()):
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise CheckpointError(
+                f"{path}: tensor {name!r} holds {bad} non-finite value(s) (NaN or inf) of "
+                f"{tensor.numel()}; the weights are damaged (often a run that diverged): "
+                "load an earlier checkpoint or the model it was trained from"
+            )
+    return state
+
+
 def read_weights(directory: Path) -> tuple[dict[str, Tensor], Path]:
     """Read the weights file of a checkpoint directory without unpickling code.
 
     Returns:
         The tensors by name and the file they came from.
+
+    Raises:
+        CheckpointError: the file is missing, damaged, holds pickled objects, or a weight
+            is NaN or inf (:func:`check_finite`).
     """
     safetensors_path = directory / "model.safetensors"
     bin_path = directory / "pytorch_model.bin"
     try:
         if safetensors_path.exists():
-            return load_file(safetensors_path), safetensors_path
+            return check_finite(load_file(safetensors_path), safetensors_path), safetensors_path
         if bin_path.exists():
             state = torch.load(bin_path, map_location="cpu", weights_only=True)
             if not isinstance(state, dict):
                 raise CheckpointError(f"{bin_path}: expected a dict of tensors")
-            return state, bin_path
+            return check_finite(state, bin_path), bin_path
     except CheckpointError:
         raise
     except pickle.UnpicklingError:
@@ -178,6 +203,7 @@ __all__ = [
     "CheckpointError",
     "atomic_directory",
     "atomic_write_text",
+    "check_finite",
     "check_state",
     "fill_shared_tensors",
     "read_json_object",

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints import CheckpointError, check_finite
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.heads.tasks import (
     MultipleChoiceHead,
@@ -520,6 +520,7 @@ def read_trained_state(
             f"{path}: cannot read the {what} weights ({type(exc).__name__}: {exc}); the file is "
             "damaged or truncated: restore it from the run's checkpoint or save the model again"
         ) from None
+    check_finite(state, path)
     problems = [
         f"{k}: file {tuple(v.shape)} vs model {tuple(expected[k].shape)}"
         for k, v in state.items()

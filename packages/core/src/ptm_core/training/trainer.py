@@ -41,6 +41,7 @@ from ptm_core.training.distributed import (
     init_distributed,
     mean_across_ranks,
 )
+from ptm_core.training.finite_loss import FiniteLossGuard
 from ptm_core.training.memory import enable_activation_checkpointing
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, build_schedule
@@ -211,6 +212,10 @@ class Trainer:
         self._forward = compile_forward(forward, config)
         self.step = 0
         self._window = MetricsWindow()
+        # Immediate on one CPU process (free there); else read at logs, saves and the end.
+        self._finite = FiniteLossGuard(
+            immediate=self.device.type == "cpu" and not self.dist.enabled
+        )
         self._lr = 0.0  # rate used by the last step, for logging
         self._data_wait = 0.0  # seconds spent waiting for batches since the last log line
         self._fit_called = False
@@ -258,6 +263,7 @@ class Trainer:
                 tokens += self._train_step()
                 bar.update(1)
                 if self.step % self.config.log_every == 0 or self.step == self.config.max_steps:
+                    self._finite.check()
                     elapsed = max(time.perf_counter() - since, 1e-9)
                     record = self._log(tokens / elapsed, self._data_wait / elapsed)
                     history.append(record)
@@ -269,10 +275,12 @@ class Trainer:
                     )
                     tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
+                    self._finite.check()  # never a checkpoint of weights trained on NaN
                     rank_rngs = self._gather_rng_states()  # DDP: a collective on every rank
                     if main or self._fsdp_source is not None:  # sharded saves: every rank
                         last_checkpoint = self._save(rank_rngs)
                     barrier()
+            self._finite.check()
             if self._fsdp_source is not None:
                 from ptm_core.training.sharding import copy_full_weights
 
@@ -379,6 +387,7 @@ class Trainer:
             self._data_wait += time.perf_counter() - waited
             tokens += count_tokens(batch)  # on the host copy: no device sync
             output = self._forward_batch(batch)
+            self._finite.observe(self.step + 1, output.loss, output.metrics)
             (output.loss / accumulation).backward()
             self._window.add("loss", output.loss)
             for name, value in output.metrics.items():
