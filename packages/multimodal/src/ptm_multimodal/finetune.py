@@ -214,7 +214,7 @@ def finetune_image_text(
         ),
         score=lambda: evaluate_image_text_task(
             model, dev, featurizer, batch_size=task.eval_batch_size
-        )[0],
+        ),
         name=task.name,
         metric=task.metric,
     )

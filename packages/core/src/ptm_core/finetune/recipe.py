@@ -183,7 +183,7 @@ def finetune(
         data,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev)[0],
+        score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
     )
@@ -272,7 +272,7 @@ def finetune_seq2seq(
         data,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(network, task, dev)[0],
+        score=lambda: evaluate_task(network, task, dev),
         name=task.name,
         metric=str(task.metric),
     )

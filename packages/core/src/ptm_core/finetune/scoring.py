@@ -9,6 +9,7 @@ run returns.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ import torch
 from torch import nn
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.finetune.collapse import collapse_warnings, prior_loss
 from ptm_core.finetune.data.features import aligned_tags
 from ptm_core.finetune.data.qa import postprocess_qa, squad_references
 from ptm_core.finetune.data.task_batches import TaskBatches
@@ -25,9 +27,11 @@ from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.training import TrainerConfig
+from ptm_core.training.metrics import MetricsLog
 from ptm_core.training.run import train_and_save
 
 EVAL_FILE = "eval.json"
+logger = logging.getLogger(__name__)
 
 
 @torch.no_grad()
@@ -135,26 +139,45 @@ def train_and_score(
     trainer: TrainerConfig,
     *,
     save_final: Callable[[Path], object],
-    score: Callable[[], dict[str, float]],
+    score: Callable[[], dict[str, float] | tuple[dict[str, float], Any]],
     name: str,
     metric: str | None = None,
 ) -> FinetuneResult:
     """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
     writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
     (the last training metrics and ``dev/<name>`` for each dev metric), print the headline.
+
+    ``score()`` returns the dev metrics, or ``(metrics, predictions)`` as
+    :func:`evaluate_task` does. A collapsed run (a training loss that ends at the label
+    prior's, or dev predictions of one class: :mod:`ptm_core.finetune.collapse`) is warned
+    about in the log, on the terminal and under ``warnings`` in ``eval.json`` and the
+    result's ``final_metrics``.
     """
     run = train_and_save(model, data, trainer, save_final=save_final)
-    dev_metrics = score()
-    final_metrics = {
+    scored = score()
+    dev_metrics, predictions = scored if isinstance(scored, tuple) else (scored, None)
+    final_metrics: dict[str, Any] = {
         **run.final_metrics,
         **{f"dev/{key}": value for key, value in dev_metrics.items()},
     }
+    rows = getattr(data, "rows", None)
+    warnings = collapse_warnings(
+        MetricsLog(run.result.metrics_path).read(),
+        prior_loss(rows) if rows is not None else None,
+        predictions,
+        label_names=getattr(model, "label_names", None),
+    )
+    if warnings:
+        final_metrics["warnings"] = warnings
     output_dir = run.result.output_dir
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
     headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
     print(
         f"{name}: {headline}({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
     )
+    for warning in warnings:
+        logger.warning("%s: %s", name, warning)
+        print(f"warning: {warning}")
     return FinetuneResult(
         output_dir=output_dir,
         metrics_path=run.result.metrics_path,

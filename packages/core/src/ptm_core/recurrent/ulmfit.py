@@ -330,7 +330,7 @@ def finetune_ulmfit(
         data,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev)[0],
+        score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
     )

@@ -172,7 +172,7 @@ def finetune_ernie_thu(
         save_final=lambda final: save_ernie_task_model(
             model, final, entity_ids=entity_ids, task_config=record, extra_writers=[tokenizer.save]
         ),
-        score=lambda: evaluate_task(model, task, dev)[0],
+        score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
     )

@@ -184,7 +184,7 @@ def finetune_kbert(
         save_final=lambda final: save_task_model(
             model, final, task_config=settings, extra_writers=[tokenizer.save]
         ),
-        score=lambda: evaluate_kbert(model, dev, featurizer, label_names)[0],
+        score=lambda: evaluate_kbert(model, dev, featurizer, label_names),
         name="kbert",
         metric="f1" if kind == "tagging" else "accuracy",
     )
