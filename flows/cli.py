@@ -82,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--format", default="hf", choices=["hf"])
     export.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
     export.add_argument("output", help="the folder to write (replaced)")
+    export.add_argument(
+        "--text-layers-only",
+        action="store_true",
+        help="ERNIE-THU: export only the text layers, without the knowledge layers",
+    )
     compress = commands.add_parser(
         "compress", help="quantise, prune or ONNX-export a final/ into a new folder"
     )
@@ -356,7 +361,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from flows.export import export
 
         try:
-            export(args.source, args.output, format=args.format)
+            export(
+                args.source,
+                args.output,
+                format=args.format,
+                text_layers_only=args.text_layers_only,
+            )
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1

@@ -18,17 +18,22 @@ from typing import Any
 from ptm_core.atomic import atomic_write_text
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
+from ptm_core.checkpoints.hf.knowledge_export import NOTE_FILE
 
 FORMATS = ("hf",)
 
 
-def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFExport:
+def export(
+    source: str | Path, target: str | Path, *, format: str = "hf", text_layers_only: bool = False
+) -> HFExport:
     """Export ``source`` to ``target`` in ``format`` and print a short summary.
 
     Args:
         source: a ``final/`` folder written by ``ptm pretrain`` or ``ptm finetune``.
         target: the folder to write (replaced as a whole).
         format: ``"hf"`` (Hugging Face ``transformers``), the only format for now.
+        text_layers_only: ERNIE-THU only: export its text layers without the knowledge
+            layers (refused without it), with a note of what was left out.
 
     Returns:
         What was written (:class:`~ptm_core.checkpoints.hf.export.HFExport`).
@@ -52,7 +57,7 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
     elif is_lxmert_final(source):
         result = export_lxmert(source, target)
     else:
-        result = export_hf(source, target)
+        result = export_hf(source, target, text_layers_only=text_layers_only)
     print(f"exported       {source} -> {result.directory}")
     print(f"family         {result.family}")
     print(f"architecture   {result.architecture}")
@@ -61,6 +66,8 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         print("note           XLM pre-training saves the encoder only: exported as XLMModel")
     if result.skipped:
         print(f"not exported   {', '.join(result.skipped)} (no Hugging Face counterpart)")
+    if text_layers_only:
+        print(f"note           {result.directory / NOTE_FILE} lists what was left out")
     print(
         f"load with      transformers.{result.auto_class}.from_pretrained({str(target)!r}), "
         f"AutoTokenizer.from_pretrained({str(target)!r})"

@@ -45,6 +45,15 @@ from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import registry
 from ptm_core.checkpoints.hf.bert import check_bert_layout, encoder_config_to_hf, ptm_to_hf_bert
 from ptm_core.checkpoints.hf.formats import default_hf_format
+from ptm_core.checkpoints.hf.knowledge_export import (
+    FLAG,
+    NOTE_FILE,
+    head_names,
+    is_ernie_thu,
+    knowledge_left_out,
+    note,
+    refusal,
+)
 from ptm_core.checkpoints.hf.tokenizer_files import (
     HF_TOKENIZER_FILES,
     find_tokenizer_directory,
@@ -132,7 +141,9 @@ def _unsupported(source: Path, what: str) -> CheckpointError:
     )
 
 
-def export_hf(source: str | Path, target: str | Path) -> HFExport:
+def export_hf(
+    source: str | Path, target: str | Path, *, text_layers_only: bool = False
+) -> HFExport:
     """Write ``source`` (a ptm ``final/``) as a Hugging Face folder at ``target``, atomically.
 
     ``transformers`` loads the result with ``AutoModelFor...`` (see the module table) and
@@ -141,6 +152,10 @@ def export_hf(source: str | Path, target: str | Path) -> HFExport:
     Args:
         source: a ``final/`` written by ``ptm pretrain`` or ``ptm finetune``.
         target: the folder to write (replaced as a whole if it exists).
+        text_layers_only: for an ERNIE-THU ``final/`` (refused without it): export only
+            its T-Encoder's text layers as a ``BertModel``, with a note
+            (:data:`~ptm_core.checkpoints.hf.knowledge_export.NOTE_FILE`) of what was left
+            out. Refused for any other folder.
 
     Returns:
         :class:`HFExport`.
@@ -157,6 +172,13 @@ def export_hf(source: str | Path, target: str | Path) -> HFExport:
         )
     raw = read_json_object(source / "config.json")
     tokenizer_dir = find_tokenizer_directory(source)
+    if is_ernie_thu(source, raw):
+        return _export_text_layers(source, Path(target), tokenizer_dir, text_layers_only)
+    if text_layers_only:
+        raise CheckpointError(
+            f"{source}: {FLAG} is for ERNIE-THU folders (their text layers without the "
+            "knowledge layers); this folder exports whole: leave the flag out"
+        )
     if (source / TASK_JSON).is_file():
         return _export_task(source, Path(target), tokenizer_dir)
     if raw.get("ptm_model") == "encoder_decoder":
@@ -229,6 +251,39 @@ def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> H
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
     result.directory = target
+    return result
+
+
+def _export_text_layers(
+    source: Path, target: Path, tokenizer_dir: Path | None, text_layers_only: bool
+) -> HFExport:
+    """ERNIE-THU: refused, or (``text_layers_only``) its T-Encoder as a ``BertModel``."""
+    from ptm_core.encoders.transformer import TransformerEncoder
+
+    heads = head_names(source / HEADS_FILE)
+    left_out = knowledge_left_out(source, heads)
+    task = (source / TASK_JSON).is_file()
+    if task or not text_layers_only:
+        raise refusal(source, left_out, task=task)
+    encoder = TransformerEncoder.from_pretrained(source)
+    tokenizer = None
+    if tokenizer_dir is not None:
+        from ptm_core.tokenization import WordPieceTokenizer
+
+        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
+    text = note(source, encoder.config.num_layers, left_out)
+    try:
+        with atomic_directory(target) as tmp:
+            # No heads: ERNIE-THU's MLM/NSP/dEA heads read the K-Encoder's output.
+            result = write_hf_encoder(encoder, tmp, family="bert", heads={}, tokenizer=tokenizer)
+            (tmp / NOTE_FILE).write_text(text, encoding="utf-8")
+    except CheckpointError as exc:
+        raise _unsupported(source, str(exc)) from None
+    result.directory = target
+    result.family = "ernie_thu (text layers only)"
+    result.skipped = [
+        f"the K-Encoder ({left_out.summary()}); see {NOTE_FILE}",
+    ]
     return result
 
 
