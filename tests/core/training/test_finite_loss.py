@@ -96,3 +96,23 @@ def test_loading_weights_with_a_non_finite_value_names_the_file_and_tensor(
         TransformerEncoder.from_pretrained(tmp_path)
     message = str(err.value)
     assert message.startswith(f"{weights}: tensor {name!r} holds 1 non-finite value(s)"), message
+
+
+def test_ernie_thu_knowledge_weights_with_nan_are_refused(tmp_path: Path) -> None:
+    from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_WEIGHTS, KnowledgeableEncoder
+
+    torch.manual_seed(1)
+    text = bert_encoder(
+        vocab_size=41, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=24
+    )
+    saved = KnowledgeableEncoder(text, torch.randn(9, 4), 1, entity_heads=2).save_pretrained(
+        tmp_path / "thu"
+    )
+    weights = saved / KNOWLEDGE_WEIGHTS
+    state = load_file(str(weights))
+    state["entity_table"][3, 1] = float("nan")
+    save_file(state, str(weights))
+    with pytest.raises(
+        CheckpointError, match=rf"^{weights}: tensor 'entity_table' holds 1 non-finite"
+    ):
+        KnowledgeableEncoder.from_pretrained(saved)

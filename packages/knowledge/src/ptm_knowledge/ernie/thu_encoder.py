@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import registry
+from ptm_core.checkpoints import check_finite, registry
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.model_kinds import ENCODER, ERNIE_THU
@@ -252,7 +252,7 @@ class KnowledgeableEncoder(WrapsTextEncoder):
             )
         options = json.loads(config_path.read_text())
         options.pop("entity_ids", None)
-        state = load_file(str(path / KNOWLEDGE_WEIGHTS))
+        state = check_finite(load_file(str(path / KNOWLEDGE_WEIGHTS)), path / KNOWLEDGE_WEIGHTS)
         text = TransformerEncoder.from_pretrained(path)
         layers = options.pop("num_knowledge_layers")
         model = cls(text, state["entity_table"], layers, **options)
