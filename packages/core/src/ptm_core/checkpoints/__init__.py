@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from ptm_core._lazy import lazy_exports
 from ptm_core.checkpoints.io import (
     CheckpointError,
+    check_finite,
     check_state,
     fill_shared_tensors,
     read_json_object,
-    check_finite,
     read_weights,
     shared_tensor_groups,
     unique_state,
@@ -59,6 +59,7 @@ __all__ = [
     "HF_BERT_CONFIG_KEYS",
     "PTM_ENCODER_FORMAT",
     "CheckpointError",
+    "check_finite",
     "check_state",
     "encoder_config_to_hf",
     "fill_shared_tensors",
@@ -68,7 +69,6 @@ __all__ = [
     "load_encoder",
     "ptm_to_hf_bert",
     "read_json_object",
-    "check_finite",
     "read_weights",
     "save_encoder",
     "shared_tensor_groups",
