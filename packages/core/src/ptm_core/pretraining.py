@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from ptm_core.atomic import atomic_directory
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document
+from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
 from ptm_core.data.row_views import PackedRows, StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
@@ -202,6 +203,7 @@ def build_examples(
     rows: Sequence[dict[str, Any]]
     if builders:
         name, objective = builders[0]
+        warn_one_sentence_documents(store, [name])
         rows = objective.rows(store, max_length, derive_seed(seed, "examples", name))
     else:
         plan = cached_plan(

@@ -23,6 +23,7 @@ import torch
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data import PretrainingBatches
+from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import (
     SegmentPairRows,
     SegmentRows,
@@ -270,6 +271,7 @@ def knowledge_rows(
     """
     base: SegmentRows | SegmentPairRows
     if segment_pairs:
+        warn_one_sentence_documents(store, ["nsp"])
         settings = {
             "max_length": max_length,
             "seed": seed,
