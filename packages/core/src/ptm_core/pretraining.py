@@ -24,6 +24,7 @@ from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
 from ptm_core.data.row_views import PackedRows, StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
+from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
@@ -273,6 +274,8 @@ def open_training_corpus(
     tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
     if run_dir is not None:
         keep_run_tokenizer(tok, run_dir)
+    source = tokenizer_source(tokenizer, prepared, corpus, vocab_size)
+    report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok
 
 

@@ -35,6 +35,7 @@ from ptm_core.data.prepared import TOKENIZER_DIR
 from ptm_core.data.row_views import StaticDataSide
 from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import Piece
+from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
@@ -201,6 +202,8 @@ def open_linked_corpus(
         LinkedCorpusError: a bad line of the input (``file:line``).
         PreparedDataError: a damaged prepared folder, naming the shard file and the fix.
     """
+    where = linked_corpus if isinstance(linked_corpus, (str, Path)) else "the linked documents"
+    source = tokenizer_source(tokenizer, prepared, where, vocab_size)
     if (linked_corpus is None) == (prepared is None):
         raise ValueError(
             "give the linked corpus once: data.linked_corpus=<.jsonl> (prepared into a cache "
@@ -251,6 +254,7 @@ def open_linked_corpus(
         store = KnowledgeStore.open(target, verify=False)
     tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
     keep_run_tokenizer(tok, output_dir)
+    report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok
 
 
