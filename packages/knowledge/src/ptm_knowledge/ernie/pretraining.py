@@ -439,6 +439,7 @@ def pretrain_ernie_thu(
     known_entities: Container[str] | None = None,
     num_workers: int = 0,
     cache_dir: str | Path | None = None,
+    kg: str | Path | None = None,
 ) -> PretrainResult:
     """ERNIE (Zhang et al., 2019) pre-training: MLM + NSP + dEA on a linked corpus.
 
@@ -467,6 +468,8 @@ def pretrain_ernie_thu(
         known_entities: the KG's entity ids: a mention of any other id is an error naming
             its file and line (``None``: not checked).
         num_workers, cache_dir: as :func:`pretrain_ernie_baidu`.
+        kg: the KG folder ``entity_ids`` come from, recorded in ``knowledge_config.json``
+            (fine-tuning links task text against it by default).
         (others as :func:`pretrain_ernie_baidu`)
 
     Raises:
@@ -539,6 +542,7 @@ def pretrain_ernie_thu(
         save_final=lambda final: model_encoder.save_pretrained(
             final,
             entity_ids=entity_ids,
+            kg=kg,
             extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
         ),
     )
