@@ -202,6 +202,8 @@ def pretrain_gain(
         "experiment=bert_tiny_gain",
         *([f"init_from={init_from}"] if init_from else []),
         f"data.corpus={corpus}",
+        # the generated corpus's words are all in this vocabulary (else one is trained on it)
+        f"data.tokenizer={ROOT / 'data_specs' / 'gain_tasks' / 'vocab.txt'}",
         f"trainer.max_steps={steps}",
         f"trainer.save_every={steps}",
         f"trainer.output_dir={out}",

@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--report", default=None, help="report path")
     evaluate.add_argument(
+        "--min-tokens",
+        type=int,
+        default=None,
+        help="fewest scored tokens to compare with a baseline model (default 1000)",
+    )
+    evaluate.add_argument(
         "--task",
         action="append",
         default=None,
@@ -132,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     retrain.add_argument("--corpus", required=True)
     retrain.add_argument("--registry", default="runs/registry")
     retrain.add_argument("--eval-corpus", default=None)
+    retrain.add_argument(
+        "--min-eval-tokens",
+        type=int,
+        default=None,
+        help="fewest scored tokens to compare candidate and champion (default 1000)",
+    )
     retrain.add_argument("--force", action="store_true", help="retrain even without new data")
     retrain.add_argument(
         "--gate-task",
@@ -179,8 +191,9 @@ def _run(args: argparse.Namespace) -> Any:
     if args.command == "evaluate":
         from flows.evaluate import evaluate
 
+        limit = {} if args.min_tokens is None else {"min_tokens": args.min_tokens}
         return evaluate(
-            args.model_dir, args.corpus, args.baseline, args.seed, args.report, args.task
+            args.model_dir, args.corpus, args.baseline, args.seed, args.report, args.task, **limit
         )
     if args.command == "link":
         from flows.link_entities import link_entities
@@ -229,6 +242,7 @@ def _run(args: argparse.Namespace) -> Any:
             args.eval_corpus,
             force=args.force,
             gate_task=args.gate_task,
+            **({} if args.min_eval_tokens is None else {"min_eval_tokens": args.min_eval_tokens}),
         )
     if args.command == "deploy":
         from flows.deploy import deploy
@@ -289,7 +303,7 @@ def _check_before_server(args: argparse.Namespace) -> None:
     if args.command == "evaluate":
         from flows.evaluate import check_evaluation
 
-        check_evaluation(args.model_dir, args.corpus, args.baseline)
+        check_evaluation(args.model_dir, args.corpus, args.baseline, args.report)
     if args.command == "prepare":
         from ptm_core.data.sources import find_inputs
 

@@ -81,6 +81,35 @@ def project_root() -> Path:
 if not OmegaConf.has_resolver("ptm_root"):
     OmegaConf.register_new_resolver("ptm_root", lambda: str(project_root()))
 
+#: The bundled corpora that ship the vocabulary trained on them (relative to project_root()).
+SAMPLE_VOCABULARIES = {
+    "data_specs/text_corpus/sample/corpus.txt": "data_specs/text_corpus/sample-vocab.txt",
+    "data_specs/gain_tasks/sample/corpus.txt": "data_specs/gain_tasks/vocab.txt",
+}
+
+
+def sample_tokenizer(corpus: Any, *other_sources: Any) -> str | None:
+    """A data preset's default ``tokenizer``: the bundled vocabulary of a bundled corpus.
+
+    The sample vocabulary fits the sample only (2,240 tokens, 14 % ``[UNK]`` on real
+    text). When ``corpus`` is the user's own, or another data source in
+    ``other_sources`` is set (``data.linked_corpus``), this is ``None``: the vocabulary is
+    then trained on the user's data. A ``data.tokenizer=`` given on the command line
+    replaces this interpolation and is used as given.
+    """
+    if corpus is None or any(source is not None for source in other_sources):
+        return None
+    root = project_root()
+    given = Path(str(corpus)).resolve()
+    for sample, vocab in SAMPLE_VOCABULARIES.items():
+        if given == (root / sample).resolve():
+            return str(root / vocab)
+    return None
+
+
+if not OmegaConf.has_resolver("ptm_sample_tokenizer"):
+    OmegaConf.register_new_resolver("ptm_sample_tokenizer", sample_tokenizer)
+
 
 def compose_config(overrides: Sequence[str] = (), *, config_name: str = "config") -> DictConfig:
     """Compose the config with command-line style overrides, fully resolved and checked.

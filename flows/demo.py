@@ -118,6 +118,8 @@ def demo(output_dir: str = "runs/demo", overrides: list[str] | None = None) -> d
         [
             "experiment=ernie_thu_tiny",
             f"data.linked_corpus={split['train']}",
+            # The sample's own vocabulary: the linked split is of the sample corpus.
+            f"data.tokenizer={root / 'data_specs' / 'text_corpus' / 'sample-vocab.txt'}",
             f"knowledge.embeddings_dir={kg['output_dir']}",
             f"trainer.output_dir={run_dir / 'pretrain'}",
             *fresh_unless_same_documents(run_dir / "pretrain", split["train"]),

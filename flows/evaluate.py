@@ -19,7 +19,16 @@ from typing import Any
 from prefect import Flow, task
 
 from flows.artifacts import markdown_table, publish_markdown, write_report
-from flows.config import project_root
+from flows.evaluation_data import (
+    MIN_COMPARE_TOKENS,
+    REPORT_MARKER,
+    check_enough_tokens,
+    check_report_path,
+    default_eval_corpus,
+    default_report_path,
+    metrics_lines,
+    scored_tokens,
+)
 from ptm_core.evaluation.files import ENCODER_SHAPE_KEYS
 from ptm_core.evaluation.files import read_json as _read_json
 from ptm_core.evaluation.files import read_json_object as _read_json_object
@@ -30,8 +39,6 @@ from ptm_core.evaluation.registry import (
     registered_evaluations,
 )
 from ptm_core.model_kinds import KIND_KEY, KINDS
-
-DEFAULT_EVAL_CORPUS = "data_specs/text_corpus/sample/corpus.jsonl"
 
 #: The modules that register each package's evaluations (imported on first lookup; a
 #: package that is not installed is skipped).
@@ -184,18 +191,27 @@ def legacy_family(directory: Path) -> str:
 
 
 def check_evaluation(
-    model_dir: str | Path, corpus: str | None = None, baseline: str = "random"
+    model_dir: str | Path,
+    corpus: str | None = None,
+    baseline: str = "random",
+    report_path: str | None = None,
 ) -> str:
     """Check what :func:`evaluate` needs before it starts; return the model's family.
 
     Raises:
         FileNotFoundError: the model or baseline directory does not exist.
-        ValueError: a broken file, no family that fits, or a family without its ``corpus``.
+        ValueError: a broken file, no family that fits, a family without its ``corpus``, a
+            text LM with no held-out data (:func:`default_eval_corpus`), or a report path
+            that holds a file ``ptm evaluate`` did not write.
     """
     family = model_family(model_dir)
-    needs = evaluation_of(family).needs_corpus
+    evaluation = evaluation_of(family)
+    needs = evaluation.needs_corpus
     if needs is not None and corpus is None:
         raise ValueError(f"evaluating a {family} model needs corpus=<{needs}> (--corpus)")
+    if evaluation.text_corpus and corpus is None:
+        default_eval_corpus(model_dir)
+    check_report_path(Path(report_path) if report_path else default_report_path(model_dir))
     if baseline != "random" and not Path(baseline).exists():
         raise FileNotFoundError(
             f"{baseline}: the baseline directory does not exist; pass another model "
@@ -284,7 +300,12 @@ class _CheckedFlow(Flow[..., dict[str, Any]]):
         bound = inspect.signature(self.fn).bind(*args, **params)
         bound.apply_defaults()
         arguments = bound.arguments
-        check_evaluation(arguments["model_dir"], arguments["corpus"], arguments["baseline"])
+        check_evaluation(
+            arguments["model_dir"],
+            arguments["corpus"],
+            arguments["baseline"],
+            arguments["report_path"],
+        )
         return super().__call__(*args, **kwargs)
 
 
@@ -303,6 +324,7 @@ def evaluate(
     report_path: str | None = None,
     tasks: list[str] | None = None,
     task_overrides: list[str] | None = None,
+    min_tokens: int = MIN_COMPARE_TOKENS,
 ) -> dict[str, Any]:
     """Evaluate a model with the evaluation registered for its kind, against a baseline;
     report.
@@ -316,28 +338,36 @@ def evaluate(
 
     Args:
         model_dir: a ``final/`` directory, or a KG-embedding directory.
-        corpus: evaluation data: a text corpus (default: the bundled JSONL sample); for
+        corpus: evaluation data: a text corpus (default: the held-out split the model's
+            run recorded, ``<run>/data_split/held_out.json`` as ``ptm retrain`` writes it;
+            else, for a model with the sample's vocabulary, the bundled JSONL sample;
+            else it must be given); for
             ERNIE-THU a linked corpus, for XLM a parallel corpus (file or directory), for
             multimodal models an image-text pairs directory, for CogQA a HotpotQA-format
             JSON (required for those).
         baseline: ``"random"`` (same architecture from random init; for KG embeddings the
             untrained model PyKEEN scored) or another model directory (e.g. the champion).
         seed: seed of the evaluation's masks, corruption and random baseline.
-        report_path: where to write the markdown report (default beside ``model_dir``).
+        report_path: where to write the markdown report (default
+            ``evaluation-<model folder name>.md`` beside ``model_dir``); a file that
+            ``ptm evaluate`` did not write is never replaced.
         tasks: task presets (``configs/task/``) to fine-tune the model and the baseline on;
             their dev metrics (``<task>/<metric>``) are reported beside the intrinsic ones.
             For a fine-tuned ``final/`` (``task.json``) the task's own dev file is scored
             instead (``corpus`` = another file of the task's format).
         task_overrides: overrides of those fine-tuning runs (``trainer.max_steps=50``).
+        min_tokens: fewest scored tokens on which the model is compared with another
+            model (``baseline`` a directory); fewer is refused (:data:`MIN_COMPARE_TOKENS`).
 
     Returns:
         ``{"family", "metric", "model", "baseline", "report"}``.
     """
-    family = check_evaluation(model_dir, corpus, baseline)
+    family = check_evaluation(model_dir, corpus, baseline, report_path)
     evaluation = evaluation_of(family)
     metric, higher = evaluation.metric, evaluation.higher_is_better
-    if evaluation.text_corpus:
-        corpus = corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
+    source = "given (--corpus)"
+    if evaluation.text_corpus and corpus is None:
+        corpus, source = default_eval_corpus(model_dir)
     scores = score(evaluation, model_dir, corpus, seed)
     if baseline == "random":
         base = score(evaluation, model_dir, corpus, seed, random_init=True)
@@ -353,6 +383,10 @@ def evaluate(
         metric = str(scores.pop("_metric"))
         higher = metric not in ("loss", "mse")
     base.pop("_metric", None)
+    # Masked/predicted tokens of a text LM; other families count rows, pairs or triples.
+    tokens = scored_tokens(scores) if evaluation.text_corpus else None
+    if baseline != "random":
+        check_enough_tokens(tokens, min_tokens, str(corpus), f"{model_dir} with {baseline}")
     # What the report names as data: the corpus given (or defaulted), else the evaluation's own.
     corpus_note = (corpus if evaluation.uses_corpus else None) or evaluation.corpus_note
     what = evaluation.description
@@ -368,13 +402,20 @@ def evaluate(
     rows = [{"model": "model", **scores}, {"model": base_name, **base}]
     delta = scores[metric] - base.get(metric, float("nan"))
     better = delta > 0 if higher else delta < 0
+    scored = f" ({tokens:,} tokens scored)" if tokens is not None else ""
+    if evaluation.uses_corpus and corpus is not None:
+        print(f"evaluation data: {corpus}, {source}{scored}")
+    print(metrics_lines("model", scores))
+    print(metrics_lines(base_name.strip("`"), base))
     markdown = (
-        f"# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`.\n\n"
+        f"{REPORT_MARKER}\n# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`"
+        f"{scored}.\n\n"
         + markdown_table(rows, columns)
         + f"\n\n**{metric}: {scores[metric]:.4f} vs {base.get(metric, float('nan')):.4f} "
         f"for {base_name} ({delta:+.4f}, {'better' if better else 'not better'}).**\n"
     )
-    path = Path(report_path) if report_path else Path(model_dir).resolve().parent / "evaluation.md"
+    path = Path(report_path) if report_path else default_report_path(model_dir)
+    check_report_path(path)
     write_report(path, markdown)
     publish_markdown("evaluation-report", markdown, f"evaluation of {model_dir}")
     print(f"evaluation report: {path}")

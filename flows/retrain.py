@@ -10,12 +10,18 @@ from typing import Any
 from filelock import BaseFileLock, FileLock, Timeout
 from prefect import flow, task
 
-from flows.config import project_root
-from flows.evaluate import DEFAULT_EVAL_CORPUS, evaluate_language_model
+from flows.evaluate import evaluate_language_model
+from flows.evaluation_data import (
+    MIN_COMPARE_TOKENS,
+    check_enough_tokens,
+    metrics_lines,
+    scored_tokens,
+)
 from flows.pretrain import pretrain
 from flows.registry import LockHeldError, ModelRegistry
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data import corpus_files
+from ptm_core.data.held_out import RUN_SPLIT_DIR, split_held_out
 
 # Corpora are gigabytes: hash them in pieces rather than reading whole files into memory.
 FINGERPRINT_CHUNK_BYTES = 1 << 20
@@ -123,6 +129,7 @@ def retrain(
     force: bool = False,
     gate_task: str | None = None,
     gate_overrides: list[str] | None = None,
+    min_eval_tokens: int = MIN_COMPARE_TOKENS,
 ) -> dict[str, Any]:
     """Scheduled retraining with a champion/challenger gate.
 
@@ -141,7 +148,11 @@ def retrain(
         corpus: the (growing) training corpus, file or directory.
         registry_dir: registry directory.
         overrides: Hydra overrides for the pre-training (e.g. ``experiment=bert_tiny``).
-        eval_corpus: held-out evaluation corpus (default: the bundled JSONL sample).
+        eval_corpus: held-out evaluation corpus. Default: a deterministic split of
+            ``corpus`` (1 document in 20, by a hash of its text, so the documents held out
+            stay held out as the corpus grows; :func:`ptm_core.data.held_out.split_held_out`),
+            written and recorded in the candidate's ``data_split/``; the candidate trains
+            on the rest, and ``ptm evaluate`` of it finds the split there.
         metric: language-model metric to gate on (masked LM, or permutation LM for
             XLNet): ``loss`` (default; smooth, lower is better), ``perplexity`` (lower is
             better) or ``accuracy`` (higher is better, noisy on small evaluation sets).
@@ -152,9 +163,13 @@ def retrain(
             and the task's headline dev metric (``<task>/<metric>``, higher is better)
             decides, unless ``metric`` names another ``<task>/...`` metric.
         gate_overrides: overrides for those fine-tuning runs (``trainer.max_steps=...``).
+        min_eval_tokens: fewest scored tokens on which the candidate is compared with the
+            champion on a language-model metric; fewer is refused before the registry
+            changes (:data:`~flows.evaluation_data.MIN_COMPARE_TOKENS`).
 
     Raises:
         LockHeldError: another retrain is training into the same run folder.
+        ValueError: the evaluation scored fewer than ``min_eval_tokens`` tokens.
     """
     registry = ModelRegistry(registry_dir)
     state_path = Path(registry_dir) / "state.json"
@@ -180,6 +195,7 @@ def retrain(
             stat,
             gate_task,
             gate_overrides or [],
+            min_eval_tokens,
         )
     finally:
         # Held until the candidate is in the history: a retrain started meanwhile must not
@@ -199,24 +215,45 @@ def _train_and_consider(
     stat: list[list[Any]],
     gate_task: str | None = None,
     gate_overrides: list[str] | None = None,
+    min_eval_tokens: int = MIN_COMPARE_TOKENS,
 ) -> dict[str, Any]:
     champion = registry.champion()
     print(f"training the candidate in {run_dir}")
+    train_corpus = Path(corpus).resolve()
+    eval_note = "given (--eval-corpus)"
+    if eval_corpus is None:
+        split = split_held_out(corpus, run_dir / RUN_SPLIT_DIR)
+        train_corpus, eval_corpus = Path(split.train), split.held_out
+        eval_note = split.describe()
+        print(f"held out: {eval_note}")
     run_overrides = [
         *(overrides or []),
-        f"data.corpus={Path(corpus).resolve()}",
+        f"data.corpus={train_corpus}",
         f"trainer.output_dir={run_dir}",
     ]
     if champion is not None:
         run_overrides.append(f"init_from={champion['model_dir']}")
     summary = pretrain(run_overrides)
 
-    eval_corpus = eval_corpus or str(project_root() / DEFAULT_EVAL_CORPUS)
     scores = evaluate_language_model(summary["encoder_dir"], eval_corpus, seed)
-    extra: dict[str, Any] = {"data_fingerprint": fingerprint, "eval_corpus": eval_corpus}
+    tokens = scored_tokens(scores)
+    extra: dict[str, Any] = {
+        "data_fingerprint": fingerprint,
+        "eval_corpus": eval_corpus,
+        "eval_tokens": tokens,
+    }
     champion_scores = (
         evaluate_language_model(champion["model_dir"], eval_corpus, seed) if champion else None
     )
+    scored = f"; {tokens:,} tokens scored" if tokens is not None else ""
+    print(f"evaluation data: {eval_corpus}, {eval_note}{scored}")
+    print(metrics_lines("candidate", scores))
+    if champion_scores is not None:
+        print(metrics_lines("champion", champion_scores))
+        if not gate_task:  # a language-model metric decides
+            check_enough_tokens(
+                tokens, min_eval_tokens, eval_corpus, "the candidate with the champion"
+            )
     if gate_task:
         from flows.finetune import downstream_scores, headline_metric
 

@@ -126,4 +126,5 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
         known_entities=known_entities,
         num_workers=data.get("num_workers", 0),
         cache_dir=data.get("cache_dir"),
+        kg=data.kg,  # recorded in final/knowledge_config.json for fine-tuning
     )

@@ -44,7 +44,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     return finetune_ernie_thu(
         task,
         model_dir=init_from,
-        kg=options.kg,
+        kg=options.get("kg"),
         trainer=trainer,
         seed=int(cfg.seed),
         dropout=float(options.get("dropout", 0.1)),

@@ -127,7 +127,8 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
 
 def _finetune_ernie_thu(cfg: DictConfig, task: TaskSpec, trainer: Any) -> FinetuneResult:
     """An ERNIE-THU ``final/``: its knowledge layers fine-tune too, with the task text linked
-    to ``finetune.kg`` at fine-tuning time (``finetune.use_entities=false``: the kg-free
+    to ``finetune.kg`` (null: the model's own KG) at fine-tuning time
+    (``finetune.use_entities=false``: the kg-free
     ablation). Without this branch the generic loader would keep only the text layers."""
     from ptm_knowledge.ernie.finetune import finetune_ernie_thu
 
@@ -144,7 +145,7 @@ def _finetune_ernie_thu(cfg: DictConfig, task: TaskSpec, trainer: Any) -> Finetu
     return finetune_ernie_thu(
         task,
         model_dir=cfg.init_from,
-        kg=options.kg,
+        kg=options.get("kg"),
         trainer=trainer,
         seed=int(cfg.seed),
         dropout=float(options.get("dropout", 0.1)),

@@ -40,7 +40,9 @@ def ernie_final(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text, torch.randn(len(entity_ids), 8), 1, entity_heads=2
     )
     final = tmp_path_factory.mktemp("ernie") / "final"
-    encoder.save_pretrained(final, entity_ids=entity_ids, extra_writers=[tokenizer.save])
+    encoder.save_pretrained(
+        final, entity_ids=entity_ids, kg=KG_DIR, extra_writers=[tokenizer.save]
+    )  # pre-training records the KG it embedded: fine-tuning links against it by default
     return final
 
 

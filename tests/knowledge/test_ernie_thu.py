@@ -132,3 +132,51 @@ def test_save_and_load_round_trip(tmp_path) -> None:
         loaded(ids, entity_ids=entity_ids).last_hidden_state,
         model(ids, entity_ids=entity_ids).last_hidden_state,
     )
+
+
+class _CopyingHead(torch.nn.Module):
+    """Predicts the entity the token carries in its (corrupted) input: the copying shortcut.
+
+    The token state's first feature holds the input entity id (-1: dropped), its second
+    the true one; a dropped entity is answered with another entity (always wrong).
+    """
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.table = table
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        ids = hidden[:, 0].long()
+        wrong = (hidden[:, 1].long() + 1) % self.table.shape[0]
+        return self.table[torch.where(ids < 0, wrong, ids)]
+
+
+def test_dea_corrupted_accuracy_scores_exactly_the_corrupted_tokens() -> None:
+    num_entities = 40
+    text = bert_encoder(vocab_size=50, hidden_size=32, num_layers=2, num_heads=2)
+    # One-hot entity rows: an entity's score is 1 for itself and 0 for every other.
+    model = KnowledgeableEncoder(text, torch.eye(num_entities), 1, entity_heads=2)
+    objective = DenoisingEntityAutoencoderObjective(model)
+    objective.head = _CopyingHead(model.entity_table)
+    ids = torch.randint(-1, num_entities, (60, 200), generator=torch.Generator().manual_seed(3))
+    batch = objective.collate(
+        {"entity_ids": ids, "attention_mask": torch.ones_like(ids)},
+        torch.Generator().manual_seed(7),
+    )
+    _, decision = corrupt_entities(ids, num_entities, torch.Generator().manual_seed(7))
+    assert torch.equal(batch["dea_corrupted"], decision > 0)
+    hidden = torch.zeros(*ids.shape, 32)
+    hidden[..., 0] = batch["entity_ids"].float()
+    hidden[..., 1] = ids.float()
+    from ptm_core.encoders.transformer import EncoderOutput
+
+    metrics = objective(EncoderOutput(last_hidden_state=hidden), batch).metrics
+    aligned = ids >= 0
+    noisy = aligned & (decision > 0)
+    right = batch["entity_ids"] == ids  # copying is right where the input kept the entity
+    assert float(metrics["corrupted"]) == float(noisy.sum())
+    expected = float(right[noisy].float().mean())
+    assert float(metrics["corrupted_accuracy"]) == pytest.approx(expected, abs=1e-6)
+    # Copying scores near 0.8 on all tokens and near chance on the corrupted ones.
+    assert 0.78 <= float(metrics["accuracy"]) <= 0.83
+    assert float(metrics["corrupted_accuracy"]) <= 0.05

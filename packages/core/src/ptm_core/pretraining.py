@@ -20,9 +20,11 @@ from safetensors.torch import load_file, save_file
 from ptm_core.atomic import atomic_directory
 from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document
+from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
 from ptm_core.data.row_views import PackedRows, StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
+from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
@@ -202,6 +204,7 @@ def build_examples(
     rows: Sequence[dict[str, Any]]
     if builders:
         name, objective = builders[0]
+        warn_one_sentence_documents(store, [name])
         rows = objective.rows(store, max_length, derive_seed(seed, "examples", name))
     else:
         plan = cached_plan(
@@ -271,6 +274,8 @@ def open_training_corpus(
     tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
     if run_dir is not None:
         keep_run_tokenizer(tok, run_dir)
+    source = tokenizer_source(tokenizer, prepared, corpus, vocab_size)
+    report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok
 
 

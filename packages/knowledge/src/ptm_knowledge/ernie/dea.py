@@ -83,11 +83,12 @@ class DenoisingEntityAutoencoderObjective(Objective):
         replace_prob, drop_prob: the 5 % / 15 % rates.
         activation, layer_norm_eps: the head transform's (the text encoder's).
 
-    Batch keys: reads and rewrites ``entity_ids`` ``(B, L)``; writes ``dea_labels``.
+    Batch keys: reads and rewrites ``entity_ids`` ``(B, L)``; writes ``dea_labels`` and
+    ``dea_corrupted`` ``(B, L)`` (True where the input entity was replaced or dropped).
     """
 
     name = "dea"
-    batch_keys = ("dea_labels",)
+    batch_keys = ("dea_labels", "dea_corrupted")
 
     def __init__(
         self,
@@ -119,14 +120,19 @@ class DenoisingEntityAutoencoderObjective(Objective):
         ids = batch["entity_ids"]
         if "attention_mask" in batch:  # the core collator pads unknown keys with 0
             ids = ids.masked_fill(~batch["attention_mask"].bool(), NO_ENTITY)
-        corrupted, _ = corrupt_entities(
+        corrupted, decision = corrupt_entities(
             ids,
             self.num_entities,
             generator,
             replace_prob=self.replace_prob,
             drop_prob=self.drop_prob,
         )
-        return {**batch, "entity_ids": corrupted, "dea_labels": ids}
+        return {
+            **batch,
+            "entity_ids": corrupted,
+            "dea_labels": ids,
+            "dea_corrupted": decision > 0,
+        }
 
     def forward(self, encoder_output: EncoderOutput, batch: Batch) -> ObjectiveOutput:
         labels = batch["dea_labels"]
@@ -136,6 +142,8 @@ class DenoisingEntityAutoencoderObjective(Objective):
         # for learning. Every branch writes the same keys: under DDP each rank reduces
         # the same metric names in the same order.
         mentions = aligned.sum().float().detach()
+        corrupted = batch.get("dea_corrupted")
+        noisy = aligned & corrupted.bool() if corrupted is not None else torch.zeros_like(aligned)
         if not aligned.any():
             zero = encoder_output.last_hidden_state.sum() * 0.0
             nothing = zero.detach()
@@ -143,6 +151,8 @@ class DenoisingEntityAutoencoderObjective(Objective):
                 loss=zero,
                 metrics={
                     "accuracy": nothing,
+                    "corrupted_accuracy": nothing,
+                    "corrupted": nothing,
                     "candidates": nothing,
                     "chance": nothing,
                     "mentions": mentions,
@@ -152,10 +162,13 @@ class DenoisingEntityAutoencoderObjective(Objective):
         table = self._encoder[0].entity_table[candidates]  # (C, k), frozen
         predicted = self.head(encoder_output.last_hidden_state[aligned])  # (N, k)
         logits = predicted.float() @ table.float().T  # (N, C)
+        on_noisy = noisy[aligned]  # (N,)
         return ObjectiveOutput(
             loss=F.cross_entropy(logits, targets),
             metrics={
                 "accuracy": accuracy(logits, targets),
+                "corrupted_accuracy": accuracy(logits[on_noisy], targets[on_noisy]),
+                "corrupted": on_noisy.sum().float().detach(),
                 "candidates": torch.tensor(float(len(candidates)), device=logits.device),
                 "chance": torch.tensor(1.0 / len(candidates), device=logits.device),
                 "mentions": mentions,

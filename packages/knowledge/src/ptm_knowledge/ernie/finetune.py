@@ -87,11 +87,53 @@ def _linked_data(
     return TaskData(rows, rows, featurizer, data.label_names, labelled=data.labelled)
 
 
+def model_kg(model_dir: Path, knowledge: Mapping[str, Any], given: str | Path | None) -> Path:
+    """The KG to link task text against: ``given``, else the one the model recorded.
+
+    Raises:
+        ValueError: nothing given and ``knowledge_config.json`` records no KG.
+        FileNotFoundError: the recorded KG folder is gone.
+    """
+    config = model_dir / KNOWLEDGE_CONFIG
+    if given is not None:
+        print(f"KG: {given} (given: finetune.kg)")
+        return Path(given)
+    recorded = knowledge.get("kg")
+    if not recorded:
+        raise ValueError(
+            f"{config}: records no KG (pre-trained before ptm recorded it); give the KG "
+            "folder its pre-training embedded: finetune.kg=<folder> (ernie_finetune.kg= "
+            "with experiment=ernie_thu_finetune_tiny)"
+        )
+    if not Path(recorded).is_dir():
+        raise FileNotFoundError(
+            f"{recorded}: the KG recorded in {config} is gone; give its new place with "
+            "finetune.kg=<folder> (ernie_finetune.kg= with experiment=ernie_thu_finetune_tiny)"
+        )
+    print(f"KG: {recorded} (the model's own, from {config})")
+    return Path(recorded)
+
+
+def _require_entities(
+    coverage: Mapping[str, Mapping[str, Any]], task: TaskSpec, kg: Path, model_dir: Path
+) -> None:
+    """Refuse a run with entities on in which a split has no row linked to the model's table."""
+    for split, found in coverage.items():
+        if found["rows_with_entity"] == 0:
+            raise ValueError(
+                f"{getattr(task, split)}: 0 of {found['rows']:,} {split} rows link to an entity "
+                f"of {model_dir}'s table ({found['mentions']:,} mentions against KG {kg}, "
+                f"{found['mentions_outside_table']:,} of them outside the table): the run would "
+                "be kg-free; give finetune.kg=<the KG the model was pre-trained with>, or "
+                "finetune.use_entities=false for the kg-free ablation"
+            )
+
+
 def finetune_ernie_thu(
     task: TaskSpec,
     *,
     model_dir: str | Path,
-    kg: str | Path,
+    kg: str | Path | None = None,
     trainer: TrainerConfig,
     seed: int = 0,
     dropout: float = 0.1,
@@ -108,7 +150,8 @@ def finetune_ernie_thu(
         task: a GLUE-style ``classification`` or ``regression`` task.
         model_dir: the ``final/`` of ``ptm pretrain experiment=ernie_thu_tiny`` (model,
             tokenizer, KG embedding table and its ``entity_ids``).
-        kg: the KG folder the linker matches task text against (the pre-training's).
+        kg: the KG folder the linker matches task text against; ``None``: the one the
+            pre-training recorded in ``knowledge_config.json`` (``"kg"``).
         trainer: core trainer settings.
         seed: batch order seed (the trainer's ``seed`` sets the head's init and dropout).
         dropout: head dropout.
@@ -122,6 +165,11 @@ def finetune_ernie_thu(
     Returns:
         The core :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` loads with
         :func:`load_ernie_task_model`, ``eval.json`` holds ``dev/<metric>``.
+
+    Raises:
+        ValueError: ``kg`` is ``None`` and the model records no KG; or, with entities on,
+            no row of a split links to an entity of the model's table (the run would be
+            kg-free at chance while claiming entities).
     """
     model_dir = Path(model_dir)
     if not (model_dir / KNOWLEDGE_CONFIG).is_file():
@@ -133,8 +181,10 @@ def finetune_ernie_thu(
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
     tokenizer = WordPieceTokenizer.from_directory(model_dir)
     encoder = KnowledgeableEncoder.from_pretrained(model_dir)
-    entity_ids = json.loads((model_dir / KNOWLEDGE_CONFIG).read_text())["entity_ids"] or []
+    knowledge = json.loads((model_dir / KNOWLEDGE_CONFIG).read_text())
+    entity_ids = knowledge["entity_ids"] or []
     index = {entity: i for i, entity in enumerate(entity_ids)}
+    kg = model_kg(model_dir, knowledge, kg)
     options = dict(linker_options or {})
     train = _linked_data(
         task, "train", tokenizer, index, kg, None, linker_options=options, cache_dir=cache_dir
@@ -145,6 +195,8 @@ def finetune_ernie_thu(
     )  # fmt: skip
     coverage = {s: link_coverage(d.rows, index) for s, d in (("train", train), ("dev", dev))}
     print(f"{task.name}: linked {json.dumps(coverage)}")
+    if use_entities:
+        _require_entities(coverage, task, kg, model_dir)
     num_labels = 1 if task.kind == "regression" else len(train.label_names)
     model = build_ernie_task_model(
         encoder,

@@ -23,6 +23,7 @@ import torch
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data import PretrainingBatches
+from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import (
     SegmentPairRows,
     SegmentRows,
@@ -34,6 +35,7 @@ from ptm_core.data.prepared import TOKENIZER_DIR
 from ptm_core.data.row_views import StaticDataSide
 from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import Piece
+from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.models import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
@@ -200,6 +202,8 @@ def open_linked_corpus(
         LinkedCorpusError: a bad line of the input (``file:line``).
         PreparedDataError: a damaged prepared folder, naming the shard file and the fix.
     """
+    where = linked_corpus if isinstance(linked_corpus, (str, Path)) else "the linked documents"
+    source = tokenizer_source(tokenizer, prepared, where, vocab_size)
     if (linked_corpus is None) == (prepared is None):
         raise ValueError(
             "give the linked corpus once: data.linked_corpus=<.jsonl> (prepared into a cache "
@@ -250,6 +254,7 @@ def open_linked_corpus(
         store = KnowledgeStore.open(target, verify=False)
     tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
     keep_run_tokenizer(tok, output_dir)
+    report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok
 
 
@@ -270,6 +275,7 @@ def knowledge_rows(
     """
     base: SegmentRows | SegmentPairRows
     if segment_pairs:
+        warn_one_sentence_documents(store, ["nsp"])
         settings = {
             "max_length": max_length,
             "seed": seed,
@@ -433,6 +439,7 @@ def pretrain_ernie_thu(
     known_entities: Container[str] | None = None,
     num_workers: int = 0,
     cache_dir: str | Path | None = None,
+    kg: str | Path | None = None,
 ) -> PretrainResult:
     """ERNIE (Zhang et al., 2019) pre-training: MLM + NSP + dEA on a linked corpus.
 
@@ -461,6 +468,8 @@ def pretrain_ernie_thu(
         known_entities: the KG's entity ids: a mention of any other id is an error naming
             its file and line (``None``: not checked).
         num_workers, cache_dir: as :func:`pretrain_ernie_baidu`.
+        kg: the KG folder ``entity_ids`` come from, recorded in ``knowledge_config.json``
+            (fine-tuning links task text against it by default).
         (others as :func:`pretrain_ernie_baidu`)
 
     Raises:
@@ -533,6 +542,7 @@ def pretrain_ernie_thu(
         save_final=lambda final: model_encoder.save_pretrained(
             final,
             entity_ids=entity_ids,
+            kg=kg,
             extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
         ),
     )

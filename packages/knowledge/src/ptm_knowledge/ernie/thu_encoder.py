@@ -213,11 +213,15 @@ class KnowledgeableEncoder(WrapsTextEncoder):
         path: str | Path,
         *,
         entity_ids: Sequence[str] | None = None,
+        kg: str | Path | None = None,
         extra_writers: Sequence[Callable[[Path], object]] = (),
     ) -> Path:
         """Write the T-Encoder (``config.json`` + ``model.safetensors``, loadable alone by
         ``TransformerEncoder.from_pretrained``) plus ``knowledge_layers.safetensors``
         (aggregators, projection, entity table) and ``knowledge_config.json``, atomically.
+
+        ``kg`` (the KG folder the entity table was embedded from) is recorded as
+        ``knowledge_config.json``'s ``"kg"``: fine-tuning links task text against it.
         """
 
         def write(directory: Path) -> None:
@@ -227,7 +231,11 @@ class KnowledgeableEncoder(WrapsTextEncoder):
                 if not k.startswith("text_encoder.")
             }
             save_file(state, str(Path(directory) / KNOWLEDGE_WEIGHTS))
-            config = {**self.options, "entity_ids": list(entity_ids) if entity_ids else None}
+            config = {
+                **self.options,
+                "entity_ids": list(entity_ids) if entity_ids else None,
+                "kg": str(Path(kg).resolve()) if kg is not None else None,
+            }
             (Path(directory) / KNOWLEDGE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
         # The T-Encoder's config.json says "ptm_model": "ernie_thu" (it still loads alone).
@@ -252,6 +260,7 @@ class KnowledgeableEncoder(WrapsTextEncoder):
             )
         options = json.loads(config_path.read_text())
         options.pop("entity_ids", None)
+        options.pop("kg", None)
         state = check_finite(load_file(str(path / KNOWLEDGE_WEIGHTS)), path / KNOWLEDGE_WEIGHTS)
         text = TransformerEncoder.from_pretrained(path)
         layers = options.pop("num_knowledge_layers")
