@@ -35,6 +35,8 @@ import itertools
 import json
 import os
 import re
+import stat
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +51,10 @@ from ptm_core.data.lines import decode_line
 from ptm_core.data.table_sources import plan_table, table_documents
 
 InputPath = str | os.PathLike[str]
+
+# What a damaged gzip or zstd stream raises while it is read (``_ZstdRaw`` turns zstandard's
+# own errors into OSError).
+_STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, zlib.error)
 
 # Suffix (lowercase) -> (kind, compression).
 INPUT_SUFFIXES: dict[str, tuple[str, str | None]] = {
@@ -239,6 +245,17 @@ def _expand(path: Path, *, pattern: bool) -> list[InputFile]:
             "input not found",
             "pass an existing file, folder or glob pattern",
         )
+    if not path.is_file():
+        if pattern:
+            return []
+        # Reading a FIFO blocks until a writer comes, forever in a batch job.
+        raise CorpusError(
+            path,
+            None,
+            "path",
+            f"not a regular file (a {_special_kind(path)})",
+            "pass a regular file; write a pipe's output to a file first",
+        )
     kind = input_kind(path)
     if kind is None:
         if pattern:
@@ -251,6 +268,19 @@ def _expand(path: Path, *, pattern: bool) -> list[InputFile]:
             f"use one of {_SUFFIX_LIST}, or a datasets.save_to_disk folder",
         )
     return [InputFile(path.resolve(), *kind)]
+
+
+def _special_kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, name in (
+        (stat.S_ISFIFO, "named pipe (FIFO)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def _dataset_files(folder: Path) -> list[Path]:
@@ -412,11 +442,90 @@ def iter_piece_documents(piece: Piece, text_field: str = "text") -> Iterator[lis
         return
     with _open_text(piece) as handle:
         limit = piece.stop - piece.start if piece.unit == "bytes" else None
-        lines = stream_lines(handle, path, line_base=piece.line_base, limit=limit)
+        counted = _CountedLines(stream_lines(handle, path, line_base=piece.line_base, limit=limit))
         seen: dict[str, str] = {}
-        for document, line in parse_corpus_lines(path, lines, piece.kind, text_field=text_field):
-            check_unique_id(path, document, line, seen)
-            yield list(document.sentences)
+        documents = parse_corpus_lines(path, counted, piece.kind, text_field=text_field)
+        try:
+            for document, line in documents:
+                check_unique_id(path, document, line, seen)
+                yield list(document.sentences)
+        except _STREAM_ERRORS as exc:
+            if piece.compression is None:
+                raise
+            tool = "gzip -t" if piece.compression == "gz" else "zstd -t"
+            where = f"after line {counted.last}" if counted.last else "before its first line"
+            raise CorpusError(
+                path,
+                counted.last + 1,
+                "compression",
+                f"the .{piece.compression} stream is truncated or corrupt {where} ({exc})",
+                f"compress the file again or fetch a complete copy ({tool} {path.name} checks it)",
+            ) from None
+
+
+class _CountedLines:
+    """Numbered lines passed through, remembering the last number (for a stream error)."""
+
+    def __init__(self, lines: Iterator[tuple[int, str]]) -> None:
+        self._lines = lines
+        self.last = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for number, text in self._lines:
+            self.last = number
+            yield number, text
+
+
+class _TruncatedStreamError(EOFError):
+    """A compressed stream ended inside a frame."""
+
+
+class _ZstdRaw(io.RawIOBase):
+    """A ``.zst`` file decompressed frame by frame, failing on a truncated last frame.
+
+    ``zstandard``'s ``stream_reader`` returns what it decoded and then a clean end of file
+    when the input stops inside a frame, so a truncated file read as a short corpus.
+    """
+
+    def __init__(self, path: Path, zstandard: Any) -> None:
+        self._file = open(path, "rb")  # noqa: SIM115 (closed in close())
+        self._zstd = zstandard
+        self._decompressor = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._file.read(2**20)
+            if not chunk:
+                if self._in_frame:
+                    raise _TruncatedStreamError("the file ends inside a Zstandard frame")
+                return 0
+            self._feed(chunk)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _feed(self, chunk: bytes) -> None:
+        while chunk:
+            self._in_frame = True
+            try:
+                self._pending += self._decompressor.decompress(chunk)
+            except self._zstd.ZstdError as exc:
+                raise OSError(f"corrupt Zstandard data: {exc}") from None
+            if not self._decompressor.eof:
+                return
+            chunk = self._decompressor.unused_data
+            self._decompressor = self._zstd.ZstdDecompressor().decompressobj()
+            self._in_frame = False
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
 
 
 def _open_text(piece: Piece) -> IO[bytes]:
@@ -434,9 +543,7 @@ def _open_text(piece: Piece) -> IO[bytes]:
                 "reading .zst files needs the zstandard package, which is not installed",
                 "install it: pip install 'ptm-core[zstd]'",
             ) from None
-        raw = open(path, "rb")  # noqa: SIM115 (closed with the reader, closefd default)
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader, buffer_size=2**20)
+        return io.BufferedReader(_ZstdRaw(path, zstandard), buffer_size=2**20)
     handle = open(path, "rb")  # noqa: SIM115 (the caller's with-block closes it)
     handle.seek(piece.start)
     return handle
