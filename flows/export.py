@@ -20,6 +20,15 @@ from ptm_core.checkpoints import CheckpointError
 from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
 
 FORMATS = ("hf",)
+# Any one of these makes a folder loadable by AutoTokenizer.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFExport:
@@ -61,10 +70,16 @@ def export(source: str | Path, target: str | Path, *, format: str = "hf") -> HFE
         print("note           XLM pre-training saves the encoder only: exported as XLMModel")
     if result.skipped:
         print(f"not exported   {', '.join(result.skipped)} (no Hugging Face counterpart)")
-    print(
-        f"load with      transformers.{result.auto_class}.from_pretrained({str(target)!r}), "
-        f"AutoTokenizer.from_pretrained({str(target)!r})"
-    )
+    model_line = f"transformers.{result.auto_class}.from_pretrained({str(target)!r})"
+    if any((Path(result.directory) / name).is_file() for name in TOKENIZER_FILES):
+        print(f"load with      {model_line}, AutoTokenizer.from_pretrained({str(target)!r})")
+    else:
+        print(f"load with      {model_line}")
+        print(
+            f"tokenizer      none: {source} holds no tokenizer, so none was exported and "
+            f"AutoTokenizer cannot load {target}; save the tokenizer the model was trained "
+            "with into it (tokenizer.save_pretrained)"
+        )
     return result
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptm_core.data.errors import DataError
-from ptm_core.data.lines import ErrorFactory, iter_lines
+from ptm_core.data.lines import iter_lines
+from ptm_core.data.text_cells import check_text
 
 TEXT_SUFFIX = ".txt"
 JSONL_SUFFIX = ".jsonl"
@@ -351,35 +352,8 @@ def check_document_text(path: Path, line: int, field: str, text: object) -> str:
             "drop the line or put the document's text in it",
         )
     _check_control(path, line, field, text, _CONTROL_JSONL)
-    check_encodable(path, line, field, text, CorpusError)
+    check_text(path, line, field, text, CorpusError)  # a lone surrogate
     return text
-
-
-def check_encodable(
-    path: Path, line: int | None, field: str, text: str, error: ErrorFactory = DataError
-) -> None:
-    """Fail on a lone UTF-16 surrogate (a JSON ``"\\ud800"`` escape), which no tokenizer takes.
-
-    Args:
-        path: The file, for the message.
-        line: The line the text comes from.
-        field: The key or column holding it.
-        text: The decoded text.
-        error: Builds the exception, as in :func:`ptm_core.data.lines.iter_lines`.
-
-    Raises:
-        Exception: Built by ``error``, naming the character.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise error(
-            path,
-            line,
-            field,
-            f"unpaired surrogate U+{ord(text[exc.start]):04X} at character {exc.start + 1}",
-            "write the character itself, or both halves of a \\ud83d\\ude00-style escape pair",
-        ) from None
 
 
 def _check_control(path: Path, line: int, field: str, text: str, pattern: re.Pattern[str]) -> None:
