@@ -169,9 +169,18 @@ def prepared_corpus_cases() -> Iterator[Case]:
     def case(mutation: str, name: str, data: bytes, where: str = "", **settings: Any) -> Case:
         files = {name: data, "vocab.txt": vocab}
         read = prepare(name, **settings)
-        return Case(f"prepare/{mutation}", files, read, name + where, output="out/manifest.json")
+        # A damaged stream is named as such, never "corpus holds no sentences".
+        also = ("compression",) if name.endswith((".gz", ".zst")) and not where else ()
+        return Case(
+            f"prepare/{mutation}", files, read, name + where, also, output="out/manifest.json"
+        )
 
-    plain = _lines(_jsonl_rows() * 40)
+    plain = _lines(
+        [
+            json.dumps({"text": f"The {w} hums {i}. A {w} sleeps.", "id": f"p{i}"}).encode()
+            for i, w in enumerate(WORDS * 20)
+        ]
+    )
     gz = gzip.compress(plain)
     zst = zstandard.ZstdCompressor().compress(plain)
     for share in (0.1, 0.5, 0.9, 0.999):
@@ -184,7 +193,8 @@ def prepared_corpus_cases() -> Iterator[Case]:
     yield case("zst-not-zstd", "d.txt.zst", b"plain text, not zstd\n")
     flipped = bytearray(gz)
     flipped[len(flipped) // 2] ^= 0xFF
-    yield case("gz-flipped-byte", "d.jsonl.gz", bytes(flipped))
+    # The damage shows as a bad line before the CRC at the end is reached: file:line.
+    yield case("gz-flipped-byte", "d.jsonl.gz", bytes(flipped), ":")
     bad_line = _lines([*_jsonl_rows(), b'{"text": 7}'])
     yield case("gz-bad-line", "d.jsonl.gz", gzip.compress(bad_line), ":9")
     yield case("zst-nul-line", "d.txt.zst", zstandard.ZstdCompressor().compress(b"a\x00b\n"), ":1")
