@@ -100,6 +100,12 @@ def compose_config(overrides: Sequence[str] = (), *, config_name: str = "config"
             f"config directory {directory} not found; set PTM_CONFIG_DIR to a ptm configs/ "
             "folder (or run from a ptm checkout)"
         )
+    from flows.hub_models import HubModelError, hub_model_overrides
+
+    try:
+        overrides = hub_model_overrides(overrides, directory)
+    except HubModelError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         parsed = OverridesParser.create().parse_overrides(overrides=list(overrides))
         groups = [o for o in parsed if _is_group(o, directory)]
