@@ -36,12 +36,12 @@ import json
 import os
 import re
 import stat
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ptm_core.data.compressed import STREAM_ERRORS, ZstdRaw
 from ptm_core.data.corpus import (
     CorpusError,
     check_unique_id,
@@ -52,9 +52,6 @@ from ptm_core.data.table_sources import plan_table, table_documents
 
 InputPath = str | os.PathLike[str]
 
-# What a damaged gzip or zstd stream raises while it is read (``_ZstdRaw`` turns zstandard's
-# own errors into OSError).
-_STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, OSError, zlib.error)
 
 # Suffix (lowercase) -> (kind, compression).
 INPUT_SUFFIXES: dict[str, tuple[str, str | None]] = {
@@ -449,7 +446,7 @@ def iter_piece_documents(piece: Piece, text_field: str = "text") -> Iterator[lis
             for document, line in documents:
                 check_unique_id(path, document, line, seen)
                 yield list(document.sentences)
-        except _STREAM_ERRORS as exc:
+        except STREAM_ERRORS as exc:
             if piece.compression is None:
                 raise
             tool = "gzip -t" if piece.compression == "gz" else "zstd -t"
@@ -476,58 +473,6 @@ class _CountedLines:
             yield number, text
 
 
-class _TruncatedStreamError(EOFError):
-    """A compressed stream ended inside a frame."""
-
-
-class _ZstdRaw(io.RawIOBase):
-    """A ``.zst`` file decompressed frame by frame, failing on a truncated last frame.
-
-    ``zstandard``'s ``stream_reader`` returns what it decoded and then a clean end of file
-    when the input stops inside a frame, so a truncated file read as a short corpus.
-    """
-
-    def __init__(self, path: Path, zstandard: Any) -> None:
-        self._file = open(path, "rb")  # noqa: SIM115 (closed in close())
-        self._zstd = zstandard
-        self._decompressor = zstandard.ZstdDecompressor().decompressobj()
-        self._pending = b""
-        self._in_frame = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._pending:
-            chunk = self._file.read(2**20)
-            if not chunk:
-                if self._in_frame:
-                    raise _TruncatedStreamError("the file ends inside a Zstandard frame")
-                return 0
-            self._feed(chunk)
-        size = min(len(buffer), len(self._pending))
-        buffer[:size] = self._pending[:size]
-        self._pending = self._pending[size:]
-        return size
-
-    def _feed(self, chunk: bytes) -> None:
-        while chunk:
-            self._in_frame = True
-            try:
-                self._pending += self._decompressor.decompress(chunk)
-            except self._zstd.ZstdError as exc:
-                raise OSError(f"corrupt Zstandard data: {exc}") from None
-            if not self._decompressor.eof:
-                return
-            chunk = self._decompressor.unused_data
-            self._decompressor = self._zstd.ZstdDecompressor().decompressobj()
-            self._in_frame = False
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
-
-
 def _open_text(piece: Piece) -> IO[bytes]:
     path = Path(piece.path)
     if piece.compression == "gz":
@@ -543,7 +488,7 @@ def _open_text(piece: Piece) -> IO[bytes]:
                 "reading .zst files needs the zstandard package, which is not installed",
                 "install it: pip install 'ptm-core[zstd]'",
             ) from None
-        return io.BufferedReader(_ZstdRaw(path, zstandard), buffer_size=2**20)
+        return io.BufferedReader(ZstdRaw(path, zstandard), buffer_size=2**20)
     handle = open(path, "rb")  # noqa: SIM115 (the caller's with-block closes it)
     handle.seek(piece.start)
     return handle
