@@ -305,9 +305,15 @@ def _check_before_server(args: argparse.Namespace) -> None:
 
         check_evaluation(args.model_dir, args.corpus, args.baseline, args.report)
     if args.command == "prepare":
+        from ptm_core.data.prepare import check_preparation_settings
         from ptm_core.data.sources import find_inputs
 
+        check_preparation_settings(vocab_size=args.vocab_size, workers=args.workers)
         find_inputs(args.inputs)
+    if args.command == "embed-kg":
+        from ptm_knowledge.kg import check_embedding_settings
+
+        check_embedding_settings(embedding_dim=args.dim, num_epochs=args.epochs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -129,6 +129,12 @@ def compose_config(overrides: Sequence[str] = (), *, config_name: str = "config"
             f"config directory {directory} not found; set PTM_CONFIG_DIR to a ptm configs/ "
             "folder (or run from a ptm checkout)"
         )
+    from flows.hub_models import HubModelError, hub_model_overrides
+
+    try:
+        overrides = hub_model_overrides(overrides, directory)
+    except HubModelError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         parsed = OverridesParser.create().parse_overrides(overrides=list(overrides))
         groups = [o for o in parsed if _is_group(o, directory)]
@@ -144,12 +150,42 @@ def compose_config(overrides: Sequence[str] = (), *, config_name: str = "config"
         for override in values:
             if not override.is_sweep_override():
                 _check_value(cfg, base, override.key_or_group)
+        _check_objective_weights(cfg)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option(exc)) from None
     except (HydraException, OmegaConfBaseException) as exc:
         message = " ".join(str(exc).replace("\t", " ").split())
         raise ConfigError(f"cannot compose the config with {list(overrides)}: {message}") from None
     return cfg
+
+
+def _check_objective_weights(cfg: DictConfig) -> None:
+    """Each loss weight is a finite number >= 0 and one at least is above 0.
+
+    A negative weight makes training maximise that loss; all zero trains nothing.
+    """
+    objective = cfg.get("objective")
+    if not isinstance(objective, DictConfig):
+        return
+    for key in ("weights", "entity_weights"):
+        node = objective.get(key)
+        if not isinstance(node, DictConfig) or not len(node):
+            continue
+        values = {str(name): node[name] for name in node}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue  # a wrong type is reported by the type check
+            if not 0 <= value < float("inf"):
+                raise ConfigError(
+                    f"objective.{key}.{name}={value}: a loss weight must be a finite number "
+                    ">= 0 (0 leaves that loss out)"
+                )
+        numbers = [v for v in values.values() if isinstance(v, int | float)]
+        if key == "weights" and numbers and len(numbers) == len(values) and not any(numbers):
+            raise ConfigError(
+                f"objective.weights are all 0 ({', '.join(values)}): nothing would be "
+                "trained; give at least one loss a weight above 0"
+            )
 
 
 def _missing_option(exc: MissingConfigException) -> str:

@@ -21,6 +21,15 @@ from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
 from ptm_core.checkpoints.hf.knowledge_export import NOTE_FILE
 
 FORMATS = ("hf",)
+# Any one of these makes a folder loadable by AutoTokenizer.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+    "vocab.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 
 
 def export(
@@ -68,10 +77,16 @@ def export(
         print(f"not exported   {', '.join(result.skipped)} (no Hugging Face counterpart)")
     if text_layers_only:
         print(f"note           {result.directory / NOTE_FILE} lists what was left out")
-    print(
-        f"load with      transformers.{result.auto_class}.from_pretrained({str(target)!r}), "
-        f"AutoTokenizer.from_pretrained({str(target)!r})"
-    )
+    model_line = f"transformers.{result.auto_class}.from_pretrained({str(target)!r})"
+    if any((Path(result.directory) / name).is_file() for name in TOKENIZER_FILES):
+        print(f"load with      {model_line}, AutoTokenizer.from_pretrained({str(target)!r})")
+    else:
+        print(f"load with      {model_line}")
+        print(
+            f"tokenizer      none: {source} holds no tokenizer, so none was exported and "
+            f"AutoTokenizer cannot load {target}; save the tokenizer the model was trained "
+            "with into it (tokenizer.save_pretrained)"
+        )
     return result
 
 

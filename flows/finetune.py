@@ -22,6 +22,7 @@ from prefect import flow, task
 
 from flows.artifacts import markdown_table, publish_markdown
 from flows.config import compose_config
+from flows.hub_models import looks_like_hub_name
 from flows.recipes import run_recipe
 
 # The root config of `ptm finetune` (configs/finetune.yaml).
@@ -33,12 +34,15 @@ def model_overrides(overrides: Sequence[str]) -> list[str]:
 
     ``model`` is the config group of encoder presets (``model=bert_tiny``: random init). A
     value naming an existing directory, or holding a path separator, is a checkpoint to
-    fine-tune instead: a ptm ``final/`` or a Hugging Face directory.
+    fine-tune instead: a ptm ``final/`` or a Hugging Face directory. A Hub name
+    (``bert-base-uncased``, ``org/model``) is left to :func:`flows.hub_models.hub_model_overrides`
+    (the local Hugging Face cache).
     """
     out = []
     for item in overrides:
         key, sep, value = item.partition("=")
-        if sep and key == "model" and ("/" in value or Path(value).is_dir()):
+        hub_name = not Path(value).exists() and looks_like_hub_name(value)
+        if sep and key == "model" and not hub_name and ("/" in value or Path(value).is_dir()):
             if not Path(value).is_dir():
                 raise FileNotFoundError(
                     f"model={value}: no such directory; give a final/ directory of a ptm run, "

@@ -15,6 +15,7 @@ from flows.link_entities import retry_if_transient
 from ptm_core.data.prepare import (
     DEFAULT_SAMPLE_BYTES,
     DEFAULT_SHARD_BYTES,
+    check_preparation_settings,
     plan_shards,
     preparation_lock,
     prepare_shard,
@@ -96,6 +97,12 @@ def prepare_corpus(
         ``{"output", "fingerprint", "shards", "built", "documents", "sentences", "tokens"}``;
         ``built`` counts the shards built in this run.
     """
+    check_preparation_settings(
+        vocab_size=vocab_size,
+        workers=workers,
+        shard_bytes=shard_bytes,
+        tokenizer_sample_bytes=tokenizer_sample_bytes,
+    )
     with preparation_lock(output):
         plan = plan_shards(
             inputs,

@@ -272,6 +272,12 @@ class WordPieceTokenizer(BackendTokenizer):
         Returns:
             The trained tokenizer.
         """
+        least = len(SPECIAL_TOKENS) + 1
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < least:
+            raise ValueError(
+                f"vocab_size is {vocab_size!r}; it must be an integer of at least {least} "
+                f"({len(SPECIAL_TOKENS)} special tokens plus the characters of the text)"
+            )
         backend = Tokenizer(WordPiece(unk_token=UNK, max_input_chars_per_word=100))
         backend.normalizer = normalizers.BertNormalizer(
             clean_text=True,
@@ -293,6 +299,15 @@ class WordPieceTokenizer(BackendTokenizer):
         # the set of pieces, so renumber them canonically: specials, then sorted pieces.
         learned = backend.get_vocab(with_added_tokens=False)
         pieces = sorted(t for t in learned if t not in SPECIAL_TOKENS)
+        if len(SPECIAL_TOKENS) + len(pieces) > vocab_size:
+            # The trainer keeps the whole alphabet whatever the size asked for.
+            raise ValueError(
+                f"vocab_size is {vocab_size}, below the {len(SPECIAL_TOKENS)} special tokens "
+                f"and the alphabet of the training text ({len(pieces)} characters and "
+                f"continuation pieces, {len(SPECIAL_TOKENS) + len(pieces)} tokens); use at least "
+                f"{len(SPECIAL_TOKENS) + len(pieces)} (a useful vocabulary is far larger: "
+                "the default is 8000)"
+            )
         canonical = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *pieces])}
         normalizer = backend.normalizer
         backend = Tokenizer(WordPiece(canonical, unk_token=UNK, max_input_chars_per_word=100))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from torch import Tensor
 
 from ptm_core.data.batches import iter_built_in_workers
 from ptm_core.data.lines import iter_lines
+from ptm_core.data.text_cells import check_text, loads_json
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.boxes import encode_boxes
@@ -67,10 +67,13 @@ def parse_pair_line(path: Path, number: int, line: str) -> ImageTextPair | None:
     """
     if not line.strip():
         return None
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ImageTextError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+    row = loads_json(
+        path,
+        number,
+        line,
+        'write one {"image_id": ..., "caption": ...} per line',
+        _image_text_error,
+    )
     if not isinstance(row, dict):
         raise ImageTextError(
             f"{path}:{number}: not a JSON object; write one "
@@ -87,6 +90,7 @@ def parse_pair_line(path: Path, number: int, line: str) -> ImageTextPair | None:
                 f"NUL character (\\x00) at character {row[key].index(chr(0)) + 1}",
                 "remove it",
             )
+        check_text(path, number, key, row[key], _image_text_error)
     image = row.get("image")
     if image is not None and (not isinstance(image, str) or not image.strip()):
         raise _image_text_error(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.lines import iter_lines
+from ptm_core.data.text_cells import check_text
 
 TEXT_SUFFIX = ".txt"
 JSONL_SUFFIX = ".jsonl"
@@ -351,6 +352,7 @@ def check_document_text(path: Path, line: int, field: str, text: object) -> str:
             "drop the line or put the document's text in it",
         )
     _check_control(path, line, field, text, _CONTROL_JSONL)
+    check_text(path, line, field, text, CorpusError)  # a lone surrogate
     return text
 
 
@@ -400,6 +402,14 @@ def _jsonl_documents(
                 "json",
                 f"invalid JSON at character {exc.colno}: {exc.msg}",
                 f'write one JSON object per line, e.g. {{"{text_field}": "One sentence. Another."}}',
+            ) from None
+        except RecursionError:
+            raise CorpusError(
+                path,
+                number,
+                "json",
+                "JSON nested too deeply to read",
+                f'write one flat object per line, e.g. {{"{text_field}": "One sentence."}}',
             ) from None
         if not isinstance(record, dict):
             raise CorpusError(

@@ -47,11 +47,20 @@ def iter_lines(
             ``encoding`` (with the line) for bytes that are not UTF-8.
     """
     path = Path(path)
-    if not path.is_file():
-        raise error(path, None, "path", "file not found", "give the path of an existing file")
+    _check_regular_file(path, error)
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             yield number, decode_line(raw, path, number, error)
+
+
+def _check_regular_file(path: Path, error: ErrorFactory) -> None:
+    if path.is_file():
+        return
+    if path.exists():
+        # A FIFO would block the read until a writer comes; a folder cannot be read.
+        kind = "a folder" if path.is_dir() else "not a regular file (a pipe, socket or device)"
+        raise error(path, None, "path", kind, "give the path of a regular file")
+    raise error(path, None, "path", "file not found", "give the path of an existing file")
 
 
 def decode_line(raw: bytes, path: Path, number: int, error: ErrorFactory = DataError) -> str:
@@ -89,8 +98,7 @@ def read_utf8(path: str | os.PathLike[str], error: ErrorFactory = DataError) -> 
             ``encoding`` with the line and byte offset of the first invalid byte.
     """
     path = Path(path)
-    if not path.is_file():
-        raise error(path, None, "path", "file not found", "give the path of an existing file")
+    _check_regular_file(path, error)
     data = path.read_bytes()
     skip = len(_BOM) if data.startswith(_BOM) else 0
     try:

@@ -65,6 +65,7 @@ from ptm_core.data.sources import (
     find_inputs,
     scan_input,
 )
+from ptm_core.tokenization import SPECIAL_TOKENS
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,48 @@ class PreparationPlan:
     pending: list[ShardTask]
     done: dict[str, dict[str, Any]] = field(default_factory=dict)
     up_to_date: bool = False
+
+
+# ---------------------------------------------------------------------- settings
+
+
+def check_preparation_settings(
+    *,
+    vocab_size: int = 8000,
+    workers: int | None = None,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    tokenizer_sample_bytes: int = DEFAULT_SAMPLE_BYTES,
+) -> None:
+    """Fail on a setting out of range before any input is read or any folder made.
+
+    Args:
+        vocab_size: Size of a trained vocabulary.
+        workers: Worker processes (``None``: one per core).
+        shard_bytes: Target bytes of text per shard.
+        tokenizer_sample_bytes: Sentence bytes a trained tokenizer reads.
+
+    Raises:
+        ValueError: One line naming the setting (and its ``ptm prepare`` flag) and its range.
+    """
+    least = len(SPECIAL_TOKENS) + 1
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < least:
+        raise ValueError(
+            f"vocab_size (--vocab-size) is {vocab_size!r}; it must be an integer of at least "
+            f"{least} ({len(SPECIAL_TOKENS)} special tokens {' '.join(SPECIAL_TOKENS)} plus "
+            "the characters of the corpus, counted once the tokenizer is trained); the default "
+            "is 8000"
+        )
+    if workers is not None and (isinstance(workers, bool) or workers < 0):
+        raise ValueError(
+            f"workers (--workers) is {workers!r}; it must be 0 (this process only) or more, "
+            "or left out (one per core)"
+        )
+    for name, value in (
+        ("shard_bytes", shard_bytes),
+        ("tokenizer_sample_bytes", tokenizer_sample_bytes),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} is {value!r}; it must be a positive number of bytes")
 
 
 # ---------------------------------------------------------------------- planning
@@ -135,8 +178,11 @@ def plan_shards(
     Raises:
         CorpusError: A missing or unreadable input, or a bad line in the tokenizer sample.
     """
-    if shard_bytes < 1:
-        raise ValueError(f"shard_bytes must be >= 1, got {shard_bytes}")
+    check_preparation_settings(
+        vocab_size=vocab_size,
+        shard_bytes=shard_bytes,
+        tokenizer_sample_bytes=tokenizer_sample_bytes,
+    )
     out = Path(output_dir)
     (out / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
     remove_temporary_files(out)
@@ -492,6 +538,12 @@ def prepare_corpus(
         CorpusError: A missing input or a bad line (``file:line``); shards finished before
             it stay on disk and are reused by the next run.
     """
+    check_preparation_settings(
+        vocab_size=vocab_size,
+        workers=workers,
+        shard_bytes=shard_bytes,
+        tokenizer_sample_bytes=tokenizer_sample_bytes,
+    )
     with preparation_lock(output_dir):
         plan = plan_shards(
             inputs,
@@ -565,6 +617,7 @@ __all__ = [
     "DEFAULT_SHARD_BYTES",
     "PreparationPlan",
     "ShardTask",
+    "check_preparation_settings",
     "plan_shards",
     "preparation_lock",
     "prepare_corpus",

@@ -40,6 +40,7 @@ from ptm_core.data.prepared import (
     shard_file,
 )
 from ptm_core.data.sources import Piece, iter_piece_documents
+from ptm_core.data.worker_lifetime import die_with_parent
 from ptm_core.tokenization import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
@@ -118,13 +119,15 @@ def init_worker(parent_pid: int, rayon_threads: int | None) -> None:
     """Initializer of a preparation worker process.
 
     Args:
-        parent_pid: The main process: the worker stops between batches once it is gone
-            (a killed ``ptm prepare`` leaves no worker writing).
+        parent_pid: The main process: the worker is killed once it is gone, idle or not
+            (:func:`ptm_core.data.worker_lifetime.die_with_parent`), so a killed
+            ``ptm prepare`` leaves no worker behind.
         rayon_threads: Threads of the Rust tokenizer per worker (``None``: its default, all
             cores), so that workers times threads does not exceed the cores.
     """
     global _PARENT_PID
     _PARENT_PID = parent_pid
+    die_with_parent(parent_pid)
     if rayon_threads is not None:
         os.environ.setdefault("RAYON_NUM_THREADS", str(rayon_threads))
 

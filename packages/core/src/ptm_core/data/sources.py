@@ -35,11 +35,13 @@ import itertools
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from ptm_core.data.compressed import STREAM_ERRORS, ZstdRaw
 from ptm_core.data.corpus import (
     CorpusError,
     check_unique_id,
@@ -49,6 +51,7 @@ from ptm_core.data.lines import decode_line
 from ptm_core.data.table_sources import plan_table, table_documents
 
 InputPath = str | os.PathLike[str]
+
 
 # Suffix (lowercase) -> (kind, compression).
 INPUT_SUFFIXES: dict[str, tuple[str, str | None]] = {
@@ -239,6 +242,17 @@ def _expand(path: Path, *, pattern: bool) -> list[InputFile]:
             "input not found",
             "pass an existing file, folder or glob pattern",
         )
+    if not path.is_file():
+        if pattern:
+            return []
+        # Reading a FIFO blocks until a writer comes, forever in a batch job.
+        raise CorpusError(
+            path,
+            None,
+            "path",
+            f"not a regular file (a {_special_kind(path)})",
+            "pass a regular file; write a pipe's output to a file first",
+        )
     kind = input_kind(path)
     if kind is None:
         if pattern:
@@ -251,6 +265,19 @@ def _expand(path: Path, *, pattern: bool) -> list[InputFile]:
             f"use one of {_SUFFIX_LIST}, or a datasets.save_to_disk folder",
         )
     return [InputFile(path.resolve(), *kind)]
+
+
+def _special_kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    for test, name in (
+        (stat.S_ISFIFO, "named pipe (FIFO)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def _dataset_files(folder: Path) -> list[Path]:
@@ -412,11 +439,38 @@ def iter_piece_documents(piece: Piece, text_field: str = "text") -> Iterator[lis
         return
     with _open_text(piece) as handle:
         limit = piece.stop - piece.start if piece.unit == "bytes" else None
-        lines = stream_lines(handle, path, line_base=piece.line_base, limit=limit)
+        counted = _CountedLines(stream_lines(handle, path, line_base=piece.line_base, limit=limit))
         seen: dict[str, str] = {}
-        for document, line in parse_corpus_lines(path, lines, piece.kind, text_field=text_field):
-            check_unique_id(path, document, line, seen)
-            yield list(document.sentences)
+        documents = parse_corpus_lines(path, counted, piece.kind, text_field=text_field)
+        try:
+            for document, line in documents:
+                check_unique_id(path, document, line, seen)
+                yield list(document.sentences)
+        except STREAM_ERRORS as exc:
+            if piece.compression is None:
+                raise
+            tool = "gzip -t" if piece.compression == "gz" else "zstd -t"
+            where = f"after line {counted.last}" if counted.last else "before its first line"
+            raise CorpusError(
+                path,
+                counted.last + 1,
+                "compression",
+                f"the .{piece.compression} stream is truncated or corrupt {where} ({exc})",
+                f"compress the file again or fetch a complete copy ({tool} {path.name} checks it)",
+            ) from None
+
+
+class _CountedLines:
+    """Numbered lines passed through, remembering the last number (for a stream error)."""
+
+    def __init__(self, lines: Iterator[tuple[int, str]]) -> None:
+        self._lines = lines
+        self.last = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        for number, text in self._lines:
+            self.last = number
+            yield number, text
 
 
 def _open_text(piece: Piece) -> IO[bytes]:
@@ -434,9 +488,7 @@ def _open_text(piece: Piece) -> IO[bytes]:
                 "reading .zst files needs the zstandard package, which is not installed",
                 "install it: pip install 'ptm-core[zstd]'",
             ) from None
-        raw = open(path, "rb")  # noqa: SIM115 (closed with the reader, closefd default)
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader, buffer_size=2**20)
+        return io.BufferedReader(ZstdRaw(path, zstandard), buffer_size=2**20)
     handle = open(path, "rb")  # noqa: SIM115 (the caller's with-block closes it)
     handle.seek(piece.start)
     return handle

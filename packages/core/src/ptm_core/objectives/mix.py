@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
@@ -54,6 +55,17 @@ class ObjectiveMix(nn.Module):
             )
         self.objectives = nn.ModuleDict(dict(objectives))
         self.weights = {name: float(weights.get(name, 1.0)) for name in objectives}
+        for name, weight in self.weights.items():
+            if not 0.0 <= weight < math.inf:
+                raise ValueError(
+                    f"weight of objective {name!r} is {weight}; it must be a finite number "
+                    ">= 0 (0 leaves that loss out)"
+                )
+        if not any(self.weights.values()):
+            raise ValueError(
+                f"all objective weights are 0 ({', '.join(self.weights)}); give at least one "
+                "loss a weight above 0"
+            )
 
     def __iter__(self) -> Iterator[tuple[str, Objective]]:
         for name, objective in self.objectives.items():

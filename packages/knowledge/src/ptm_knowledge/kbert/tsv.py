@@ -23,6 +23,7 @@ import numpy as np
 from ptm_core.data.errors import DataError
 from ptm_core.data.file_records import FileRecords
 from ptm_core.data.lines import decode_line
+from ptm_core.data.text_cells import check_text
 from ptm_knowledge.kbert.model import segment_words
 
 T = TypeVar("T")
@@ -78,16 +79,40 @@ class LazyTsv(FileRecords, Generic[T]):
         return self._parse(self.handle(), int(self.offsets[index]), int(self.lines[index]))
 
 
-def _labeled_fields(path: Path, number: int, line: str) -> list[str] | None:
-    """The fields of a data line, ``None`` for blank/comment lines; checks the layout."""
+def _labeled_fields(
+    path: Path, number: int, line: str, header: Sequence[str] | None = None
+) -> list[str] | None:
+    """The fields of a data line, ``None`` for blank/comment lines; checks the layout.
+
+    Under a header, a line has exactly the header's columns (a third field under
+    ``label<TAB>text_a`` was read as a sentence pair the header does not announce).
+    """
     if not line.strip() or line.startswith("#"):
         return None
     fields = line.split("\t")
     if len(fields) not in (2, 3):
-        raise ValueError(
-            f"{path}:{number}: expected label<TAB>text_a[<TAB>text_b], got "
-            f"{len(fields)} fields; separate the columns with one tab"
+        raise DataError(
+            path,
+            number,
+            "columns",
+            f"expected label<TAB>text_a[<TAB>text_b], got {len(fields)} fields",
+            "separate the columns with one tab",
         )
+    if header is not None and len(fields) != len(header):
+        raise DataError(
+            path,
+            number,
+            "columns",
+            f"{len(fields)} tab-separated fields, but the header has {len(header)} "
+            f"({'<TAB>'.join(header)})",
+            "give every line the header's columns; a tab inside a sentence must be a space",
+        )
+    for name, text in zip(("text_a", "text_b"), fields[1:], strict=False):
+        check_text(path, number, name, text)
+        if not text.strip():
+            raise DataError(
+                path, number, name, f"empty {name}", "write the sentence, or drop the line"
+            )
     if not fields[0].strip():
         raise DataError(
             path,
@@ -125,10 +150,12 @@ def read_labeled_tsv(
     offsets, lines = array("q"), array("q")
     found: set[str] = set()
     known = set(labels) if labels is not None else None
+    header: list[str] | None = None
     for start, number, line in _lines_at(path):
-        if not lines and line.startswith("label\t"):
+        if not lines and header is None and line.startswith("label\t"):
+            header = [cell.strip() for cell in line.split("\t")]
             continue
-        fields = _labeled_fields(path, number, line)
+        fields = _labeled_fields(path, number, line, header)
         if fields is None:
             continue
         if known is not None and fields[0] not in known:

@@ -2,6 +2,7 @@
 
 from ptm_knowledge.kg.embeddings import (
     KGEmbeddingResult,
+    check_embedding_settings,
     load_entity_embeddings,
     save_entity_embeddings,
     train_kg_embeddings,
@@ -22,6 +23,7 @@ __all__ = [
     "KGError",
     "KnowledgeGraph",
     "Triple",
+    "check_embedding_settings",
     "load_entity_embeddings",
     "load_knowledge_graph",
     "read_entity_table",

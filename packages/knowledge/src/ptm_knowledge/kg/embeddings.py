@@ -113,6 +113,36 @@ def _run_pipeline(
     )
 
 
+def check_embedding_settings(
+    *,
+    embedding_dim: int = 32,
+    num_epochs: int = 100,
+    batch_size: int = 64,
+    learning_rate: float = 0.01,
+) -> None:
+    """Fail on a setting out of range before the graph is read or PyKEEN starts.
+
+    Args:
+        embedding_dim: Embedding width.
+        num_epochs: Training epochs.
+        batch_size: Training batch size.
+        learning_rate: Adam learning rate.
+
+    Raises:
+        ValueError: One line naming the setting (and its ``ptm embed-kg`` flag) and its range.
+    """
+    for name, flag, value in (
+        ("embedding_dim", "--dim", embedding_dim),
+        ("num_epochs", "--epochs", num_epochs),
+        ("batch_size", None, batch_size),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            where = f"{name} ({flag})" if flag else name
+            raise ValueError(f"{where} is {value!r}; it must be a whole number of at least 1")
+    if not isinstance(learning_rate, int | float) or not 0 < learning_rate < float("inf"):
+        raise ValueError(f"learning_rate is {learning_rate!r}; it must be a finite number above 0")
+
+
 def train_kg_embeddings(
     kg: KnowledgeGraph,
     *,
@@ -155,6 +185,12 @@ def train_kg_embeddings(
     Raises:
         ValueError: no triples, or an unknown model name (listing valid ones).
     """
+    check_embedding_settings(
+        embedding_dim=embedding_dim,
+        num_epochs=num_epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+    )
     from pykeen.evaluation import RankBasedEvaluator
     from pykeen.models import model_resolver
     from pykeen.pipeline import pipeline

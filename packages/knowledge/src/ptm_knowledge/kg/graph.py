@@ -455,6 +455,16 @@ def _read_entity_table(path: Path) -> EntityTable:
         builder.append(entity_id, name, type_, description, [a for a in alias_list if a])
     if not header_seen:
         raise KGError(path, None, "header", "the file has no header and no entities", "add both")
+    if not first_seen:
+        # An empty table links nothing: `ptm link` wrote a corpus without one mention.
+        raise KGError(
+            path,
+            None,
+            "id",
+            "the table has its header but no entity (at least 1 row is needed)",
+            "add one entity per line below the header: id<TAB>name<TAB>type<TAB>aliases"
+            "<TAB>description",
+        )
     return builder.finish()
 
 

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from ptm_core.atomic import atomic_file
 from ptm_core.data import iter_text_corpus
 from ptm_core.data.lines import iter_lines
+from ptm_core.data.text_cells import check_text, loads_json
 from ptm_knowledge.kg.graph import KGError
 from ptm_knowledge.linking.linker import EntityLinker, Mention
 
@@ -211,12 +212,7 @@ def read_linked_corpus(
     for number, raw in iter_lines(path, LinkedCorpusError):
         if not raw.strip():
             continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as err:
-            raise _fail(
-                path, number, "json", f"invalid JSON ({err.msg})", "write one object per line"
-            ) from None
+        record = loads_json(path, number, raw, "write one object per line", LinkedCorpusError)
         if not isinstance(record, dict):
             raise _fail(path, number, "json", "not a JSON object", "write one object per line")
         doc_id = record.get("id")
@@ -245,6 +241,7 @@ def read_linked_corpus(
                     f"NUL character (\\x00) at character {sentence.index(chr(0)) + 1}",
                     "remove it from the source text and link the corpus again",
                 )
+            check_text(path, number, f"sentences[{i}]", sentence, LinkedCorpusError)
         mentions: list[SentenceMention] = []
         for k, item in enumerate(record.get("mentions", [])):
             where = f"mentions[{k}]"

@@ -16,6 +16,7 @@ from typing import IO, Literal
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.lines import decode_line
+from ptm_core.data.text_cells import check_text
 from ptm_core.finetune.data.examples import TaggedExample
 from ptm_core.finetune.data.records import (
     TaskRecords,
@@ -109,6 +110,7 @@ def _token(layout: _Layout, number: int, line: str) -> tuple[str, str | None] | 
     columns = line.split()
     if not columns or columns[0] == DOCSTART:
         return None
+    check_text(layout.path, number, "token", line)
     if layout.tag_column is None:
         return columns[0], None
     if len(columns) < 2:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from ptm_core.data.errors import DataError
+from ptm_core.data.text_cells import check_text, loads_json
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.records import (
     TaskRecords,
@@ -201,16 +202,7 @@ def _check_label_column(
 
 
 def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        value = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            path,
-            number,
-            "json",
-            f"invalid JSON ({exc.msg} at column {exc.colno})",
-            "write one JSON object per line",
-        ) from None
+    value = loads_json(path, number, line, "write one JSON object per line")
     if not isinstance(value, dict):
         raise DataError(
             path,
@@ -300,7 +292,7 @@ def _text(layout: _Layout, number: int, values: dict[str, Any], name: str) -> st
             f"expected a string, got {type(value).__name__}",
             "write the text as a JSON string",
         )
-    return value
+    return check_text(layout.path, number, name, value)
 
 
 def _parse(

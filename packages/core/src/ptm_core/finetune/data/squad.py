@@ -7,12 +7,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.lines import read_utf8
+from ptm_core.data.text_cells import check_text, loads_json
 from ptm_core.finetune.data.examples import QAAnswer, QAExample
 from ptm_core.finetune.data.records import ExampleList, no_examples
 
@@ -54,16 +54,9 @@ def read_squad(path: str | Path, *, check_answers: bool = True) -> SquadExamples
     """
     path = Path(path)
     text = read_utf8(path)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            path,
-            exc.lineno,
-            "json",
-            f"invalid JSON ({exc.msg} at column {exc.colno})",
-            "fix the JSON (a SQuAD file is one JSON object with a 'data' list)",
-        ) from None
+    document = loads_json(
+        path, None, text, "fix the JSON (a SQuAD file is one JSON object with a 'data' list)"
+    )
     data = _get(path, document, "data", list, "")
     examples: list[QAExample] = []
     seen: dict[str, str] = {}
@@ -74,7 +67,9 @@ def read_squad(path: str | Path, *, check_answers: bool = True) -> SquadExamples
         for p, paragraph in enumerate(paragraphs):
             where_p = f"{where_a}.paragraphs[{p}]"
             _expect(path, paragraph, dict, where_p)
-            context = _get(path, paragraph, "context", str, where_p)
+            context = check_text(
+                path, None, f"{where_p}.context", _get(path, paragraph, "context", str, where_p)
+            )
             for q, qa in enumerate(_get(path, paragraph, "qas", list, where_p)):
                 where_q = f"{where_p}.qas[{q}]"
                 example = _question(path, qa, context, where_q, check_answers)
@@ -104,7 +99,15 @@ def _question(path: Path, qa: Any, context: str, where: str, check: bool) -> QAE
             "missing or empty question id",
             "give the question a unique string id",
         )
-    question = _get(path, qa, "question", str, where)
+    question = check_text(path, None, f"{where}.question", _get(path, qa, "question", str, where))
+    if not question.strip():
+        raise DataError(
+            path,
+            None,
+            f"{where}.question",
+            f"question {ident!r} is empty",
+            "write the question, or drop the entry",
+        )
     impossible = qa.get("is_impossible", False)
     if not isinstance(impossible, bool):
         raise DataError(

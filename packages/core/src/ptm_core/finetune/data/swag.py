@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from ptm_core.data.errors import DataError
+from ptm_core.data.text_cells import check_text
 from ptm_core.finetune.data.examples import ChoiceExample
 from ptm_core.finetune.data.records import TaskRecords, lines_at, no_examples, read_line, to_int64
 
@@ -82,6 +83,8 @@ def _cells(path: Path, number: int, line: str) -> list[str]:
             f"not a CSV row ({exc})",
             'quote fields that hold commas or quotes ("a, b"; a quote is written "")',
         ) from None
+    for column, cell in enumerate(cells, start=1):
+        check_text(path, number, f"column {column}", cell)
     return cells
 
 
