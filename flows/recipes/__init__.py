@@ -55,8 +55,13 @@ def run_recipe(cfg: DictConfig) -> Any:
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; valid recipes: {', '.join(sorted(RECIPES))}")
     module = importlib.import_module(RECIPES[name])
+    from flows.run_identity import config_identity
+    from ptm_core.training.run_folder import run_identity
+
     try:
-        return module.run(cfg)
+        # The run folder's fingerprint covers the whole config (model, data, settings).
+        with run_identity(config_identity(cfg)):
+            return module.run(cfg)
     except InstantiationException as exc:
         raise ConfigError(instantiation_message(exc)) from None
 

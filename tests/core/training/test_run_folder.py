@@ -67,7 +67,7 @@ def test_another_model_shape_is_refused_before_any_state_dict_error(
     make_model, make_source, make_config
 ) -> None:
     Trainer(make_model(0, dim=16), make_source(), make_config("run")).fit()
-    with pytest.raises(RunMismatchError, match="model.architecture"):
+    with pytest.raises(RunMismatchError, match=r"model\.architecture"):
         Trainer(make_model(0, dim=8), make_source(), make_config("run")).fit()
 
 
@@ -79,9 +79,11 @@ def test_identity_keys_of_the_composed_run_are_compared(
     with run_identity({"data.corpus": path_identity(data)}):
         Trainer(make_model(0), make_source(), make_config("run", max_steps=10)).fit()
     data.write_text("second version, edited in place\n")
-    with run_identity({"data.corpus": path_identity(data)}):
-        with pytest.raises(RunMismatchError, match="data.corpus"):
-            Trainer(make_model(0), make_source(), make_config("run", max_steps=10)).fit()
+    with (
+        run_identity({"data.corpus": path_identity(data)}),
+        pytest.raises(RunMismatchError, match=r"data\.corpus"),
+    ):
+        Trainer(make_model(0), make_source(), make_config("run", max_steps=10)).fit()
 
 
 def test_same_settings_resume_bit_identically(make_model, make_source, make_config) -> None:
@@ -157,15 +159,17 @@ def test_second_writer_is_refused_with_the_pid_and_a_kill_9_frees_the_folder(
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(RunLockedError, match=rf"another ptm run \(pid {holder.pid}\)"):
-            with locked_run_folder(folder):
-                pass
+        with (
+            pytest.raises(RunLockedError, match=rf"another ptm run \(pid {holder.pid}\)"),
+            locked_run_folder(folder),
+        ):
+            pass
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
-    with locked_run_folder(folder):  # the kernel dropped the dead holder's lock
-        with locked_run_folder(folder):  # re-entrant in one process
-            pass
+    # The kernel dropped the dead holder's lock; the lock is re-entrant in one process.
+    with locked_run_folder(folder), locked_run_folder(folder):
+        pass
 
 
 # Trains the toy model of conftest.py slowly enough to be interrupted mid-run.
