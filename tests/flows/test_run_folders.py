@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import os
-import random
 import re
 import signal
 import subprocess
@@ -19,49 +17,17 @@ import time
 from pathlib import Path
 
 import pytest
+from kill_resume import ROOT, cli_env, own_corpus, own_task, own_vocab
 
 from flows.cli import main
 from flows.finetune import run_one, run_sweep
 
-ROOT = Path(__file__).resolve().parents[2]
 # Tiny, fast fine-tuning of a random-init preset.
 QUICK = ["model.num_layers=1", "trainer.progress=false", "trainer.log_every=2"]
-WORDS = [
-    "amber",
-    "basalt",
-    "cobalt",
-    "dune",
-    "ember",
-    "fjord",
-    "glacier",
-    "heron",
-    "iris",
-    "juniper",
-    "kelp",
-    "lichen",
-]
 
 
-def _own_task(root: Path, rows: int = 24) -> list[str]:
-    """A GLUE pair task (not the sample) and a WordPiece vocabulary of its words."""
-    rng = random.Random(7)
-    root.mkdir(parents=True, exist_ok=True)
-    for split in ("train", "dev"):
-        lines = ["index\tsentence1\tsentence2\tlabel"]
-        for i in range(rows):
-            a, b = rng.sample(WORDS, 2)
-            same = rng.random() < 0.5
-            lines.append(f"{i}\tthe {a} meets the {b}\tthe {a if same else b}\t{int(same)}")
-        (root / f"{split}.tsv").write_text("\n".join(lines) + "\n")
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "meets", *WORDS]
-    (root / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    return [
-        "task=kg_pair",
-        f"task.train={root / 'train.tsv'}",
-        f"task.dev={root / 'dev.tsv'}",
-        f"tokenizer={root / 'vocab.txt'}",
-        *QUICK,
-    ]
+def _own_task(root: Path) -> list[str]:
+    return [*own_task(root), *QUICK]
 
 
 def test_two_models_never_share_a_default_folder(
@@ -124,16 +90,6 @@ def test_another_model_tokenizer_or_seed_into_one_folder_is_refused(
     assert len(list(out.glob("previous-run-*/checkpoints"))) == 1
 
 
-def _own_corpus(path: Path) -> Path:
-    rng = random.Random(3)
-    documents = []
-    for _ in range(30):
-        sentences = [" ".join(rng.choices(WORDS, k=rng.randint(5, 12))) + "." for _ in range(4)]
-        documents.append("\n".join(sentences))
-    path.write_text("\n\n".join(documents) + "\n")
-    return path
-
-
 PRETRAIN = [
     "experiment=bert_tiny",
     "model.num_layers=1",
@@ -146,15 +102,6 @@ PRETRAIN = [
 ]
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "HF_HUB_OFFLINE": "1",
-        "PTM_CACHE_DIR": str(tmp_path / "cache"),
-    }
-
-
 def _wait_for_steps(metrics: Path, process: subprocess.Popen[str], steps: int) -> None:
     deadline = time.monotonic() + 300
     while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= steps):
@@ -165,8 +112,7 @@ def _wait_for_steps(metrics: Path, process: subprocess.Popen[str], steps: int) -
 
 @pytest.mark.integration
 def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) -> None:
-    corpus = _own_corpus(tmp_path / "corpus.txt")
-    _own_task(tmp_path / "task")  # its vocab.txt covers the corpus's words
+    corpus = own_corpus(tmp_path / "corpus.txt")
     out = tmp_path / "run"
     command = [
         sys.executable,
@@ -175,7 +121,7 @@ def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) 
         "pretrain",
         *PRETRAIN,
         f"data.corpus={corpus}",
-        f"data.tokenizer={tmp_path / 'task' / 'vocab.txt'}",
+        f"data.tokenizer={own_vocab(tmp_path / 'vocab.txt')}",
         f"trainer.output_dir={out}",
         "trainer.save_every=5",
         "trainer.max_steps=3000",
@@ -183,7 +129,7 @@ def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) 
     process = subprocess.Popen(
         command,
         cwd=ROOT,
-        env=_env(tmp_path),
+        env=cli_env(tmp_path),
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -203,7 +149,7 @@ def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) 
     seed = subprocess.run(
         [*command[:-1], "trainer.max_steps=3000", "seed=7"],
         cwd=ROOT,
-        env=_env(tmp_path),
+        env=cli_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=300,

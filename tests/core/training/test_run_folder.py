@@ -23,17 +23,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ToyModel, ToySource
+from safetensors.torch import load_file
 
-from ptm_core.training import Trainer
+from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.run_folder import (
     FINGERPRINT_FILE,
+    LOCK_FILE,
     RunLockedError,
     RunMismatchError,
     locked_run_folder,
     path_identity,
     run_identity,
 )
-from ptm_core.training.trainer import TrainingInterrupted
+from ptm_core.training.trainer import TIMING_KEYS, TrainingInterrupted
 
 CONFTEST = Path(__file__).with_name("conftest.py")
 
@@ -172,10 +175,11 @@ def test_second_writer_is_refused_with_the_pid_and_a_kill_9_frees_the_folder(
         pass
 
 
-# Trains the toy model of conftest.py slowly enough to be interrupted mid-run.
+# Trains the toy model of conftest.py (argv: folder, conftest, max_steps, seconds per batch).
 SLOW_RUN = textwrap.dedent(
     """
     import importlib.util, sys, time
+    from safetensors.torch import save_model
     from ptm_core.training.run import train_and_save
     spec = importlib.util.spec_from_file_location("toy", sys.argv[2])
     toy = sys.modules["toy"] = importlib.util.module_from_spec(spec); spec.loader.exec_module(toy)
@@ -184,16 +188,65 @@ SLOW_RUN = textwrap.dedent(
     class Slow(toy.ToySource):
         def iter_batches(self, epoch, start=0):
             for batch in super().iter_batches(epoch, start):
-                time.sleep(0.05)
+                time.sleep(float(sys.argv[4]))
                 yield batch
 
     import torch
     torch.manual_seed(0)
-    config = TrainerConfig(output_dir=sys.argv[1], max_steps=400, save_every=5, log_every=1,
-                           progress=False, device="cpu", learning_rate=1e-2)
-    train_and_save(toy.ToyModel(), Slow(), config, save_final=lambda path: None)
+    model = toy.ToyModel()
+    config = TrainerConfig(output_dir=sys.argv[1], max_steps=int(sys.argv[3]), save_every=5,
+                           log_every=1, progress=False, device="cpu", learning_rate=1e-2)
+    def save(path):
+        path.mkdir(parents=True, exist_ok=True)
+        save_model(model, str(path / "model.safetensors"))
+    train_and_save(model, Slow(), config, save_final=save)
     """
 )
+
+
+def _start(script: Path, out: Path, steps: int, pause: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(script), str(out), str(CONFTEST), str(steps), str(pause)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_lines(out: Path, process: subprocess.Popen[str], lines: int) -> None:
+    metrics, deadline = out / "metrics.jsonl", time.monotonic() + 120
+    while not (metrics.is_file() and len(metrics.read_text().splitlines()) >= lines):
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.02)
+
+
+def _records(out: Path) -> list[dict[str, object]]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(x).items() if k not in TIMING_KEYS} for x in lines]
+
+
+def test_kill_9_frees_the_folder_and_the_resume_is_bit_identical(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(SLOW_RUN)
+    straight = _start(script, tmp_path / "straight", 30, 0.0)
+    assert straight.wait(timeout=300) == 0, straight.communicate()[1][-2000:]
+    out = tmp_path / "killed"
+    victim = _start(script, out, 30, 0.02)
+    _wait_for_lines(out, victim, 12)
+    # A second writer while the first runs: refused, naming the holder.
+    with pytest.raises(RunLockedError, match=rf"pid {victim.pid}\)"):
+        Trainer(ToyModel(), ToySource(), TrainerConfig(output_dir=str(out), device="cpu")).fit()
+    victim.kill()  # SIGKILL: the lock file stays, the kernel's lock does not
+    victim.communicate()
+    assert (out / LOCK_FILE).read_text().strip() == str(victim.pid)
+    assert not (out / "final").exists()
+    resumed = _start(script, out, 30, 0.0)
+    assert resumed.wait(timeout=300) == 0, resumed.communicate()[1][-2000:]
+    assert _records(out) == _records(tmp_path / "straight")
+    a = load_file(tmp_path / "straight" / "final" / "model.safetensors")
+    b = load_file(out / "final" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_ctrl_c_prints_one_line_with_the_resume_step(tmp_path: Path) -> None:
@@ -214,7 +267,7 @@ def test_ctrl_c_prints_one_line_with_the_resume_step(tmp_path: Path) -> None:
         )
     )
     process = subprocess.Popen(
-        [sys.executable, str(runner), str(out), str(CONFTEST)],
+        [sys.executable, str(runner), str(out), str(CONFTEST), "400", "0.05"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
