@@ -293,3 +293,26 @@ def test_training_interrupted_is_a_keyboard_interrupt() -> None:
     error = TrainingInterrupted(12, 10)
     assert isinstance(error, KeyboardInterrupt)
     assert str(error) == "interrupted at step 12; the same command resumes from step 10"
+
+
+def test_path_identity_follows_content_not_place_nor_derived_caches(tmp_path: Path) -> None:
+    model = tmp_path / "a" / "final"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"hidden_size": 48}')
+    (model / "model.safetensors").write_bytes(b"\x00" * 100)
+    copy = tmp_path / "b" / "final"
+    copy.mkdir(parents=True)
+    for file in model.iterdir():
+        (copy / file.name).write_bytes(file.read_bytes())
+    assert path_identity(model) == path_identity(copy)
+    (copy / ".model.safetensors.x1.tmp").write_bytes(b"half")  # an atomic write in flight
+    (copy / "cache").mkdir()
+    (copy / "cache" / "plan.npy").write_bytes(b"derived")
+    assert path_identity(model) == path_identity(copy)
+    (copy / "model.safetensors").write_bytes(b"\x01" * 100)
+    assert path_identity(model) != path_identity(copy)
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    manifest = {"format": "ptm-prepared/1", "fingerprint": "ab" * 32}
+    (prepared / "manifest.json").write_text(json.dumps(manifest))
+    assert path_identity(prepared) == "prepared:" + "ab" * 8

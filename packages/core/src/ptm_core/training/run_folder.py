@@ -96,11 +96,27 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _prepared_fingerprint(folder: Path) -> str | None:
+    # A prepared corpus (ptm prepare) names its content in its manifest: no need to hash GBs.
+    manifest = folder / "manifest.json"
+    if not manifest.is_file():
+        return None
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("ptm-prepared"):
+        return None
+    fingerprint = data.get("fingerprint")
+    return fingerprint if isinstance(fingerprint, str) and fingerprint else None
+
+
 def path_identity(path: str | os.PathLike[str]) -> str:
     """A short content hash of a file, or of every file under a folder (names included).
 
-    Hidden entries (``.name``: temp files of atomic writes, locks) are skipped, so a folder
-    ptm is writing next to keeps its identity. The path itself is not part of it: the same
+    Hidden entries (``.name``: temp files of atomic writes, locks) and ``cache/`` folders
+    (indexes a run derives) are skipped, so a folder ptm is writing next to keeps its
+    identity; a prepared corpus is identified by its manifest's fingerprint. The path itself is not part of it: the same
     model copied elsewhere is the same model.
 
     Args:
@@ -112,10 +128,14 @@ def path_identity(path: str | os.PathLike[str]) -> str:
     path = Path(path)
     if path.is_file():
         return "file:" + _file_digest(path)[:16]
+    prepared = _prepared_fingerprint(path)
+    if prepared is not None:
+        return "prepared:" + prepared[:16]
     digest = hashlib.sha256()
     count = 0
     for root, dirs, files in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        # cache/: derived indexes that training itself adds (example plans of prepared data).
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "cache")
         for name in sorted(f for f in files if not f.startswith(".")):
             file = Path(root) / name
             if not file.is_file():
