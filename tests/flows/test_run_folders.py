@@ -111,7 +111,9 @@ def _wait_for_steps(metrics: Path, process: subprocess.Popen[str], steps: int) -
 
 
 @pytest.mark.integration
-def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) -> None:
+def test_pretrain_second_writer_seed_change_and_ctrl_c_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     corpus = own_corpus(tmp_path / "corpus.txt")
     out = tmp_path / "run"
     command = [
@@ -135,6 +137,11 @@ def test_pretrain_seed_change_is_refused_and_ctrl_c_is_one_line(tmp_path: Path) 
         text=True,
     )
     _wait_for_steps(out / "metrics.jsonl", process, 7)
+    # A second `ptm pretrain` into the same folder meanwhile: refused, naming the holder.
+    capsys.readouterr()
+    assert main(command[3:]) == 1
+    (refused,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("ptm: ")]
+    assert f"being written by another ptm run (pid {process.pid})" in refused
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err[-3000:]
