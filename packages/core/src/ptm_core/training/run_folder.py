@@ -27,6 +27,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from ptm_core.atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -211,6 +213,63 @@ def mismatch_message(
         "old run's files are moved to previous-run-*), or resume it anyway with "
         "trainer.resume=force"
     )
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training; the message says where it stopped and where a rerun resumes.
+
+    Attributes:
+        step: the last optimizer step completed.
+        resume_step: the step of the newest complete checkpoint (0 if there is none).
+    """
+
+    def __init__(self, step: int, resume_step: int) -> None:
+        super().__init__(
+            f"interrupted at step {step}; the same command resumes from step {resume_step}"
+        )
+        self.step = step
+        self.resume_step = resume_step
+
+
+def architecture_hash(model: nn.Module) -> str:
+    """A hash of the parameter and buffer names, shapes and dtypes: what a checkpoint must fit."""
+    digest = hashlib.sha256()
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def check_fingerprint(output_dir: Path, keys: Mapping[str, Any], resume: bool | str) -> None:
+    """Refuse to resume a folder that holds another run; then record ``keys`` as its fingerprint.
+
+    Args:
+        output_dir: the run folder, which holds a checkpoint to resume.
+        keys: this run's fingerprint.
+        resume: the trainer's ``resume`` setting (``"force"`` resumes despite a mismatch).
+
+    Raises:
+        RunMismatchError: the recorded fingerprint differs and ``resume`` is not ``"force"``.
+    """
+    recorded = read_fingerprint(output_dir)
+    if recorded is None:
+        logger.warning(
+            "%s has no %s (written before ptm recorded what a run folder holds); resuming it "
+            "unchecked, as before.",
+            output_dir,
+            FINGERPRINT_FILE,
+        )
+    else:
+        changed = differing_keys(recorded, keys)
+        if changed and resume != "force":
+            raise RunMismatchError(mismatch_message(output_dir, recorded, keys, changed))
+        if changed:
+            logger.warning(
+                "trainer.resume=force: resuming %s though %s differ; the run will not match an "
+                "uninterrupted one.",
+                output_dir,
+                ", ".join(changed),
+            )
+    write_fingerprint(output_dir, keys)
 
 
 class _Held:

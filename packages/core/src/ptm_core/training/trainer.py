@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import logging
 import os
 import random
@@ -50,12 +49,11 @@ from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 from ptm_core.training.run_folder import (
     FINGERPRINT_FILE,
-    RunMismatchError,
+    TrainingInterrupted,
+    architecture_hash,
+    check_fingerprint,
     current_identity,
-    differing_keys,
     locked_run_folder,
-    mismatch_message,
-    read_fingerprint,
     write_fingerprint,
 )
 
@@ -81,30 +79,6 @@ COSMETIC_KEYS = {
     # Recomputation restores the RNG it used: the same updates bit for bit (tested).
     "activation_checkpointing",
 }
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training; the message says where it stopped and where a rerun resumes.
-
-    Attributes:
-        step: the last optimizer step completed.
-        resume_step: the step of the newest complete checkpoint (0 if there is none).
-    """
-
-    def __init__(self, step: int, resume_step: int) -> None:
-        super().__init__(
-            f"interrupted at step {step}; the same command resumes from step {resume_step}"
-        )
-        self.step = step
-        self.resume_step = resume_step
-
-
-def _architecture(model: nn.Module) -> str:
-    """A hash of the parameter and buffer names, shapes and dtypes: what a checkpoint must fit."""
-    digest = hashlib.sha256()
-    for name, tensor in model.state_dict().items():
-        digest.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}\n".encode())
-    return digest.hexdigest()[:16]
 
 
 @dataclass
@@ -197,7 +171,7 @@ class Trainer:
         # With FSDP the user's model stays where it is (it may not fit the device); a
         # sharded copy is trained and the final weights are gathered back into it.
         self._fsdp_source: nn.Module | None = model if config.fsdp else None
-        self._architecture = _architecture(model)
+        self._architecture = architecture_hash(model)
         self.model = model if config.fsdp else model.to(self.device)
         self.data = data
         self.callbacks = list(callbacks or [])
@@ -352,7 +326,8 @@ class Trainer:
     def _restore_or_start(self) -> Path | None:
         checkpoint = find_latest_checkpoint(self.checkpoints_dir) if self.config.resume else None
         if checkpoint is not None and self.dist.is_main:
-            self._check_fingerprint(checkpoint)
+            # Another model, data or settings: refused before any state is loaded.
+            check_fingerprint(self.output_dir, self.fingerprint(), self.config.resume)
         if checkpoint is None:
             if self.dist.is_main:
                 if not self.config.resume:
@@ -410,30 +385,6 @@ class Trainer:
                 self._seed(derive_seed(self.config.seed, self.step, self.dist.rank) % 2**32)
         logger.info("Resumed from %s (step %d).", checkpoint, self.step)
         return checkpoint
-
-    def _check_fingerprint(self, checkpoint: Path) -> None:
-        """Refuse to resume a folder that holds another run; record this run's fingerprint."""
-        keys = self.fingerprint()
-        recorded = read_fingerprint(self.output_dir)
-        if recorded is None:
-            logger.warning(
-                "%s has no %s (written before ptm recorded what a run folder holds); resuming "
-                "it unchecked, as before.",
-                self.output_dir,
-                FINGERPRINT_FILE,
-            )
-        else:
-            changed = differing_keys(recorded, keys)
-            if changed and self.config.resume != "force":
-                raise RunMismatchError(mismatch_message(self.output_dir, recorded, keys, changed))
-            if changed:
-                logger.warning(
-                    "trainer.resume=force: resuming %s though %s differ; the run will not "
-                    "match an uninterrupted one.",
-                    checkpoint,
-                    ", ".join(changed),
-                )
-        write_fingerprint(self.output_dir, keys)
 
     def _archive_previous_run(self) -> None:
         # resume=false must not mix a new run with the old one's checkpoints (pruning and
