@@ -232,7 +232,7 @@ def test_kill_9_frees_the_folder_and_the_resume_is_bit_identical(tmp_path: Path)
     straight = _start(script, tmp_path / "straight", 30, 0.0)
     assert straight.wait(timeout=300) == 0, straight.communicate()[1][-2000:]
     out = tmp_path / "killed"
-    victim = _start(script, out, 30, 0.02)
+    victim = _start(script, out, 30, 0.3)  # slow: it is still running at the checks below
     _wait_for_lines(out, victim, 12)
     # A second writer while the first runs: refused, naming the holder.
     with pytest.raises(RunLockedError, match=rf"pid {victim.pid}\)"):
