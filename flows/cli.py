@@ -30,6 +30,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (ValueError, FileNotFoundError, D
 # `ptm compress --method onnx` without the compress extra: an ImportError that says the fix.
 COMPRESS_ERRORS: tuple[type[BaseException], ...] = (*USER_ERRORS, ImportError)
 
+OVERWRITE_HELP = "start the run afresh (trainer.resume=false): the old run is moved aside"
 EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, model=bert_mini)
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
 
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
         ("config", "print the composed config"),
     ):
         sub = commands.add_parser(name, help=text, epilog=EPILOG)
+        if name == "pretrain":
+            sub.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
         sub.add_argument("overrides", nargs="*", help="Hydra overrides")
     finetune = commands.add_parser(
         "finetune",
@@ -56,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     finetune.add_argument(
         "--multirun", "-m", action="store_true", help="sweep: seed=0,1,2 lr=1e-3,3e-3 ..."
     )
+    finetune.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     finetune.add_argument("overrides", nargs="*", help="Hydra overrides")
     flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
     flow.add_argument("name", choices=["pretrain", "finetune"])
@@ -318,7 +322,19 @@ def _check_before_server(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ptm`` script; returns the process exit code."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        # Training says where it stopped and where the same command resumes
+        # (ptm_core.training.trainer.TrainingInterrupted); 130 = 128 + SIGINT.
+        print(f"ptm: {exc or 'interrupted'}", file=sys.stderr)
+        return 130
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "overwrite", False):  # start fresh; the old run is moved aside
+        args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
     from flows.config import ConfigError
 

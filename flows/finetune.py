@@ -75,9 +75,44 @@ def setting_of(overrides: Sequence[str]) -> str:
     return " ".join(o for o in overrides if o.partition("=")[0] != "seed") or "(defaults)"
 
 
+def _default_model_preset() -> str:
+    from omegaconf import OmegaConf
+
+    from flows.config import config_dir
+
+    root = OmegaConf.to_container(OmegaConf.load(config_dir() / f"{CONFIG_NAME}.yaml"))
+    defaults = root.get("defaults", []) if isinstance(root, dict) else []
+    for entry in defaults:
+        if isinstance(entry, dict) and "model" in entry:
+            return str(entry["model"])
+    return "model"
+
+
+def default_output_dir(cfg: Any, overrides: Sequence[str]) -> str:
+    """``runs/finetune-<task>/<model>-<settings hash>/seed<N>``: runs of different models,
+    data or settings never share a folder, and the seeds of one setting sit side by side."""
+    from flows.run_identity import config_identity, model_tag, settings_hash
+
+    preset = (
+        next(
+            (o.partition("=")[2] for o in overrides if o.lstrip("+").partition("=")[0] == "model"),
+            None,
+        )
+        or _default_model_preset()
+    )
+    tag = model_tag(cfg.get("init_from"), preset)
+    digest = settings_hash(config_identity(cfg))
+    return f"runs/{cfg.experiment_name}/{tag}-{digest}/seed{cfg.seed}"
+
+
 def run_one(overrides: Sequence[str]) -> dict[str, Any]:
-    """Compose the finetune config with ``overrides`` and run it in this process."""
+    """Compose the finetune config with ``overrides`` and run it in this process.
+
+    Without a ``trainer.output_dir`` override the run goes to :func:`default_output_dir`.
+    """
     cfg = compose_config(model_overrides(overrides), config_name=CONFIG_NAME)
+    if not any(o.lstrip("+").partition("=")[0] == "trainer.output_dir" for o in overrides):
+        cfg.trainer.output_dir = default_output_dir(cfg, overrides)
     result = run_recipe(cfg)
     return {
         "overrides": list(overrides),

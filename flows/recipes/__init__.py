@@ -8,7 +8,9 @@ that the CLI only loads the packages a run needs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
 import re
 from typing import Any
 
@@ -55,8 +57,19 @@ def run_recipe(cfg: DictConfig) -> Any:
     if name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; valid recipes: {', '.join(sorted(RECIPES))}")
     module = importlib.import_module(RECIPES[name])
+    from flows.run_identity import config_identity
+    from ptm_core.training.run_folder import locked_run_folder, run_identity
+
+    output_dir = cfg.get("trainer", {}).get("output_dir")
     try:
-        return module.run(cfg)
+        with contextlib.ExitStack() as stack:
+            # One writer per run folder from the recipe's first write (tokenizer, caches)
+            # to final/; under torchrun rank 0 holds it for all.
+            if output_dir and os.environ.get("RANK", "0") == "0":
+                stack.enter_context(locked_run_folder(output_dir))
+            # The run folder's fingerprint covers the whole config (model, data, settings).
+            stack.enter_context(run_identity(config_identity(cfg)))
+            return module.run(cfg)
     except InstantiationException as exc:
         raise ConfigError(instantiation_message(exc)) from None
 

@@ -23,12 +23,12 @@ CONSIDER_MANY = """
 import sys, time
 from pathlib import Path
 from flows.registry import ModelRegistry
-root, name, start = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+root, name, start, count = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
 registry = ModelRegistry(root)
 (start.parent / f"ready-{name}").touch()
 while not start.exists():
     time.sleep(0.01)
-for i in range(200):
+for i in range(count):
     registry.consider(f"{name}/{i}", {"loss": float(i)}, metric="loss", higher_is_better=False)
 """
 
@@ -50,19 +50,26 @@ def _small_corpus(tmp_path: Path) -> Path:
     return corpus
 
 
-def test_two_processes_considering_at_once_lose_no_history(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("writers", "each"),
+    [(2, 200), pytest.param(4, 100, marks=pytest.mark.stress)],  # 400 entries either way
+)
+def test_processes_considering_at_once_lose_no_history(
+    tmp_path: Path, writers: int, each: int
+) -> None:
     root, start = tmp_path / "registry", tmp_path / "start"
+    names = [chr(ord("a") + i) for i in range(writers)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", CONSIDER_MANY, str(root), name, str(start)],
+            [sys.executable, "-c", CONSIDER_MANY, str(root), name, str(start), str(each)],
             cwd=ROOT,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for name in ("a", "b")
+        for name in names
     ]
     deadline = time.monotonic() + 120
-    while not all((tmp_path / f"ready-{name}").exists() for name in ("a", "b")):
+    while not all((tmp_path / f"ready-{name}").exists() for name in names):
         assert time.monotonic() < deadline, "the writers did not start"
         assert all(p.poll() is None for p in processes), "a writer ended before the start"
         time.sleep(0.05)
@@ -71,10 +78,10 @@ def test_two_processes_considering_at_once_lose_no_history(tmp_path: Path) -> No
         _, err = process.communicate(timeout=300)
         assert process.returncode == 0, err
     history = ModelRegistry(root).history()
-    assert len(history) == 400
-    for name in ("a", "b"):
+    assert len(history) == writers * each
+    for name in names:
         mine = [h["model_dir"] for h in history if h["model_dir"].startswith(f"{name}/")]
-        assert mine == [f"{name}/{i}" for i in range(200)]  # each process's order is kept
+        assert mine == [f"{name}/{i}" for i in range(each)]  # each process's order is kept
 
 
 def test_consider_refuses_to_compare_the_champion_with_itself(tmp_path: Path) -> None:

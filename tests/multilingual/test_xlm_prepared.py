@@ -220,7 +220,7 @@ def test_pretrain_xlm_prepares_once_and_a_resume_reads_the_same_cache(
     from ptm_core.training import TrainerConfig
     from ptm_multilingual import XLMMaskedLMObjective, pretrain_xlm, xlm_text_encoder
 
-    def run(steps: int) -> Path:
+    def run(steps: int, resume: bool | str = True) -> Path:
         result = pretrain_xlm(
             encoder=partial(
                 xlm_text_encoder, hidden_size=16, num_layers=1, num_heads=2, max_positions=32
@@ -233,6 +233,7 @@ def test_pretrain_xlm_prepares_once_and_a_resume_reads_the_same_cache(
                 log_every=1,
                 progress=False,
                 device="cpu",
+                resume=resume,
             ),
             monolingual=MONO,
             parallel=PARALLEL,
@@ -255,5 +256,7 @@ def test_pretrain_xlm_prepares_once_and_a_resume_reads_the_same_cache(
     monkeypatch.setattr("ptm_multilingual.prepared_data._write_stream", no_preparing)
     monkeypatch.setattr("ptm_multilingual.prepared_data._write_parallel", no_preparing)
     monkeypatch.setattr(SharedBPETokenizer, "train_from_streams", no_preparing)
-    run(4)  # resumes from step 2 with the run's own tokenizer: the same prepared folder
+    # Extends the finished 2-step run (another budget: an explicit resume) from step 2 with
+    # the run's own tokenizer: the same prepared folder.
+    run(4, resume="force")
     assert list((tmp_path / "cache").glob("xlm/*/manifest.json")) == prepared

@@ -47,7 +47,9 @@ def test_leftover_temp_dir_is_ignored_and_removed(
     (ckpts / "step-00000009").mkdir()
     assert find_latest_checkpoint(ckpts) == ckpts / "step-00000004"
 
-    config = make_config("trained", max_steps=6, save_every=2, warmup_steps=0)
+    config = make_config(
+        "trained", max_steps=6, save_every=2, warmup_steps=0, resume="force"
+    )  # extends the finished 4-step run: an explicit resume
     result = Trainer(make_model(), make_source(), config).fit()
     assert [r["step"] for r in result.history] == [5, 6]
     assert not leftover.exists()
@@ -72,7 +74,9 @@ def test_truncated_weights_give_a_clear_error(
 ) -> None:
     weights = trained / "checkpoints" / "step-00000004" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    config = make_config("trained", max_steps=6, save_every=2, warmup_steps=0)
+    config = make_config(
+        "trained", max_steps=6, save_every=2, warmup_steps=0, resume="force"
+    )  # extends the finished 4-step run: an explicit resume
     with pytest.raises(CheckpointError) as info:
         Trainer(make_model(), make_source(), config).fit()
     message = str(info.value)
@@ -88,7 +92,9 @@ def test_corrupted_state_files_give_a_clear_error(
 ) -> None:
     file = trained / "checkpoints" / "step-00000004" / name
     file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])  # torn write
-    config = make_config("trained", max_steps=6, save_every=2, warmup_steps=0)
+    config = make_config(
+        "trained", max_steps=6, save_every=2, warmup_steps=0, resume="force"
+    )  # extends the finished 4-step run: an explicit resume
     with pytest.raises(CheckpointError, match=f"step-00000004/{name}.*resume=false"):
         Trainer(make_model(), make_source(), config).fit()
 

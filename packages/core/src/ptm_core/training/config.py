@@ -50,7 +50,10 @@ class TrainerConfig:
         log_every: Write a metrics line every this many steps (and at the last step).
         save_every: Write a checkpoint every this many steps (and at the last step).
         keep_last: Number of newest checkpoints kept on disk.
-        resume: Resume from the newest complete checkpoint in ``output_dir`` if there is one.
+        resume: Resume from the newest complete checkpoint in ``output_dir`` if there is one
+            and the folder's fingerprint (:mod:`ptm_core.training.run_folder`) matches this
+            run; ``False`` starts fresh (the old run's files are moved aside, never deleted);
+            ``"force"`` resumes even when the fingerprint differs.
         progress: Show a tqdm progress bar (only when stderr is a terminal).
         fused_optimizer: Use fused AdamW; ``None`` means fused wherever torch has the kernel
             for every trainable parameter (float tensors on CPU or CUDA).
@@ -126,7 +129,7 @@ class TrainerConfig:
     log_every: int = 10
     save_every: int = 500
     keep_last: int = 2
-    resume: bool = True
+    resume: bool | str = True
     progress: bool = True
     fused_optimizer: bool | None = None
     compile: bool = False
@@ -190,7 +193,9 @@ class TrainerConfig:
                 raise _fail(
                     "device", "must be 'auto' or a torch device like 'cpu'", self.device
                 ) from exc
-        for name in ("resume", "progress", "compile", *MEMORY_AND_COMPILE_SWITCHES):
+        if not (isinstance(self.resume, bool) or self.resume == "force"):
+            raise _fail("resume", "must be true, false or force", self.resume)
+        for name in ("progress", "compile", *MEMORY_AND_COMPILE_SWITCHES):
             if not isinstance(getattr(self, name), bool):
                 raise _fail(name, "must be true or false", getattr(self, name))
         if self.cuda_graphs and not self.compile:

@@ -8,6 +8,7 @@ job never writes ``final/`` from several ranks at once and no family forgets the
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from ptm_core.training.config import TrainerConfig
 from ptm_core.training.distributed import barrier, is_main_process
 from ptm_core.training.metrics import MetricsLog
 from ptm_core.training.protocols import BatchSource
+from ptm_core.training.run_folder import locked_run_folder
 from ptm_core.training.trainer import Trainer, TrainResult
 
 
@@ -61,10 +63,13 @@ def train_and_save(
     Returns:
         :class:`TrainingRun`; every rank returns once rank 0 has written ``final/``.
     """
-    result = Trainer(model, data, config, callbacks=callbacks).fit()
-    target = final_dir if final_dir is not None else result.output_dir / "final"
-    if is_main_process():  # in a torchrun job, rank 0 writes
-        save_final(target)
+    with contextlib.ExitStack() as stack:
+        if is_main_process():  # the folder stays locked until final/ is written
+            stack.enter_context(locked_run_folder(config.output_dir))
+        result = Trainer(model, data, config, callbacks=callbacks).fit()
+        target = final_dir if final_dir is not None else result.output_dir / "final"
+        if is_main_process():  # in a torchrun job, rank 0 writes
+            save_final(target)
     barrier()
     final_metrics = (
         dict(result.history[-1]) if result.history else MetricsLog(result.metrics_path).last()

@@ -48,6 +48,15 @@ from ptm_core.training.optim import build_optimizer, build_schedule
 from ptm_core.training.precision import choose_precision
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
+from ptm_core.training.run_folder import (
+    FINGERPRINT_FILE,
+    TrainingInterrupted,
+    architecture_hash,
+    check_fingerprint,
+    current_identity,
+    locked_run_folder,
+    write_fingerprint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +65,7 @@ logger = logging.getLogger(__name__)
 TIMING_KEYS = ("tokens_per_s", "data_wait_share")
 _RESERVED_KEYS = {"step", "epoch", "loss", "lr", "grad_norm", *TIMING_KEYS}
 # Settings that change nothing about the trajectory, so a resume may change them silently.
-_COSMETIC_KEYS = {
+COSMETIC_KEYS = {
     "output_dir",
     "log_every",
     "save_every",
@@ -163,6 +172,7 @@ class Trainer:
         # With FSDP the user's model stays where it is (it may not fit the device); a
         # sharded copy is trained and the final weights are gathered back into it.
         self._fsdp_source: nn.Module | None = model if config.fsdp else None
+        self._architecture = architecture_hash(model)
         self.model = model if config.fsdp else model.to(self.device)
         self.data = data
         self.callbacks = list(callbacks or [])
@@ -237,6 +247,23 @@ class Trainer:
                 "resume=true it continues from the last checkpoint)."
             )
         self._fit_called = True
+        with contextlib.ExitStack() as stack:
+            if self.dist.is_main:  # one writer per folder; the kernel frees it if we die
+                stack.enter_context(locked_run_folder(self.output_dir))
+            return self._fit()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What determines this run's result: the composed run's identity (set by
+        :func:`~ptm_core.training.run_folder.run_identity`), the model's parameter shapes and
+        every trainer setting that changes the trajectory."""
+        keys = current_identity()
+        keys["model.architecture"] = self._architecture
+        for key, value in self.config.to_dict().items():
+            if key not in COSMETIC_KEYS:
+                keys[f"trainer.{key}"] = value
+        return keys
+
+    def _fit(self) -> TrainResult:
         main = self.dist.is_main
         if main:
             self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -285,6 +312,12 @@ class Trainer:
                 from ptm_core.training.sharding import copy_full_weights
 
                 copy_full_weights(self.model, self._fsdp_source)
+        except KeyboardInterrupt:
+            # Ctrl-C: checkpoints are atomic, so the newest complete one is where a rerun
+            # continues; one line says so instead of a traceback through the loop.
+            latest = find_latest_checkpoint(self.checkpoints_dir)
+            resume_step = int(latest.name.removeprefix("step-")) if latest is not None else 0
+            raise TrainingInterrupted(self.step, resume_step) from None
         finally:
             bar.close()
             self.cursor.close()
@@ -300,9 +333,14 @@ class Trainer:
 
     def _restore_or_start(self) -> Path | None:
         checkpoint = find_latest_checkpoint(self.checkpoints_dir) if self.config.resume else None
+        if checkpoint is not None and self.dist.is_main:
+            # Another model, data or settings: refused before any state is loaded.
+            check_fingerprint(self.output_dir, self.fingerprint(), self.config.resume)
         if checkpoint is None:
-            if not self.config.resume and self.dist.is_main:
-                self._archive_previous_run()
+            if self.dist.is_main:
+                if not self.config.resume:
+                    self._archive_previous_run()
+                write_fingerprint(self.output_dir, self.fingerprint())
             barrier()
             # Rank r seeds seed + r: different dropout per rank, the same as before for rank 0.
             self._seed(self.config.seed + self.dist.rank)
@@ -335,7 +373,7 @@ class Trainer:
         changed = sorted(
             key
             for key, value in self.config.to_dict().items()
-            if key not in _COSMETIC_KEYS and state.get("config", {}).get(key, value) != value
+            if key not in COSMETIC_KEYS and state.get("config", {}).get(key, value) != value
         )
         if changed:
             logger.warning(
@@ -359,7 +397,13 @@ class Trainer:
     def _archive_previous_run(self) -> None:
         # resume=false must not mix a new run with the old one's checkpoints (pruning and
         # `latest` would pick the old ones), yet must not destroy them: move them aside.
-        old = [p for p in (self.checkpoints_dir, self.metrics_log.path) if p.exists()]
+        candidates = (
+            self.checkpoints_dir,
+            self.metrics_log.path,
+            self.output_dir / FINGERPRINT_FILE,
+            self.output_dir / "final",
+        )
+        old = [p for p in candidates if p.exists()]
         if not old:
             return
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
