@@ -16,6 +16,7 @@ from torchrun_launch import run_torchrun
 
 from ptm_core.training import CheckpointError, Trainer
 from ptm_core.training.checkpointing import find_latest_checkpoint
+from ptm_core.training.run_folder import RunMismatchError
 
 WORKER = Path(__file__).with_name("fsdp_worker.py")
 
@@ -116,9 +117,15 @@ def test_final_dir_is_a_normal_checkpoint(runs: Path) -> None:
 def test_a_sharded_checkpoint_is_refused_without_fsdp(
     runs: Path, make_source, make_config, make_model
 ) -> None:
+    # Other settings than the sharded run's: the run folder's fingerprint refuses first,
+    # naming trainer.fsdp among the differing keys ...
     config = make_config(output_dir=str(runs / "fsdp"), max_steps=8)
-    with pytest.raises(CheckpointError, match=r"trainer\.fsdp=true"):
+    with pytest.raises(RunMismatchError, match=r"trainer\.fsdp true -> false"):
         Trainer(make_model(0), make_source(), config).fit()
+    # ... and a forced resume still never reads a sharded checkpoint into an unsharded model.
+    forced = make_config(output_dir=str(runs / "fsdp"), max_steps=8, resume="force")
+    with pytest.raises(CheckpointError, match=r"trainer\.fsdp=true"):
+        Trainer(make_model(0), make_source(), forced).fit()
 
 
 @pytest.mark.integration

@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from ptm_core import finite_values
 from ptm_core.atomic import atomic_directory, atomic_write_text
 
 
@@ -46,24 +47,8 @@ def read_json_object(path: Path, missing: str = _MISSING_CONFIG) -> dict[str, An
 
 
 def check_finite(state: dict[str, Tensor], path: Path) -> dict[str, Tensor]:
-    """Return ``state`` unless a floating-point tensor holds NaN or inf.
-
-    Checked once per load (one reduction per tensor): a model with one NaN weight trains
-    to NaN losses and predicts nonsense without any other error.
-
-    Raises:
-        CheckpointError: naming ``path``, the tensor and how many values are not finite.
-    """
-    for name, tensor in state.items():
-        floating = isinstance(tensor, Tensor) and tensor.is_floating_point()
-        if floating and not bool(torch.isfinite(tensor).all()):
-            bad = int((~torch.isfinite(tensor)).sum())
-            raise CheckpointError(
-                f"{path}: tensor {name!r} holds {bad} non-finite value(s) (NaN or inf) of "
-                f"{tensor.numel()}; the weights are damaged (often a run that diverged): "
-                "load an earlier checkpoint or the model it was trained from"
-            )
-    return state
+    """:func:`ptm_core.finite_values.check_finite`, raising :class:`CheckpointError`."""
+    return finite_values.check_finite(state, path, CheckpointError)
 
 
 def read_weights(directory: Path) -> tuple[dict[str, Tensor], Path]:

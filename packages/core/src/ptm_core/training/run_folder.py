@@ -7,9 +7,12 @@ shapes, and, when a flow composed the run, every result-relevant config key with
 only into a folder of the same fingerprint; otherwise it is refused with one line naming
 the differing keys and the choices.
 
-While a run writes to its folder, it holds ``fcntl.flock`` on ``.ptm-run.lock`` there
-(the holder's pid inside). The kernel drops the lock when the process dies, so a run
-killed with ``kill -9`` never blocks its own resume.
+While a run writes to its folder, it holds a POSIX record lock (``fcntl.lockf``) on
+``.ptm-run.lock`` there (the holder's pid inside). The kernel drops the lock when the
+process dies, so a run killed with ``kill -9`` never blocks its own resume. Not ``flock``:
+an flock belongs to the open file, which forked children (DataLoader and ``ptm prepare``
+workers) inherit, so a killed run's workers still held it for the moment they took to die
+and the resume was refused; a record lock belongs to the process alone.
 """
 
 from __future__ import annotations
@@ -318,7 +321,7 @@ def locked_run_folder(output_dir: str | os.PathLike[str]) -> Iterator[Path]:
             lock_file = folder / LOCK_FILE
             fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
@@ -339,6 +342,6 @@ def locked_run_folder(output_dir: str | os.PathLike[str]) -> Iterator[Path]:
             held.count -= 1
             if held.count == 0:
                 del _HELD[key]
-                # Closing drops the flock; the file stays (removing it would race with a
+                # Closing drops the lock; the file stays (removing it would race with a
                 # process that opened it and is about to lock it).
                 os.close(held.fd)

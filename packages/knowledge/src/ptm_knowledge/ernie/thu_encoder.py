@@ -13,9 +13,10 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import check_finite, registry
+from ptm_core.checkpoints import registry
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.finite_values import check_finite
 from ptm_core.model_kinds import ENCODER, ERNIE_THU
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
 from ptm_core.modules.dropout import Dropout
