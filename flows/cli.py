@@ -81,7 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--format", default="hf", choices=["hf"])
     export.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
-    export.add_argument("output", help="the folder to write (replaced)")
+    export.add_argument("output", help="the folder to write (a new or empty one)")
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     compress = commands.add_parser(
         "compress", help="quantise, prune or ONNX-export a final/ into a new folder"
     )
@@ -92,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=["int8", "int8-weight", "int4-weight", "prune-heads", "drop-layers", "onnx"],
     )
     compress.add_argument("--output", required=True, help="the folder to write (a new one)")
+    compress.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     compress.add_argument("--fraction", type=float, default=None, help="prune-heads: share")
     compress.add_argument(
         "--keep", default=None, help="drop-layers: bottom:K|top:K|every-other|0,2"
@@ -123,6 +133,11 @@ def _parser() -> argparse.ArgumentParser:
     embed.add_argument("--model", default="TransE")
     embed.add_argument("--dim", type=int, default=32)
     embed.add_argument("--epochs", type=int, default=100)
+    embed.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     retrain = commands.add_parser("retrain", help="one retraining round with promotion")
     retrain.add_argument("--corpus", required=True)
     retrain.add_argument("--registry", default="runs/registry")
@@ -212,7 +227,12 @@ def _run(args: argparse.Namespace) -> Any:
         from flows.embed_knowledge_graph import embed_knowledge_graph
 
         return embed_knowledge_graph(
-            args.kg, args.output, args.model, embedding_dim=args.dim, num_epochs=args.epochs
+            args.kg,
+            args.output,
+            args.model,
+            embedding_dim=args.dim,
+            num_epochs=args.epochs,
+            overwrite=args.overwrite,
         )
     if args.command == "retrain":
         from flows.retrain import retrain
@@ -286,9 +306,19 @@ def _check_before_server(args: argparse.Namespace) -> None:
 
         check_evaluation(args.model_dir, args.corpus, args.baseline)
     if args.command == "prepare":
+        from ptm_core.data.prepare import check_output_folder
         from ptm_core.data.sources import find_inputs
 
         find_inputs(args.inputs)
+        check_output_folder(args.output)
+    if args.command == "link":
+        from flows.link_entities import check_output_file
+
+        check_output_file(args.output)
+    if args.command == "embed-kg":
+        from flows.embed_knowledge_graph import check_output
+
+        check_output(args.output, overwrite=args.overwrite)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -347,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 data=args.data,
                 group_size=args.group_size,
                 exporter=args.exporter,
+                overwrite=args.overwrite,
             )
         except COMPRESS_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
@@ -356,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from flows.export import export
 
         try:
-            export(args.source, args.output, format=args.format)
+            export(args.source, args.output, format=args.format, overwrite=args.overwrite)
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
