@@ -85,7 +85,7 @@ def _cancelled_at_shutdown(record):
 
 for name in {SHUTDOWN_QUIET_LOGGERS!r}:
     logging.getLogger(name).addFilter(_cancelled_at_shutdown)
-sys.argv = ["uvicorn", *sys.argv[3:]]
+sys.argv = sys.argv[3:]  # "uvicorn", then its arguments
 runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 """
 
@@ -127,6 +127,7 @@ class ParentBoundServer(SubprocessASGIServer):
             _BOOTSTRAP,
             str(os.getpid()),
             str(int(PARENT_DEATH_SIGNAL)),
+            "uvicorn",  # in the command line too, where ps and process scans look
             *arguments,
         ]
         process = subprocess.Popen(
