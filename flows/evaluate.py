@@ -18,7 +18,7 @@ from typing import Any
 
 from prefect import Flow, task
 
-from flows.artifacts import markdown_table, publish_markdown, write_report
+from flows.artifacts import check_report_path, markdown_table, publish_markdown, write_report
 from flows.config import project_root
 from ptm_core.evaluation.files import ENCODER_SHAPE_KEYS
 from ptm_core.evaluation.files import read_json as _read_json
@@ -334,6 +334,8 @@ def evaluate(
         ``{"family", "metric", "model", "baseline", "report"}``.
     """
     family = check_evaluation(model_dir, corpus, baseline)
+    if report_path:
+        check_report_path(report_path)  # before minutes of scoring
     evaluation = evaluation_of(family)
     metric, higher = evaluation.metric, evaluation.higher_is_better
     if evaluation.text_corpus:

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 import ptm_core.data.shard_writer
+from flows.artifacts import REPORT_MARKER, write_report
 from flows.cli import main
+from flows.registry import ModelRegistry
 from ptm_core.atomic import DiskFullError
 from ptm_core.data.prepare import prepare_corpus
 
@@ -34,6 +36,16 @@ def _corpus(folder: Path, documents: int = 12) -> Path:
             text = f"{' '.join(words).capitalize()}. The {WORDS[d % 8]} sat by the {WORDS[-1]}."
             out.write(json.dumps({"id": f"n{d}", "text": text}) + "\n")
     return path
+
+
+def _kg(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "entities.tsv").write_text(
+        "id\tname\ttype\taliases\tdescription\n"
+        + "".join(f"w{i}\t{w.capitalize()}\tthing\t\tA {w}.\n" for i, w in enumerate(WORDS)),
+        encoding="utf-8",
+    )
+    return folder
 
 
 def _vocab(folder: Path) -> Path:
@@ -98,9 +110,10 @@ def test_link_output_that_is_a_folder_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     corpus = _corpus(tmp_path / "in")
+    kg = _kg(tmp_path / "kg")
     out = tmp_path / "linked"
     out.mkdir()
-    code = main(["link", "--corpus", str(corpus), "--kg", str(tmp_path), "--output", str(out)])
+    code = main(["link", "--corpus", str(corpus), "--kg", str(kg), "--output", str(out)])
     assert code == 1
     assert f"--output {out} is a folder" in _one_line(capsys)
     assert list(out.iterdir()) == []
@@ -152,13 +165,7 @@ def test_a_full_disk_during_ptm_link_is_one_line_and_leaves_no_temporary_files(
 ) -> None:
     import ptm_knowledge.linking.corpus
 
-    kg = tmp_path / "kg"
-    kg.mkdir()
-    (kg / "entities.tsv").write_text(
-        "id\tname\ttype\taliases\tdescription\n"
-        + "".join(f"w{i}\t{w.capitalize()}\tthing\t\tA {w}.\n" for i, w in enumerate(WORDS)),
-        encoding="utf-8",
-    )
+    kg = _kg(tmp_path / "kg")
     corpus = _corpus(tmp_path / "in")
     output = tmp_path / "out" / "linked.jsonl"
     monkeypatch.setattr(ptm_knowledge.linking.corpus, "linked_corpus_line", _enospc)
@@ -167,3 +174,30 @@ def test_a_full_disk_during_ptm_link_is_one_line_and_leaves_no_temporary_files(
     line = _one_line(capsys)
     assert "no space left on the device" in line and "training resumes" not in line
     assert not output.exists() and _temporaries(tmp_path) == []
+
+
+def test_a_report_never_overwrites_a_file_ptm_did_not_write(tmp_path: Path) -> None:
+    mine = tmp_path / "evaluation.md"
+    mine.write_text("# My notes on the run\n")
+    with pytest.raises(ValueError, match="ptm did not write it"):
+        write_report(mine, "# Evaluation of `x`\n")
+    assert mine.read_text() == "# My notes on the run\n"
+    with pytest.raises(ValueError, match="is a folder"):
+        write_report(tmp_path, "# Evaluation of `x`\n")
+    ours = tmp_path / "report.md"
+    write_report(ours, "# Evaluation of `a`\n")
+    write_report(ours, "# Evaluation of `b`\n")  # its own earlier report: replaced
+    assert ours.read_text() == f"{REPORT_MARKER}\n# Evaluation of `b`\n"
+    old = tmp_path / "old.md"
+    old.write_text("# Evaluation of `runs/a/final`\n\nwritten before the marker\n")
+    write_report(old, "# Evaluation of `c`\n")
+    assert "`c`" in old.read_text()
+
+
+def test_a_registry_path_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    target = tmp_path / "registry"
+    target.write_text("mine\n")
+    refused = pytest.raises(ValueError, match="is a file, and a registry is a folder")
+    with refused, ModelRegistry(target, mlflow=None).locked():
+        pass
+    assert target.read_text() == "mine\n"
