@@ -71,7 +71,8 @@ def compress(
         raise FileNotFoundError(
             f"{source}: no such directory; pass a final/ folder of ptm pretrain or ptm finetune"
         )
-    check_output_directory(output, kind="compress", overwrite=overwrite, option="--overwrite")
+    if Path(output).resolve() != Path(source).resolve():  # compress_final names that case
+        check_output_directory(output, kind="compress", overwrite=overwrite, option="--overwrite")
     result = compress_final(
         source,
         output,

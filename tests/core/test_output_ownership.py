@@ -90,7 +90,9 @@ def test_a_marked_folder_is_replaced_only_when_the_caller_allows(tmp_path: Path)
 
 def test_the_refusal_names_the_other_kind(tmp_path: Path) -> None:
     _write(tmp_path / "out", **{"a": "1"})
-    with pytest.raises(OutputExistsError, match="holds a ptm table, not a export"):
+    with pytest.raises(
+        OutputExistsError, match="holds another ptm output \\(kind 'table', not 'export'\\)"
+    ):
         check_output_directory(
             tmp_path / "out", kind="export", overwrite=False, option="--overwrite"
         )

@@ -74,7 +74,7 @@ def test_export_replaces_an_earlier_export_only_with_overwrite(
     (out / "stale.txt").write_text("from before")  # tells the old folder from the new
     capsys.readouterr()
     assert main(["export", str(final), str(out)]) == 1
-    assert "previous ptm export; pass --overwrite" in _error(capsys)
+    assert "earlier ptm export; pass --overwrite" in _error(capsys)
     assert (out / "stale.txt").exists()
     assert main(["export", str(final), str(out), "--overwrite"]) == 0
     assert not (out / "stale.txt").exists() and (out / OUTPUT_MARKER).is_file()

@@ -193,7 +193,11 @@ def check_output_directory(
         if overwrite:
             return
         other = marker.get("kind", "output")
-        held = f"a previous ptm {kind}" if other == kind else f"a ptm {other}, not a {kind}"
+        held = (
+            f"an earlier ptm {kind}"
+            if other == kind
+            else f"another ptm output (kind {other!r}, not {kind!r})"
+        )
         fix = f"pass {option} to replace it" if option else "this write may not replace it"
         raise OutputExistsError(f"{path} holds {held}; {fix}, or give another folder")
     if legacy and (new is None or written_by_ptm_before_markers(path, new)):
