@@ -86,9 +86,49 @@ def publish_markdown(key: str, markdown: str, description: str) -> None:
         create_markdown_artifact(markdown=markdown, key=key, description=description)
 
 
+#: First line of every report ptm writes: ptm replaces a file that starts with it, and no
+#: other (an invisible HTML comment in rendered markdown).
+REPORT_MARKER = "<!-- written by ptm; ptm replaces this file when it writes this report again -->"
+# Reports written before the marker begin with evaluate's own heading.
+_LEGACY_REPORT_HEADING = "# Evaluation of `"
+
+
+def check_report_path(path: str | Path) -> None:
+    """Refuse a report path that ptm may not write: a folder, or a file ptm did not write.
+
+    Raises:
+        ValueError: the one line naming the path and the fix.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(
+            f"{path} is a folder, and a report is a file: give a file path, e.g. "
+            f"--report {path / 'evaluation.md'}"
+        )
+    if not path.exists():
+        return
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            first = handle.readline(4096)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror}); give another path") from None
+    if not first.startswith((REPORT_MARKER, _LEGACY_REPORT_HEADING)):
+        raise ValueError(
+            f"{path} exists and ptm did not write it (its first line is not ptm's report "
+            "marker), so ptm does not overwrite it: give another --report path, or move "
+            "the file away"
+        )
+
+
 def write_report(path: str | Path, markdown: str) -> Path:
-    """Write a markdown report atomically."""
-    return atomic_write_text(path, markdown)
+    """Write a markdown report atomically, headed by :data:`REPORT_MARKER`.
+
+    Raises:
+        ValueError: ``path`` is a folder or a file ptm did not write (nothing is changed).
+    """
+    check_report_path(path)
+    text = markdown if markdown.startswith(REPORT_MARKER) else f"{REPORT_MARKER}\n{markdown}"
+    return atomic_write_text(path, text)
 
 
 # Gaps that count as overfitting: an accuracy-like score this much higher on training data

@@ -91,7 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     export.add_argument("--format", default="hf", choices=["hf"])
     export.add_argument("source", help="a final/ of ptm pretrain or ptm finetune")
-    export.add_argument("output", help="the folder to write (replaced)")
+    export.add_argument("output", help="the folder to write (a new or empty one)")
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     export.add_argument(
         "--text-layers-only",
         action="store_true",
@@ -107,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
         choices=["int8", "int8-weight", "int4-weight", "prune-heads", "drop-layers", "onnx"],
     )
     compress.add_argument("--output", required=True, help="the folder to write (a new one)")
+    compress.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     compress.add_argument("--fraction", type=float, default=None, help="prune-heads: share")
     compress.add_argument(
         "--keep", default=None, help="drop-layers: bottom:K|top:K|every-other|0,2"
@@ -138,6 +148,11 @@ def _parser() -> argparse.ArgumentParser:
     embed.add_argument("--model", default="TransE")
     embed.add_argument("--dim", type=int, default=32)
     embed.add_argument("--epochs", type=int, default=100)
+    embed.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
+    )
     retrain = commands.add_parser("retrain", help="one retraining round with promotion")
     retrain.add_argument("--corpus", required=True)
     retrain.add_argument("--registry", default="runs/registry")
@@ -234,7 +249,12 @@ def _run(args: argparse.Namespace) -> Any:
         from flows.embed_knowledge_graph import embed_knowledge_graph
 
         return embed_knowledge_graph(
-            args.kg, args.output, args.model, embedding_dim=args.dim, num_epochs=args.epochs
+            args.kg,
+            args.output,
+            args.model,
+            embedding_dim=args.dim,
+            num_epochs=args.epochs,
+            overwrite=args.overwrite,
         )
     if args.command == "retrain":
         from flows.retrain import retrain
@@ -309,15 +329,22 @@ def _check_before_server(args: argparse.Namespace) -> None:
 
         check_evaluation(args.model_dir, args.corpus, args.baseline, args.report)
     if args.command == "prepare":
-        from ptm_core.data.prepare import check_preparation_settings
+        from ptm_core.data.prepare import check_output_folder, check_preparation_settings
         from ptm_core.data.sources import find_inputs
 
         check_preparation_settings(vocab_size=args.vocab_size, workers=args.workers)
         find_inputs(args.inputs)
+        check_output_folder(args.output)
+    if args.command == "link":
+        from flows.link_entities import check_output_file
+
+        check_output_file(args.output)
     if args.command == "embed-kg":
+        from flows.embed_knowledge_graph import check_output
         from ptm_knowledge.kg import check_embedding_settings
 
         check_embedding_settings(embedding_dim=args.dim, num_epochs=args.epochs)
+        check_output(args.output, overwrite=args.overwrite)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -388,6 +415,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 data=args.data,
                 group_size=args.group_size,
                 exporter=args.exporter,
+                overwrite=args.overwrite,
             )
         except COMPRESS_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
@@ -401,6 +429,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 args.source,
                 args.output,
                 format=args.format,
+                overwrite=args.overwrite,
                 text_layers_only=args.text_layers_only,
             )
         except USER_ERRORS as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ptm_core.atomic import check_output_directory
 from ptm_core.compress.methods import METHODS, CompressionResult, compress_final
 
 DEFAULT_FRACTION = 0.3
@@ -29,6 +30,7 @@ def compress(
     data: str | Path | None = None,
     group_size: int | None = None,
     exporter: str | None = None,
+    overwrite: bool = False,
 ) -> CompressionResult:
     """Compress ``source`` into ``output`` with ``method`` and print the summary line.
 
@@ -41,6 +43,8 @@ def compress(
         data: ``prune-heads`` only: labelled file to score heads on (default the task's dev).
         group_size: ``int4-weight`` only: input channels per scale (32, 64, 128 or 256).
         exporter: ``onnx`` only: ``dynamo`` (default) or ``torchscript``.
+        overwrite: replace ``output`` when it holds an earlier ptm output (never a folder
+            ptm did not write).
 
     Raises:
         ValueError: an unknown method, an option given to a method that does not take it,
@@ -67,6 +71,8 @@ def compress(
         raise FileNotFoundError(
             f"{source}: no such directory; pass a final/ folder of ptm pretrain or ptm finetune"
         )
+    if Path(output).resolve() != Path(source).resolve():  # compress_final names that case
+        check_output_directory(output, kind="compress", overwrite=overwrite, option="--overwrite")
     result = compress_final(
         source,
         output,

@@ -8,6 +8,19 @@ from typing import Any
 from prefect import flow, task
 
 from flows.artifacts import markdown_table, publish_markdown
+from ptm_core.atomic import check_output_directory
+
+
+def check_output(output_dir: str | Path, *, overwrite: bool = False) -> None:
+    """Refuse an ``--output`` that ``embed-kg`` may not replace, before any training.
+
+    Raises:
+        OutputExistsError: a file, a folder ptm did not write, or (without ``overwrite``)
+            an earlier ptm output.
+    """
+    check_output_directory(
+        output_dir, kind="kg-embeddings", overwrite=overwrite, option="--overwrite"
+    )
 
 
 @task(name="train-kg-embeddings")
@@ -42,6 +55,7 @@ def embed_knowledge_graph(
     embedding_dim: int = 32,
     num_epochs: int = 100,
     seed: int = 0,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Embed a knowledge graph with any PyKEEN model and report link-prediction metrics.
 
@@ -52,10 +66,13 @@ def embed_knowledge_graph(
         embedding_dim: embedding width.
         num_epochs: training epochs.
         seed: split, init and negative-sampling seed.
+        overwrite: replace ``output_dir`` when it holds an earlier ptm output (never a
+            folder ptm did not write).
 
     Returns:
         Output directory, test metrics and the random-embedding baseline's metrics.
     """
+    check_output(output_dir, overwrite=overwrite)  # before minutes of training
     summary = train_embeddings(kg_dir, output_dir, model, embedding_dim, num_epochs, seed)
     rows = [
         {"model": summary["model"], **summary["metrics"]},

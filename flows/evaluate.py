@@ -18,12 +18,16 @@ from typing import Any
 
 from prefect import Flow, task
 
-from flows.artifacts import markdown_table, publish_markdown, write_report
+from flows.artifacts import (
+    REPORT_MARKER,
+    check_report_path,
+    markdown_table,
+    publish_markdown,
+    write_report,
+)
 from flows.evaluation_data import (
     MIN_COMPARE_TOKENS,
-    REPORT_MARKER,
     check_enough_tokens,
-    check_report_path,
     default_eval_corpus,
     default_report_path,
     metrics_lines,

@@ -30,8 +30,6 @@ SAMPLE_VOCAB = "data_specs/text_corpus/sample-vocab.txt"
 #: accuracy near 0.3 is 0.014; the bundled sample scores 67.
 MIN_COMPARE_TOKENS = 1_000
 #: The first line of every report ``ptm evaluate`` writes: only such a file is replaced.
-REPORT_MARKER = "<!-- written by ptm evaluate; a later evaluation replaces this file -->"
-_LEGACY_HEADING = "# Evaluation of `"
 #: The keys an evaluation reports its count of scored tokens under.
 _COUNT_KEYS = ("predictions", "tokens")
 
@@ -103,25 +101,6 @@ def default_report_path(model_dir: str | Path) -> Path:
     return directory.parent / f"evaluation-{directory.name}.md"
 
 
-def check_report_path(path: Path) -> None:
-    """Refuse to replace a file ``ptm evaluate`` did not write.
-
-    Raises:
-        ValueError: ``path`` is a folder, or a file without :data:`REPORT_MARKER`.
-    """
-    if path.is_dir():
-        raise ValueError(f"{path}: is a folder; pass --report <a file path>")
-    if path.exists():
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            first = handle.readline().strip()
-        # Reports of ptm before the marker began with this heading.
-        if first != REPORT_MARKER and not first.startswith(_LEGACY_HEADING):
-            raise ValueError(
-                f"{path}: exists and was not written by ptm evaluate; nothing was replaced. "
-                "Pass --report <another path>, or move the file"
-            )
-
-
 def metrics_lines(label: str, scores: dict[str, Any]) -> str:
     """``label: name value, ...`` of the numeric scores, for the terminal."""
     shown = ", ".join(
@@ -135,9 +114,7 @@ def metrics_lines(label: str, scores: dict[str, Any]) -> str:
 __all__ = [
     "DEFAULT_EVAL_CORPUS",
     "MIN_COMPARE_TOKENS",
-    "REPORT_MARKER",
     "check_enough_tokens",
-    "check_report_path",
     "default_eval_corpus",
     "default_report_path",
     "metrics_lines",

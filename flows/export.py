@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, check_output_directory
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
 from ptm_core.checkpoints.hf.knowledge_export import NOTE_FILE
@@ -33,14 +33,21 @@ TOKENIZER_FILES = (
 
 
 def export(
-    source: str | Path, target: str | Path, *, format: str = "hf", text_layers_only: bool = False
+    source: str | Path,
+    target: str | Path,
+    *,
+    format: str = "hf",
+    overwrite: bool = False,
+    text_layers_only: bool = False,
 ) -> HFExport:
     """Export ``source`` to ``target`` in ``format`` and print a short summary.
 
     Args:
         source: a ``final/`` folder written by ``ptm pretrain`` or ``ptm finetune``.
-        target: the folder to write (replaced as a whole).
+        target: the folder to write: a new or empty one, or (with ``overwrite``) a folder
+            ptm wrote before (it has ptm's marker); a user's folder is never replaced.
         format: ``"hf"`` (Hugging Face ``transformers``), the only format for now.
+        overwrite: replace ``target`` when it holds an earlier ptm output.
         text_layers_only: ERNIE-THU only: export its text layers without the knowledge
             layers (refused without it), with a note of what was left out.
 
@@ -48,7 +55,8 @@ def export(
         What was written (:class:`~ptm_core.checkpoints.hf.export.HFExport`).
 
     Raises:
-        ValueError: an unknown format, ``target`` inside ``source``, or a folder that
+        ValueError: an unknown format, ``target`` inside ``source``, a ``target`` that may
+            not be replaced (:class:`~ptm_core.atomic.OutputExistsError`), or a folder that
             cannot be exported (a :class:`~ptm_core.checkpoints.CheckpointError` that names
             it and the supported kinds).
     """
@@ -59,6 +67,7 @@ def export(
         raise ValueError(
             f"{target}: the output folder must not be {source} or inside it; give another one"
         )
+    check_output_directory(target, kind="export", overwrite=overwrite, option="--overwrite")
     if is_xlm_final(source):
         result = export_xlm(source, target)
     elif is_visualbert_final(source):

@@ -24,6 +24,7 @@ from prefect import Task, flow, task
 from prefect.cache_policies import INPUTS
 from prefect.client.schemas.objects import State, TaskRun
 
+from ptm_core.atomic import DiskFullError, file_in_the_way
 from ptm_core.data import iter_text_corpus
 
 Shard = list[tuple[str, list[str]]]  # (doc_id, sentences)
@@ -43,7 +44,10 @@ _PERMANENT_OS_ERRORS = (
     NotADirectoryError,
     PermissionError,
 )
-_PERMANENT_ERRNOS = frozenset({errno.ELOOP, errno.ENAMETOOLONG, errno.EROFS})
+# A full disk stays full for the seconds between retries: say so at once instead.
+_PERMANENT_ERRNOS = frozenset(
+    {errno.ELOOP, errno.ENAMETOOLONG, errno.EROFS, errno.ENOSPC, errno.EDQUOT}
+)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -89,6 +93,26 @@ def remove_stale_temp_files(directory: Path, name: str) -> list[Path]:
                     path.unlink()
                     removed.append(path)
     return removed
+
+
+def check_output_file(output: str | Path) -> None:
+    """Refuse an ``--output`` that cannot become the linked corpus file, before any work.
+
+    Raises:
+        ValueError: ``output`` is a folder, or a file stands where a folder above it must be.
+    """
+    path = Path(output)
+    if path.is_dir():
+        raise ValueError(
+            f"--output {path} is a folder; it names the linked corpus file to write, e.g. "
+            f"--output {path / 'linked.jsonl'}"
+        )
+    blocker = file_in_the_way(path.parent)
+    if blocker is not None:
+        raise ValueError(
+            f"--output {path}: {blocker} is a file, so no folder can hold the output there; "
+            "give another path"
+        )
 
 
 def fingerprint_files(*paths: str | Path) -> str:
@@ -163,6 +187,8 @@ def link_shard(
         settings = json.dumps(linker, sort_keys=True)
         linked = link_documents(shard, _linker(kg_dir, kg_fingerprint, settings))
         write_linked_corpus(linked, out)
+    except DiskFullError:
+        raise  # names the file and the fix already; the shard adds nothing
     except Exception as exc:
         raise RuntimeError(
             f"shard {index} (documents from {source}) failed: {type(exc).__name__}: {exc}"
@@ -200,10 +226,20 @@ class ShardMerger:
         self._context.__exit__(None, None, None)
         return self.output
 
-    def abort(self, exc: BaseException) -> None:
-        """Remove the temporary file; ``output`` stays as it was."""
-        with contextlib.suppress(BaseException):
+    def abort(self, exc: BaseException) -> BaseException:
+        """Remove the temporary file; ``output`` stays as it was.
+
+        Returns:
+            The error to raise: ``exc``, or a :class:`DiskFullError` when ``exc`` was a
+            full disk.
+        """
+        try:
             self._context.__exit__(type(exc), exc, exc.__traceback__)
+        except DiskFullError as full:
+            return full
+        except BaseException:  # exc itself, re-raised by atomic_file: the caller raises it
+            pass
+        return exc
 
 
 def _records(source: TextIO) -> Iterator[str]:
@@ -233,8 +269,10 @@ def merge_shards(paths: list[str], output: str) -> str:
         for path in paths:
             merger.add(path)
     except BaseException as exc:
-        merger.abort(exc)
-        raise
+        error = merger.abort(exc)
+        if error is exc:
+            raise
+        raise error from exc
     return str(merger.commit())
 
 
@@ -278,6 +316,7 @@ def link_entities(
     """
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+    check_output_file(output)
     documents = sum(1 for _ in iter_text_corpus(corpus))  # validates, holds nothing
     kg_path = Path(kg_dir)
     kg_fingerprint = fingerprint_files(*_kg_files(kg_path))
@@ -325,8 +364,10 @@ def link_entities(
         for _, future in pending:  # let running shards finish writing their own files
             with contextlib.suppress(BaseException):
                 future.wait()
-        merger.abort(exc)
-        raise
+        error = merger.abort(exc)
+        if error is exc:
+            raise
+        raise error from exc
     merged = merger.commit()
     print(f"linked {documents} documents in {shards} shards ({executed} run now)")
     return {

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, file_in_the_way
 
 # Seconds to wait for another process's registry update: each update is a few small JSON
 # writes, so a lock held longer than this belongs to a hung process.
@@ -218,6 +218,12 @@ class ModelRegistry:
         Raises:
             LockHeldError: another process held it for longer than ``lock_timeout``.
         """
+        blocker = file_in_the_way(self.root)
+        if blocker is not None:
+            raise ValueError(
+                f"--registry {self.root}: {blocker} is a file, and a registry is a folder; "
+                "give a folder path"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         try:
             self._lock.acquire()

@@ -47,17 +47,46 @@ RECORDS_DIR = "ptm-servers"
 #: the SQLite database cleanly; it exits in well under a second with no client left.
 PARENT_DEATH_SIGNAL = signal.SIGTERM
 
-# Run by the child's interpreter: ask for PARENT_DEATH_SIGNAL on the parent's death, then
-# exec the real command. A parent that died before prctl took effect is caught by the
-# getppid() check (the child was re-parented already), so the window is closed both ways.
-_BOOTSTRAP = """\
-import ctypes, os, sys
+#: The server's event services, whose flush a server stop cancels (see _BOOTSTRAP).
+SHUTDOWN_QUIET_LOGGERS = (
+    "prefect.server.services.task_run_recorder",
+    "prefect.server.events.services.event_persister",
+    "prefect.server.events.triggers",
+    "prefect.server.events.ordering",
+)
+
+# Run by the child's interpreter: on Linux, ask for PARENT_DEATH_SIGNAL on the parent's
+# death (a parent that died before prctl took effect is caught by the getppid() check: the
+# child was re-parented already, so the window is closed both ways); then run uvicorn in
+# this interpreter. Before that, a filter drops one kind of record from the server's
+# event services: an error whose exception is a CancelledError. Stopping the server cancels
+# their last flush into its database (the UI's history of the final task states), and each
+# then logs "Error flushing N events" with 4-5 CancelledError tracebacks, after the
+# command's outputs are complete. Any other error of those services still shows.
+_BOOTSTRAP = f"""\
+import asyncio, logging, os, runpy, sys
 parent, signum = int(sys.argv[1]), int(sys.argv[2])
-PR_SET_PDEATHSIG = 1
-ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
-if os.getppid() != parent:
-    os._exit(1)
-os.execv(sys.argv[3], sys.argv[3:])
+if sys.platform.startswith("linux"):
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+def _cancelled_at_shutdown(record):
+    error = record.exc_info[1] if record.exc_info else None
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, asyncio.CancelledError):
+            return False
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return True
+
+for name in {SHUTDOWN_QUIET_LOGGERS!r}:
+    logging.getLogger(name).addFilter(_cancelled_at_shutdown)
+sys.argv = sys.argv[3:]  # "uvicorn", then its arguments
+runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 """
 
 
@@ -66,7 +95,7 @@ class ParentBoundServer(SubprocessASGIServer):
 
     The uvicorn command and its environment are those of Prefect 3's own
     ``SubprocessASGIServer._run_uvicorn_command``; only the launch differs (through
-    :data:`_BOOTSTRAP` on Linux), and each launch is recorded under ``records`` (when
+    :data:`_BOOTSTRAP`: bound to this process on Linux, quiet at shutdown), and each launch is recorded under ``records`` (when
     set) for :func:`reap_orphaned_servers`. Start it from a thread that outlives its use:
     the kernel signals the child when the *thread* that forked it exits.
     """
@@ -78,10 +107,7 @@ class ParentBoundServer(SubprocessASGIServer):
         import prefect
         from prefect.settings import get_current_settings
 
-        command = [
-            sys.executable,
-            "-m",
-            "uvicorn",
+        arguments = [  # Prefect's own `python -m uvicorn ...` arguments
             "--app-dir",
             str(prefect.__module_path__.parent),
             "--factory",
@@ -95,15 +121,15 @@ class ParentBoundServer(SubprocessASGIServer):
             "--lifespan",
             "on",
         ]
-        if sys.platform.startswith("linux"):
-            command = [
-                sys.executable,
-                "-c",
-                _BOOTSTRAP,
-                str(os.getpid()),
-                str(int(PARENT_DEATH_SIGNAL)),
-                *command,
-            ]
+        command = [
+            sys.executable,
+            "-c",
+            _BOOTSTRAP,
+            str(os.getpid()),
+            str(int(PARENT_DEATH_SIGNAL)),
+            "uvicorn",  # in the command line too, where ps and process scans look
+            *arguments,
+        ]
         process = subprocess.Popen(
             command,
             env={

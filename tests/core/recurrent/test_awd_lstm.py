@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.atomic import OUTPUT_MARKER
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.data.token_store import InMemoryTokenStore
 from ptm_core.recurrent.awd_lstm import (
@@ -147,7 +148,8 @@ def test_save_load_round_trip_gives_identical_outputs(tmp_path: Path) -> None:
     lm = AWDLSTMLanguageModel(_tiny()).eval()
     ids = torch.randint(0, 30, (2, 9))
     final = lm.save_pretrained(tmp_path / "final")
-    assert sorted(p.name for p in final.iterdir()) == ["config.json", "model.safetensors"]
+    names = ["config.json", "model.safetensors", OUTPUT_MARKER]  # the marker: #31
+    assert sorted(p.name for p in final.iterdir()) == sorted(names)
     loaded = AWDLSTMLanguageModel.from_pretrained(final).eval()
     assert loaded.config == lm.config
     assert loaded.decoder.weight is loaded.encoder.embeddings.weight  # re-tied

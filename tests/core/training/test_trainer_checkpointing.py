@@ -9,11 +9,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.atomic import OUTPUT_MARKER
 from ptm_core.training import CheckpointError, Trainer, find_latest_checkpoint, load_checkpoint
 from ptm_core.training.checkpointing import save_checkpoint
 from ptm_core.training.metrics import MetricsLog
 
-FILES = {"model.safetensors", "config.json", "optimizer.pt", "rng.pt", "trainer_state.json"}
+# ptm's output marker (#31): a checkpoint is ptm's own, so a re-save may replace it.
+FILES = {
+    "model.safetensors",
+    "config.json",
+    "optimizer.pt",
+    "rng.pt",
+    "trainer_state.json",
+    OUTPUT_MARKER,
+}
 
 
 @pytest.fixture

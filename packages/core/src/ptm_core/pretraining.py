@@ -104,9 +104,9 @@ def keep_run_tokenizer(tokenizer: SavesItself, output_dir: Path) -> Path:
     saved = output_dir / RUN_TOKENIZER
     with tempfile.TemporaryDirectory(prefix="ptm-tokenizer-") as scratch:
         tokenizer.save(Path(scratch))
-        new = {p.name: p.read_bytes() for p in sorted(Path(scratch).iterdir()) if p.is_file()}
+        new = _tokenizer_files(Path(scratch))
     if saved.is_dir():
-        old = {p.name: p.read_bytes() for p in sorted(saved.iterdir()) if p.is_file()}
+        old = _tokenizer_files(saved)
         if old == new:
             return saved
         checkpoint = find_latest_checkpoint(output_dir / "checkpoints")
@@ -125,6 +125,15 @@ def keep_run_tokenizer(tokenizer: SavesItself, output_dir: Path) -> Path:
         for name, data in new.items():
             (tmp / name).write_bytes(data)
     return saved
+
+
+def _tokenizer_files(directory: Path) -> dict[str, bytes]:
+    # Hidden names (ptm's output marker) are bookkeeping, not the tokenizer.
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(directory.iterdir())
+        if p.is_file() and not p.name.startswith(".")
+    }
 
 
 def prepare_tokenizer(

@@ -241,7 +241,7 @@ def save_hf_xlm(
         state = {
             k.removeprefix(_HF_PREFIX): v for k, v in state.items() if not k.startswith("pred_")
         }
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, kind="export") as tmp:
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     return Path(path)

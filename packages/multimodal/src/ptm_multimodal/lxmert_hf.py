@@ -334,7 +334,7 @@ def save_hf_lxmert(wrapped: MultimodalPretraining, path: str | Path) -> str:
     state, architecture = ptm_to_hf_lxmert(wrapped)
     hf_config = lxmert_config_to_hf(wrapped, heads=architecture == "LxmertForPreTraining")
     hf_config["architectures"] = [architecture]
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, kind="export") as tmp:
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     return architecture

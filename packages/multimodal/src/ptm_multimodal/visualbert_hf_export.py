@@ -130,7 +130,7 @@ def save_hf_visualbert(wrapped: MultimodalPretraining, path: str | Path) -> str:
     state, architecture = ptm_to_hf_visualbert(wrapped)
     hf_config["architectures"] = [architecture]
     hf_config["tie_word_embeddings"] = True
-    with atomic_directory(path) as tmp:
+    with atomic_directory(path, kind="export") as tmp:
         (tmp / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     return architecture

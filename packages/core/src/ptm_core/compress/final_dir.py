@@ -213,7 +213,7 @@ def save_quantized_final(
     task_text = None
     if final.task_config is not None:
         task_text = json.dumps({"ptm_task": 1, **final.task_config}, indent=2) + "\n"
-    with atomic_directory(output) as tmp:
+    with atomic_directory(output, kind="compress") as tmp:
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         if task_text is not None:

@@ -217,7 +217,7 @@ def _export(
     from ptm_core.atomic import atomic_directory
     from ptm_core.compress.onnx_export import ONNX_FILE, export_onnx
 
-    with atomic_directory(output) as tmp:
+    with atomic_directory(output, kind="compress") as tmp:
         result = export_onnx(final.model, tmp / ONNX_FILE, exporter=exporter)  # type: ignore[arg-type]
         record.update(
             exporter=exporter,

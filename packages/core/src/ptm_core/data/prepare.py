@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, file_in_the_way
 from ptm_core.data.corpus import CorpusError
 from ptm_core.data.prepared import (
     CACHE_DIR,
@@ -465,6 +465,37 @@ def remove_temporary_files(out: Path) -> list[Path]:
     return removed
 
 
+def check_output_folder(output_dir: str | os.PathLike[str]) -> None:
+    """Refuse a folder ``ptm prepare`` may not write into, before anything is written.
+
+    A preparation cleans up after itself in its folder (temporary names, shards of earlier
+    inputs, its ``cache/``), so it writes only into a new or empty folder or one that is
+    already a prepared corpus (its manifest, plan, lock or ``shards/``); a user's folder
+    is left alone.
+
+    Raises:
+        ValueError: ``output_dir`` (or a folder above it) is an existing file, or it is a
+            non-empty folder that is not a prepared corpus.
+    """
+    out = Path(output_dir)
+    blocker = file_in_the_way(out)
+    if blocker is not None:
+        where = f"{out} is" if blocker == out else f"{out}: {blocker} is"
+        raise ValueError(
+            f"{where} an existing file, and a prepared corpus is a folder; give a new "
+            "folder path (--output) and leave the file where it is"
+        )
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if any((out / name).exists() for name in (MANIFEST, PLAN, LOCK, SHARDS_DIR)):
+        return
+    raise ValueError(
+        f"{out}: a folder that is not empty and is not a prepared corpus (no {MANIFEST} or "
+        f"{SHARDS_DIR}/); ptm prepare tidies its own files in its folder, so it does not "
+        "write into yours: give a new or empty folder (--output)"
+    )
+
+
 @contextlib.contextmanager
 def preparation_lock(output_dir: str | os.PathLike[str]) -> Iterator[None]:
     """Hold ``<output_dir>/.lock`` so one preparation at a time writes the folder.
@@ -538,6 +569,7 @@ def prepare_corpus(
         CorpusError: A missing input or a bad line (``file:line``); shards finished before
             it stay on disk and are reused by the next run.
     """
+    check_output_folder(output_dir)
     check_preparation_settings(
         vocab_size=vocab_size,
         workers=workers,

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, raise_if_disk_full
 from ptm_core.data.prepared import (
     RECORD_SUFFIX,
     SHARD_FILES,
@@ -196,6 +196,7 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
     Raises:
         CorpusError: A bad line or row in the piece, naming the file and line.
         PreparedDataError: The tokenizer changed under the run.
+        DiskFullError: The disk filled up; this shard's temporary files are removed.
     """
     started = time.perf_counter()
     root = Path(task.output_dir)
@@ -266,6 +267,9 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
             root / SHARDS_DIR / f"{task.name}{RECORD_SUFFIX}", json.dumps(record, indent=1) + "\n"
         )
         return record
+    except OSError as exc:
+        raise_if_disk_full(exc, root / SHARDS_DIR)  # one line, not errno 28's traceback
+        raise
     finally:
         sentences.close()
         documents.close()

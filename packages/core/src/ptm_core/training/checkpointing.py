@@ -25,7 +25,7 @@ import safetensors.torch
 import torch
 from torch import nn
 
-from ptm_core.atomic import atomic_directory, atomic_write_text
+from ptm_core.atomic import TRAINING_HINT, atomic_directory, atomic_write_text
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 
@@ -208,7 +208,7 @@ def save_checkpoint(
     """
     checkpoints_dir.mkdir(parents=True, exist_ok=True)
     final = checkpoints_dir / step_dir_name(step)
-    with atomic_directory(final) as tmp:
+    with atomic_directory(final, kind="checkpoint", hint=TRAINING_HINT) as tmp:
         safetensors.torch.save_model(model, str(tmp / WEIGHTS), metadata={"format": "pt"})
         config_fn = getattr(model, "checkpoint_config", None)
         if callable(config_fn):

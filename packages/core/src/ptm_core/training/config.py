@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from ptm_core.atomic import file_in_the_way
+
 PRECISIONS = ("auto", "fp32", "bf16")
 SCHEDULES = ("linear", "slanted_triangular")
 # Experiment trackers the trainer can feed (training/loggers.py); each is an optional extra.
@@ -156,6 +158,13 @@ class TrainerConfig:
             self.output_dir = os.fspath(self.output_dir)
         if not isinstance(self.output_dir, str) or not self.output_dir:
             raise _fail("output_dir", "must be a non-empty path", self.output_dir)
+        blocker = file_in_the_way(self.output_dir)
+        if blocker is not None:  # checked before any data is prepared or model built
+            raise _fail(
+                "output_dir",
+                f"must be a folder, and {blocker} is an existing file; give a folder path",
+                self.output_dir,
+            )
         for name in ("max_steps", "gradient_accumulation_steps", "log_every", "save_every"):
             self._check_int(name, minimum=1)
         self._check_int("keep_last", minimum=1)

@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from ptm_core.atomic import TRAINING_HINT, DiskFullError
 from ptm_core.training.config import TrainerConfig
 from ptm_core.training.distributed import barrier, is_main_process
 from ptm_core.training.metrics import MetricsLog
@@ -66,10 +67,13 @@ def train_and_save(
     with contextlib.ExitStack() as stack:
         if is_main_process():  # the folder stays locked until final/ is written
             stack.enter_context(locked_run_folder(config.output_dir))
-        result = Trainer(model, data, config, callbacks=callbacks).fit()
-        target = final_dir if final_dir is not None else result.output_dir / "final"
-        if is_main_process():  # in a torchrun job, rank 0 writes
-            save_final(target)
+        try:
+            result = Trainer(model, data, config, callbacks=callbacks).fit()
+            target = final_dir if final_dir is not None else result.output_dir / "final"
+            if is_main_process():  # in a torchrun job, rank 0 writes
+                save_final(target)
+        except DiskFullError as exc:  # the same command resumes: say so
+            raise exc.with_hint(TRAINING_HINT) from exc.__cause__
     barrier()
     final_metrics = (
         dict(result.history[-1]) if result.history else MetricsLog(result.metrics_path).last()

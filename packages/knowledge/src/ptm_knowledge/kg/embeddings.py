@@ -281,7 +281,7 @@ def save_entity_embeddings(
             f"{embeddings.shape[0]} embedding rows for {len(entity_ids)} entity ids; "
             "give one row per id"
         )
-    with atomic_directory(directory) as tmp:
+    with atomic_directory(directory, kind="kg-embeddings") as tmp:
         tmp = Path(tmp)
         save_file(
             {TENSOR_NAME: embeddings.detach().float().cpu().contiguous()},

@@ -246,7 +246,7 @@ def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> H
     heads_path = source / HEADS_FILE
     heads = load_file(str(heads_path)) if heads_path.is_file() else {}
     try:
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, kind="export") as tmp:
             result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=tokenizer)
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
@@ -412,7 +412,7 @@ def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> H
     write_tokenizer = _tokenizer_writer(
         tokenizer_dir, None if family == "t5" else config.max_positions
     )
-    with atomic_directory(target) as tmp:
+    with atomic_directory(target, kind="export") as tmp:
         try:
             if family == "t5":
                 save_t5(model, tmp / "model")
@@ -450,7 +450,7 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
         raise _unsupported(source, "a fine-tuned model on a non-BERT encoder")
     model, task = load_task_model(source)
     write_tokenizer = _tokenizer_writer(tokenizer_dir, model.encoder.config.max_positions)
-    with atomic_directory(target) as tmp:
+    with atomic_directory(target, kind="export") as tmp:
         try:
             export_hf_task_model(model, tmp / "model")
         except CheckpointError as exc:
