@@ -360,7 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if getattr(args, "overwrite", False):  # start fresh; the old run is moved aside
+    if args.command in ("pretrain", "finetune") and getattr(args, "overwrite", False):
         args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
     from flows.config import ConfigError

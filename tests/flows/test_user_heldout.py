@@ -107,7 +107,7 @@ def test_evaluate_needs_the_users_held_out_data_and_keeps_one_report_per_model(
     # A file the user owns at the report path is never replaced.
     mine = tmp_path / "notes.md"
     mine.write_text("my notes\n")
-    with pytest.raises(ValueError, match="not written by ptm evaluate"):
+    with pytest.raises(ValueError, match="ptm did not write it"):
         evaluate(model_a, corpus=str(held_out), report_path=str(mine))
     assert mine.read_text() == "my notes\n"
     # Two models are not compared on fewer tokens than the minimum.

@@ -184,6 +184,7 @@ def test_save_load_round_trip_predicts_the_same(tmp_path: Path) -> None:
         before = model(model.encode(sentences)).logits
         saved = save_word_model(model, tmp_path / name, task_config={"task": "toy"})
         assert sorted(p.name for p in saved.iterdir()) == [
+            ".ptm-output.json",
             "lm",
             "static_vocab.txt",
             "taglm.json",

@@ -212,6 +212,7 @@ def test_save_and_load_give_identical_logits(kind: str, tmp_path: Path) -> None:
     with torch.no_grad():
         assert torch.equal(loaded.eval()(batch).logits, model.eval()(batch).logits)
     assert sorted(p.name for p in (tmp_path / "final").iterdir()) == [
+        ".ptm-output.json",
         "config.json",
         "model.safetensors",
         "task.json",
