@@ -110,7 +110,11 @@ def demo(output_dir: str = "runs/demo", overrides: list[str] | None = None) -> d
     linked = link_entities(
         str(root / SAMPLE_CORPUS), str(root / SAMPLE_KG), str(run_dir / "linked_corpus.jsonl")
     )
-    kg = embed_knowledge_graph(str(root / SAMPLE_KG), str(run_dir / "kg_embeddings"))
+    # A re-run of the demo replaces the embeddings it wrote before (they carry ptm's
+    # marker); a folder of the user's own there is still refused.
+    kg = embed_knowledge_graph(
+        str(root / SAMPLE_KG), str(run_dir / "kg_embeddings"), overwrite=True
+    )
     split = split_documents(
         linked["output"], run_dir / "linked_train.jsonl", run_dir / "linked_held_out.jsonl"
     )
