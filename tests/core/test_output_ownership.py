@@ -158,3 +158,28 @@ def test_the_full_disk_advice_depends_on_the_writer(tmp_path: Path) -> None:
     assert not message.startswith("[Errno")
     assert "training resumes" in str(caught.value.with_hint(TRAINING_HINT))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_overwrite_replaces_only_an_earlier_output_of_the_same_kind(tmp_path: Path) -> None:
+    # A user's --overwrite never lets an export replace a run's final/ (found by trying it:
+    # `ptm export --overwrite A runs/b/final` deleted run b's trained model).
+    _write(tmp_path / "final", **{"model.safetensors": "weights"})
+    with pytest.raises(OutputExistsError, match="replaces only an earlier export there, even"):
+        check_output_directory(
+            tmp_path / "final", kind="export", overwrite=True, option="--overwrite"
+        )
+    assert (tmp_path / "final" / "model.safetensors").read_text() == "weights"
+
+
+def test_overwrite_keeps_a_file_the_user_added_to_an_earlier_output(tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    _write(out, **{"config.json": "{}"})
+    (out / "my_notes.md").write_text("notes")
+    refused = pytest.raises(OutputExistsError, match=r"files ptm did not write \(my_notes.md\)")
+    with refused, atomic_directory(out, kind="table", overwrite=True, option="--overwrite") as tmp:
+        (tmp / "config.json").write_text("{}")
+    assert (out / "my_notes.md").read_text() == "notes"
+    (out / "my_notes.md").unlink()
+    with atomic_directory(out, kind="table", overwrite=True, option="--overwrite") as tmp:
+        (tmp / "config.json").write_text('{"new": 1}')
+    assert (out / "config.json").read_text() == '{"new": 1}'

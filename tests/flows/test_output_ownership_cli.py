@@ -71,14 +71,20 @@ def test_export_replaces_an_earlier_export_only_with_overwrite(
     assert main(["export", str(final), str(out)]) == 0
     marker = read_output_marker(out)
     assert marker is not None and marker["kind"] == "export"
-    (out / "stale.txt").write_text("from before")  # tells the old folder from the new
+    old_config = (out / "config.json").stat().st_ino  # tells the old folder from the new
     capsys.readouterr()
     assert main(["export", str(final), str(out)]) == 1
     assert "earlier ptm export; pass --overwrite" in _error(capsys)
-    assert (out / "stale.txt").exists()
+    # A file the user added since is never deleted, not even with --overwrite.
+    (out / "my_notes.md").write_text("mine")
+    assert main(["export", str(final), str(out), "--overwrite"]) == 1
+    assert "files ptm did not write (my_notes.md)" in _error(capsys)
+    assert (out / "my_notes.md").read_text() == "mine"
+    assert (out / "config.json").stat().st_ino == old_config
+    (out / "my_notes.md").unlink()
     assert main(["export", str(final), str(out), "--overwrite"]) == 0
-    assert not (out / "stale.txt").exists() and (out / OUTPUT_MARKER).is_file()
-    assert (out / "config.json").is_file()
+    assert (out / OUTPUT_MARKER).is_file() and (out / "config.json").is_file()
+    assert (out / "config.json").stat().st_ino != old_config
 
 
 def test_compress_refuses_a_user_folder_and_replaces_its_own_with_overwrite(

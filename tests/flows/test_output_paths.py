@@ -94,6 +94,23 @@ def test_prepare_never_writes_into_a_users_folder(
     assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*")) == ["cache", "cache/keep.txt"]
 
 
+@pytest.mark.parametrize("theirs", ["manifest.json", "shards/my.bin", "plan.json"])
+def test_prepare_never_writes_into_a_folder_with_files_named_like_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], theirs: str
+) -> None:
+    # A user's own manifest.json (or shards/, plan.json) does not make a folder ptm's: it is
+    # recognised by its content, the format "ptm-prepared/1" (ptm prepare overwrote a user's
+    # manifest.json when the name alone counted).
+    corpus = _corpus(tmp_path / "in")
+    mine = tmp_path / "mine"
+    (mine / theirs).parent.mkdir(parents=True, exist_ok=True)
+    (mine / theirs).write_text('{"app": "mine"}')
+    assert main(["prepare", str(corpus), "--output", str(mine), "--workers", "0"]) == 1
+    assert "not a prepared corpus" in _one_line(capsys)
+    assert (mine / theirs).read_text() == '{"app": "mine"}'
+    assert sorted(p.name for p in mine.rglob("*") if p.is_file()) == [Path(theirs).name]
+
+
 def test_trainer_output_dir_that_is_a_file_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -93,10 +93,24 @@ def _ptm_version() -> str:
         return "unknown"
 
 
-def _marker_text(kind: str) -> str:
-    # No time stamp: a resumed run must write bit-identical folders.
-    record = {"written_by": "ptm", "kind": kind, "ptm_version": _ptm_version()}
+def _marker_text(kind: str, files: list[str]) -> str:
+    # No time stamp: a resumed run must write bit-identical folders. The files ptm wrote
+    # are listed, so a replacement can tell a file a user added afterwards.
+    record = {"written_by": "ptm", "kind": kind, "ptm_version": _ptm_version(), "files": files}
     return json.dumps(record, indent=2) + "\n"
+
+
+def _files_added_since(path: Path) -> list[str]:
+    """Entries of ptm's folder ``path`` that its marker does not list (a user's own files).
+
+    Empty for a marker without a file list (written before markers listed files)."""
+    try:
+        listed = json.loads((path / OUTPUT_MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(listed, list):
+        return []
+    return sorted(_entries(path) - set(map(str, listed)) - {OUTPUT_MARKER})
 
 
 def read_output_marker(path: str | Path) -> dict[str, str] | None:
@@ -107,7 +121,7 @@ def read_output_marker(path: str | Path) -> dict[str, str] | None:
         return None
     if not isinstance(record, dict) or record.get("written_by") != "ptm":
         return None
-    return {str(k): str(v) for k, v in record.items()}
+    return {str(k): str(v) for k, v in record.items() if not isinstance(v, list)}
 
 
 def _json_object(path: Path) -> dict[str, object]:
@@ -157,7 +171,9 @@ def check_output_directory(
     The one rule for every folder ptm publishes: a missing path or an empty folder is
     written; a file or a link is never replaced by a folder; a non-empty folder without
     :data:`OUTPUT_MARKER` is never replaced (unless ``legacy`` and it is ptm's from before
-    the marker); a folder with the marker is replaced only when ``overwrite``.
+    the marker); a folder with the marker is replaced only when ``overwrite``, and, for a
+    folder a user names (``option`` given), only when it holds an earlier output of the same
+    ``kind`` with no file added since ptm wrote it (the marker lists its files).
 
     Args:
         path: the folder about to be written.
@@ -190,9 +206,28 @@ def check_output_directory(
             return
     marker = read_output_marker(path)
     if marker is not None:
-        if overwrite:
-            return
         other = marker.get("kind", "output")
+        if overwrite and option is None:  # ptm's own places: a run's final/, caches
+            return
+        if overwrite:
+            # A folder a user names: replaced only when it is an earlier output of the same
+            # kind (an export never replaces a run's final/), holding nothing added since.
+            if other != kind:
+                raise OutputExistsError(
+                    f"{path} holds another ptm output (kind {other!r}, not {kind!r}); ptm "
+                    f"replaces only an earlier {kind} there, even with {option}: give "
+                    "another folder"
+                )
+            added = _files_added_since(path)
+            if added:
+                shown = ", ".join(added[:3]) + (
+                    f" and {len(added) - 3} more" if len(added) > 3 else ""
+                )
+                raise OutputExistsError(
+                    f"{path} holds files ptm did not write ({shown}); ptm does not delete "
+                    f"them, even with {option}: move them away, or give another folder"
+                )
+            return
         held = (
             f"an earlier ptm {kind}"
             if other == kind
@@ -356,7 +391,8 @@ def atomic_directory(
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp creates 0700
     try:
         yield tmp
-        (tmp / OUTPUT_MARKER).write_text(_marker_text(kind), encoding="utf-8")
+        written = sorted(_entries(tmp))
+        (tmp / OUTPUT_MARKER).write_text(_marker_text(kind, written), encoding="utf-8")
         for child in tmp.rglob("*"):
             if child.is_file():
                 _plain_file_mode(child)

@@ -210,7 +210,7 @@ def plan_shards(
     token_entry = ready_tokenizer(out, tokenizer, spec, scanned, settings, earlier)
     if fresh or token_entry not in earlier:
         # An interrupted run resumes from here without hashing or training again.
-        plan = {"inputs": entries, "tokenizer": token_entry}
+        plan = {"format": FORMAT, "inputs": entries, "tokenizer": token_entry}
         atomic_write_text(out / PLAN, json.dumps(plan, indent=1) + "\n")
     dtype = str(token_dtype(token_entry["vocab_size"]))
     shards = [
@@ -487,13 +487,36 @@ def check_output_folder(output_dir: str | os.PathLike[str]) -> None:
         )
     if not out.is_dir() or not any(out.iterdir()):
         return
-    if any((out / name).exists() for name in (MANIFEST, PLAN, LOCK, SHARDS_DIR)):
+    if _is_prepared_corpus(out):
         return
     raise ValueError(
         f"{out}: a folder that is not empty and is not a prepared corpus (no {MANIFEST} or "
-        f"{SHARDS_DIR}/); ptm prepare tidies its own files in its folder, so it does not "
-        "write into yours: give a new or empty folder (--output)"
+        f"{PLAN} of format {FORMAT!r}); ptm prepare tidies its own files in its folder, so it "
+        "does not write into yours: give a new or empty folder (--output)"
     )
+
+
+def _is_prepared_corpus(out: Path) -> bool:
+    """Whether folder ``out`` is ptm prepare's: its manifest or plan (read, not just named:
+    a user's own ``manifest.json`` is not ptm's), or only the lock and an empty ``shards/``
+    of a preparation killed before it wrote its plan."""
+    for name in (MANIFEST, PLAN):
+        try:
+            record = json.loads((out / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict):
+            continue
+        if record.get("format") == FORMAT:
+            return True
+        # A plan written before plans named their format.
+        if name == PLAN and isinstance(record.get("inputs"), list) and "tokenizer" in record:
+            return True
+    # Killed before the plan: the lock comes first, then the tokenizer and its cache.
+    names = {p.name for p in out.iterdir()}
+    shards = out / SHARDS_DIR
+    started = LOCK in names and names <= {LOCK, SHARDS_DIR, TOKENIZER_DIR, CACHE_DIR}
+    return started and (not shards.is_dir() or not any(shards.iterdir()))
 
 
 @contextlib.contextmanager
