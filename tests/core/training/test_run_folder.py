@@ -142,6 +142,16 @@ def test_an_existing_file_as_output_dir_is_named(make_model, make_source, make_c
     assert Path(config.output_dir).read_text() == "mine"
 
 
+def test_a_file_above_the_output_dir_is_named_not_a_traceback(tmp_path: Path) -> None:
+    # trainer.output_dir=notes.txt/run: mkdir raised NotADirectoryError, which the CLI does
+    # not catch as a user error.
+    (tmp_path / "notes.txt").write_text("mine")
+    refused = pytest.raises(ValueError, match=r"notes\.txt is a file, not a folder")
+    with refused, locked_run_folder(tmp_path / "notes.txt" / "run"):
+        pass
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 HOLD = textwrap.dedent(
     """
     import sys, time

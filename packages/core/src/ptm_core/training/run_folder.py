@@ -32,7 +32,7 @@ from typing import Any
 
 from torch import nn
 
-from ptm_core.atomic import atomic_write_text
+from ptm_core.atomic import atomic_write_text, file_in_the_way
 
 logger = logging.getLogger(__name__)
 
@@ -305,13 +305,15 @@ def locked_run_folder(output_dir: str | os.PathLike[str]) -> Iterator[Path]:
 
     Raises:
         RunLockedError: another live process holds the lock (the message names its pid).
-        RunFolderError: ``output_dir`` is an existing file.
+        RunFolderError: ``output_dir``, or a folder above it, is an existing file.
     """
     folder = Path(output_dir)
-    if folder.exists() and not folder.is_dir():
+    blocker = file_in_the_way(folder)  # the folder itself, or one above it
+    if blocker is not None:
+        where = "" if blocker == folder else f": {blocker}"
         raise RunFolderError(
-            f"trainer.output_dir={folder} is a file, not a folder; give a folder for the run "
-            "(it is created if missing)"
+            f"trainer.output_dir={folder}{where} is a file, not a folder; give a folder for "
+            "the run (it is created if missing)"
         )
     folder.mkdir(parents=True, exist_ok=True)
     key = str(folder.resolve())
