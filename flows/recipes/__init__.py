@@ -1,5 +1,8 @@
 """Recipes: turn a composed config into a call of a package's public training function.
 
+Being replaced by family specs (:mod:`flows.runner`): a ``recipe`` name that a registered
+family claims runs through the family's spec; the table below holds the ones not moved yet.
+
 The config's ``recipe`` key names one; each lives in its own module with a
 ``run(cfg: DictConfig) -> result`` function (the result has ``output_dir``, ``metrics_path``,
 ``last_checkpoint``, ``final_metrics`` and ``encoder_dir``). Modules are imported lazily so
@@ -53,10 +56,15 @@ def run_recipe(cfg: DictConfig) -> Any:
         ConfigError: a config node cannot be built (``trainer.max_steps=abc``): the message
             names the node and keeps the builder's own reason, without Hydra's wrapping.
     """
+    from flows import runner
+    from ptm_core.families import registry
+
     name = cfg.get("recipe", "text")
-    if name not in RECIPES:
+    claimed = bool(cfg.get("family")) or any(
+        name in spec.recipes for spec in registry.families().values()
+    )
+    if not claimed and name not in RECIPES:
         raise ValueError(f"unknown recipe {name!r}; valid recipes: {', '.join(sorted(RECIPES))}")
-    module = importlib.import_module(RECIPES[name])
     from flows.run_identity import config_identity
     from ptm_core.training.run_folder import locked_run_folder, run_identity
 
@@ -69,7 +77,9 @@ def run_recipe(cfg: DictConfig) -> Any:
                 stack.enter_context(locked_run_folder(output_dir))
             # The run folder's fingerprint covers the whole config (model, data, settings).
             stack.enter_context(run_identity(config_identity(cfg)))
-            return module.run(cfg)
+            if claimed:  # a family spec runs it (flows.runner)
+                return runner.run(cfg)
+            return importlib.import_module(RECIPES[name]).run(cfg)
     except InstantiationException as exc:
         raise ConfigError(instantiation_message(exc)) from None
 

@@ -45,8 +45,10 @@ _HF_ENCODER_FAMILIES: dict[str, str] = {
 
 def register(kind: str, *, load: str | None = None, save: str | None = None) -> None:
     """Name the functions that load and save ``kind`` (``"module:function"`` strings)."""
-    if kind not in model_kinds.KINDS:
-        raise ValueError(f"unknown model kind {kind!r}; add it to ptm_core.model_kinds first")
+    if kind not in model_kinds.known_kinds():
+        raise ValueError(
+            f"unknown model kind {kind!r}; a family claims it in its FamilySpec.kinds first"
+        )
     for table, target in ((_LOADERS, load), (_SAVERS, save)):
         if target is not None:
             _check_target(target)
@@ -65,8 +67,21 @@ def resolve(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
+def _from_spec(kind: str, table: str) -> Callable[..., Any] | None:
+    from ptm_core.families import registry as families
+
+    for spec in families.families().values():
+        target = getattr(spec, table).get(kind)
+        if target is not None:
+            return resolve(target)
+    return None
+
+
 def loader(kind: str) -> Callable[..., Any]:
-    """The function that loads a ``kind`` directory."""
+    """The function that loads a ``kind`` directory (its family's ``load`` hook)."""
+    found = _from_spec(kind, "load")
+    if found is not None:
+        return found
     try:
         return resolve(_LOADERS[kind])
     except KeyError:
@@ -74,7 +89,10 @@ def loader(kind: str) -> Callable[..., Any]:
 
 
 def saver(kind: str) -> Callable[..., Any]:
-    """The function that saves a ``kind`` model."""
+    """The function that saves a ``kind`` model (its family's ``save`` hook)."""
+    found = _from_spec(kind, "save")
+    if found is not None:
+        return found
     try:
         return resolve(_SAVERS[kind])
     except KeyError:
@@ -93,12 +111,17 @@ def save(kind: str, model: Any, path: Any, /, **options: Any) -> Any:
 
 def hf_encoder_families() -> tuple[str, ...]:
     """The Hugging Face ``model_type``\\ s that load into a TransformerEncoder."""
-    return tuple(_HF_ENCODER_FAMILIES)
+    from ptm_core.families import registry as families
+
+    from_specs = [t for s in families.families().values() for t in s.hf_model_types]
+    return tuple(dict.fromkeys([*_HF_ENCODER_FAMILIES, *from_specs]))
 
 
 def hf_encoder_family(model_type: str) -> ModuleType | None:
     """The family module for a Hugging Face ``model_type``; ``None`` if unregistered."""
-    module = _HF_ENCODER_FAMILIES.get(model_type)
+    from ptm_core.families import registry as families
+
+    module = families.for_hf_model_type(model_type) or _HF_ENCODER_FAMILIES.get(model_type)
     return importlib.import_module(module) if module is not None else None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,41 +59,56 @@ class PretrainingOutput:
 
 
 class PretrainingModel(nn.Module):
-    """One encoder pass shared by every objective of a :class:`ObjectiveMix`.
+    """One encoder pass shared by every objective of a :class:`ObjectiveMix`: the model the
+    trainer optimises for every family.
 
-    Objectives ask for more than the last layer with class attributes
+    The family's spec names the batch keys its network reads (``input_keys``: ERNIE-THU's
+    ``entity_ids``, XLM's ``langs``, VisualBERT's visual features); everything else in a
+    batch belongs to the objectives. Objectives ask for more than the last layer with class attributes
     ``needs_hidden_states`` / ``needs_attention_scores`` (distillation); objectives that
     implement :class:`RewritesInputs` (ELECTRA's generator) run before the encoder.
 
     Args:
-        encoder: the network being pre-trained.
+        encoder: the network being pre-trained (any :class:`TextBackbone`: a
+            ``TransformerEncoder``, a knowledgeable or cross-lingual or visual one).
         objectives: the objectives and their weights.
+        input_keys: the batch keys the network's forward reads (default: a text
+            encoder's, :data:`ENCODER_INPUTS`).
 
     Example:
         >>> model = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp}))
         >>> model(batch).loss.backward()
     """
 
-    def __init__(self, encoder: TransformerEncoder, objectives: ObjectiveMix) -> None:
+    def __init__(
+        self,
+        encoder: nn.Module,
+        objectives: ObjectiveMix,
+        input_keys: Sequence[str] | None = None,
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.objectives = objectives
+        self.input_keys = tuple(input_keys) if input_keys is not None else ENCODER_INPUTS
 
     def forward(self, batch: Batch) -> PretrainingOutput:
         for _, objective in self.objectives:
             if isinstance(objective, RewritesInputs):
                 batch = objective.rewrite_inputs(batch)
-        inputs: dict[str, Any] = {k: batch[k] for k in ENCODER_INPUTS if k in batch}
+        inputs: dict[str, Any] = {k: batch[k] for k in self.input_keys if k in batch}
         for _, objective in self.objectives:
             if isinstance(objective, ProvidesMemory):
-                memory = objective.memory(self.encoder, batch)
+                memory = objective.memory(self.encoder, batch)  # type: ignore[arg-type]
                 if memory is not None:
                     inputs["memory"] = memory
-        encoded = self.encoder(
-            **inputs,
-            output_hidden_states=self._needs("needs_hidden_states"),
-            output_attention_scores=self._needs("needs_attention_scores"),
-        )
+        # Only a text encoder takes these switches; other networks never get asked for them.
+        for flag, keyword in (
+            ("needs_hidden_states", "output_hidden_states"),
+            ("needs_attention_scores", "output_attention_scores"),
+        ):
+            if self._needs(flag):
+                inputs[keyword] = True
+        encoded = self.encoder(**inputs)
         mix = self.objectives(encoded, batch)
         return PretrainingOutput(loss=mix.loss, metrics=mix.metrics)
 
@@ -100,9 +116,14 @@ class PretrainingModel(nn.Module):
         return any(getattr(objective, flag, False) for _, objective in self.objectives)
 
     def checkpoint_config(self) -> dict[str, Any]:
-        """What a checkpoint's config.json records about this model."""
+        """What a checkpoint's config.json records about this model: the text stack's
+        config, what the network adds (its own ``checkpoint_config``, e.g. ERNIE-THU's
+        knowledge layers) and the objectives."""
+        text_config: Any = getattr(self.encoder, "text_config", None) or self.encoder.config
+        own: Any = getattr(self.encoder, "checkpoint_config", None)
         return {
-            "encoder": self.encoder.config.to_dict(),
+            "encoder": text_config.to_dict(),
+            **(own() if callable(own) else {}),
             "objectives": {
                 name: {"class": type(obj).__name__, "weight": self.objectives.weights[name]}
                 for name, obj in self.objectives

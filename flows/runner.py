@@ -1,0 +1,192 @@
+"""The one runner: a composed config -> the family's spec -> pretrain / finetune / evaluate.
+
+Which family runs:
+
+- ``family: <name>`` in the config (``ptm families`` lists them), with ``stage: pretrain``
+  (the default) or ``stage: finetune``;
+- else the older ``recipe: <name>`` key, which a family claims in its spec's ``recipes``
+  (``recipe: xlm`` is XLM's pre-training, ``recipe: xlm_finetune`` its fine-tuning);
+- to fine-tune, the ``init_from`` folder names its family: the ``"ptm_model"`` kind of its
+  ``config.json`` (or, for a folder saved before the kind existed, the family whose
+  ``recognizes`` hook claims it). The config's family only says what to expect.
+
+Nothing here names a family: the specs are found by entry point
+(:mod:`ptm_core.families.registry`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from flows.config import ConfigError
+from ptm_core.families import registry
+from ptm_core.families.runner import FinetuneRun, PretrainRun, run_pretraining
+from ptm_core.families.spec import FamilySpec
+
+STAGES = ("pretrain", "finetune")
+
+
+def select(cfg: DictConfig) -> tuple[FamilySpec, str]:
+    """The family and stage ``cfg`` asks for (see the module docstring).
+
+    Raises:
+        ConfigError: an unknown family, stage or recipe (one line with the known ones), or
+            an ``init_from`` folder of another family than ``family:`` names.
+    """
+    family = cfg.get("family")
+    stage = cfg.get("stage")
+    try:
+        if family:
+            spec = registry.get(str(family))
+            stage = str(stage or "pretrain")
+        else:
+            spec, stage = registry.for_recipe(str(cfg.get("recipe", "text")))
+    except registry.UnknownFamilyError as exc:
+        raise ConfigError(str(exc)) from None
+    if stage not in STAGES:
+        raise ConfigError(f"stage={stage}: must be one of {', '.join(STAGES)}")
+    init_from = cfg.get("init_from")
+    if stage == "finetune" and init_from:
+        owner = family_of_folder(init_from)
+        if owner is not None and owner.name != spec.name and family:
+            raise ConfigError(
+                f"init_from={init_from} is a {owner.name} model but family={family}; set "
+                f"family={owner.name} (or drop family: the folder names its family)"
+            )
+        spec = owner or spec
+    return spec, stage
+
+
+def family_of_folder(directory: str | Path) -> FamilySpec | None:
+    """The family that saved ``directory``; ``None`` when no family claims it (a Hugging
+    Face folder of a type no family converts, or no folder at all).
+
+    Raises:
+        ConfigError: ``config.json`` names a kind no installed family knows.
+    """
+    from ptm_core.model_kinds import read_model_kind
+
+    path = Path(directory)
+    if not path.is_dir():
+        return None
+    try:
+        kind = read_model_kind(path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if kind is not None:
+        return registry.for_kind(kind)
+    for spec in registry.families().values():
+        if spec.has("recognizes") and spec.hook("recognizes")(path):
+            return spec
+    return None
+
+
+def settings_of(spec: FamilySpec, cfg: DictConfig) -> Any:
+    """The family's typed settings, read from the config blocks its dataclass names.
+
+    Each field of ``spec.settings`` is a top-level block (``data``, ``knowledge``,
+    ``finetune``); its defaults are the dataclass's. ``None`` when the family has none.
+
+    Raises:
+        ConfigError: an unknown key (with a "did you mean") or a value of the wrong type,
+            one line naming ``<block>.<key>``.
+    """
+    if not spec.has("settings"):
+        return None
+    schema = spec.hook("settings")
+    if not dataclasses.is_dataclass(schema):
+        raise TypeError(f"family {spec.name!r}: settings {spec.settings} is not a dataclass")
+    given = {f.name: cfg[f.name] for f in dataclasses.fields(schema) if f.name in cfg}
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(schema), given)
+        return OmegaConf.to_object(merged)
+    except ConfigKeyError as exc:
+        raise ConfigError(_unknown_key_message(exc)) from None
+    except ValidationError as exc:
+        key = getattr(exc, "full_key", "") or "config"
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(f"{key}: {reason}") from None
+
+
+def _unknown_key_message(exc: ConfigKeyError) -> str:
+    full_key = str(getattr(exc, "full_key", "") or "")
+    parent, _, key = full_key.rpartition(".")
+    schema = getattr(exc, "object_type", None)
+    valid = [f.name for f in dataclasses.fields(schema)] if dataclasses.is_dataclass(schema) else []
+    close = difflib.get_close_matches(key, valid, n=1)
+    hint = f"; did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+    listed = f" Valid keys of {parent or 'the root'}: {', '.join(valid)}" if valid else ""
+    return f"unknown config key {full_key!r}{hint}{listed}"
+
+
+def _builder(cfg: DictConfig) -> Any:
+    def build(path: str) -> Any:
+        node = OmegaConf.select(cfg, path)
+        if node is None:
+            return {}
+        if isinstance(node, DictConfig) and "_target_" not in node:
+            return {str(name): instantiate(child) for name, child in node.items()}
+        return instantiate(node)
+
+    return build
+
+
+def _trainer(cfg: DictConfig, overrides: dict[str, Any]) -> Any:
+    return instantiate(cfg.trainer, _convert_="all", **overrides)
+
+
+def pretrain(spec: FamilySpec, cfg: DictConfig, **trainer_overrides: Any) -> Any:
+    """Pre-train ``spec``'s family as ``cfg`` says (``trainer_overrides``: TrainerConfig
+    fields to change, e.g. ``output_dir``)."""
+    if not spec.has("plan_pretraining"):
+        raise ConfigError(f"family {spec.name!r} has no pre-training; use stage=finetune")
+    objective = cfg.get("objective") or {}
+    weights = OmegaConf.to_container(objective.get("weights", {}), resolve=True)
+    run = PretrainRun(
+        settings=settings_of(spec, cfg),
+        model=instantiate(cfg.model) if cfg.get("model") is not None else None,
+        objectives=_builder(cfg)("objective.objectives"),
+        weights=weights,  # type: ignore[arg-type]
+        trainer=_trainer(cfg, trainer_overrides),
+        seed=int(cfg.seed),
+        init_from=str(cfg.init_from) if cfg.get("init_from") else None,
+        build=_builder(cfg),
+    )
+    return run_pretraining(spec, run)
+
+
+def finetune(spec: FamilySpec, cfg: DictConfig, **trainer_overrides: Any) -> Any:
+    """Fine-tune with ``spec``'s task adapter (the ``init_from`` folder's family)."""
+    if not spec.has("finetune"):
+        raise ConfigError(f"family {spec.name!r} does not fine-tune (it has no task adapter)")
+    run = FinetuneRun(
+        settings=settings_of(spec, cfg),
+        trainer=_trainer(cfg, trainer_overrides),
+        seed=int(cfg.seed),
+        init_from=str(cfg.init_from) if cfg.get("init_from") else None,
+        model=_model_factory(cfg),
+        build=_builder(cfg),
+    )
+    return spec.hook("finetune")(run)
+
+
+def _model_factory(cfg: DictConfig) -> Any:
+    # A fine-tune from a folder never builds the preset; only random-init runs do.
+    if cfg.get("init_from") or cfg.get("model") is None:
+        return None
+    return instantiate(cfg.model)
+
+
+def run(cfg: DictConfig, **trainer_overrides: Any) -> Any:
+    """Run what ``cfg`` asks for: its family's pre-training or fine-tuning."""
+    spec, stage = select(cfg)
+    if stage == "pretrain":
+        return pretrain(spec, cfg, **trainer_overrides)
+    return finetune(spec, cfg, **trainer_overrides)
