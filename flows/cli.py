@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     finetune.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     finetune.add_argument("overrides", nargs="*", help="Hydra overrides")
+    commands.add_parser(
+        "families", help="list the installed model families (what family=NAME accepts)"
+    )
     flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
     flow.add_argument("name", choices=["pretrain", "finetune"])
     flow.add_argument("--multirun", "-m", action="store_true", help="finetune: run a sweep")
@@ -322,6 +325,24 @@ def _setup_logging() -> None:
             logger.addFilter(_UserErrorWithoutTraceback())
 
 
+def families_table() -> str:
+    """``ptm families``: one line per installed family (name, stages, kinds, package)."""
+    from ptm_core.families import families
+
+    hooks = {"pretrain": "plan_pretraining", "finetune": "finetune"}
+    rows = [("family", "stages", "kinds", "package", "description")]
+    for spec in sorted(families().values(), key=lambda s: s.name):
+        stages = ",".join(stage for stage, hook in hooks.items() if spec.has(hook)) or "-"
+        kinds = ",".join(spec.kinds) or "-"
+        rows.append((spec.name, stages, kinds, spec.package, spec.description))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        lines.append("  ".join([*cells, row[4]]))
+    return "\n".join(lines)
+
+
 def _check_before_server(args: argparse.Namespace) -> None:
     """Arguments that can be checked without Prefect fail before its server starts."""
     if args.command == "evaluate":
@@ -365,6 +386,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
     _setup_logging()
     from flows.config import ConfigError
 
+    if args.command == "families":
+        print(families_table())
+        return 0
     if args.command in ("pretrain", "config"):
         from omegaconf import OmegaConf
 

@@ -40,9 +40,10 @@ from ptm_core.evaluation.registry import (
     Evaluation,
     evaluation_for_kind,
     get_evaluation,
+    register_evaluation,
     registered_evaluations,
 )
-from ptm_core.model_kinds import KIND_KEY, KINDS
+from ptm_core.model_kinds import KIND_KEY, known_kinds
 
 #: The modules that register each package's evaluations (imported on first lookup; a
 #: package that is not installed is skipped).
@@ -55,7 +56,16 @@ EVALUATION_MODULES = (
 
 
 def load_evaluations() -> dict[str, Evaluation]:
-    """Import every package's registrations; every registered evaluation, by family."""
+    """Every registered evaluation, by name: those each installed family's spec names
+    (``FamilySpec.evaluation``: one ``Evaluation`` or a sequence), then the packages'
+    registration modules not moved to a spec yet."""
+    from ptm_core.families import families
+
+    for spec in families().values():
+        if spec.has("evaluation"):
+            named = spec.hook("evaluation")
+            for evaluation in named if isinstance(named, (tuple, list)) else (named,):
+                register_evaluation(evaluation)
     for module in EVALUATION_MODULES:
         try:
             importlib.import_module(module)
@@ -116,9 +126,10 @@ def model_family(model_dir: str | Path) -> str:
     kind = _read_json_object(config_path).get(KIND_KEY) if config_path.exists() else None
     if kind is None:
         return legacy_family(directory)
-    if kind not in KINDS:
+    if kind not in known_kinds():
         raise ValueError(
-            f"{config_path}: unknown {KIND_KEY!r} {kind!r}; known kinds: {', '.join(sorted(KINDS))}"
+            f"{config_path}: unknown {KIND_KEY!r} {kind!r}; known kinds: "
+            f"{', '.join(sorted(known_kinds()))} (is the package that saved it installed?)"
         )
     load_evaluations()
     evaluation = evaluation_for_kind(str(kind))
