@@ -325,24 +325,6 @@ def _setup_logging() -> None:
             logger.addFilter(_UserErrorWithoutTraceback())
 
 
-def families_table() -> str:
-    """``ptm families``: one line per installed family (name, stages, kinds, package)."""
-    from ptm_core.families import families
-
-    hooks = {"pretrain": "plan_pretraining", "finetune": "finetune"}
-    rows = [("family", "stages", "kinds", "package", "description")]
-    for spec in sorted(families().values(), key=lambda s: s.name):
-        stages = ",".join(stage for stage, hook in hooks.items() if spec.has(hook)) or "-"
-        kinds = ",".join(spec.kinds) or "-"
-        rows.append((spec.name, stages, kinds, spec.package, spec.description))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
-        lines.append("  ".join([*cells, row[4]]))
-    return "\n".join(lines)
-
-
 def _check_before_server(args: argparse.Namespace) -> None:
     """Arguments that can be checked without Prefect fail before its server starts."""
     if args.command == "evaluate":
@@ -387,6 +369,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     from flows.config import ConfigError
 
     if args.command == "families":
+        from flows.runner import families_table
+
         print(families_table())
         return 0
     if args.command in ("pretrain", "config"):

@@ -152,7 +152,7 @@ def test_typed_settings_write_each_default_once_and_refuse_bad_keys(toy: FamilyS
 
 
 def test_ptm_families_lists_each_family_with_its_stages_and_kinds(toy: FamilySpec) -> None:
-    from flows.cli import families_table
+    from flows.runner import families_table
 
     lines = families_table().splitlines()
     assert lines[0].split()[:4] == ["family", "stages", "kinds", "package"]
