@@ -62,7 +62,14 @@ def test_split_is_deterministic_disjoint_and_stable_as_the_corpus_grows(tmp_path
     record = json.loads((tmp_path / "s3" / "held_out.json").read_text())
     assert record["held_out_documents"] == grown.held_out_documents
     capped = split_held_out(folder, tmp_path / "s4", every=10, max_held_out=5)
-    assert capped.held_out_documents == 5 and capped.train_documents == 895
+    bucket = grown.held_out_documents
+    assert capped.held_out_documents == 5 and capped.left_out == bucket - 5
+    assert capped.train_documents == 900 - bucket  # the bucket past the cap is not trained on
+    assert "left out" in capped.describe()
+    # Past the cap, the training part does not depend on the order of the files.
+    (folder / "a.txt").rename(folder / "z.txt")
+    reordered = split_held_out(folder, tmp_path / "s5", every=10, max_held_out=5)
+    assert sorted(_ids(reordered.train)) == sorted(_ids(capped.train))
 
 
 def test_too_small_a_corpus_to_hold_out_is_refused(tmp_path: Path) -> None:
