@@ -35,6 +35,17 @@ EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, mode
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: a count (``--min-tokens -5`` is refused before any work)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptm",
@@ -79,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--report", default=None, help="report path")
     evaluate.add_argument(
         "--min-tokens",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="fewest scored tokens to compare with a baseline model (default 1000)",
     )
@@ -162,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     retrain.add_argument("--eval-corpus", default=None)
     retrain.add_argument(
         "--min-eval-tokens",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="fewest scored tokens to compare candidate and champion (default 1000)",
     )

@@ -160,3 +160,17 @@ def test_retrain_holds_out_its_own_corpus_and_refuses_a_thin_comparison(
             min_eval_tokens=10_000_000,
         )
     assert ModelRegistry(registry_dir).champion()["model_dir"] == first["candidate"]
+
+
+def test_a_negative_token_floor_is_refused_before_any_work(capsys: pytest.CaptureFixture) -> None:
+    from flows.cli import main
+
+    for argv in (
+        ["evaluate", "no/such/model", "--min-tokens", "-5"],
+        ["retrain", "--corpus", "no/such/corpus", "--min-eval-tokens", "-1"],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "expected a whole number >= 0" in err and "no/such" not in err
