@@ -48,6 +48,7 @@ from ptm_core.model_kinds import KIND_KEY, known_kinds
 #: package that is not installed is skipped).
 EVALUATION_MODULES = (
     "ptm_core.evaluation.kinds",
+    "ptm_classic.evaluation_kinds",
     "ptm_knowledge.evaluation_kinds",
     "ptm_multilingual.evaluation_kinds",
     "ptm_multimodal.evaluation_kinds",
