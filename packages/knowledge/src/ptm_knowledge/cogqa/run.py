@@ -3,8 +3,9 @@
 CogQA trains a task system on labelled multi-hop questions (System 1, a span reader on a
 core encoder built by the ``model`` config, then System 2, a GNN over the graphs System 1
 grows), so its spec declares it as the family's ``finetune`` stage
-(:func:`finetune_cogqa`): a random-init ``model`` factory, the typed ``data``/``cogqa``
-settings and the run folder in, the trained system and its dev metrics out. Each phase is
+(:func:`finetune_cogqa`): a random-init ``model`` factory (or ``init_from``, a CogQA
+``final/`` to train further), the typed ``data``/``cogqa`` settings and the run folder in,
+the trained system and its dev metrics out. Each phase is
 one core Trainer run in ``<output_dir>/system1`` and ``system2`` (its own settings derived
 from the epochs, checkpoints, exact resume); the system is written to ``final/`` by rank 0.
 """
@@ -24,6 +25,7 @@ from ptm_core.atomic import atomic_write_text
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.training.distributed import is_main_process
 from ptm_core.training.metrics import MetricsLog
+from ptm_knowledge.cogqa.checkpoint import load_cogqa
 from ptm_knowledge.cogqa.data import generate_bridge_questions
 from ptm_knowledge.cogqa.evaluation import evaluate_predictions
 from ptm_knowledge.cogqa.examples import MultiHopExample
@@ -102,10 +104,10 @@ def finetune_cogqa(run: FinetuneRun) -> CogQARunResult:
     """
     settings: CogQASettings = run.settings
     options = settings.cogqa
-    if run.model is None:
+    if run.model is None and not run.init_from:
         raise ValueError(
-            "CogQA builds System 1's encoder from the model config (model=cogqa_tiny); "
-            "init_from is not supported"
+            "CogQA needs System 1's encoder: a model config (model=cogqa_tiny) or "
+            "init_from=<a CogQA final/ to train further>"
         )
     if options.seed != 0:
         raise ValueError("cogqa.seed: CogQA uses the run's seed; set seed=<n> at the root")
@@ -115,9 +117,10 @@ def finetune_cogqa(run: FinetuneRun) -> CogQARunResult:
     old_threads = torch.get_num_threads()
     torch.set_num_threads(options.num_threads)
     try:
-        vocab = build_vocab(train)
+        start = load_cogqa(run.init_from) if run.init_from else None
+        vocab = start.reader.vocab if start is not None else build_vocab(train)
         torch.manual_seed(run.seed)
-        encoder = run.model(vocab_size=len(vocab))
+        encoder = run.model(vocab_size=len(vocab)) if start is None and run.model else None
         system = fit_system(
             train,
             config,
@@ -125,6 +128,7 @@ def finetune_cogqa(run: FinetuneRun) -> CogQARunResult:
             encoder=encoder,
             output_dir=output_dir,
             resume=bool(run.trainer.resume),
+            start=start,
         )
         graph = evaluate_predictions(dev, {ex.id: system.predict(ex)[0] for ex in dev})
         base = evaluate_predictions(

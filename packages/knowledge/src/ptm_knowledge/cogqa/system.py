@@ -62,6 +62,12 @@ class CogQASystem:
         # Where fit_system wrote the system (rank 0), when it was given an output_dir.
         self.final_dir: Path | None = None
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the system: ``reader.*`` (encoder and pointers) and
+        ``reasoner.*`` (the GNN)."""
+        state = {f"reader.{k}": v for k, v in self.reader.state_dict().items()}
+        return state | {f"reasoner.{k}": v for k, v in self.reasoner.state_dict().items()}
+
     @torch.no_grad()
     def predict(self, example: MultiHopExample) -> tuple[Prediction, CognitiveGraph]:
         """Grow the graph, score its answer nodes with System 2, and return the best one

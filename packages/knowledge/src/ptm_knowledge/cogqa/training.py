@@ -359,6 +359,7 @@ def fit_system(
     output_dir: str | Path | None = None,
     callbacks: Iterable[object] = (),
     resume: bool = True,
+    start: CogQASystem | None = None,
 ) -> CogQASystem:
     """Train System 1 then System 2 on ``examples``.
 
@@ -381,6 +382,10 @@ def fit_system(
         callbacks: core Trainer callbacks, given to both phases.
         resume: continue from the phase folders' newest checkpoints if there are any
             (``False`` moves an earlier run's checkpoints aside and starts over).
+        start: a trained system to train further (e.g. :func:`~ptm_knowledge.cogqa.load_cogqa`
+            of an earlier run): its reader (vocabulary, encoder, pointers and reader
+            settings) and reasoner are trained in place; ``vocab``, ``encoder``,
+            ``config.reader`` and the GNN sizes are then not used.
 
     Returns:
         The trained system (``.reader`` doubles as the System-1-only baseline).
@@ -396,7 +401,10 @@ def fit_system(
         )
     config = config or CogQATrainConfig()
     torch.manual_seed(config.seed)
-    reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)
+    if start is not None:
+        reader = start.reader
+    else:
+        reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)
     with _run_dir(output_dir) as folder:
         reader_losses = fit_reader(
             reader, examples, config, output_dir=folder, callbacks=callbacks, resume=resume
@@ -404,7 +412,11 @@ def fit_system(
         # Seeded here, not by whatever phase 1 left in the global RNG, so a resumed run
         # builds the same initial System 2.
         torch.manual_seed(derive_seed(config.seed, "cogqa-reasoner-init"))
-        reasoner = CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
+        reasoner = (
+            start.reasoner
+            if start is not None
+            else CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
+        )
         reasoner_losses = fit_reasoner(
             reasoner,
             reader,
