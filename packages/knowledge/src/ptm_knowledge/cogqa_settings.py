@@ -39,7 +39,7 @@ class ReaderConfig:
 
 @dataclass
 class CogQATrainConfig:
-    """Settings of :func:`train_cogqa`.
+    """Settings of :func:`~ptm_knowledge.cogqa.fit_system`.
 
     Args:
         reader: System 1 sizes and decoding.
