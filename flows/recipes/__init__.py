@@ -30,7 +30,6 @@ RECIPES: dict[str, str] = {
     "vilbert": "flows.recipes.vilbert",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
-    "cogqa": "flows.recipes.cogqa",
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
@@ -43,8 +42,6 @@ RECIPES: dict[str, str] = {
     "awd_lstm": "flows.recipes.awd_lstm",
     # The remaining seed systems.
     "lxmert": "flows.recipes.lxmert",
-    "kepler": "flows.recipes.kepler",
-    "wklm": "flows.recipes.wklm",
 }
 
 

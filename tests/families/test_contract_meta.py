@@ -16,6 +16,11 @@ from ptm_core.families import families
 HERE = Path(__file__).resolve().parent
 
 
+# The case modules stay referenced: __subclasses__ holds weak references, so a module
+# dropped after loading can take its case class with it before the walk below.
+_LOADED: list[object] = []
+
+
 def _cases() -> dict[str, type[FamilyContract]]:
     for path in sorted(HERE.glob("test_contract_*.py")):
         if path.name == Path(__file__).name:
@@ -24,6 +29,7 @@ def _cases() -> dict[str, type[FamilyContract]]:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
+        _LOADED.append(module)
     found: dict[str, type[FamilyContract]] = {}
     todo = [FamilyContract]
     while todo:
