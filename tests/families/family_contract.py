@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import torch
 from safetensors.torch import load_file
 
-FAST = ["trainer.progress=false", "trainer.log_every=1", "trainer.save_every=0"]
+FAST = ["trainer.progress=false", "trainer.log_every=1"]
 
 
 class FamilyContract:

@@ -31,7 +31,6 @@ TINY = [
     "cogqa.reader.threshold=-1e9",
     "cogqa.reader.hop_threshold=-1e9",
     "cogqa.reader.top_k=4",
-    "trainer.save_every=1000",  # FAST's 0 is refused by TrainerConfig
 ]
 
 

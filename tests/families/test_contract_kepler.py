@@ -35,7 +35,6 @@ class TestKeplerContract(FamilyContract):
             *TINY_MODEL,
             "trainer.max_steps=2",
             "trainer.device=cpu",
-            "trainer.save_every=1000",  # FAST's 0 is refused by TrainerConfig
             "kepler.ke_batch_size=4",
             "kepler.description_max_length=16",
             f"trainer.output_dir={tmp_path / 'run'}",

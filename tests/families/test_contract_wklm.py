@@ -27,7 +27,6 @@ class TestWKLMContract(FamilyContract):
             *TINY_MODEL,
             "trainer.max_steps=2",
             "trainer.device=cpu",
-            "trainer.save_every=1000",  # FAST's 0 is refused by TrainerConfig
             f"trainer.output_dir={tmp_path / 'run'}",
         ]
 
