@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.stack_state import LayerMasks, is_per_layer
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder, TransformerLayer
 from ptm_core.modules.attention_masks import memory_visibility
 from ptm_core.modules.attention_structure import AttentionStructure
@@ -62,7 +63,7 @@ class XLNetEncoder(TransformerEncoder):
     def forward(
         self,
         input_ids: Tensor | None = None,
-        attention_mask: Tensor | AttentionStructure | None = None,
+        attention_mask: LayerMasks = None,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         *,
@@ -91,6 +92,11 @@ class XLNetEncoder(TransformerEncoder):
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if is_per_layer(attention_mask):
+            raise ValueError(
+                "a per-layer attention_mask needs the absolute-position TransformerEncoder; "
+                "XLNetEncoder takes one mask for every layer"
+            )
         if output_attention_scores:
             raise ValueError(
                 "output_attention_scores is not available with relative positions; "
@@ -113,7 +119,9 @@ class XLNetEncoder(TransformerEncoder):
             # dense boolean path.
             attention_mask.check_length(length)
             attention_mask = attention_mask.to(hidden.device).dense()
-        content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
+        content_mask = memory_visibility(
+            cast(Tensor | None, attention_mask), batch, length, memory_length, memory_mask
+        )
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:
             # Memory counts as segment 0, as in XLNet.
