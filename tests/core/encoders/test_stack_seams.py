@@ -238,3 +238,22 @@ def test_bad_settings_name_the_valid_values() -> None:
         ExecutionSettings(dropout_kernel="philox")
     with pytest.raises(ValueError, match=r"outside 0\.\.num_layers=4"):
         TransformerEncoder(CONFIG, insert={5: Halve()})
+
+
+def test_builders_take_the_settings() -> None:
+    from ptm_core.encoders.builders import TransformerSize, albert, xlnet
+    from ptm_core.modules.relative_attention import RelativeMultiHeadAttention
+
+    size = TransformerSize(
+        vocab_size=40, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32
+    )
+    settings = ExecutionSettings(attention_backend="dense", unpadding="off", dropout_kernel="torch")
+    for model in (albert(size, settings=settings), xlnet(size, settings=settings)):
+        assert model.settings == settings
+        assert {m.kernel for m in model.modules() if isinstance(m, Dropout)} == {"torch"}
+        kernels = {
+            m.dropout_kernel
+            for m in model.modules()
+            if isinstance(m, MultiHeadSelfAttention | RelativeMultiHeadAttention)
+        }
+        assert kernels == {"torch"}

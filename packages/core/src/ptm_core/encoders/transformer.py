@@ -188,11 +188,9 @@ class TransformerEncoder(nn.Module):
                     "(k runs just before layer k; num_layers runs after the last layer)"
                 )
         self.inserted = nn.ModuleDict({str(k): m for k, m in sorted((insert or {}).items())})
-        # An inserted module runs with the stack's kernels, as its own layers do.
-        for module in self.inserted.values():
-            if isinstance(module, ExecutionConfigurable):
-                module.apply_execution_settings(self.settings)
-        self._set_dropout_kernels(self.settings.dropout_kernel)
+        # Inserted modules and attention blocks a subclass built (XLNet's) run with the
+        # stack's kernels, as its own layers do.
+        self.apply_execution_settings(self.settings)
 
     @property
     def unpadding_mode(self) -> str:

@@ -14,6 +14,7 @@ from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder, Tra
 from ptm_core.modules.attention_masks import memory_visibility
 from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.dropout import Dropout
+from ptm_core.modules.execution import ExecutionSettings
 from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     sinusoid_relative_positions,
@@ -43,18 +44,21 @@ class XLNetEncoder(TransformerEncoder):
 
     Args:
         config: an :class:`EncoderConfig` with ``position_encoding="relative"``.
+        settings: the kernels it runs with (see :class:`TransformerEncoder`).
     """
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, *, settings: ExecutionSettings | None = None) -> None:
         if not config.relative:
             raise ValueError(
                 "XLNetEncoder needs position_encoding='relative', got "
                 f"{config.position_encoding!r}; build it with encoder_from_config(config)"
             )
-        super().__init__(config, attention=lambda index: relative_attention(config))
+        super().__init__(
+            config, attention=lambda index: relative_attention(config), settings=settings
+        )
         # The query stream starts from one learned vector at every predicted position.
         self.query_embedding = nn.Parameter(torch.zeros(config.hidden_size))
-        self.position_dropout = Dropout(config.dropout)
+        self.position_dropout = Dropout(config.dropout, kernel=self.settings.dropout_kernel)
         nn.init.normal_(self.query_embedding, std=config.initializer_range)
         for module in self.modules():
             if isinstance(module, RelativeMultiHeadAttention):
