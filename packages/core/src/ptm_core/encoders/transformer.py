@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -18,6 +17,7 @@ from ptm_core.encoders.layers import (
     standard_attention,
     standard_feed_forward,
 )
+from ptm_core.encoders.output import EncoderOutput
 from ptm_core.encoders.stack_state import LayerMasks, StackState, mask_of_layer
 from ptm_core.encoders.unpadding import unpad_layout
 from ptm_core.model_kinds import ENCODER, XLNET
@@ -41,35 +41,6 @@ __all__ = [
     "standard_attention",
     "standard_feed_forward",
 ]
-
-
-@dataclass
-class EncoderOutput:
-    """What :class:`TransformerEncoder` returns.
-
-    Attributes:
-        last_hidden_state: ``(B, L, D)`` output of the last layer (after the final
-            LayerNorm in the pre-LN variant).
-        hidden_states: when requested, ``num_layers + 1`` tensors ``(B, L, D)``: the
-            embedding output (after the ``E -> D`` projection when factorised), then every
-            layer's output.
-        attention_scores: when requested, ``num_layers`` tensors ``(B, h, L, L)``: each
-            layer's pre-softmax attention scores (masked entries hold the most negative
-            finite value), from the explicit attention path.
-        query_hidden_state: :class:`~ptm_core.encoders.XLNetEncoder` given
-            ``query_positions``: ``(B, P, D)`` output of XLNet's query stream at those
-            positions.
-        memory: :class:`~ptm_core.encoders.XLNetEncoder` with ``memory_length > 0``: ``num_layers`` detached
-            tensors ``(B, M', D)``, each layer's input over the last ``M'`` positions
-            (previous memory + this segment); pass them as ``memory=`` with the next
-            segment.
-    """
-
-    last_hidden_state: Tensor
-    hidden_states: tuple[Tensor, ...] | None = None
-    attention_scores: tuple[Tensor, ...] | None = None
-    query_hidden_state: Tensor | None = None
-    memory: tuple[Tensor, ...] | None = None
 
 
 class TransformerEncoder(nn.Module):
