@@ -117,11 +117,10 @@ def _ragged(data: dict[str, torch.Tensor], padding: float, seed: int) -> dict[st
 
 
 def _configure(model: torch.nn.Module, backend: str, unpad: str) -> None:
-    from ptm_core.encoders.unpadding import set_unpadding
-    from ptm_core.modules.attention_backends import set_attention_backend
+    from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 
-    set_attention_backend(model, backend)
-    set_unpadding(model, unpad)
+    apply_execution_settings(model, ExecutionSettings(attention_backend=backend))
+    apply_execution_settings(model, ExecutionSettings(unpadding=unpad))
 
 
 def bench_train(

@@ -8,7 +8,7 @@ the shapes of ``benchmarks/bert_pair.py``: mini = 4 x 256, base = 12 x 768), the
 weights (two copies, each with the optimizer ptm's Trainer builds), the same batch: 8
 sequences of 128 positions whose real lengths are drawn uniformly so that the batch has
 the stated share of padding (ragged, right-padded). One side runs with
-``set_unpadding(model, "on")``, the other with ``"off"``. A step is forward + backward +
+``apply_execution_settings(model, ExecutionSettings(unpadding="on"))``, the other with ``"off"``. A step is forward + backward +
 optimizer step, in fp32 or under ``torch.autocast("cpu", dtype=torch.bfloat16)``. Before
 timing, both sides' eval-mode losses are checked equal. The steps alternate (who goes
 first swaps every pair) and the speed-up is the median of the per-pair ratios
@@ -86,12 +86,12 @@ def bench_row(
     size: str, padding: float, precision: str, *, batch: int, length: int, pairs: int
 ) -> dict[str, Any]:
     """One paired measurement: unpadded ("ours") vs padded ("theirs")."""
-    from ptm_core.encoders.unpadding import set_unpadding
+    from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 
     unpadded = build_model(size)
     padded = copy.deepcopy(unpadded)
-    set_unpadding(unpadded, "on")
-    set_unpadding(padded, "off")
+    apply_execution_settings(unpadded, ExecutionSettings(unpadding="on"))
+    apply_execution_settings(padded, ExecutionSettings(unpadding="off"))
     data = padded_batch(batch, length, padding)
     real_tokens = int(data["attention_mask"].sum())
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")

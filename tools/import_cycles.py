@@ -2,9 +2,10 @@
 
 Every ``import`` and ``from ... import`` in ``packages/*/src`` and ``flows/`` counts, also
 those inside functions (a lazy import that closes a loop is still a loop: it only moves
-the failure from import time to call time). Imports under ``if TYPE_CHECKING:`` do not
-run and are left out. ``from pkg import name`` is an edge to ``pkg.name`` when that is a
-module, else to ``pkg`` (its ``__init__``).
+the failure from import time to call time) and those under ``if TYPE_CHECKING:`` (they do
+not run, but a module that names its caller's type depends on its caller: the layers are
+upside down all the same). ``from pkg import name`` is an edge to ``pkg.name`` when that is
+a module, else to ``pkg`` (its ``__init__``).
 
 Exit status 0 when there is no cycle; 1 with each strongly connected group printed,
 one edge per line, so the import to cut is visible.
@@ -44,31 +45,19 @@ def discover(root: Path = ROOT) -> dict[str, Path]:
     return modules
 
 
-def _type_checking_test(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "TYPE_CHECKING") or (
-        isinstance(node, ast.Attribute) and node.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and _type_checking_test(node.test):
-            stack.extend(node.orelse)
-            continue
+def _all_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        stack.extend(ast.iter_child_nodes(node))
 
 
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The ptm modules that ``name`` (at ``path``) imports at run time."""
+    """The ptm modules that ``name`` (at ``path``) imports, type-checking imports included."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     is_package = path.name == "__init__.py"
     package = name if is_package else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in _runtime_imports(tree):
+    for node in _all_imports(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.add(alias.name)

@@ -13,6 +13,7 @@ from ptm_core import EncoderConfig, TransformerEncoder, bert_encoder
 from ptm_core.encoders import albert_encoder
 from ptm_core.heads import MaskedLMHead
 from ptm_core.modules import causal_mask
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 
 
 def _count(module: torch.nn.Module) -> int:
@@ -104,7 +105,9 @@ def test_bad_switches_name_the_field() -> None:
 def test_explicit_attention_path_matches_sdpa_and_returns_scores(mask_kind: str) -> None:
     torch.manual_seed(0)
     encoder = _albert(share="none", num_layers=2).eval()
-    encoder.unpadding_mode = "off"  # the padded SDPA path against the explicit one
+    apply_execution_settings(
+        encoder, ExecutionSettings(unpadding="off")
+    )  # the padded SDPA path against the explicit one
     ids = torch.randint(5, 50, (2, 7))
     if mask_kind == "padding":
         mask = torch.ones(2, 7, dtype=torch.long)

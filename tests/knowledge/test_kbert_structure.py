@@ -8,8 +8,8 @@ from knowledge_sample_paths import VOCAB
 
 from ptm_core.encoders import bert_encoder
 from ptm_core.finetune.model import build_task_model
-from ptm_core.modules.attention_backends import set_attention_backend
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.kbert import (
     KBertFeaturizer,
@@ -61,7 +61,7 @@ def test_structured_featurizer_equals_the_visible_matrix(tokenizer, sample_kg) -
         expected = model(dense)
         hidden = mask_transformer(encoder, {**dense, "visible_matrix": dense["attention_mask"]})
         for backend in ("sdpa", "flex", "dense"):
-            set_attention_backend(model, backend)
+            apply_execution_settings(model, ExecutionSettings(attention_backend=backend))
             out = model(structured)
             torch.testing.assert_close(out.logits, expected.logits, atol=1e-5, rtol=0)
             assert out.loss is not None and expected.loss is not None

@@ -193,3 +193,26 @@ def test_no_nan_when_no_region_is_selected() -> None:
     assert float(out.metrics["mrm/loss"]) == 0.0 and torch.isfinite(out.loss)
     out.loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_the_text_stream_runs_through_the_encoder_seam() -> None:
+    """Co-attention sits between the text encoder's layers through its seam, so the
+    encoder's settings hold there too: unpadded text gives the padded result at real
+    tokens (zeros at padding, which only the unpadded path writes)."""
+    from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
+
+    ids, feats, boxes = _inputs()
+    mask = torch.ones_like(ids)
+    mask[1, 2:] = 0
+    outputs = {}
+    for mode in ("off", "on"):
+        model = _model()
+        apply_execution_settings(model, ExecutionSettings(unpadding=mode))
+        with torch.no_grad():
+            out = model(ids, feats, attention_mask=mask, visual_boxes=boxes)
+        outputs[mode] = (out.last_hidden_state, out.image_hidden_state)
+    real = mask.bool()
+    torch.testing.assert_close(outputs["on"][0][real], outputs["off"][0][real], atol=1e-5, rtol=0)
+    torch.testing.assert_close(outputs["on"][1], outputs["off"][1], atol=1e-5, rtol=0)
+    assert bool((outputs["on"][0][~real] == 0).all())
+    assert not bool((outputs["off"][0][~real] == 0).all())

@@ -9,7 +9,8 @@ import torch
 
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
 from ptm_core.encoders.presets import bert_encoder
-from ptm_core.encoders.unpadding import AUTO_MIN_PADDING, UNPADDING_MODES, set_unpadding
+from ptm_core.encoders.unpadding import AUTO_MIN_PADDING, UNPADDING_MODES
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_core.modules.unpadding import UnpadLayout
 
 TOL = 1e-5
@@ -39,7 +40,7 @@ def masks() -> dict[str, torch.Tensor]:
 
 def run(model: TransformerEncoder, mode: str, ids: torch.Tensor, mask: torch.Tensor):
     """Outputs and the parameter gradients of a loss over real positions only."""
-    set_unpadding(model, mode)
+    apply_execution_settings(model, ExecutionSettings(unpadding=mode))
     model.zero_grad(set_to_none=True)
     out = model(ids, mask, output_hidden_states=True)
     real = mask.bool()
@@ -100,7 +101,7 @@ def test_layout_round_trip_on_arbitrary_masks() -> None:
 
 def test_train_mode_with_dropout_runs_forward_and_backward() -> None:
     model = encoder(dropout=0.1, attention_dropout=0.1).train()
-    set_unpadding(model, "on")
+    apply_execution_settings(model, ExecutionSettings(unpadding="on"))
     mask = masks()["ragged"]
     out = model(torch.randint(5, 50, mask.shape), mask)
     out.last_hidden_state[mask].pow(2).mean().backward()
@@ -118,7 +119,7 @@ def test_auto_unpads_only_from_the_threshold() -> None:
     with torch.no_grad():
         assert model(ids, few).last_hidden_state[0, -1].abs().sum() > 0
         assert bool((model(ids, many).last_hidden_state[~many.bool()] == 0).all())
-        set_unpadding(model, "off")
+        apply_execution_settings(model, ExecutionSettings(unpadding="off"))
         assert model(ids, many).last_hidden_state[~many.bool()].abs().sum() > 0
 
 
@@ -128,7 +129,7 @@ def test_paths_that_keep_padding() -> None:
     mask = torch.ones(2, 8, dtype=torch.bool)
     mask[:, 4:] = False
     model = encoder().eval()
-    set_unpadding(model, "on")
+    apply_execution_settings(model, ExecutionSettings(unpadding="on"))
     with torch.no_grad():
         visibility = mask[:, None, :].expand(-1, 8, -1)
         assert model(ids, visibility).last_hidden_state[~mask].abs().sum() > 0
@@ -140,16 +141,16 @@ def test_paths_that_keep_padding() -> None:
                 **SIZE, position_encoding="bucketed", norm_position="pre", norm_type="rmsnorm"
             )
         ).eval()
-        set_unpadding(t5, "on")
+        apply_execution_settings(t5, ExecutionSettings(unpadding="on"))
         assert t5(ids, mask).last_hidden_state[~mask].abs().sum() > 0
 
 
 def test_bad_mode_names_the_valid_ones() -> None:
     model = encoder()
     with pytest.raises(ValueError, match="auto, on, off"):
-        set_unpadding(model, "yes")
+        apply_execution_settings(model, ExecutionSettings(unpadding="yes"))
     with pytest.raises(ValueError, match="auto, on, off"):
-        model.unpadding_mode = "always"
+        TransformerEncoder(model.config, settings=ExecutionSettings(unpadding="always"))
     assert UNPADDING_MODES == ("auto", "on", "off")
 
 
@@ -166,7 +167,7 @@ def test_masked_lm_training_step_same_loss() -> None:
         torch.manual_seed(1)
         mlm = build_objective(MaskedLMObjective, model_encoder, vocab)
         model = PretrainingModel(model_encoder, ObjectiveMix({"mlm": mlm}))
-        set_unpadding(model, mode)
+        apply_execution_settings(model, ExecutionSettings(unpadding=mode))
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         gen = torch.Generator().manual_seed(2)
         mask = masks()["right"]
@@ -193,9 +194,9 @@ def test_cuda_varlen_attention_matches_padded() -> None:
     ids = torch.randint(5, 50, mask.shape, device="cuda")
     real = mask.bool()
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        set_unpadding(model, "off")
+        apply_execution_settings(model, ExecutionSettings(unpadding="off"))
         padded = model(ids, mask).last_hidden_state.float()
-        set_unpadding(model, "on")
+        apply_execution_settings(model, ExecutionSettings(unpadding="on"))
         unpadded = model(ids, mask).last_hidden_state.float()
     torch.testing.assert_close(unpadded[real], padded[real], atol=3e-2, rtol=3e-2)
 

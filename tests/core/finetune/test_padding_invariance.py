@@ -15,8 +15,8 @@ import torch
 from transformers import BertForQuestionAnswering
 
 from ptm_core.encoders.presets import bert_encoder, xlnet_encoder
-from ptm_core.encoders.unpadding import set_unpadding
 from ptm_core.finetune.model import TaskModel, build_task_model
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from tests.core.finetune.test_task_parity import save_hf, tiny_hf_config
 
 TOL = 1e-5
@@ -82,7 +82,7 @@ def _pad(rows: list[dict[str, torch.Tensor]], *, left: bool = False) -> dict[str
 def _run(
     model: TaskModel, batch: dict[str, torch.Tensor], unpad: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    set_unpadding(model, unpad)
+    apply_execution_settings(model, ExecutionSettings(unpadding=unpad))
     with torch.no_grad():
         out = model.eval()(batch)
     assert out.loss is not None

@@ -13,7 +13,6 @@ from ptm_core.modules.attention_backends import (
     ATTENTION_BACKENDS,
     attend,
     resolve_backend,
-    set_attention_backend,
 )
 from ptm_core.modules.attention_masks import (
     block_diagonal_mask,
@@ -26,6 +25,7 @@ from ptm_core.modules.attention_masks import (
     unilm_mask,
 )
 from ptm_core.modules.attention_structure import AttentionStructure, unilm_structure
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_knowledge.kbert.sentence_tree import visible_matrix
 
 BATCH = 4
@@ -195,7 +195,7 @@ def test_whole_encoder_with_a_structure_equals_the_dense_tensor() -> None:
         with torch.no_grad():
             expected = encoder(ids, attention_mask=tensor_mask, output_attention_scores=True)
             for backend in ("flex", "sdpa", "dense", "auto"):
-                set_attention_backend(encoder, backend)
+                apply_execution_settings(encoder, ExecutionSettings(attention_backend=backend))
                 out = encoder(ids, attention_mask=structure)
                 torch.testing.assert_close(
                     out.last_hidden_state, expected.last_hidden_state, atol=1e-5, rtol=0
@@ -204,13 +204,13 @@ def test_whole_encoder_with_a_structure_equals_the_dense_tensor() -> None:
         assert scored.attention_scores is not None and expected.attention_scores is not None
         for ours, reference in zip(scored.attention_scores, expected.attention_scores, strict=True):
             torch.testing.assert_close(ours, reference, atol=1e-5, rtol=0)
-    set_attention_backend(encoder, "auto")
+    apply_execution_settings(encoder, ExecutionSettings(attention_backend="auto"))
 
 
 def test_unknown_backend_names_the_valid_ones() -> None:
     encoder = bert_tiny()
     with pytest.raises(ValueError, match="flex, sdpa, dense"):
-        set_attention_backend(encoder, "flash")
+        apply_execution_settings(encoder, ExecutionSettings(attention_backend="flash"))
     query, key, value = qkv(4, 0)
     with pytest.raises(ValueError, match="valid backends: auto"):
         attend(query, key, value, None, backend="fast")

@@ -9,13 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ptm_core.modules import dropout as dropout_module
 from ptm_core.modules.dropout import (
     Dropout,
     drop_threshold,
     dropout,
     keep_mask,
-    set_dropout_kernel,
 )
 
 
@@ -110,16 +108,17 @@ def test_module_is_a_drop_in_for_nn_dropout() -> None:
     assert 0.1 < (y == 0).float().mean().item() < 0.3
 
 
-def test_torch_kernel_switch() -> None:
+def test_kernel_is_a_setting_of_each_module() -> None:
     x = torch.randn(64, 128)
-    previous = set_dropout_kernel("torch")
-    try:
-        torch.manual_seed(6)
-        ours = dropout(x, 0.1)
-        torch.manual_seed(6)
-        assert torch.equal(ours, F.dropout(x, 0.1))
-    finally:
-        set_dropout_kernel(previous)
+    torch_kernel, ours = Dropout(0.1, kernel="torch"), Dropout(0.1, kernel="auto")
+    torch.manual_seed(6)
+    by_torch = torch_kernel(x)
+    torch.manual_seed(6)
+    assert torch.equal(by_torch, F.dropout(x, 0.1))
+    torch.manual_seed(6)
+    by_ours = ours(x)
+    torch.manual_seed(6)
+    assert torch.equal(by_ours, dropout(x, 0.1, kernel="auto"))
+    assert not torch.equal(by_ours, by_torch)  # two kernels side by side, no global switch
     with pytest.raises(ValueError, match="auto, torch"):
-        set_dropout_kernel("philox")
-    assert dropout_module.dropout_kernel() == previous
+        Dropout(0.1, kernel="philox")

@@ -204,3 +204,36 @@ def test_model_metrics_never_shadow_trainer_keys(make_model, make_source, make_c
     (record,) = Trainer(Colliding(), make_source(), config).fit().history
     assert record["model/loss"] == 123.0 and record["model/lr"] == 7.0
     assert record["loss"] < 10 and record["lr"] == pytest.approx(5e-3)
+
+
+def test_the_run_gives_its_kernels_to_the_model_it_trains(
+    make_model, make_source, make_config
+) -> None:
+    """``trainer.attention_backend`` / ``trainer.unpad`` reach every stack of the model,
+    through its ``apply_execution_settings``; the dropout kernel it was built with stays."""
+    from torch import nn
+
+    from ptm_core.encoders import EncoderConfig, TransformerEncoder
+    from ptm_core.modules.attention import MultiHeadSelfAttention
+    from ptm_core.modules.execution import ExecutionSettings
+
+    class WithEncoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.toy = make_model(0)
+            config = EncoderConfig(
+                vocab_size=20, hidden_size=8, num_layers=2, num_heads=2, intermediate_size=16
+            )
+            self.encoder = TransformerEncoder(
+                config, settings=ExecutionSettings(dropout_kernel="torch")
+            )
+
+        def forward(self, **batch: Any) -> Any:
+            return self.toy(**batch)
+
+    model = WithEncoder()
+    Trainer(model, make_source(), make_config("kernels", attention_backend="dense", unpad="off"))
+    assert model.encoder.settings == ExecutionSettings("dense", "off", "torch")
+    attention = model.encoder.layers[1].attention
+    assert isinstance(attention, MultiHeadSelfAttention)
+    assert (attention.attention_backend, attention.dropout_kernel) == ("dense", "torch")

@@ -256,9 +256,11 @@ class LxmertModel(WrapsTextEncoder):
             visual_mask = torch.ones(batch, regions, dtype=torch.bool, device=input_ids.device)
         language_keys = key_mask(attention_mask)
         vision_keys = key_mask(visual_mask)
-        language = self.language_encoder.embeddings(input_ids, token_type_ids=token_type_ids)
-        for layer in self.language_encoder.layers:
-            language = layer(language, language_keys)  # (B, L, D)
+        # The language stream is the plain encoder (its embeddings, masks, unpadding and
+        # attention backends); the cross-modality layers come after its last layer.
+        language = self.language_encoder(
+            input_ids, attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state  # (B, L, D)
         vision = self.visual_encoder(visual_features, boxes)  # (B, R, D)
         for layer in self.object_layers:
             vision = layer(vision, vision_keys)

@@ -194,28 +194,25 @@ class VilbertModel(WrapsTextEncoder):
             visual_mask = torch.ones(batch, regions, dtype=torch.bool, device=input_ids.device)
         if visual_boxes is None:
             visual_boxes = visual_features.new_zeros(batch, regions, 5)
-        text = self.text_encoder.embeddings(input_ids, token_type_ids=token_type_ids)  # (B, L, D_t)
+        # The text stream runs through the encoder's own seam (embeddings, projection,
+        # masks, unpadding, attention backends); co-attention sits between its layers.
+        state = self.text_encoder.start(input_ids, attention_mask, token_type_ids=token_type_ids)
         image, image_mask = self.image_embeddings(visual_features, visual_boxes, visual_mask)
         text_mask = attention_mask.bool()
-        text_sdpa = to_sdpa_mask(text_mask, length)
         image_sdpa = to_sdpa_mask(image_mask, regions + 1)
-        text_layers = self.text_encoder.layers
-        t_done = v_done = 0
+        v_done = 0
         for (t_until, v_until), co_layer in zip(
             self.co_attention_after, self.co_layers, strict=True
         ):
-            for layer in text_layers[t_done:t_until]:
-                text = layer(text, text_sdpa)
+            state = self.text_encoder.run_layers(state, t_until)
             for layer in self.image_layers[v_done:v_until]:
                 image = layer(image, image_sdpa)
-            t_done, v_done = t_until, v_until
-            text, image = co_layer(text, image, text_mask, image_mask)
-        for layer in text_layers[t_done:]:
-            text = layer(text, text_sdpa)
+            v_done = v_until
+            text, image = co_layer(state.padded(), image, text_mask, image_mask)
+            state.set_padded(text)
         for layer in self.image_layers[v_done:]:
             image = layer(image, image_sdpa)
-        if self.text_encoder.final_norm is not None:
-            text = self.text_encoder.final_norm(text)
+        text = self.text_encoder.finish(state).last_hidden_state
         return VilbertOutput(
             last_hidden_state=text, image_hidden_state=image, image_mask=image_mask
         )

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptm_core.checkpoints import CheckpointError
 from ptm_core.checkpoints.hf import bart, t5
+from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.checkpoints.seq2seq_ptm import load_ptm_seq2seq, save_ptm_seq2seq
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 

@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import (
+from ptm_core.checkpoints.io import (
     CheckpointError,
     check_state,
     fill_shared_tensors,

@@ -21,6 +21,7 @@ from typing import Any
 from ptm_core.encoders.config import EncoderConfig, LayerSharing, NormPosition
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.encoders.xlnet import XLNetEncoder
+from ptm_core.modules.execution import ExecutionSettings
 
 
 @dataclass(frozen=True)
@@ -65,12 +66,14 @@ def bert(
     norm_position: NormPosition = "post",
     embedding_size: int | None = None,
     share_layers: LayerSharing = "none",
+    settings: ExecutionSettings | None = None,
 ) -> TransformerEncoder:
     """BERT (Devlin et al., 2019): learned absolute positions and segments, post-LN layers.
 
     ``type_vocab_size=0`` drops the segment table (XLM); ``norm_position="pre"`` is the
     pre-LN variant; ``embedding_size`` / ``share_layers`` are the switches :func:`albert`
-    and :func:`electra` set.
+    and :func:`electra` set. ``settings``: the kernels it runs with (every builder takes
+    them; see :class:`~ptm_core.modules.execution.ExecutionSettings`).
     """
     return TransformerEncoder(
         size.config(
@@ -78,27 +81,39 @@ def bert(
             norm_position=norm_position,
             embedding_size=embedding_size,
             share_layers=share_layers,
-        )
+        ),
+        settings=settings,
     )
 
 
 def albert(
-    size: TransformerSize, *, embedding_size: int = 128, share_layers: LayerSharing = "all"
+    size: TransformerSize,
+    *,
+    embedding_size: int = 128,
+    share_layers: LayerSharing = "all",
+    settings: ExecutionSettings | None = None,
 ) -> TransformerEncoder:
     """ALBERT (Lan et al., 2020): BERT with a factorised ``V x E`` token table (projected
     ``E -> D``) and cross-layer parameter sharing (``"all"``, or ``"attention"`` /
     ``"ffn"`` as in the paper's ablations)."""
-    return bert(size, embedding_size=embedding_size, share_layers=share_layers)
+    return bert(size, embedding_size=embedding_size, share_layers=share_layers, settings=settings)
 
 
-def electra(size: TransformerSize, *, embedding_size: int | None = 128) -> TransformerEncoder:
+def electra(
+    size: TransformerSize,
+    *,
+    embedding_size: int | None = 128,
+    settings: ExecutionSettings | None = None,
+) -> TransformerEncoder:
     """ELECTRA's discriminator (Clark et al., 2020): BERT whose embeddings may be narrower
     than the layers, so the narrower generator
     (:func:`ptm_core.objectives.electra_generator`) shares the very same tables."""
-    return bert(size, embedding_size=embedding_size)
+    return bert(size, embedding_size=embedding_size, settings=settings)
 
 
-def xlnet(size: TransformerSize, *, memory_length: int = 0) -> XLNetEncoder:
+def xlnet(
+    size: TransformerSize, *, memory_length: int = 0, settings: ExecutionSettings | None = None
+) -> XLNetEncoder:
     """XLNet (Yang et al., 2019): Transformer-XL relative positions and segments, no
     embedding LayerNorm, post-LN layers; ``memory_length > 0`` turns on recurrence.
     ``size.max_positions`` is unused (no position table)."""
@@ -110,5 +125,6 @@ def xlnet(size: TransformerSize, *, memory_length: int = 0) -> XLNetEncoder:
             segment_encoding="relative",
             memory_length=memory_length,
             embedding_layer_norm=False,
-        )
+        ),
+        settings=settings,
     )

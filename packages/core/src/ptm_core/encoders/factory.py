@@ -5,6 +5,7 @@ from __future__ import annotations
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.encoders.xlnet import XLNetEncoder
+from ptm_core.modules.execution import ExecutionSettings
 
 
 def encoder_class(config: EncoderConfig) -> type[TransformerEncoder]:
@@ -13,10 +14,13 @@ def encoder_class(config: EncoderConfig) -> type[TransformerEncoder]:
     return XLNetEncoder if config.relative else TransformerEncoder
 
 
-def encoder_from_config(config: EncoderConfig) -> TransformerEncoder:
-    """Build (randomly initialised) the encoder a config describes.
+def encoder_from_config(
+    config: EncoderConfig, *, settings: ExecutionSettings | None = None
+) -> TransformerEncoder:
+    """Build (randomly initialised) the encoder a config describes, running with
+    ``settings`` (default :class:`ExecutionSettings`).
 
     Loaders and recipes call this instead of ``TransformerEncoder(config)``, so a
     ``config.json`` of any family comes back as its own class.
     """
-    return encoder_class(config)(config)
+    return encoder_class(config)(config, settings=settings)

@@ -1,28 +1,58 @@
 """Greedy and beam-search decoding for :class:`~ptm_core.encoders.EncoderDecoderModel`.
 
 :meth:`EncoderDecoderModel.generate <ptm_core.encoders.EncoderDecoderModel.generate>` is
-the entry point; the functions here take the model and use only its ``encode``,
-``decode``, ``decode_step``, ``init_decoder_cache`` and ``config``.
+the entry point; the functions here take any :class:`Seq2SeqDecoding` (the model's
+``encode``, ``decode``, ``decode_step``, ``init_decoder_cache`` and ``config``), so this
+module does not name the model class that calls it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ptm_core.encoders.decoder import DecoderCache
+from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
+from ptm_core.encoders.transformer import EncoderOutput
 
-if TYPE_CHECKING:
-    from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+
+class Seq2SeqDecoding(Protocol):
+    """What decoding reads of an encoder-decoder model
+    (:class:`~ptm_core.encoders.EncoderDecoderModel` is one)."""
+
+    config: Seq2SeqConfig
+    training: bool
+
+    def train(self, mode: bool = True) -> object: ...
+
+    def eval(self) -> object: ...
+
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput: ...
+
+    def decode(
+        self,
+        decoder_input_ids: Tensor,
+        memory: Tensor,
+        memory_attention_mask: Tensor | None = None,
+        decoder_attention_mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]: ...
+
+    def decode_step(
+        self, decoder_input_ids: Tensor, cache: DecoderCache
+    ) -> tuple[Tensor, DecoderCache]: ...
+
+    def init_decoder_cache(
+        self, memory: Tensor, memory_attention_mask: Tensor | None = None
+    ) -> DecoderCache: ...
 
 
 @torch.no_grad()
 def generate(
-    model: EncoderDecoderModel,
+    model: Seq2SeqDecoding,
     input_ids: Tensor,
     attention_mask: Tensor | None = None,
     *,
@@ -64,7 +94,7 @@ def generate(
 
 
 def next_logits(
-    model: EncoderDecoderModel,
+    model: Seq2SeqDecoding,
     tokens: Tensor,
     memory: Tensor,
     mask: Tensor | None,
@@ -85,7 +115,7 @@ def next_logits(
 
 
 def greedy_search(
-    model: EncoderDecoderModel,
+    model: Seq2SeqDecoding,
     memory: Tensor,
     mask: Tensor | None,
     max_length: int,
@@ -112,7 +142,7 @@ def greedy_search(
 
 
 def beam_search(
-    model: EncoderDecoderModel,
+    model: Seq2SeqDecoding,
     memory: Tensor,
     mask: Tensor | None,
     max_length: int,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -11,204 +11,36 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.unpadding import check_unpadding_mode, run_unpadded, unpad_layout
+from ptm_core.encoders.layers import (
+    TransformerLayer,
+    build_layers,
+    standard_attention,
+    standard_feed_forward,
+)
+from ptm_core.encoders.output import EncoderOutput
+from ptm_core.encoders.stack_state import LayerMasks, StackState, mask_of_layer
+from ptm_core.encoders.unpadding import unpad_layout
 from ptm_core.model_kinds import ENCODER, XLNET
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.attention_structure import AttentionStructure
-from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.embeddings import TextEmbeddings
-from ptm_core.modules.feed_forward import FeedForward, GatedFeedForward
+from ptm_core.modules.execution import ExecutionConfigurable, ExecutionSettings
 from ptm_core.modules.initialization import init_bert_weights
 from ptm_core.modules.norms import make_norm
 from ptm_core.modules.positions import RelativePositionBias, bias_mask
-from ptm_core.modules.unpadding import UnpadLayout
 
 if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
 
-
-@dataclass
-class EncoderOutput:
-    """What :class:`TransformerEncoder` returns.
-
-    Attributes:
-        last_hidden_state: ``(B, L, D)`` output of the last layer (after the final
-            LayerNorm in the pre-LN variant).
-        hidden_states: when requested, ``num_layers + 1`` tensors ``(B, L, D)``: the
-            embedding output (after the ``E -> D`` projection when factorised), then every
-            layer's output.
-        attention_scores: when requested, ``num_layers`` tensors ``(B, h, L, L)``: each
-            layer's pre-softmax attention scores (masked entries hold the most negative
-            finite value), from the explicit attention path.
-        query_hidden_state: :class:`~ptm_core.encoders.XLNetEncoder` given
-            ``query_positions``: ``(B, P, D)`` output of XLNet's query stream at those
-            positions.
-        memory: :class:`~ptm_core.encoders.XLNetEncoder` with ``memory_length > 0``: ``num_layers`` detached
-            tensors ``(B, M', D)``, each layer's input over the last ``M'`` positions
-            (previous memory + this segment); pass them as ``memory=`` with the next
-            segment.
-    """
-
-    last_hidden_state: Tensor
-    hidden_states: tuple[Tensor, ...] | None = None
-    attention_scores: tuple[Tensor, ...] | None = None
-    query_hidden_state: Tensor | None = None
-    memory: tuple[Tensor, ...] | None = None
-
-
-class TransformerLayer(nn.Module):
-    """One encoder layer: self-attention and feed-forward, each with a residual.
-
-    ``norm_position="post"`` is BERT's ``LN(x + Dropout(f(x)))``; ``"pre"`` is
-    ``x + Dropout(f(LN(x)))`` (Xiong et al., 2020), which trains stably without warm-up.
-
-    Args:
-        attention: the self-attention module.
-        feed_forward: the position-wise MLP.
-        hidden_size: width ``D`` (for the LayerNorms).
-        dropout: dropout on each sub-layer output.
-        layer_norm_eps: LayerNorm epsilon.
-        norm_position: ``"post"`` or ``"pre"``.
-        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5).
-
-    Shapes:
-        ``(B, L, D) -> (B, L, D)``; mask as :func:`to_sdpa_mask` returns, or an additive
-        float mask ``(B or 1, h, L, L)`` (T5's position bias, see
-        :func:`~ptm_core.modules.positions.bias_mask`).
-    """
-
-    def __init__(
-        self,
-        attention: nn.Module,
-        feed_forward: nn.Module,
-        hidden_size: int,
-        dropout: float = 0.1,
-        layer_norm_eps: float = 1e-12,
-        norm_position: str = "post",
-        norm_type: str = "layernorm",
-    ) -> None:
-        super().__init__()
-        self.attention = attention
-        self.attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
-        self.feed_forward = feed_forward
-        self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
-        self.dropout = Dropout(dropout)
-        self.pre_norm = norm_position == "pre"
-
-    def forward(
-        self,
-        hidden_states: Tensor,
-        mask: Tensor | AttentionStructure | None = None,
-        return_scores: bool = False,
-    ) -> Tensor | tuple[Tensor, Tensor]:
-        """Apply the layer; with ``return_scores`` also return the attention scores
-        ``(B, h, L, L)`` (explicit attention path instead of SDPA)."""
-        scores: Tensor | None = None
-        attention_input = self.attention_input(hidden_states)
-        if return_scores:
-            attended, scores = self.attention(attention_input, mask, return_scores=True)
-        else:
-            attended = self.attention(attention_input, mask)
-        x = self.after_attention(hidden_states, attended)
-        return (x, scores) if scores is not None else x
-
-    def forward_unpadded(self, hidden_states: Tensor, layout: UnpadLayout) -> Tensor:
-        """Apply the layer to packed real tokens ``(T, D) -> (T, D)`` (see
-        :mod:`ptm_core.encoders.unpadding`); the attention block needs
-        ``forward_unpadded`` (:class:`MultiHeadSelfAttention` has it)."""
-        attention = cast(MultiHeadSelfAttention, self.attention)
-        attended = attention.forward_unpadded(self.attention_input(hidden_states), layout)
-        return self.after_attention(hidden_states, attended)
-
-    def attention_input(self, x: Tensor) -> Tensor:
-        """What the attention block reads: ``LN(x)`` (pre-LN) or ``x`` (post-LN)."""
-        return self.attention_norm(x) if self.pre_norm else x
-
-    def after_attention(self, x: Tensor, attended: Tensor) -> Tensor:
-        """The attention residual, then the feed-forward block with its residual.
-
-        :class:`~ptm_core.encoders.XLNetEncoder` calls this once per stream: the content
-        and query streams share every weight of the layer.
-        """
-        if self.pre_norm:
-            x = x + self.dropout(attended)
-            return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
-        x = self.attention_norm(x + self.dropout(attended))
-        return self.ffn_norm(x + self.dropout(self.feed_forward(x)))
-
-
-def standard_attention(config: EncoderConfig, index: int = 0) -> nn.Module:
-    """Layer ``index``'s multi-head self-attention (BERT; T5's switches; pruned heads)."""
-    return MultiHeadSelfAttention(
-        config.hidden_size,
-        config.layer_heads(index),
-        dropout=config.attention_dropout,
-        bias=config.bias,
-        scale=config.attention_scale,
-        # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
-        head_dim=None if config.heads_per_layer is None else config.hidden_size // config.num_heads,
-    )
-
-
-def standard_feed_forward(config: EncoderConfig) -> nn.Module:
-    """The position-wise MLP of a layer (T5 v1.1's gated one when the config says so)."""
-    if config.gated_feed_forward:
-        return GatedFeedForward(
-            config.hidden_size, config.intermediate_size, config.activation, config.bias
-        )
-    return FeedForward(config.hidden_size, config.intermediate_size, config.activation, config.bias)
-
-
-def build_layers(
-    config: EncoderConfig, attention: Callable[[int], nn.Module] | None = None
-) -> nn.ModuleList:
-    """The ``num_layers`` layers of an encoder, sharing parameters as ``config.share_layers`` says.
-
-    ``attention(index)`` builds layer ``index``'s attention block (default
-    :func:`standard_attention`; :class:`~ptm_core.encoders.XLNetEncoder` passes its
-    relative-position attention), so every encoder class shares this one layer stack.
-
-    ALBERT (Lan et al., 2020) shares parameters across layers: ``"all"`` puts the *same*
-    layer module in every slot (one set of weights applied ``num_layers`` times);
-    ``"attention"`` / ``"ffn"`` give every layer the same attention / feed-forward module and
-    its own other block and LayerNorms. A shared tensor appears under every layer's name in
-    ``state_dict()``; checkpoints store it once (see :mod:`ptm_core.checkpoints.io`).
-    """
-
-    if attention is None and config.relative:
-        raise ValueError(
-            "build_layers: a config with position_encoding='relative' needs its attention "
-            "block passed in (XLNetEncoder passes relative_attention); use encoder_from_config"
-        )
-    make_attention = attention or (lambda index: standard_attention(config, index))
-
-    def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
-        return TransformerLayer(
-            attention=attention_module,
-            feed_forward=ffn_module,
-            hidden_size=config.hidden_size,
-            dropout=config.dropout,
-            layer_norm_eps=config.layer_norm_eps,
-            norm_position=config.norm_position,
-            norm_type=config.norm_type,
-        )
-
-    count = config.num_layers
-    if config.share_layers == "all":
-        shared = layer(make_attention(0), standard_feed_forward(config))
-        return nn.ModuleList([shared] * count)
-    if config.share_layers == "attention":
-        shared_attention = make_attention(0)
-        return nn.ModuleList(
-            layer(shared_attention, standard_feed_forward(config)) for _ in range(count)
-        )
-    if config.share_layers == "ffn":
-        shared_ffn = standard_feed_forward(config)
-        return nn.ModuleList(layer(make_attention(0), shared_ffn) for _ in range(count))
-    return nn.ModuleList(
-        layer(make_attention(index), standard_feed_forward(config)) for index in range(count)
-    )
+__all__ = [
+    "EncoderOutput",
+    "TransformerEncoder",
+    "TransformerLayer",
+    "build_layers",
+    "standard_attention",
+    "standard_feed_forward",
+]
 
 
 class TransformerEncoder(nn.Module):
@@ -219,9 +51,27 @@ class TransformerEncoder(nn.Module):
     embeddings (``embedding_size`` ``E`` != ``D``: ``V x E`` tables and an ``E -> D``
     projection, ``embedding_projection``) and cross-layer sharing (``share_layers``).
     Every visibility pattern is a boolean ``attention_mask``: ``[B, L]`` key padding or
-    ``[B, L, L]`` visibility (True = row may attend column). Extension packages compose
-    this encoder (soft positions via ``position_ids``, language or visual embeddings via
+    ``[B, L, L]`` visibility (True = row may attend column), an
+    :class:`~ptm_core.modules.attention_structure.AttentionStructure`, or one of those per
+    layer (a list of ``num_layers`` masks, or a function of the layer index: local/global
+    alternation, per-layer visibility). Extension packages compose this encoder (soft
+    positions via ``position_ids``, language or visual embeddings via
     ``inputs_embeds``/``extra_embeds``) rather than subclassing it.
+
+    **Seams.** A model that needs something between two layers (knowledge fusion,
+    co-attention, a cross-modal layer) either passes it in, ``insert={k: module}`` (run
+    just before layer ``k``; ``k = num_layers`` runs after the last layer, before the
+    final norm; called as ``module(hidden (B, L, D), mask) -> (B, L, D)`` with layer ``k``'s
+    mask), or drives the stack itself::
+
+        state = encoder.start(input_ids, attention_mask)   # embeddings, projection, layout
+        state = encoder.run_layers(state, 6)               # layers 0..5
+        state.set_padded(fuse(state.padded(), other))      # anything, on (B, L, D)
+        out = encoder.finish(state)                         # layers 6.., final norm
+
+    Both go through the same embeddings, ``E -> D`` projection, :meth:`layer_mask`,
+    unpadding and attention backends as :meth:`forward`, which is exactly
+    ``finish(start(...))``.
 
     This class is the absolute-position encoder (and T5's bucketed bias). Transformer-XL /
     XLNet relative positions and two-stream attention are
@@ -233,11 +83,16 @@ class TransformerEncoder(nn.Module):
         config: the numbers that define the model (see :class:`EncoderConfig`).
         attention: builds layer ``index``'s attention block (see :func:`build_layers`);
             default :func:`standard_attention`. Subclasses pass their own.
+        feed_forward: builds a feed-forward block; default :func:`standard_feed_forward`.
+        insert: modules run between layers (see Seams); their parameters are the
+            encoder's (``inserted.<k>.*`` in the state dict).
+        settings: the kernels it runs with (:class:`ExecutionSettings`: attention backend,
+            unpadding, dropout kernel); a run may change them once through
+            :meth:`apply_execution_settings`. Checkpoints do not store them.
 
     Unpadding: with a ``[B, L]`` padding mask the stack can run on the real tokens only
-    and re-pad at the end (``unpadding_mode``, default ``"auto"``: when the batch has at
-    least ``AUTO_MIN_PADDING`` = 30% padding; set it with
-    :func:`~ptm_core.encoders.unpadding.set_unpadding`).
+    and re-pad at the end (``settings.unpadding``, default ``"auto"``: when the batch has
+    at least ``AUTO_MIN_PADDING`` = 30% padding; see :mod:`ptm_core.encoders.unpadding`).
     Outputs at real positions are the same; at padding positions they are zeros on that
     path (and meaningless values on the padded one).
 
@@ -250,10 +105,17 @@ class TransformerEncoder(nn.Module):
     """
 
     def __init__(
-        self, config: EncoderConfig, *, attention: Callable[[int], nn.Module] | None = None
+        self,
+        config: EncoderConfig,
+        *,
+        attention: Callable[[int], nn.Module] | None = None,
+        feed_forward: Callable[[], nn.Module] | None = None,
+        insert: Mapping[int, nn.Module] | None = None,
+        settings: ExecutionSettings | None = None,
     ) -> None:
         super().__init__()
         self.config = config
+        self.settings = settings or ExecutionSettings()
         self.embeddings = TextEmbeddings(
             vocab_size=config.vocab_size,
             hidden_size=config.embedding_width,
@@ -268,7 +130,9 @@ class TransformerEncoder(nn.Module):
         self.embedding_projection = (
             nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
         )
-        self.layers = build_layers(config, attention)
+        self.layers = build_layers(
+            config, attention, feed_forward=feed_forward, settings=self.settings
+        )
         self.final_norm = (
             make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
             if config.norm_position == "pre"
@@ -286,16 +150,42 @@ class TransformerEncoder(nn.Module):
             else None
         )
         init_bert_weights(self, config.initializer_range)
-        self._unpadding_mode = "auto"
+        # Inserted after the stack's own initialisation: an inserted module keeps the
+        # weights it was built with, and the stack's own weights do not depend on it.
+        for position in insert or {}:
+            if not 0 <= position <= config.num_layers:
+                raise ValueError(
+                    f"insert position {position} is outside 0..num_layers={config.num_layers} "
+                    "(k runs just before layer k; num_layers runs after the last layer)"
+                )
+        self.inserted = nn.ModuleDict({str(k): m for k, m in sorted((insert or {}).items())})
+        # Inserted modules and attention blocks a subclass built (XLNet's) run with the
+        # stack's kernels, as its own layers do.
+        self.apply_execution_settings(self.settings)
 
     @property
     def unpadding_mode(self) -> str:
-        """``"auto"``, ``"on"`` or ``"off"``: see :mod:`ptm_core.encoders.unpadding`."""
-        return self._unpadding_mode
+        """``"auto"``, ``"on"`` or ``"off"``: ``settings.unpadding``."""
+        return self.settings.unpadding
 
-    @unpadding_mode.setter
-    def unpadding_mode(self, mode: str) -> None:
-        self._unpadding_mode = check_unpadding_mode(mode)
+    def apply_execution_settings(self, settings: ExecutionSettings) -> None:
+        """Run with ``settings`` from now on (the Trainer calls this once, at the start).
+
+        The attention backend goes to every layer's and inserted module's attention, the
+        unpadding mode to the stack; the dropout kernel, when ``settings`` names one, to
+        every dropout the stack built (otherwise each keeps the kernel it was built with).
+        """
+        kernel = settings.dropout_kernel or self.settings.dropout_kernel
+        self.settings = dataclasses.replace(settings, dropout_kernel=kernel)
+        for module in (*self.layers, *self.inserted.values()):
+            if isinstance(module, ExecutionConfigurable):
+                module.apply_execution_settings(settings)
+        self._set_dropout_kernels(settings.dropout_kernel)
+
+    def _set_dropout_kernels(self, kernel: str | None) -> None:
+        # The embeddings are built from numbers only; their dropout takes the kernel here.
+        if kernel is not None:
+            self.embeddings.dropout.kernel = kernel
 
     @property
     def hidden_size(self) -> int:
@@ -342,7 +232,7 @@ class TransformerEncoder(nn.Module):
     def forward(
         self,
         input_ids: Tensor | None = None,
-        attention_mask: Tensor | AttentionStructure | None = None,
+        attention_mask: LayerMasks = None,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         *,
@@ -363,8 +253,8 @@ class TransformerEncoder(nn.Module):
                 visibility; ``None`` = every token sees every token. Or an
                 :class:`~ptm_core.modules.attention_structure.AttentionStructure` (the
                 same masks as per-token ``[B, L]`` tensors), which the attention modules
-                run through their ``attention_backend`` (see
-                :func:`~ptm_core.modules.attention_backends.set_attention_backend`).
+                run through ``settings.attention_backend``. Or one mask per layer: a list of
+                ``num_layers`` masks, or a function of the layer index (padded path).
             position_ids: ``(B, L)`` or ``(1, L)``; default ``0..L-1`` (K-BERT passes soft
                 positions here).
             token_type_ids: ``(B, L)`` segment ids; default all 0.
@@ -395,6 +285,35 @@ class TransformerEncoder(nn.Module):
                 "memory and query_positions need an XLNetEncoder (position_encoding="
                 "'relative', Transformer-XL / XLNet)"
             )
+        state = self.start(
+            input_ids,
+            attention_mask,
+            position_ids,
+            token_type_ids,
+            inputs_embeds=inputs_embeds,
+            extra_embeds=extra_embeds,
+            output_hidden_states=output_hidden_states,
+            output_attention_scores=output_attention_scores,
+        )
+        return self.finish(state)
+
+    def start(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: LayerMasks = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        *,
+        inputs_embeds: Tensor | None = None,
+        extra_embeds: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attention_scores: bool = False,
+    ) -> StackState:
+        """Embed a batch and choose its path (unpadded or padded): the state before layer 0.
+
+        Takes :meth:`forward`'s arguments; ``attention_mask`` may also be per layer
+        (:data:`~ptm_core.encoders.stack_state.LayerMasks`).
+        """
         hidden = self.embed(
             input_ids,
             inputs_embeds=inputs_embeds,
@@ -402,28 +321,97 @@ class TransformerEncoder(nn.Module):
             token_type_ids=token_type_ids,
             extra_embeds=extra_embeds,
         )  # (B, L, D)
-        layout = unpad_layout(self, attention_mask, hidden.shape[1], output_attention_scores)
+        length = hidden.shape[1]
+        layout = unpad_layout(
+            self.settings.unpadding,
+            attention_mask,
+            length,
+            stack_can_unpad=self._can_unpad() and not output_attention_scores,
+        )
         if layout is not None:
-            last, states = run_unpadded(self, hidden, layout, output_hidden_states)
-            return EncoderOutput(last_hidden_state=last, hidden_states=states)
-        mask = self.layer_mask(attention_mask, hidden)
-        all_hidden: list[Tensor] | None = [hidden] if output_hidden_states else None
-        all_scores: list[Tensor] | None = [] if output_attention_scores else None
-        for layer in self.layers:
-            if all_scores is not None:
-                hidden, scores = layer(hidden, mask, return_scores=True)
-                all_scores.append(scores)
+            hidden = layout.unpad(hidden)  # (T, D)
+        return StackState(
+            hidden=hidden,
+            attention_mask=attention_mask,
+            layout=layout,
+            length=length,
+            hidden_states=[hidden] if output_hidden_states else None,
+            attention_scores=[] if output_attention_scores else None,
+        )
+
+    def run_layers(self, state: StackState, stop: int | None = None) -> StackState:
+        """Run layers ``state.layers_done .. stop - 1`` (and the modules inserted before
+        them); ``stop=None`` = to the last layer. Returns ``state``, advanced."""
+        count = len(self.layers)
+        stop = count if stop is None else stop
+        if not state.layers_done <= stop <= count:
+            raise ValueError(
+                f"run_layers: stop={stop} must be between the layers done "
+                f"({state.layers_done}) and num_layers={count}"
+            )
+        for index in range(state.layers_done, stop):
+            self._run_inserted(state, index)
+            layer = cast(TransformerLayer, self.layers[index])
+            if state.layout is not None:
+                state.hidden = layer.forward_unpadded(state.hidden, state.layout)
+            elif state.attention_scores is not None:
+                state.hidden, scores = layer(state.hidden, self._mask(state, index), True)
+                state.attention_scores.append(scores)
             else:
-                hidden = layer(hidden, mask)
-            if all_hidden is not None:
-                all_hidden.append(hidden)
+                state.hidden = layer(state.hidden, self._mask(state, index))
+            if state.hidden_states is not None:
+                state.hidden_states.append(state.hidden)
+            state.layers_done = index + 1
+        return state
+
+    def finish(self, state: StackState) -> EncoderOutput:
+        """Run the remaining layers, the module inserted after the last one and the final
+        norm; re-pad. Returns :meth:`forward`'s :class:`EncoderOutput`."""
+        self.run_layers(state)
+        self._run_inserted(state, len(self.layers))
+        hidden = state.hidden
         if self.final_norm is not None:
             hidden = self.final_norm(hidden)
+        layout = state.layout
+        states = state.hidden_states
+        if layout is not None:
+            hidden = layout.repad(hidden)
+            states = [layout.repad(h) for h in states] if states is not None else None
         return EncoderOutput(
             last_hidden_state=hidden,
-            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
-            attention_scores=tuple(all_scores) if all_scores is not None else None,
+            hidden_states=tuple(states) if states is not None else None,
+            attention_scores=(
+                tuple(state.attention_scores) if state.attention_scores is not None else None
+            ),
         )
+
+    def _run_inserted(self, state: StackState, position: int) -> None:
+        if str(position) not in self.inserted:
+            return
+        module = self.inserted[str(position)]
+        index = min(position, len(self.layers) - 1)
+        state.set_padded(module(state.padded(), self._mask(state, index, padded=True)))
+
+    def _can_unpad(self) -> bool:
+        return self.relative_position_bias is None and all(
+            isinstance(layer.attention, MultiHeadSelfAttention) for layer in self.layers
+        )
+
+    def _mask(
+        self, state: StackState, index: int, *, padded: bool = False
+    ) -> Tensor | AttentionStructure | None:
+        # Layer `index`'s mask as its attention takes it; each distinct mask is resolved
+        # once per batch (every layer shares it in the common case).
+        raw = mask_of_layer(state.attention_mask, index, len(self.layers))
+        if state.layout is not None and not padded:
+            return None
+        cached = state.resolved_masks.get(id(raw))
+        if cached is not None and cached[0] is raw:
+            return cached[1]
+        reference = state.hidden if state.layout is None else state.padded()
+        resolved = self.layer_mask(raw, reference)
+        state.resolved_masks[id(raw)] = (raw, resolved)
+        return resolved
 
     def layer_mask(
         self, attention_mask: Tensor | AttentionStructure | None, hidden: Tensor

@@ -9,10 +9,12 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.stack_state import LayerMasks, is_per_layer
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder, TransformerLayer
 from ptm_core.modules.attention_masks import memory_visibility
 from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.dropout import Dropout
+from ptm_core.modules.execution import ExecutionSettings
 from ptm_core.modules.relative_attention import (
     RelativeMultiHeadAttention,
     sinusoid_relative_positions,
@@ -42,18 +44,21 @@ class XLNetEncoder(TransformerEncoder):
 
     Args:
         config: an :class:`EncoderConfig` with ``position_encoding="relative"``.
+        settings: the kernels it runs with (see :class:`TransformerEncoder`).
     """
 
-    def __init__(self, config: EncoderConfig) -> None:
+    def __init__(self, config: EncoderConfig, *, settings: ExecutionSettings | None = None) -> None:
         if not config.relative:
             raise ValueError(
                 "XLNetEncoder needs position_encoding='relative', got "
                 f"{config.position_encoding!r}; build it with encoder_from_config(config)"
             )
-        super().__init__(config, attention=lambda index: relative_attention(config))
+        super().__init__(
+            config, attention=lambda index: relative_attention(config), settings=settings
+        )
         # The query stream starts from one learned vector at every predicted position.
         self.query_embedding = nn.Parameter(torch.zeros(config.hidden_size))
-        self.position_dropout = Dropout(config.dropout)
+        self.position_dropout = Dropout(config.dropout, kernel=self.settings.dropout_kernel)
         nn.init.normal_(self.query_embedding, std=config.initializer_range)
         for module in self.modules():
             if isinstance(module, RelativeMultiHeadAttention):
@@ -62,7 +67,7 @@ class XLNetEncoder(TransformerEncoder):
     def forward(
         self,
         input_ids: Tensor | None = None,
-        attention_mask: Tensor | AttentionStructure | None = None,
+        attention_mask: LayerMasks = None,
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         *,
@@ -91,6 +96,11 @@ class XLNetEncoder(TransformerEncoder):
         """
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if is_per_layer(attention_mask):
+            raise ValueError(
+                "a per-layer attention_mask needs the absolute-position TransformerEncoder; "
+                "XLNetEncoder takes one mask for every layer"
+            )
         if output_attention_scores:
             raise ValueError(
                 "output_attention_scores is not available with relative positions; "
@@ -113,7 +123,9 @@ class XLNetEncoder(TransformerEncoder):
             # dense boolean path.
             attention_mask.check_length(length)
             attention_mask = attention_mask.to(hidden.device).dense()
-        content_mask = memory_visibility(attention_mask, batch, length, memory_length, memory_mask)
+        content_mask = memory_visibility(
+            cast(Tensor | None, attention_mask), batch, length, memory_length, memory_mask
+        )
         segment_diff = None
         if config.segment_encoding == "relative" and token_type_ids is not None:
             # Memory counts as segment 0, as in XLNet.

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import CheckpointError, check_finite
+from ptm_core.checkpoints.io import CheckpointError, check_finite
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.heads.tasks import (
     MultipleChoiceHead,

@@ -8,48 +8,16 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from ptm_core.modules.attention_backends import attend, sdpa
+from ptm_core.modules.attention_backends import attend, attend_heads, check_backend, head_size
 from ptm_core.modules.attention_structure import AttentionStructure
+from ptm_core.modules.dropout import check_dropout_kernel, default_dropout_kernel
 from ptm_core.modules.dropout import dropout as cheap_dropout
+from ptm_core.modules.unpadding import UnpadLayout
 
 if TYPE_CHECKING:
-    from ptm_core.modules.unpadding import UnpadLayout
+    from ptm_core.modules.execution import ExecutionSettings
 
-
-def head_size(hidden_size: int, num_heads: int) -> int:
-    """Width of one head, ``hidden_size / num_heads``; raises when it does not divide."""
-    if hidden_size % num_heads:
-        raise ValueError(
-            f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
-            "choose num_heads that divides hidden_size"
-        )
-    return hidden_size // num_heads
-
-
-def attend_heads(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None,
-    dropout: float,
-    scale: float | None = None,
-) -> Tensor:
-    """SDPA over split heads, with the heads merged back: ``(B, h, Lq, d) -> (B, Lq, h*d)``.
-
-    The one place every ptm attention (self, cross, co-attention, relative) calls
-    :func:`torch.nn.functional.scaled_dot_product_attention`.
-
-    Args:
-        query: ``(B, h, Lq, d)``; key, value: ``(B, h, Lk, d)``.
-        mask: bool (True = may attend) or additive float, broadcastable to
-            ``(B, h, Lq, Lk)``; ``None`` = attend everywhere.
-        dropout: dropout probability on the attention weights (pass 0 in eval mode).
-        scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)`` (T5 uses 1.0: the factor is
-            folded into its initialisation).
-    """
-    context = sdpa(query, key, value, mask, dropout, scale)
-    batch, heads, length, head_dim = context.shape
-    return context.transpose(1, 2).reshape(batch, length, heads * head_dim)
+__all__ = ["MultiHeadSelfAttention", "attend_heads", "head_size"]
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -73,6 +41,9 @@ class MultiHeadSelfAttention(nn.Module):
         head_dim: width ``d`` of one head when it is not ``D / h``: a layer whose heads
             were pruned (Michel et al., 2019) keeps ``h' < h`` heads of the original width,
             so its projections are ``D -> 3 h' d`` and ``h' d -> D``. ``None`` = ``D / h``.
+        backend: the kernel for structure masks (see above).
+        dropout_kernel: the attention-dropout kernel (:mod:`ptm_core.modules.dropout`);
+            ``None`` = :func:`~ptm_core.modules.dropout.default_dropout_kernel`.
 
     Shapes:
         hidden_states ``(B, L, D)``; mask ``None``, ``(B, 1, 1, L)`` or ``(B, 1, L, L)``
@@ -83,11 +54,9 @@ class MultiHeadSelfAttention(nn.Module):
         not attend hold the dtype's most negative finite value.
 
     The mask may also be an :class:`~ptm_core.modules.attention_structure.AttentionStructure`
-    (the mask described by per-token ``[B, L]`` tensors); :attr:`attention_backend`
-    (one of :data:`~ptm_core.modules.attention_backends.ATTENTION_BACKENDS`, default
-    ``"auto"``; set it on a whole model with
-    :func:`~ptm_core.modules.attention_backends.set_attention_backend`) picks the kernel
-    that runs it. Tensor masks always take the SDPA path.
+    (the mask described by per-token ``[B, L]`` tensors); ``backend`` (one of
+    :data:`~ptm_core.modules.attention_backends.ATTENTION_BACKENDS`, default ``"auto"``)
+    picks the kernel that runs it. Tensor masks always take the SDPA path.
 
     Incremental decoding (a decoder generating one token at a time) goes through
     :meth:`forward_cached`, which attends new positions over cached keys/values of the
@@ -102,6 +71,9 @@ class MultiHeadSelfAttention(nn.Module):
         bias: bool = True,
         scale: bool = True,
         head_dim: int | None = None,
+        *,
+        backend: str = "auto",
+        dropout_kernel: str | None = None,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
@@ -110,9 +82,20 @@ class MultiHeadSelfAttention(nn.Module):
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0
         inner = num_heads * self.head_dim  # D unless heads were pruned
-        self.attention_backend = "auto"  # for AttentionStructure masks; see attention_backends
+        self.attention_backend = check_backend(backend)
+        self.dropout_kernel = (
+            default_dropout_kernel()
+            if dropout_kernel is None
+            else check_dropout_kernel(dropout_kernel)
+        )
         self.qkv_proj = nn.Linear(hidden_size, 3 * inner, bias=bias)
         self.out_proj = nn.Linear(inner, hidden_size, bias=bias)
+
+    def apply_execution_settings(self, settings: ExecutionSettings) -> None:
+        """Run with ``settings``' backend (and dropout kernel, when it names one)."""
+        self.attention_backend = settings.attention_backend
+        if settings.dropout_kernel is not None:
+            self.dropout_kernel = settings.dropout_kernel
 
     def forward(
         self,
@@ -137,6 +120,7 @@ class MultiHeadSelfAttention(nn.Module):
                     dropout,
                     self.scale,
                     self.attention_backend,
+                    dropout_kernel=self.dropout_kernel,
                 )
                 return self.out_proj(context.transpose(1, 2).reshape(batch, length, -1))
         if return_scores:
@@ -146,11 +130,19 @@ class MultiHeadSelfAttention(nn.Module):
                 scores = (scores + mask).clamp(min=torch.finfo(scores.dtype).min)
             elif mask is not None:
                 scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            probs = cheap_dropout(scores.softmax(dim=-1), self.dropout, self.training)
+            probs = cheap_dropout(
+                scores.softmax(dim=-1), self.dropout, self.training, self.dropout_kernel
+            )
             context = (probs @ value).transpose(1, 2).reshape(batch, length, -1)  # (B, L, h*d)
             return self.out_proj(context), scores
         context = attend_heads(
-            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+            query,
+            key,
+            value,
+            mask,
+            self.dropout if self.training else 0.0,
+            self.scale,
+            dropout_kernel=self.dropout_kernel,
         )
         return self.out_proj(context)  # (B, L, D)
 
@@ -158,7 +150,9 @@ class MultiHeadSelfAttention(nn.Module):
         """Attention of packed real tokens ``(T, D) -> (T, D)``: each token attends the
         real tokens of its own sequence (:meth:`UnpadLayout.attend`)."""
         qkv = self.qkv_proj(hidden_states).view(-1, 3, self.num_heads, self.head_dim)
-        context = layout.attend(qkv, self.dropout if self.training else 0.0, self.scale)
+        context = layout.attend(
+            qkv, self.dropout if self.training else 0.0, self.scale, self.dropout_kernel
+        )
         return self.out_proj(context)
 
     def forward_cached(
@@ -200,6 +194,12 @@ class MultiHeadSelfAttention(nn.Module):
         key = torch.cat([past_key, key], dim=2)  # (B, h, P + T, d)
         value = torch.cat([past_value, value], dim=2)
         context = attend_heads(
-            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+            query,
+            key,
+            value,
+            mask,
+            self.dropout if self.training else 0.0,
+            self.scale,
+            dropout_kernel=self.dropout_kernel,
         )
         return self.out_proj(context), key, value  # (B, T, D)

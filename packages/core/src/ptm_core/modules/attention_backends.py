@@ -39,11 +39,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.dropout import dropout as cheap_dropout
-from ptm_core.modules.dropout import dropout_kernel
 
 ATTENTION_BACKENDS: tuple[str, ...] = ("auto", "flex", "sdpa", "dense")
 
@@ -55,7 +54,8 @@ def check_backend(backend: str) -> str:
     if backend not in ATTENTION_BACKENDS:
         raise ValueError(
             f"unknown attention backend {backend!r}; valid backends: "
-            f"{', '.join(ATTENTION_BACKENDS)} (attention.backend / set_attention_backend)"
+            f"{', '.join(ATTENTION_BACKENDS)} (attention.backend / "
+            "ExecutionSettings(attention_backend=...))"
         )
     return backend
 
@@ -70,6 +70,7 @@ def _attend_with_dropout(
     mask: Tensor | None,
     dropout: float,
     scale: float | None,
+    kernel: str = "auto",
 ) -> Tensor:
     """``dropout(softmax(QK^T * scale + mask)) V`` written out, in the inputs' dtype.
 
@@ -87,14 +88,14 @@ def _attend_with_dropout(
             additive = torch.zeros(mask.shape, dtype=scores.dtype, device=mask.device)
             mask = additive.masked_fill_(~mask, torch.finfo(scores.dtype).min)
         scores = scores + mask.to(scores.dtype)
-    probs = cheap_dropout(scores.softmax(dim=-1), dropout)
+    probs = cheap_dropout(scores.softmax(dim=-1), dropout, kernel=kernel)
     return torch.matmul(probs, value)
 
 
-def _write_out(query: Tensor) -> bool:
+def _write_out(query: Tensor, kernel: str) -> bool:
     if query.dtype in _HALF_DTYPES:
         return True
-    return dropout_kernel() == "auto" and not torch.compiler.is_compiling()
+    return kernel == "auto" and not torch.compiler.is_compiling()
 
 
 def sdpa(
@@ -106,17 +107,19 @@ def sdpa(
     scale: float | None = None,
     *,
     is_causal: bool = False,
+    dropout_kernel: str = "auto",
 ) -> Tensor:
     """:func:`torch.nn.functional.scaled_dot_product_attention`, ``(B, h, L, d)``, except
     with dropout on CPU, which runs :func:`_attend_with_dropout`: SDPA has no fused CPU
     kernel with dropout, and its math fallback would upcast bf16/fp16 to fp32 and back and
-    draw the mask with ``bernoulli_`` (:mod:`ptm_core.modules.dropout` draws it cheaper).
+    draw the mask with ``bernoulli_`` (:mod:`ptm_core.modules.dropout` draws it cheaper;
+    ``dropout_kernel`` is the calling module's kernel, see there).
     Every SDPA call in ptm goes through here."""
-    if dropout > 0.0 and query.device.type == "cpu" and _write_out(query):
+    if dropout > 0.0 and query.device.type == "cpu" and _write_out(query, dropout_kernel):
         if is_causal:
             length = query.shape[-2]
             mask = torch.ones(length, length, dtype=torch.bool, device=query.device).tril()
-        return _attend_with_dropout(query, key, value, mask, dropout, scale)
+        return _attend_with_dropout(query, key, value, mask, dropout, scale, dropout_kernel)
     return F.scaled_dot_product_attention(
         query, key, value, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=scale
     )
@@ -199,6 +202,7 @@ def attend(
     backend: str = "auto",
     *,
     compiled: bool | None = None,
+    dropout_kernel: str = "auto",
 ) -> Tensor:
     """Attention on split heads, ``(B, h, L, d) -> (B, h, L, d)``, through ``backend``.
 
@@ -212,40 +216,60 @@ def attend(
         scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)``.
         backend: one of :data:`ATTENTION_BACKENDS` (see the module docstring).
         compiled: flex only: compile it (default: on CUDA).
+        dropout_kernel: the calling module's dropout kernel (see :func:`sdpa`).
 
     Raises:
         ValueError: unknown backend (the message lists the valid ones), or a structure
             for another length.
     """
     chosen = resolve_backend(mask, backend, query, key, value, dropout)
+    kernel = dropout_kernel
     if not isinstance(mask, AttentionStructure):
-        return sdpa(query, key, value, mask, dropout, scale)
+        return sdpa(query, key, value, mask, dropout, scale, dropout_kernel=kernel)
     mask.check_length(query.shape[-2])
     structure = mask.to(query.device)
     if chosen == "flex":
         return flex_attend(query, key, value, structure, scale, compiled=compiled)
     if chosen == "sdpa" and structure.is_plain_causal:
-        return sdpa(query, key, value, None, dropout, scale, is_causal=True)
+        return sdpa(query, key, value, None, dropout, scale, is_causal=True, dropout_kernel=kernel)
     sdpa_mask = structure.sdpa_mask() if chosen == "sdpa" else structure.reference_mask()
-    return sdpa(query, key, value, sdpa_mask, dropout, scale)
+    return sdpa(query, key, value, sdpa_mask, dropout, scale, dropout_kernel=kernel)
 
 
-def set_attention_backend(model: nn.Module, backend: str) -> None:
-    """Set the attention backend of every attention module of ``model``.
+def head_size(hidden_size: int, num_heads: int) -> int:
+    """Width of one head, ``hidden_size / num_heads``; raises when it does not divide."""
+    if hidden_size % num_heads:
+        raise ValueError(
+            f"hidden_size={hidden_size} is not divisible by num_heads={num_heads}; "
+            "choose num_heads that divides hidden_size"
+        )
+    return hidden_size // num_heads
 
-    Every module with an ``attention_backend`` attribute
-    (:class:`~ptm_core.modules.MultiHeadSelfAttention`; default ``"auto"``) gets
-    ``backend``. Only :class:`AttentionStructure` masks are routed by it; plain tensor
-    masks keep their SDPA path.
+
+def attend_heads(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    dropout: float,
+    scale: float | None = None,
+    *,
+    dropout_kernel: str = "auto",
+) -> Tensor:
+    """SDPA over split heads, with the heads merged back: ``(B, h, Lq, d) -> (B, Lq, h*d)``.
+
+    The one place every ptm attention (self, cross, co-attention, relative, packed) calls
+    :func:`torch.nn.functional.scaled_dot_product_attention`.
 
     Args:
-        model: any module (an encoder, a pre-training model, a task model).
-        backend: one of :data:`ATTENTION_BACKENDS`.
-
-    Raises:
-        ValueError: unknown backend, naming the valid ones.
+        query: ``(B, h, Lq, d)``; key, value: ``(B, h, Lk, d)``.
+        mask: bool (True = may attend) or additive float, broadcastable to
+            ``(B, h, Lq, Lk)``; ``None`` = attend everywhere.
+        dropout: dropout probability on the attention weights (pass 0 in eval mode).
+        scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)`` (T5 uses 1.0: the factor is
+            folded into its initialisation).
+        dropout_kernel: the calling module's dropout kernel (see :func:`sdpa`).
     """
-    check_backend(backend)
-    for module in model.modules():
-        if hasattr(module, "attention_backend"):
-            setattr(module, "attention_backend", backend)  # noqa: B010
+    context = sdpa(query, key, value, mask, dropout, scale, dropout_kernel=dropout_kernel)
+    batch, heads, length, head_dim = context.shape
+    return context.transpose(1, 2).reshape(batch, length, heads * head_dim)

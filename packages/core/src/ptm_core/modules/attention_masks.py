@@ -136,6 +136,25 @@ def bidirectional_mask(padding_mask: Tensor) -> Tensor:
     return _real_pairs(padding_mask)
 
 
+def sliding_window_mask(padding_mask: Tensor, window: int) -> Tensor:
+    """Local attention (Longformer, Beltagy et al., 2020; ModernBERT's local layers): a
+    real token sees the real tokens at most ``window`` positions away on either side.
+
+    Args:
+        padding_mask: ``[B, L]`` 1/True at real tokens.
+        window: how far a token sees to each side (``>= 0``).
+
+    Returns:
+        ``[B, L, L]`` bool; padding rows and columns are all False.
+    """
+    if window < 0:
+        raise ValueError(f"sliding_window_mask: window must be >= 0, got {window}")
+    length = padding_mask.shape[1]
+    position = torch.arange(length, device=padding_mask.device)
+    near = (position[:, None] - position[None, :]).abs() <= window  # (L, L)
+    return _real_pairs(padding_mask) & near
+
+
 def left_to_right_mask(padding_mask: Tensor) -> Tensor:
     """Unidirectional left-to-right LM (GPT; UniLM): token ``i`` sees real tokens ``j <= i``.
 

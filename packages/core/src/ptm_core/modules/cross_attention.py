@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import Tensor, nn
 
-from ptm_core.modules.attention import attend_heads, head_size
+from ptm_core.modules.attention_backends import attend_heads, head_size
+from ptm_core.modules.dropout import check_dropout_kernel, default_dropout_kernel
+
+if TYPE_CHECKING:
+    from ptm_core.modules.execution import ExecutionSettings
 
 
 class MultiHeadCrossAttention(nn.Module):
@@ -20,6 +26,8 @@ class MultiHeadCrossAttention(nn.Module):
         num_heads: number of heads ``h``; ``D`` must be divisible by ``h``.
         dropout: dropout on the attention probabilities (training only).
         bias: whether the projections have biases (T5: no).
+        dropout_kernel: the attention-dropout kernel (:mod:`ptm_core.modules.dropout`);
+            ``None`` = the default.
         scale: whether ``QK^T`` is divided by ``sqrt(d)`` (T5: no).
 
     Shapes:
@@ -38,16 +46,28 @@ class MultiHeadCrossAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         scale: bool = True,
+        *,
+        dropout_kernel: str | None = None,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = head_size(hidden_size, num_heads)
         self.dropout = dropout
+        self.dropout_kernel = (
+            default_dropout_kernel()
+            if dropout_kernel is None
+            else check_dropout_kernel(dropout_kernel)
+        )
         # None = SDPA's default 1 / sqrt(d).
         self.scale: float | None = None if scale else 1.0
         self.q_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
         self.kv_proj = nn.Linear(hidden_size, 2 * hidden_size, bias=bias)
         self.out_proj = nn.Linear(hidden_size, hidden_size, bias=bias)
+
+    def apply_execution_settings(self, settings: ExecutionSettings) -> None:
+        """Take ``settings``' dropout kernel, when it names one (no structure masks here)."""
+        if settings.dropout_kernel is not None:
+            self.dropout_kernel = settings.dropout_kernel
 
     def forward(self, hidden_states: Tensor, memory: Tensor, mask: Tensor | None = None) -> Tensor:
         key, value = self.project_memory(memory)
@@ -88,7 +108,13 @@ class MultiHeadCrossAttention(nn.Module):
             self.q_proj(hidden_states).view(batch, q_len, self.num_heads, self.head_dim)
         ).transpose(1, 2)  # (B, h, Lq, d)
         context = attend_heads(
-            query, key, value, mask, self.dropout if self.training else 0.0, self.scale
+            query,
+            key,
+            value,
+            mask,
+            self.dropout if self.training else 0.0,
+            self.scale,
+            dropout_kernel=self.dropout_kernel,
         )
         return self.out_proj(context)  # (B, Lq, D)
 

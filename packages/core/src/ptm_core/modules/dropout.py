@@ -22,8 +22,13 @@ repeat.
 
 It is used where it pays: CPU tensors, outside ``torch.compile`` (Inductor generates its own
 random numbers) and outside TorchScript. CUDA keeps torch's fused Philox kernel.
-``set_dropout_kernel("torch")`` (or ``PTM_DROPOUT_KERNEL=torch``) turns it off everywhere,
-e.g. to reproduce a run made before it existed.
+
+The kernel is a setting of each module, given when it is built (``Dropout(p, kernel=...)``,
+or a stack's :class:`~ptm_core.modules.execution.ExecutionSettings`): ``"auto"`` (the cheap
+mask where it applies) or ``"torch"`` (always :func:`torch.nn.functional.dropout`, e.g. to
+reproduce a run made before the cheap mask existed). A module built without one takes
+:func:`default_dropout_kernel`: ``PTM_DROPOUT_KERNEL`` when set, else ``"auto"``, read when
+the module is built.
 """
 
 from __future__ import annotations
@@ -41,28 +46,21 @@ DROPOUT_KERNELS = ("auto", "torch")
 MIN_ELEMENTS = 4096
 _LANES = 65536  # one int16 lane per element
 
-_kernel = os.environ.get("PTM_DROPOUT_KERNEL", "auto")
-
 
 def check_dropout_kernel(kind: str) -> str:
+    """``kind`` when it is one of :data:`DROPOUT_KERNELS`; else a ValueError naming them."""
     if kind not in DROPOUT_KERNELS:
         raise ValueError(
             f"dropout kernel must be one of {', '.join(DROPOUT_KERNELS)}, got {kind!r} "
-            "(set it with ptm_core.modules.dropout.set_dropout_kernel or PTM_DROPOUT_KERNEL)"
+            "(Dropout(p, kernel=...), ExecutionSettings(dropout_kernel=...) or "
+            "PTM_DROPOUT_KERNEL)"
         )
     return kind
 
 
-def set_dropout_kernel(kind: str) -> str:
-    """``"auto"`` (the cheap CPU mask where it applies) or ``"torch"`` (always
-    :func:`torch.nn.functional.dropout`); returns the previous setting."""
-    global _kernel
-    previous, _kernel = _kernel, check_dropout_kernel(kind)
-    return previous
-
-
-def dropout_kernel() -> str:
-    return check_dropout_kernel(_kernel)
+def default_dropout_kernel() -> str:
+    """The kernel of a module built without one: ``PTM_DROPOUT_KERNEL`` or ``"auto"``."""
+    return check_dropout_kernel(os.environ.get("PTM_DROPOUT_KERNEL", "auto"))
 
 
 def drop_threshold(p: float) -> int:
@@ -101,9 +99,9 @@ class _ScaleByMask(torch.autograd.Function):
         return _ScaleByMask.apply(grad, mask, ctx.scale), None, None
 
 
-def _cheap_mask_applies(x: Tensor) -> bool:
+def _cheap_mask_applies(x: Tensor, kernel: str) -> bool:
     return (
-        _kernel == "auto"
+        kernel == "auto"
         and x.device.type == "cpu"
         and x.is_floating_point()
         and x.numel() >= MIN_ELEMENTS
@@ -112,11 +110,12 @@ def _cheap_mask_applies(x: Tensor) -> bool:
     )
 
 
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """:func:`torch.nn.functional.dropout` with the cheap CPU mask where it applies."""
+def dropout(x: Tensor, p: float, training: bool = True, kernel: str = "auto") -> Tensor:
+    """:func:`torch.nn.functional.dropout`, with the cheap CPU mask where it applies and
+    ``kernel`` is ``"auto"``."""
     if not training or p == 0.0:
         return x
-    if not 0.0 <= p < 1.0 or not _cheap_mask_applies(x):
+    if not 0.0 <= p < 1.0 or not _cheap_mask_applies(x, kernel):
         return F.dropout(x, p, training=True)
     scale = _LANES / (_LANES - drop_threshold(p))
     return _ScaleByMask.apply(x, keep_mask(x.shape, p, x.device), scale)
@@ -124,9 +123,19 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 
 class Dropout(nn.Dropout):
     """:class:`torch.nn.Dropout` through :func:`dropout` (the same ``p``, repr and
-    ``isinstance``; no parameters or buffers, so state dicts do not change)."""
+    ``isinstance``; no parameters or buffers, so state dicts do not change).
+
+    Args:
+        p: drop probability.
+        inplace: as :class:`torch.nn.Dropout` (then torch's kernel runs).
+        kernel: one of :data:`DROPOUT_KERNELS`; ``None`` = :func:`default_dropout_kernel`.
+    """
+
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, kernel: str | None = None) -> None:
+        super().__init__(p, inplace)
+        self.kernel = default_dropout_kernel() if kernel is None else check_dropout_kernel(kernel)
 
     def forward(self, input: Tensor) -> Tensor:
         if self.inplace:
             return super().forward(input)
-        return dropout(input, self.p, self.training)
+        return dropout(input, self.p, self.training, self.kernel)

@@ -23,11 +23,16 @@ use the fused kernels.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
-from ptm_core.modules.attention import attend_heads, head_size
+from ptm_core.modules.attention_backends import attend_heads, head_size
+from ptm_core.modules.dropout import check_dropout_kernel, default_dropout_kernel
+
+if TYPE_CHECKING:
+    from ptm_core.modules.execution import ExecutionSettings
 
 
 def sinusoid_relative_positions(
@@ -115,11 +120,17 @@ class RelativeMultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         *,
         relative_segments: bool = False,
+        dropout_kernel: str | None = None,
     ) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.head_dim = head_size(hidden_size, num_heads)
         self.dropout = dropout
+        self.dropout_kernel = (
+            default_dropout_kernel()
+            if dropout_kernel is None
+            else check_dropout_kernel(dropout_kernel)
+        )
         self.query_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.key_proj = nn.Linear(hidden_size, hidden_size, bias=False)
         self.value_proj = nn.Linear(hidden_size, hidden_size, bias=False)
@@ -133,6 +144,11 @@ class RelativeMultiHeadAttention(nn.Module):
             self.segment_bias = nn.Parameter(torch.zeros(num_heads, self.head_dim))
             self.segment_embeddings = nn.Parameter(torch.zeros(2, num_heads, self.head_dim))
         self.reset_biases()
+
+    def apply_execution_settings(self, settings: ExecutionSettings) -> None:
+        """Take ``settings``' dropout kernel, when it names one (no structure masks here)."""
+        if settings.dropout_kernel is not None:
+            self.dropout_kernel = settings.dropout_kernel
 
     def reset_biases(self, std: float = 0.02) -> None:
         """Draw ``u``, ``v``, ``b`` and the segment vectors from ``N(0, std)`` (as XLNet)."""
@@ -191,6 +207,7 @@ class RelativeMultiHeadAttention(nn.Module):
             value,
             bias.to(query.dtype),
             self.dropout if self.training else 0.0,
+            dropout_kernel=self.dropout_kernel,
         )  # (B, P, h*d)
         if blind is not None and bool(blind.any()):
             # ... and its context is zero: the query stream of the first token of a

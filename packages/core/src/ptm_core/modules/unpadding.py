@@ -6,8 +6,9 @@ then runs on the ``T`` real tokens of the batch instead of ``B * L`` positions, 
 output is re-padded at the end. Only attention needs to know which tokens belong to
 which sequence; it reads that from :class:`UnpadLayout`.
 
-The encoder-level switch (``auto`` / ``on`` / ``off``) is
-:func:`ptm_core.encoders.unpadding.set_unpadding`.
+The encoder-level setting (``auto`` / ``on`` / ``off``) is
+:class:`~ptm_core.modules.execution.ExecutionSettings`' ``unpadding`` (see
+:mod:`ptm_core.encoders.unpadding`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ptm_core.modules.attention import attend_heads
+from ptm_core.modules.attention_backends import attend_heads
 
 # Attention rows are grouped by length (see :func:`plan_length_groups`): at most this many
 # groups, and each extra group must save this share of the single group's attention area.
@@ -173,9 +174,15 @@ class UnpadLayout:
         flat = x.new_zeros(self.batch_size * self.seq_len, *x.shape[1:])
         return flat.index_copy(0, self.indices, x).view(self.batch_size, self.seq_len, *x.shape[1:])
 
-    def attend(self, qkv: Tensor, dropout: float = 0.0, scale: float | None = None) -> Tensor:
+    def attend(
+        self,
+        qkv: Tensor,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        dropout_kernel: str = "auto",
+    ) -> Tensor:
         """``(T, 3, h, d) -> (T, h * d)``: :func:`packed_attention` over this layout."""
-        return packed_attention(qkv, self, dropout, scale)
+        return packed_attention(qkv, self, dropout, scale, dropout_kernel)
 
 
 def _varlen_usable(qkv: Tensor, dropout: float) -> bool:
@@ -194,7 +201,11 @@ def _varlen_usable(qkv: Tensor, dropout: float) -> bool:
 
 
 def packed_attention(
-    qkv: Tensor, layout: UnpadLayout, dropout: float = 0.0, scale: float | None = None
+    qkv: Tensor,
+    layout: UnpadLayout,
+    dropout: float = 0.0,
+    scale: float | None = None,
+    dropout_kernel: str = "auto",
 ) -> Tensor:
     """Self-attention of packed tokens, each attending the real tokens of its own sequence.
 
@@ -212,6 +223,7 @@ def packed_attention(
         layout: where the tokens come from (:meth:`UnpadLayout.from_mask`).
         dropout: dropout on the attention probabilities (pass 0 in eval mode).
         scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)``.
+        dropout_kernel: the attention module's dropout kernel (:mod:`ptm_core.modules.dropout`).
 
     Returns:
         ``(T, h * d)`` context, heads merged.
@@ -234,7 +246,9 @@ def packed_attention(
         part = compact[group.offset : group.offset + positions]
         part = part.view(group.rows, group.slots, 3, heads, head_dim)
         query, key, value = part.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (rows, h, slots, d)
-        context = attend_heads(query, key, value, group.key_mask, dropout, scale)
+        context = attend_heads(
+            query, key, value, group.key_mask, dropout, scale, dropout_kernel=dropout_kernel
+        )
         contexts.append(context.reshape(positions, heads * head_dim))
     context = contexts[0] if len(contexts) == 1 else torch.cat(contexts)
     return context.index_select(0, layout.compact_indices)

@@ -69,10 +69,10 @@ class TrainerConfig:
             ``attention.backend``): ``"auto"`` (SDPA for padding and causal masks; flex
             attention with a block-sparse mask for the structured kinds on CUDA),
             ``"flex"``, ``"sdpa"`` or ``"dense"`` (the boolean reference path). See
-            :func:`~ptm_core.modules.attention_backends.set_attention_backend`.
+            :class:`~ptm_core.modules.execution.ExecutionSettings`.
         unpad: Unpadding (Hydra: ``attention.unpad``): ``"auto"`` (drop padding after the
             embeddings when a batch has enough of it to pay), ``"on"`` or ``"off"``. See
-            :func:`~ptm_core.encoders.unpadding.set_unpadding`.
+            :mod:`~ptm_core.encoders.unpadding`.
         structured_masks: Have the mask producers describe masks as
             :class:`~ptm_core.modules.attention_structure.AttentionStructure` instead of
             ``[B, L, L]`` tensors (Hydra: ``attention.structured_masks``): UniLM's objective,

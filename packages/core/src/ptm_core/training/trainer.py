@@ -21,8 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.encoders.unpadding import set_unpadding
-from ptm_core.modules.attention_backends import set_attention_backend
+from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
@@ -163,10 +162,12 @@ class Trainer:
             data = ShardedBatches(data, self.dist.rank, self.dist.world_size)
         self.cursor = BatchCursor(data)  # fails early on an empty source
         check_compile_switches(config, self.device)
-        # How attention runs (attention.backend / attention.unpad): execution settings on
-        # the model's modules, not part of its checkpoint.
-        set_attention_backend(model, config.attention_backend)
-        set_unpadding(model, config.unpad)
+        # How attention runs (attention.backend / attention.unpad): the run's execution
+        # settings, given once through the model's own method; not part of its checkpoint.
+        apply_execution_settings(
+            model,
+            ExecutionSettings(attention_backend=config.attention_backend, unpadding=config.unpad),
+        )
         if config.activation_checkpointing:
             enable_activation_checkpointing(model)
         # With FSDP the user's model stays where it is (it may not fit the device); a

@@ -51,7 +51,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.checkpoints.io import CheckpointError, read_weights
 from ptm_core.checkpoints.seq2seq_ptm import build_seq2seq_model, with_overrides
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
