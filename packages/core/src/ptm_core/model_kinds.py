@@ -30,10 +30,6 @@ COGQA = "cogqa"
 KG_EMBEDDINGS = "kg_embeddings"
 # ptm-multilingual.
 XLM = "xlm"
-# ptm-multimodal.
-VISUALBERT = "visualbert"
-VILBERT = "vilbert"
-LXMERT = "lxmert"
 
 # The kinds known before families registered theirs by entry point; shrinking to nothing as
 # each family's spec claims its kinds (``FamilySpec.kinds``).
@@ -48,9 +44,6 @@ _LEGACY_KINDS = frozenset(
         COGQA,
         KG_EMBEDDINGS,
         XLM,
-        VISUALBERT,
-        VILBERT,
-        LXMERT,
     }
 )
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT
 
 
 def score_multimodal(
@@ -60,7 +60,7 @@ MULTIMODAL = register_evaluation(
         higher_is_better=True,
         description="image-text matching (one true and one swapped caption per image; chance 0.5)",
         score=score_multimodal,
-        kinds=(model_kinds.VISUALBERT, model_kinds.VILBERT, model_kinds.LXMERT),
+        kinds=(VISUALBERT, VILBERT, LXMERT),
         needs_corpus="image-text pairs directory",
     )
 )
@@ -76,4 +76,14 @@ MULTIMODAL_TASK = register_evaluation(
     )
 )
 
-__all__ = ["MULTIMODAL", "MULTIMODAL_TASK", "score_multimodal", "score_multimodal_task"]
+#: What VisualBERT and ViLBERT folders are scored by (their specs' ``evaluation``): the
+#: pre-training final/ and the fine-tuned task model.
+EVALUATIONS = (MULTIMODAL, MULTIMODAL_TASK)
+
+__all__ = [
+    "EVALUATIONS",
+    "MULTIMODAL",
+    "MULTIMODAL_TASK",
+    "score_multimodal",
+    "score_multimodal_task",
+]
