@@ -28,7 +28,6 @@ RECIPES: dict[str, str] = {
     "xlm": "flows.recipes.xlm",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
-    "cogqa": "flows.recipes.cogqa",
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
@@ -38,9 +37,6 @@ RECIPES: dict[str, str] = {
     "static_embeddings": "flows.recipes.static_embeddings",
     "elmo": "flows.recipes.elmo",
     "awd_lstm": "flows.recipes.awd_lstm",
-    # The remaining seed systems.
-    "kepler": "flows.recipes.kepler",
-    "wklm": "flows.recipes.wklm",
 }
 
 

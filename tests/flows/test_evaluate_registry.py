@@ -11,6 +11,7 @@ import pytest
 from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
+from ptm_knowledge.family_cogqa import COGQA
 from ptm_multimodal import kinds as multimodal_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
     model_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
     model_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
-    model_kinds.COGQA: ({}, {}, "cogqa"),
+    COGQA: ({}, {}, "cogqa"),
     model_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     model_kinds.XLM: ({}, {}, "xlm"),
     multimodal_kinds.VISUALBERT: ({}, {}, "multimodal"),

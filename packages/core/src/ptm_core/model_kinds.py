@@ -26,7 +26,6 @@ AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
 ELMO = "elmo"  # ELMo's bidirectional LM
 # ptm-knowledge.
 ERNIE_THU = "ernie_thu"
-COGQA = "cogqa"
 KG_EMBEDDINGS = "kg_embeddings"
 # ptm-multilingual.
 XLM = "xlm"
@@ -41,7 +40,6 @@ _LEGACY_KINDS = frozenset(
         AWD_LSTM,
         ELMO,
         ERNIE_THU,
-        COGQA,
         KG_EMBEDDINGS,
         XLM,
     }
