@@ -3,7 +3,9 @@ tensor names of folders written before the family spec."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ptm_core.model_kinds import KIND_KEY, with_kind
@@ -33,3 +35,28 @@ def current_names(state: Mapping[str, T]) -> dict[str, T]:
         _PREFIX + k.removeprefix(_OLD_PREFIX) if k.startswith(_OLD_PREFIX) else k: v
         for k, v in state.items()
     }
+
+
+def _architecture(path: str | Path) -> str | None:
+    try:
+        config = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(config, dict) or KIND_KEY in config or "objectives" not in config:
+        return None
+    return str(config.get("architecture"))
+
+
+def is_visualbert(path: str | Path) -> bool:
+    """A VisualBERT ``final/`` written before ``config.json`` carried ``"ptm_model"``."""
+    return _architecture(path) == "visualbert"
+
+
+def is_vilbert(path: str | Path) -> bool:
+    """A ViLBERT ``final/`` written before ``config.json`` carried ``"ptm_model"``."""
+    return _architecture(path) == "vilbert"
+
+
+def is_lxmert(path: str | Path) -> bool:
+    """An LXMERT ``final/`` written before ``config.json`` carried ``"ptm_model"``."""
+    return _architecture(path) == "lxmert"

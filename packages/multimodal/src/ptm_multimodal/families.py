@@ -23,7 +23,7 @@ INPUT_KEYS = (
 )
 _SETTINGS = "ptm_multimodal.settings:ImageTextSettings"
 _PLAN = "ptm_multimodal.pretraining:plan_pretraining"
-_LOAD = "ptm_multimodal.loading:load_multimodal"
+_LOAD = "ptm_multimodal.loading:load_pretrained"
 _SAVE = "ptm_multimodal.loading:save_multimodal"
 
 VISUALBERT = FamilySpec(
@@ -36,6 +36,7 @@ VISUALBERT = FamilySpec(
     finetune="ptm_multimodal.finetune:finetune_visualbert",
     load={"visualbert": _LOAD},
     save={"visualbert": _SAVE},
+    recognizes="ptm_multimodal.checkpoint_kinds:is_visualbert",
     evaluation="ptm_multimodal.evaluation_kinds:EVALUATIONS",
     recipes={"visualbert": "pretrain", "multimodal_finetune": "finetune"},
 )
@@ -49,6 +50,7 @@ VILBERT = FamilySpec(
     finetune="ptm_multimodal.finetune:finetune_vilbert",
     load={"vilbert": _LOAD},
     save={"vilbert": _SAVE},
+    recognizes="ptm_multimodal.checkpoint_kinds:is_vilbert",
     evaluation="ptm_multimodal.evaluation_kinds:EVALUATIONS",
     recipes={"vilbert": "pretrain"},
 )
@@ -61,6 +63,7 @@ LXMERT = FamilySpec(
     plan_pretraining=_PLAN,
     load={"lxmert": _LOAD},
     save={"lxmert": _SAVE},
+    recognizes="ptm_multimodal.checkpoint_kinds:is_lxmert",
     evaluation="ptm_multimodal.evaluation_kinds:MULTIMODAL",
     recipes={"lxmert": "pretrain"},
 )

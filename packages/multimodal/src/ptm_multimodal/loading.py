@@ -145,15 +145,38 @@ def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
     )
 
 
+def load_pretrained(directory: str | Path, **options: Any) -> PretrainingModel:
+    """The families' ``load`` hook: :func:`load_multimodal`'s model, carrying the folder's
+    tokenizer as ``model.tokenizer`` (so :func:`save_multimodal` writes a whole folder)."""
+    model, tokenizer = load_multimodal(directory, **options)
+    model.tokenizer = tokenizer
+    return model
+
+
 def save_multimodal(
-    model: PretrainingModel, directory: str | Path, *, tokenizer: WordPieceTokenizer
+    model: PretrainingModel,
+    directory: str | Path,
+    *,
+    tokenizer: WordPieceTokenizer | None = None,
 ) -> Path:
-    """Write ``model`` (network + objective heads) and ``tokenizer`` as a ``final/`` that
-    :func:`load_multimodal` reads, atomically.
+    """Write ``model`` (network + objective heads) and its tokenizer as a ``final/`` that
+    :func:`load_multimodal` reads, atomically (the families' ``save`` hook).
+
+    Args:
+        model: the network and its objectives.
+        directory: the folder to write.
+        tokenizer: the captions' tokenizer (default: the one :func:`load_pretrained` put
+            on the model).
 
     Returns:
         ``directory``.
+
+    Raises:
+        ValueError: no tokenizer given and none on the model.
     """
+    tokenizer = tokenizer or getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("save_multimodal needs tokenizer= (the captions' WordPieceTokenizer)")
     directory = Path(directory)
     with atomic_directory(directory) as tmp:
         safetensors.torch.save_model(model, str(tmp / "model.safetensors"))

@@ -40,6 +40,7 @@ from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
 from ptm_multimodal.loading import save_multimodal
 from ptm_multimodal.prepared import GridExtraction, open_image_text
+from ptm_multimodal.run_migration import rename_network_tensors
 from ptm_multimodal.settings import ImageTextData, SyntheticPairs
 from ptm_multimodal.visualbert import VisualBertModel
 
@@ -271,6 +272,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         {name: build_objective(f, backbone, vocab) for name, f in run.objectives.items()},
         dict(run.weights),
     )
+    rename_network_tensors(output_dir, network, mix)
     batches = ImageTextBatches(
         train,
         tokenizer,
