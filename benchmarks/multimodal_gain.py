@@ -249,7 +249,7 @@ def direct_finetune(spec: dict[str, Any]) -> None:
     """One VQA fine-tuning through ``finetune_image_text`` (for ``--head cloze``)."""
     from ptm_core.training import TrainerConfig
     from ptm_multimodal.finetune import finetune_image_text
-    from ptm_multimodal.task_data import ImageTextTask
+    from ptm_multimodal.task_spec import ImageTextTask
 
     data = Path(spec["data"])
     task = ImageTextTask(

@@ -51,7 +51,6 @@ EVALUATION_MODULES = (
     "ptm_classic.evaluation_kinds",
     "ptm_knowledge.evaluation_kinds",
     "ptm_multilingual.evaluation_kinds",
-    "ptm_multimodal.evaluation_kinds",
 )
 
 

@@ -144,7 +144,7 @@ def export_lxmert(source: Path, target: Path) -> HFExport:
         architecture = save_hf_lxmert(wrapped, target)
     except CheckpointError as exc:
         raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
-    positions = int(getattr(wrapped.model, "hyperparameters", {}).get("max_positions", 512))
+    positions = int(getattr(wrapped.encoder, "hyperparameters", {}).get("max_positions", 512))
     write_hf_tokenizer_files(tokenizer, target, model_max_length=positions)
     names = [name for name, _ in wrapped.objectives]
     pretraining = architecture == "LxmertForPreTraining"
@@ -186,7 +186,7 @@ def export_visualbert(source: Path, target: Path) -> HFExport:
     except CheckpointError as exc:
         raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
     write_hf_tokenizer_files(
-        tokenizer, target, model_max_length=int(getattr(wrapped.model, "text_positions", 512))
+        tokenizer, target, model_max_length=int(getattr(wrapped.encoder, "text_positions", 512))
     )
     names = [name for name, _ in wrapped.objectives]
     exported = [n for n in names if n in ("mlm", "itm")]

@@ -26,8 +26,6 @@ RECIPES: dict[str, str] = {
     "text": "flows.recipes.text",
     "distill": "flows.recipes.distill",
     "xlm": "flows.recipes.xlm",
-    "visualbert": "flows.recipes.visualbert",
-    "vilbert": "flows.recipes.vilbert",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
     "kbert": "flows.recipes.kbert",
@@ -35,13 +33,10 @@ RECIPES: dict[str, str] = {
     "finetune": "flows.recipes.finetune",
     "xlm_finetune": "flows.recipes.xlm_finetune",
     "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
-    "multimodal_finetune": "flows.recipes.multimodal_finetune",
     # First and second generation (static embeddings, recurrent LMs).
     "static_embeddings": "flows.recipes.static_embeddings",
     "elmo": "flows.recipes.elmo",
     "awd_lstm": "flows.recipes.awd_lstm",
-    # The remaining seed systems.
-    "lxmert": "flows.recipes.lxmert",
 }
 
 

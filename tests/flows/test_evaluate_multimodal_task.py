@@ -13,7 +13,7 @@ from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_multimodal import visualbert
 from ptm_multimodal.finetune import finetune_image_text
-from ptm_multimodal.task_data import ImageTextTask
+from ptm_multimodal.task_spec import ImageTextTask
 
 TASKS = Path(__file__).resolve().parents[2] / "data_specs" / "image_text" / "tasks"
 

@@ -12,6 +12,7 @@ from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
 from ptm_knowledge.family_cogqa import COGQA
+from ptm_multimodal import kinds as multimodal_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
 ENCODER: dict[str, object] = {"vocab_size": 50, "hidden_size": 16, "num_layers": 1}
@@ -64,9 +65,9 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     COGQA: ({}, {}, "cogqa"),
     model_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     model_kinds.XLM: ({}, {}, "xlm"),
-    model_kinds.VISUALBERT: ({}, {}, "multimodal"),
-    model_kinds.VILBERT: ({}, {}, "multimodal"),
-    model_kinds.LXMERT: ({}, {}, "multimodal"),
+    multimodal_kinds.VISUALBERT: ({}, {}, "multimodal"),
+    multimodal_kinds.VILBERT: ({}, {}, "multimodal"),
+    multimodal_kinds.LXMERT: ({}, {}, "multimodal"),
 }
 
 

@@ -244,7 +244,7 @@ def test_visualbert_final_exports_to_visualbert_for_pretraining(
         assert hf_tok(text)["input_ids"] == tokenizer.encode(text).input_ids, text
 
     wrapped.eval()
-    model = wrapped.model
+    model = wrapped.encoder
     enc = hf_tok(CAPTIONS, padding=True, return_tensors="pt")
     ids, mask = enc["input_ids"], enc["attention_mask"]
     g = torch.Generator().manual_seed(3)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -18,7 +20,6 @@ from ptm_multimodal import (
     AlignmentObjective,
     ImageTextMatchObjective,
     MaskedRegionObjective,
-    pretrain_multimodal,
     vilbert,
     visualbert,
 )
@@ -38,7 +39,6 @@ from ptm_multimodal.synthetic import (
 )
 from ptm_multimodal.task_data import (
     ImageTextFeaturizer,
-    ImageTextTask,
     ImageTextTaskError,
     answer_scores,
     read_image_text_task,
@@ -46,6 +46,7 @@ from ptm_multimodal.task_data import (
 )
 from ptm_multimodal.task_io import load_image_text_task_model
 from ptm_multimodal.task_model import ImageTextTaskModel, load_backbone, vqa_loss
+from ptm_multimodal.task_spec import ImageTextTask
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "data_specs" / "image_text" / "tasks"
@@ -69,7 +70,9 @@ def _trainer(out: Path, steps: int = 3) -> TrainerConfig:
 
 
 @pytest.fixture(scope="module")
-def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def pretrained(
+    tmp_path_factory: pytest.TempPathFactory, pretrain: Callable[..., Any]
+) -> dict[str, Path]:
     """Tiny VisualBERT and ViLBERT final/ directories (two pre-training steps each)."""
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("pretrained")
@@ -85,12 +88,13 @@ def pretrained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
     finals = {}
     for name, (model, objectives) in builds.items():
-        result = pretrain_multimodal(
-            model=model,
-            objectives=objectives,
-            trainer=_trainer(root / name, 2),
-            train_dir=SAMPLE,
-            eval_dir=SAMPLE,
+        result = pretrain(
+            name,
+            model,
+            objectives,
+            _trainer(root / name, 2),
+            train_dir=str(SAMPLE),
+            eval_dir=str(SAMPLE),
             batch_size=8,
             prepare=False,
         )
@@ -299,15 +303,15 @@ def test_features_of_another_size_are_refused(tmp_path: Path) -> None:
 
 
 def test_recipe_runs_and_checks_init_from(pretrained: dict[str, Path], tmp_path: Path) -> None:
+    from flows import runner
     from flows.config import compose_config
-    from flows.recipes import multimodal_finetune
 
     base = ["experiment=visualbert_vqa_tiny", f"trainer.output_dir={tmp_path / 'run'}"]
     with pytest.raises(FileNotFoundError, match="init_from=None: experiment=visualbert_vqa_tiny"):
-        multimodal_finetune.run(compose_config(base))
+        runner.run(compose_config(base))
     wrong = compose_config([*base, f"init_from={pretrained['vilbert']}"])
     with pytest.raises(ValueError, match=r"is a 'vilbert' model.*architecture=visualbert"):
-        multimodal_finetune.run(wrong)
+        runner.run(wrong)
     cfg = compose_config(
         [
             *base,
@@ -316,7 +320,7 @@ def test_recipe_runs_and_checks_init_from(pretrained: dict[str, Path], tmp_path:
             "trainer.progress=false",
         ]
     )
-    result = multimodal_finetune.run(cfg)
+    result = runner.run(cfg)
     assert "dev/vqa_accuracy" in json.loads((result.output_dir / "eval.json").read_text())
     record = json.loads((result.encoder_dir / "task.json").read_text())
     assert record["provenance"]["experiment"] == "visualbert_vqa_tiny"
@@ -326,8 +330,8 @@ def test_recipe_runs_and_checks_init_from(pretrained: dict[str, Path], tmp_path:
 def test_freeze_backbone_trains_the_head_only(
     family: str, pretrained: dict[str, Path], tmp_path: Path
 ) -> None:
+    from flows import runner
     from flows.config import compose_config
-    from flows.recipes import multimodal_finetune
 
     cfg = compose_config(
         [
@@ -339,7 +343,7 @@ def test_freeze_backbone_trains_the_head_only(
             "multimodal_finetune.freeze_backbone=true",
         ]
     )
-    result = multimodal_finetune.run(cfg)
+    result = runner.run(cfg)
     record = json.loads((result.encoder_dir / "task.json").read_text())
     assert record["freeze_backbone"] is True
     assert record["provenance"]["freeze_backbone"] is True
@@ -363,7 +367,7 @@ def test_freeze_backbone_trains_the_head_only(
             "trainer.progress=false",
         ]
     )
-    moved, *_ = load_image_text_task_model(multimodal_finetune.run(unfrozen).encoder_dir)
+    moved, *_ = load_image_text_task_model(runner.run(unfrozen).encoder_dir)
     assert any(  # the same run without the switch does change the backbone
         not torch.equal(a, b)
         for a, b in zip(

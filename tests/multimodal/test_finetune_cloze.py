@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from ptm_core.objectives import MaskedLMObjective
 from ptm_core.training import TrainerConfig
-from ptm_multimodal import ImageTextMatchObjective, pretrain_multimodal, visualbert
+from ptm_multimodal import ImageTextMatchObjective, visualbert
 from ptm_multimodal.finetune import finetune_image_text, predict_image_text
 from ptm_multimodal.region_features import read_region_features
-from ptm_multimodal.task_data import ImageTextFeaturizer, ImageTextTask, read_image_text_task
+from ptm_multimodal.task_data import ImageTextFeaturizer, read_image_text_task
 from ptm_multimodal.task_io import load_image_text_task_model
 from ptm_multimodal.task_model import (
     ClozeAnswerHead,
@@ -23,6 +25,7 @@ from ptm_multimodal.task_model import (
     build_task_head,
     load_backbone,
 )
+from ptm_multimodal.task_spec import ImageTextTask
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "data_specs" / "image_text" / "tasks"
@@ -37,15 +40,16 @@ def _trainer(out: Path, steps: int = 3) -> TrainerConfig:
 
 
 @pytest.fixture(scope="module")
-def final(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def final(tmp_path_factory: pytest.TempPathFactory, pretrain: Callable[..., Any]) -> Path:
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("pretrained")
-    result = pretrain_multimodal(
-        model=partial(visualbert, max_positions=32, **SMALL),
-        objectives={"mlm": MaskedLMObjective, "itm": ImageTextMatchObjective},
-        trainer=_trainer(root / "visualbert", 2),
-        train_dir=SAMPLE,
-        eval_dir=SAMPLE,
+    result = pretrain(
+        "visualbert",
+        partial(visualbert, max_positions=32, **SMALL),
+        {"mlm": MaskedLMObjective, "itm": ImageTextMatchObjective},
+        _trainer(root / "visualbert", 2),
+        train_dir=str(SAMPLE),
+        eval_dir=str(SAMPLE),
         batch_size=8,
         prepare=False,
     )
@@ -130,8 +134,8 @@ def test_cloze_random_init_and_bad_head_name(final: Path, tmp_path: Path) -> Non
 
 
 def test_the_recipe_passes_the_head_switch(final: Path, tmp_path: Path) -> None:
+    from flows import runner
     from flows.config import compose_config
-    from flows.recipes import multimodal_finetune
 
     cfg = compose_config(
         [
@@ -143,6 +147,6 @@ def test_the_recipe_passes_the_head_switch(final: Path, tmp_path: Path) -> None:
             f"trainer.output_dir={tmp_path / 'run'}",
         ]
     )
-    result = multimodal_finetune.run(cfg)
+    result = runner.run(cfg)
     record = json.loads((result.encoder_dir / "task.json").read_text())
     assert record["head"] == "cloze"

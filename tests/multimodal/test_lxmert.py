@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import IGNORE_INDEX, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureMismatchError
 from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.lxmert_pretraining import (
@@ -22,7 +24,6 @@ from ptm_multimodal.lxmert_pretraining import (
     mask_objects,
     mask_words,
 )
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 from ptm_multimodal.synthetic import vocabulary
 
 VOCAB = VocabInfo(vocab_size=50, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -104,7 +105,7 @@ def setup(synthetic_dirs: tuple[Path, Path], caption_tokenizer: WordPieceTokeniz
         }
     )
     batches = ImageTextBatches(data, caption_tokenizer, 32, transform=mix.collate, seed=3)
-    return MultimodalPretraining(model, mix), batches, answers
+    return PretrainingModel(model, mix, input_keys=INPUT_KEYS), batches, answers
 
 
 def test_lm_rate_on_captions_and_cloze_questions(setup) -> None:
@@ -154,9 +155,9 @@ def test_a_wrong_region_feature_size_names_the_field(setup) -> None:
     batch = batches.batch(0, 0)
     bad = batch["visual_features"][..., :-2]
     with pytest.raises(FeatureMismatchError, match=r"visual_features.*visual_embedding_dim=32"):
-        wrapped.model(batch["input_ids"], bad)
+        wrapped.encoder(batch["input_ids"], bad)
     with pytest.raises(FeatureMismatchError, match=r"visual_boxes.*box_size=4"):
-        wrapped.model(
+        wrapped.encoder(
             batch["input_ids"],
             batch["visual_features"],
             visual_boxes=batch["visual_boxes"][..., :3],

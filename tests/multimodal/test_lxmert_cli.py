@@ -36,7 +36,7 @@ def test_lxmert_tiny_pretrains_logs_each_task_and_exports_to_transformers(
     assert config["architecture"] == "lxmert" and config["feature_spec"]["feature_size"] == 32
     # The multimodal loader that `ptm evaluate` uses hands an LXMERT final to its own loader.
     loaded, _ = load_multimodal(out / "final")
-    assert isinstance(loaded.model, LxmertModel)
+    assert isinstance(loaded.encoder, LxmertModel)
 
     transformers = pytest.importorskip("transformers")
     assert main(["export", "--format", "hf", str(out / "final"), str(tmp_path / "hf")]) == 0
@@ -47,7 +47,7 @@ def test_lxmert_tiny_pretrains_logs_each_task_and_exports_to_transformers(
     g = torch.Generator().manual_seed(0)
     feats, boxes = torch.randn(1, 3, 32, generator=g), torch.rand(1, 3, 4, generator=g)
     with torch.no_grad():
-        ours = wrapped.model(ids, feats, visual_boxes=boxes)
+        ours = wrapped.encoder(ids, feats, visual_boxes=boxes)
         theirs = hf(input_ids=ids, visual_feats=feats, visual_pos=boxes)
         lm = wrapped.objectives.objectives["lm"].logits(ours)
         qa = wrapped.objectives.objectives["qa"].logits(ours)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_multimodal.lxmert_hf import hf_lxmert_to_ptm, load_hf_lxmert, save_hf_lxmert
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 
 transformers = pytest.importorskip("transformers")
 
@@ -55,9 +55,9 @@ def _inputs(seed: int = 1):
     return ids, attention, types, feats, boxes, visual_mask
 
 
-def _ptm(wrapped: MultimodalPretraining, inputs):
+def _ptm(wrapped: PretrainingModel, inputs):
     ids, attention, types, feats, boxes, visual_mask = inputs
-    return wrapped.model(
+    return wrapped.encoder(
         ids,
         feats,
         attention_mask=attention,

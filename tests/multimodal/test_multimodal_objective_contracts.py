@@ -10,6 +10,7 @@ import pytest
 import torch
 from cases import ObjectiveTestCase
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
@@ -18,11 +19,11 @@ from ptm_multimodal import (
     ImageTextBatches,
     ImageTextMatchObjective,
     MaskedRegionObjective,
-    MultimodalPretraining,
     read_image_text_pairs,
     vilbert,
     visualbert,
 )
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.lxmert_pretraining import (
     LxmertImageQAObjective,
@@ -95,7 +96,9 @@ class _MultimodalContract(ObjectiveTestCase):
         return objective.collate(dict(inputs), generator)
 
     def loss(self, encoder: torch.nn.Module, objective: Any, batch: Any) -> torch.Tensor:
-        model = MultimodalPretraining(encoder, ObjectiveMix({objective.name: objective}))
+        model = PretrainingModel(
+            encoder, ObjectiveMix({objective.name: objective}), input_keys=INPUT_KEYS
+        )
         return model(batch).loss
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
@@ -16,14 +17,14 @@ from ptm_multimodal import (
     ImageTextBatches,
     ImageTextMatchObjective,
     MaskedRegionObjective,
-    MultimodalPretraining,
     matching_accuracy,
     read_image_text_pairs,
     retrieval_recall,
-    train_steps,
     vilbert,
     visualbert,
 )
+from ptm_multimodal.families import INPUT_KEYS
+from ptm_multimodal.pretraining import GroundedLabels
 
 TINY = dict(
     hidden_size=64,
@@ -68,7 +69,29 @@ def _build(arch: str, vocab, spec):
             "align": AlignmentObjective(model, vocab),
         }
     mix = ObjectiveMix(objectives)
-    return MultimodalPretraining(model, mix), mix
+    return PretrainingModel(model, mix, input_keys=INPUT_KEYS), mix
+
+
+def train_steps(
+    model: torch.nn.Module, data: ImageTextBatches, steps: int, *, learning_rate: float
+) -> list[float]:
+    """``steps`` AdamW steps over ``data`` (epochs in order); the losses."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    model.train()
+    losses: list[float] = []
+    epoch = 0
+    while len(losses) < steps:
+        for batch in data.iter_batches(epoch):
+            loss = model(batch).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            if len(losses) >= steps:
+                break
+        epoch += 1
+    return losses
 
 
 @pytest.mark.slow
@@ -83,7 +106,8 @@ def test_short_pretraining_lifts_matching_above_chance_and_shuffled_images(
     train = read_image_text_pairs(synthetic_dirs[0])
     held_out = read_image_text_pairs(synthetic_dirs[1])
     model, mix = _build(arch, caption_tokenizer.vocab_info, train.features.spec)
-    data = ImageTextBatches(train, caption_tokenizer, 64, transform=mix.collate, seed=0)
+    grounded = GroundedLabels(mix.collate, regions_in_output=arch == "visualbert")
+    data = ImageTextBatches(train, caption_tokenizer, 64, transform=grounded, seed=0)
     evaluation = ImageTextBatches(held_out, caption_tokenizer, 64, shuffle=False)
     before = matching_accuracy(model, evaluation)
     losses = train_steps(model, data, steps, learning_rate=1e-3)

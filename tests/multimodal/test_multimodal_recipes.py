@@ -52,8 +52,8 @@ def test_preset_runs_and_every_checkpoint_records_the_feature_spec(
     )
 
     reloaded, tokenizer = load_multimodal(result.encoder_dir, features=spec)
-    assert type(reloaded.model).__name__.lower().startswith(experiment.split("_")[0])
-    assert tokenizer.vocab_info.vocab_size == reloaded.model.vocab_size
+    assert type(reloaded.encoder).__name__.lower().startswith(experiment.split("_")[0])
+    assert tokenizer.vocab_info.vocab_size == reloaded.encoder.vocab_size
     check_checkpoint_features(result.encoder_dir, spec, source="same data")
     wider = FeatureSpec(spec.extractor, 2 * spec.feature_size, spec.extractor_hash)
     with pytest.raises(FeatureMismatchError, match=r"feature_size 64 in other\.json"):

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from flows.config import compose_config
-from flows.recipes.visualbert import instantiate_for_check
 from ptm_core.objectives import ObjectiveMix
+from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal import ImageTextBatches, ImageTextError, RegionFeatureError
 from ptm_multimodal import prepared as prepared_module
@@ -52,8 +53,12 @@ def test_prepared_and_raw_paths_give_identical_batches(
     experiment: str, tmp_path: Path, tokenizer: WordPieceTokenizer
 ) -> None:
     cfg = compose_config([f"experiment={experiment}", "data=image_text_sample"])
-    _, objectives = instantiate_for_check(cfg, tokenizer.vocab_info)
-    mix = ObjectiveMix(objectives)  # the presets' data side: masking, region masking
+    vocab = tokenizer.vocab_info
+    model = instantiate(cfg.model)(vocab_size=vocab.vocab_size, visual_embedding_dim=32)
+    nodes = cfg.objective.objectives
+    mix = ObjectiveMix(
+        {n: build_objective(instantiate(v), model, vocab) for n, v in nodes.items()}
+    )  # the presets' data side: masking, region masking
     prepared = prepare_image_text(SAMPLE, tmp_path / "prepared", max_length=32, **SMALL)
     assert len(prepared.manifest["text_shards"]) == 4
     assert len(prepared.manifest["feature_shards"]) == 6

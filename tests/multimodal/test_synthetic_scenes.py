@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
+from ptm_core.objectives import ObjectiveMix
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal import (
     ImageTextBatches,
@@ -106,7 +108,7 @@ def test_batches_swap_half_the_captions_deterministically(
     assert again["visual_boxes"].shape[-1] == 5 and float(again["visual_boxes"].max()) <= 1.0
 
 
-class _Oracle(torch.nn.Module):
+class _OracleNetwork(torch.nn.Module):
     """Scores a pair by whether the caption is the image's own (through image_index)."""
 
     def __init__(self, data: ImageTextBatches, constant: bool = False) -> None:
@@ -115,14 +117,29 @@ class _Oracle(torch.nn.Module):
         self.tokenizer_ids = {tuple(e.input_ids): i for i, e in enumerate(data.pairs.encoded)}
         self.constant = constant
 
-    def match_scores(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, image_index: torch.Tensor) -> torch.Tensor:
         if self.constant:
-            return torch.zeros(len(batch["input_ids"]))
+            return torch.zeros(len(input_ids))
         out = []
-        for ids, image in zip(batch["input_ids"], batch["image_index"], strict=True):
+        for ids, image in zip(input_ids, image_index, strict=True):
             caption = self.tokenizer_ids[tuple(i for i in ids.tolist() if i != 0)]
             out.append(1.0 if self.captions[caption] == self.captions[int(image)] else -1.0)
         return torch.tensor(out)
+
+
+class _ScoreAsLogits(torch.nn.Module):
+    """An ``itm`` objective whose two logits differ by the network's score."""
+
+    def logits(self, scores: torch.Tensor) -> torch.Tensor:
+        return torch.stack([-scores / 2, scores / 2], dim=1)
+
+
+def _Oracle(data: ImageTextBatches, constant: bool = False) -> PretrainingModel:
+    return PretrainingModel(
+        _OracleNetwork(data, constant),
+        ObjectiveMix({"itm": _ScoreAsLogits()}),  # type: ignore[dict-item]
+        input_keys=("input_ids", "image_index"),
+    )
 
 
 def test_metrics_on_an_oracle_and_a_constant_scorer(

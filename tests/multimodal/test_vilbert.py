@@ -5,16 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import IGNORE_INDEX, MaskedLMObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal import (
     AlignmentObjective,
     MaskedRegionObjective,
-    MultimodalPretraining,
     mask_regions,
     vilbert,
 )
+from ptm_multimodal.families import INPUT_KEYS
 
 VOCAB = VocabInfo(vocab_size=50, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
 
@@ -135,7 +136,7 @@ def _pretraining(target: str = "auto"):
             "align": AlignmentObjective(model, VOCAB),
         }
     )
-    return MultimodalPretraining(model, mix).train(), mix
+    return PretrainingModel(model, mix, input_keys=INPUT_KEYS).train(), mix
 
 
 def _batch(batch: int = 64, regions: int = 10):

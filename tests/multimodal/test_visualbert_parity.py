@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
+from ptm_multimodal.evaluation import match_scores
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.matching import ImageTextMatchObjective
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 from ptm_multimodal.visualbert import visualbert
 from ptm_multimodal.visualbert_hf import hf_visualbert_to_ptm, load_hf_visualbert
 
@@ -53,7 +55,7 @@ def _pair():
             "itm": build_objective(ImageTextMatchObjective, model.encoder, VOCAB),
         }
     )
-    ours = MultimodalPretraining(model, mix).eval()
+    ours = PretrainingModel(model, mix, input_keys=INPUT_KEYS).eval()
     mapped = hf_visualbert_to_ptm(hf.state_dict(), num_layers=2)
     missing, unexpected = ours.load_state_dict(mapped, strict=False)
     assert not missing and not unexpected, (missing, unexpected)
@@ -85,7 +87,7 @@ def test_visualbert_matches_hf_pretraining_outputs() -> None:
             visual_attention_mask=vis_mask,
             output_hidden_states=True,
         )
-        out = ours.model(
+        out = ours.encoder(
             ids, feats, attention_mask=text_mask, token_type_ids=types, visual_mask=vis_mask
         )
         mlm_logits = ours.objectives.objectives["mlm"].head(out.last_hidden_state)
@@ -106,7 +108,7 @@ def test_visualbert_matches_hf_model_without_visual_masks() -> None:
     ids, _, _, feats, _ = _inputs()
     with torch.no_grad():
         ref = hf.visual_bert(input_ids=ids, visual_embeds=feats)
-        out = ours.model(ids, feats)
+        out = ours.encoder(ids, feats)
     torch.testing.assert_close(out.last_hidden_state, ref.last_hidden_state, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(
         ours.objectives.objectives["itm"].head.pooler(out.last_hidden_state),
@@ -136,6 +138,6 @@ def test_load_hf_visualbert_directory(tmp_path) -> None:
             "visual_features": feats,
             "visual_mask": vis_mask,
         }
-        scores = loaded.match_scores(batch)
+        scores = match_scores(loaded, batch)
     expected = ref.seq_relationship_logits[:, 0] - ref.seq_relationship_logits[:, 1]
     torch.testing.assert_close(scores, expected, atol=1e-5, rtol=1e-5)

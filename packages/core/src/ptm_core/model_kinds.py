@@ -29,10 +29,6 @@ ERNIE_THU = "ernie_thu"
 KG_EMBEDDINGS = "kg_embeddings"
 # ptm-multilingual.
 XLM = "xlm"
-# ptm-multimodal.
-VISUALBERT = "visualbert"
-VILBERT = "vilbert"
-LXMERT = "lxmert"
 
 # The kinds known before families registered theirs by entry point; shrinking to nothing as
 # each family's spec claims its kinds (``FamilySpec.kinds``).
@@ -46,9 +42,6 @@ _LEGACY_KINDS = frozenset(
         ERNIE_THU,
         KG_EMBEDDINGS,
         XLM,
-        VISUALBERT,
-        VILBERT,
-        LXMERT,
     }
 )
 

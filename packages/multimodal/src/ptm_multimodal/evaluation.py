@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from ptm_core.models.pretraining import PretrainingModel
+from ptm_core.objectives.base import Batch
 from ptm_core.seeding import generator_for
 from ptm_multimodal.data import ImageTextBatches
 
@@ -31,8 +34,33 @@ class RetrievalResult:
     num_images: int
 
 
+#: The objectives whose logits score image-text pairs, in the order they are looked for.
+MATCH_OBJECTIVES = ("itm", "align")
+
+
+@torch.no_grad()
+def match_scores(model: PretrainingModel, batch: Batch) -> Tensor:
+    """``(B,)`` log-odds that each caption describes its image, from the model's matching
+    objective (``itm``, else ``align``).
+
+    Raises:
+        ValueError: the model's mix has no matching objective.
+    """
+    objectives: dict[str, Any] = dict(model.objectives.objectives)
+    name = next((n for n in MATCH_OBJECTIVES if n in objectives), None)
+    if name is None:
+        raise ValueError("no matching objective (itm or align) in this model's mix")
+    inputs = {k: batch[k] for k in model.input_keys if k in batch}
+    logits = objectives[name].logits(model.encoder(**inputs))
+    return (logits[:, 1] - logits[:, 0]).float()
+
+
 def _scores(
-    model, data: ImageTextBatches, images: list[int], captions: list[int], batch_size: int
+    model: PretrainingModel,
+    data: ImageTextBatches,
+    images: list[int],
+    captions: list[int],
+    batch_size: int,
 ) -> Tensor:
     out = []
     was_training = model.training
@@ -42,26 +70,26 @@ def _scores(
             batch = data.build(
                 images[start : start + batch_size], captions[start : start + batch_size], None
             )
-            out.append(model.match_scores(batch).float().cpu())
+            out.append(match_scores(model, batch).float().cpu())
     finally:
         model.train(was_training)
     return torch.cat(out)
 
 
 def matching_accuracy(
-    model,
+    model: PretrainingModel,
     data: ImageTextBatches,
     *,
     seed: int = 0,
     shuffle_images: bool = False,
     batch_size: int = 64,
 ) -> MatchingResult:
-    """Accuracy of ``model.match_scores > 0`` on one matching and one swapped caption per
+    """Accuracy of :func:`match_scores` ``> 0`` on one matching and one swapped caption per
     image (balanced, so chance is 0.5).
 
     Args:
-        model: anything with ``match_scores(batch) -> (B,)`` log-odds
-            (:class:`~ptm_multimodal.pretraining_model.MultimodalPretraining`).
+        model: a network and its objectives, one of them ``itm`` or ``align``
+            (:func:`~ptm_multimodal.loading.load_multimodal`).
         data: the evaluation pairs (their ``build`` makes unmasked batches).
         seed: picks the swapped captions.
         shuffle_images: feed every caption the regions of a random other image while
@@ -89,7 +117,11 @@ def matching_accuracy(
 
 
 def retrieval_recall(
-    model, data: ImageTextBatches, *, ks: Sequence[int] = (1, 5), batch_size: int = 256
+    model: PretrainingModel,
+    data: ImageTextBatches,
+    *,
+    ks: Sequence[int] = (1, 5),
+    batch_size: int = 256,
 ) -> RetrievalResult:
     """Caption->image retrieval over every image of ``data`` (``N * N`` scores).
 

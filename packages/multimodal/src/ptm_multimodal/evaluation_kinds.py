@@ -1,4 +1,4 @@
-"""The evaluations of the model kinds ptm-multimodal owns, registered on import.
+"""The evaluations of the model kinds ptm-multimodal owns (its specs' ``evaluation``).
 
 VisualBERT, ViLBERT and LXMERT pre-training ``final/`` folders (image-text matching and
 caption->image recall), and fine-tuned VisualBERT/ViLBERT task models. Heavy imports
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.kinds import reinitialise
-from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_core.evaluation.registry import Evaluation
+from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT
 
 
 def score_multimodal(
@@ -53,27 +53,33 @@ def score_multimodal_task(
     return evaluate_finetuned_image_text(model_dir, corpus, random_init, seed)
 
 
-MULTIMODAL = register_evaluation(
-    Evaluation(
-        name="multimodal",
-        metric="matching/accuracy",
-        higher_is_better=True,
-        description="image-text matching (one true and one swapped caption per image; chance 0.5)",
-        score=score_multimodal,
-        kinds=(model_kinds.VISUALBERT, model_kinds.VILBERT, model_kinds.LXMERT),
-        needs_corpus="image-text pairs directory",
-    )
+MULTIMODAL = Evaluation(
+    name="multimodal",
+    metric="matching/accuracy",
+    higher_is_better=True,
+    description="image-text matching (one true and one swapped caption per image; chance 0.5)",
+    score=score_multimodal,
+    kinds=(VISUALBERT, VILBERT, LXMERT),
+    needs_corpus="image-text pairs directory",
 )
-MULTIMODAL_TASK = register_evaluation(
-    Evaluation(
-        name="multimodal_task",
-        metric="",  # the task's own (accuracy or VQA accuracy)
-        higher_is_better=True,
-        description="a fine-tuned VisualBERT/ViLBERT on its image-text task's dev file "
-        "(accuracy or VQA accuracy), with its region features",
-        score=score_multimodal_task,
-        corpus_note="the run's dev file",
-    )
+MULTIMODAL_TASK = Evaluation(
+    name="multimodal_task",
+    metric="",  # the task's own (accuracy or VQA accuracy)
+    higher_is_better=True,
+    description="a fine-tuned VisualBERT/ViLBERT on its image-text task's dev file "
+    "(accuracy or VQA accuracy), with its region features",
+    score=score_multimodal_task,
+    corpus_note="the run's dev file",
 )
 
-__all__ = ["MULTIMODAL", "MULTIMODAL_TASK", "score_multimodal", "score_multimodal_task"]
+#: What VisualBERT and ViLBERT folders are scored by (their specs' ``evaluation``): the
+#: pre-training final/ and the fine-tuned task model.
+EVALUATIONS = (MULTIMODAL, MULTIMODAL_TASK)
+
+__all__ = [
+    "EVALUATIONS",
+    "MULTIMODAL",
+    "MULTIMODAL_TASK",
+    "score_multimodal",
+    "score_multimodal_task",
+]

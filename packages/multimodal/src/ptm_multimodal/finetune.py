@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.scoring import FinetuneResult, train_and_score
@@ -40,10 +41,10 @@ from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_multimodal.region_features import read_region_features
+from ptm_multimodal.settings import ImageTextSettings
 from ptm_multimodal.task_data import (
     ImageTextExample,
     ImageTextFeaturizer,
-    ImageTextTask,
     ImageTextTaskError,
     read_image_text_task,
     vqa_accuracy,
@@ -57,6 +58,64 @@ from ptm_multimodal.task_model import (
     init_head_from_pretraining,
     load_backbone,
 )
+from ptm_multimodal.task_spec import ImageTextTask
+
+
+def finetune_visualbert(run: FinetuneRun) -> FinetuneResult:
+    """The VisualBERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
+    return _finetune(run, "visualbert")
+
+
+def finetune_vilbert(run: FinetuneRun) -> FinetuneResult:
+    """The ViLBERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
+    return _finetune(run, "vilbert")
+
+
+def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
+    """Fine-tune ``run.init_from`` (a ``family`` final/) on ``multimodal_finetune.task``.
+
+    Raises:
+        FileNotFoundError: ``init_from`` is missing.
+        ValueError: no ``multimodal_finetune`` block, or ``init_from`` is not the
+            architecture the experiment names.
+    """
+    settings: ImageTextSettings = run.settings
+    experiment = settings.experiment_name
+    options = settings.multimodal_finetune
+    init_from = run.init_from
+    if not init_from or not (Path(init_from) / "config.json").is_file():
+        raise FileNotFoundError(
+            f"init_from={init_from}: experiment={experiment} fine-tunes a pre-trained "
+            "VisualBERT/ViLBERT; give init_from=<final/ of ptm pretrain "
+            "experiment=visualbert_tiny (or vilbert_tiny)>"
+        )
+    if options is None:
+        raise ValueError(
+            f"experiment={experiment} has no multimodal_finetune block (task, ...); use "
+            "experiment=visualbert_vqa_tiny or multimodal_match_finetune"
+        )
+    if options.architecture and options.architecture != family:
+        raise ValueError(
+            f"init_from={init_from} is a {family!r} model but experiment={experiment} sets "
+            f"multimodal_finetune.architecture={options.architecture}; use the {family} "
+            "experiment or set multimodal_finetune.architecture=null"
+        )
+    return finetune_image_text(
+        options.task,
+        init_from=init_from,
+        trainer=run.trainer,
+        seed=run.seed,
+        dropout=options.dropout,
+        random_init=options.random_init,
+        head=options.head,
+        freeze_backbone=options.freeze_backbone,
+        provenance={
+            "init_from": str(init_from),
+            "experiment": experiment,
+            "random_init": options.random_init,
+            "freeze_backbone": options.freeze_backbone,
+        },
+    )
 
 
 @torch.no_grad()

@@ -1,4 +1,10 @@
-"""Load a multimodal ``final/`` directory written by :func:`pretrain_multimodal`."""
+"""The ``final/`` folder of a VisualBERT, ViLBERT or LXMERT pre-training: save and load.
+
+``model.safetensors`` (network + objective heads, as the generic
+:class:`~ptm_core.models.pretraining.PretrainingModel` names them), ``config.json``
+(``"ptm_model"``, ``architecture``, the builder's numbers, ``feature_spec``, the
+objectives) and the tokenizer files. These are the families' ``load``/``save`` hooks.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +12,21 @@ import json
 from pathlib import Path
 from typing import Any
 
+import safetensors.torch
+
+from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
 from ptm_core.model_kinds import KIND_KEY
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.alignment import AlignmentObjective
+from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.matching import ImageTextMatchObjective
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
 from ptm_multimodal.visualbert import VisualBertModel
@@ -58,7 +69,7 @@ def _build(config: dict[str, Any], source: str):
 
 def load_multimodal(
     directory: str | Path, *, features: FeatureSpec | None = None
-) -> tuple[MultimodalPretraining, WordPieceTokenizer]:
+) -> tuple[PretrainingModel, WordPieceTokenizer]:
     """Rebuild a trained VisualBERT/ViLBERT/LXMERT with its heads and tokenizer.
 
     Objectives are rebuilt from the class names in ``config.json`` with their default
@@ -83,7 +94,7 @@ def load_multimodal(
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(
             f"{source}: cannot read the config ({type(exc).__name__}: {exc}); is {directory} "
-            "a final/ directory written by pretrain_multimodal?"
+            "a final/ directory of ptm pretrain experiment=visualbert_tiny (vilbert, lxmert)?"
         ) from None
     if isinstance(config, dict) and config.get("architecture") == "lxmert":
         # LXMERT's heads are sized from its weights (ptm_multimodal.lxmert_loading).
@@ -106,10 +117,10 @@ def load_multimodal(
             )
         objectives[name] = build_objective(cls, model, vocab)
         weights[name] = float(entry.get("weight", 1.0))
-    wrapped = MultimodalPretraining(model, ObjectiveMix(objectives, weights))
+    wrapped = PretrainingModel(model, ObjectiveMix(objectives, weights), input_keys=INPUT_KEYS)
     # read_weights turns a truncated or damaged file into a one-line CheckpointError.
     state, _ = read_weights(directory)
-    missing, unexpected = wrapped.load_state_dict(state, strict=False)
+    missing, unexpected = wrapped.load_state_dict(current_names(state), strict=False)
     # the MLM decoder is tied to the word table; safetensors stores the shared tensor once
     missing = [k for k in missing if not k.endswith("head.decoder.weight")]
     if missing or unexpected:
@@ -117,3 +128,60 @@ def load_multimodal(
             f"{directory / 'model.safetensors'}: missing tensors {missing}, unknown {unexpected}"
         )
     return wrapped, tokenizer
+
+
+def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
+    """What ``config.json`` records: the network's own config (architecture, numbers,
+    feature spec), the objectives and the ``"ptm_model"`` kind."""
+    network: Any = model.encoder
+    return with_model_kind(
+        {
+            **network.checkpoint_config(),
+            "objectives": {
+                name: {"class": type(obj).__name__, "weight": model.objectives.weights[name]}
+                for name, obj in model.objectives
+            },
+        }
+    )
+
+
+def load_pretrained(directory: str | Path, **options: Any) -> PretrainingModel:
+    """The families' ``load`` hook: :func:`load_multimodal`'s model, carrying the folder's
+    tokenizer as ``model.tokenizer`` (so :func:`save_multimodal` writes a whole folder)."""
+    model, tokenizer = load_multimodal(directory, **options)
+    model.tokenizer = tokenizer
+    return model
+
+
+def save_multimodal(
+    model: PretrainingModel,
+    directory: str | Path,
+    *,
+    tokenizer: WordPieceTokenizer | None = None,
+) -> Path:
+    """Write ``model`` (network + objective heads) and its tokenizer as a ``final/`` that
+    :func:`load_multimodal` reads, atomically (the families' ``save`` hook).
+
+    Args:
+        model: the network and its objectives.
+        directory: the folder to write.
+        tokenizer: the captions' tokenizer (default: the one :func:`load_pretrained` put
+            on the model).
+
+    Returns:
+        ``directory``.
+
+    Raises:
+        ValueError: no tokenizer given and none on the model.
+    """
+    tokenizer = tokenizer or getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("save_multimodal needs tokenizer= (the captions' WordPieceTokenizer)")
+    directory = Path(directory)
+    with atomic_directory(directory) as tmp:
+        safetensors.torch.save_model(model, str(tmp / "model.safetensors"))
+        (tmp / "config.json").write_text(
+            json.dumps(checkpoint_config(model), indent=2, sort_keys=True) + "\n"
+        )
+        tokenizer.save(tmp)
+    return directory

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.lxmert import LxmertModel
@@ -28,7 +29,6 @@ from ptm_multimodal.lxmert_pretraining import (
     LxmertMatchingObjective,
     LxmertObjectPredictionObjective,
 )
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 
 _PREFIX = "lxmert."
 # Hugging Face LxmertConfig key -> ptm builder argument.
@@ -141,7 +141,7 @@ def _kinds(name: str) -> tuple[str, ...]:
     )
 
 
-def _roles(wrapped: MultimodalPretraining) -> dict[str, str]:
+def _roles(wrapped: PretrainingModel) -> dict[str, str]:
     """role (lm/obj/itm/qa) -> objective name in ``wrapped``'s mix."""
     classes = {
         LxmertMaskedLMObjective: "lm",
@@ -179,14 +179,14 @@ def hf_lxmert_config_to_ptm(
     return numbers
 
 
-def lxmert_config_to_hf(wrapped: MultimodalPretraining, *, heads: bool = True) -> dict[str, Any]:
+def lxmert_config_to_hf(wrapped: PretrainingModel, *, heads: bool = True) -> dict[str, Any]:
     """A Hugging Face ``LxmertConfig`` dict for ``wrapped`` (its model and head sizes).
 
     Raises:
         CheckpointError: a model Hugging Face's LXMERT cannot express (pre-LN, or a
             LayerNorm epsilon other than LXMERT's fixed 1e-12).
     """
-    model = wrapped.model
+    model = wrapped.encoder
     if not isinstance(model, LxmertModel):
         raise CheckpointError(f"not an LXMERT: {type(model).__name__}")
     numbers = model.hyperparameters
@@ -231,7 +231,7 @@ def hf_lxmert_to_ptm(
     state: dict[str, Tensor], config: dict[str, Any], roles: dict[str, str] | None = None
 ) -> tuple[dict[str, Tensor], list[str], list[str]]:
     """Map a Hugging Face ``LxmertForPreTraining``/``LxmertModel`` state dict onto
-    :class:`~ptm_multimodal.pretraining_model.MultimodalPretraining` names.
+    :class:`~ptm_core.models.pretraining.PretrainingModel` names.
 
     Args:
         state: HF tensors (``lxmert.`` prefix optional).
@@ -264,7 +264,7 @@ def hf_lxmert_to_ptm(
     roles = {r: n for r, n in roles.items() if present[r]}
     numbers = (config["l_layers"], config["r_layers"], config["x_layers"])
     for _kind, ours, theirs in [*_model_pairs(*numbers), *_head_pairs(roles, decoders)]:
-        prefix = "" if ours.startswith("objectives.") else "model."
+        prefix = "" if ours.startswith("objectives.") else "encoder."
         for suffix in _kinds(ours):
             names = theirs if isinstance(theirs, list) else [theirs]
             tensors = [take(f"{n}.{suffix}") for n in names]
@@ -275,20 +275,20 @@ def hf_lxmert_to_ptm(
         bias = take("cls.predictions.bias")
         if bias is not None:
             out[f"{lm}bias"] = bias
-        out[f"{lm}weight"] = out["model.language_encoder.embeddings.word.weight"]
+        out[f"{lm}weight"] = out["encoder.language_encoder.embeddings.word.weight"]
         used.update(("cls.predictions.decoder.weight", "cls.predictions.decoder.bias"))
     unused = sorted(k for k in source if k not in used and not k.endswith("position_ids"))
     return out, missing, unused
 
 
-def ptm_to_hf_lxmert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tensor], str]:
+def ptm_to_hf_lxmert(wrapped: PretrainingModel) -> tuple[dict[str, Tensor], str]:
     """HF-named tensors of a ptm LXMERT with its heads (inverse of :func:`hf_lxmert_to_ptm`).
 
     Returns:
         ``(state, architecture)``: ``LxmertForPreTraining`` names (``lxmert.`` prefix) when
         the ``lm`` and ``itm`` heads are present, else ``LxmertModel`` names.
     """
-    model = wrapped.model
+    model = wrapped.encoder
     if not isinstance(model, LxmertModel):
         raise CheckpointError(f"not an LXMERT: {type(model).__name__}")
     roles = _roles(wrapped)
@@ -306,7 +306,7 @@ def ptm_to_hf_lxmert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tensor],
     )
     out: dict[str, Tensor] = {}
     for kind, ours, theirs in [*_model_pairs(*numbers), *_head_pairs(roles, decoders)]:
-        prefix = "" if ours.startswith("objectives.") else "model."
+        prefix = "" if ours.startswith("objectives.") else "encoder."
         hf_prefix = _PREFIX if full and not ours.startswith("objectives.") else ""
         names = theirs if isinstance(theirs, list) else [theirs]
         for suffix in _kinds(ours):
@@ -324,7 +324,7 @@ def ptm_to_hf_lxmert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tensor],
     return {k: v.contiguous() for k, v in out.items()}, "LxmertForPreTraining"
 
 
-def save_hf_lxmert(wrapped: MultimodalPretraining, path: str | Path) -> str:
+def save_hf_lxmert(wrapped: PretrainingModel, path: str | Path) -> str:
     """Write ``config.json`` + ``model.safetensors`` that transformers' LXMERT loads.
 
     Returns:
@@ -342,7 +342,7 @@ def save_hf_lxmert(wrapped: MultimodalPretraining, path: str | Path) -> str:
 
 def load_hf_lxmert(
     path: str | Path, vocab: VocabInfo | None = None, *, feature_spec: FeatureSpec | None = None
-) -> MultimodalPretraining:
+) -> PretrainingModel:
     """Load a Hugging Face LXMERT directory (``config.json`` + weights).
 
     ``LxmertForPreTraining`` weights give the objectives ``lm``, ``obj`` (with the

@@ -9,10 +9,12 @@ from typing import Any
 from torch import Tensor
 
 from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS
+from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS, current_names
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.lxmert_pretraining import (
@@ -21,7 +23,6 @@ from ptm_multimodal.lxmert_pretraining import (
     LxmertMatchingObjective,
     LxmertObjectPredictionObjective,
 )
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 
 OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
     cls.__name__: cls
@@ -41,7 +42,7 @@ def build_lxmert_pretraining(
     *,
     feature_spec: FeatureSpec | None = None,
     weights: dict[str, float] | None = None,
-) -> MultimodalPretraining:
+) -> PretrainingModel:
     """An LXMERT with the objectives ``heads`` names (``name -> {"class", **settings}``)."""
     model = lxmert(**numbers, feature_spec=feature_spec)
     objectives: dict[str, Objective] = {}
@@ -49,18 +50,21 @@ def build_lxmert_pretraining(
         settings = dict(entry)
         cls = OBJECTIVE_CLASSES[settings.pop("class")]
         objectives[name] = build_objective(cls, model, vocab, **settings)
-    return MultimodalPretraining(model, ObjectiveMix(objectives, weights))
+    return PretrainingModel(model, ObjectiveMix(objectives, weights), input_keys=INPUT_KEYS)
 
 
 def load_checked(
-    wrapped: MultimodalPretraining,
+    wrapped: PretrainingModel,
     state: dict[str, Tensor],
     directory: Path,
     *,
     allow_missing: tuple[str, ...] = (),
 ) -> None:
-    """Load ``state`` into ``wrapped``; missing or unknown tensors are a :class:`CheckpointError`."""
-    missing, unexpected = wrapped.load_state_dict(state, strict=False)
+    """Load ``state`` into ``wrapped``; missing or unknown tensors are a :class:`CheckpointError`.
+
+    Folders written before the family spec name the network ``model.`` (now ``encoder.``).
+    """
+    missing, unexpected = wrapped.load_state_dict(current_names(state), strict=False)
     # the LM decoder is tied to the word table; safetensors stores the shared tensor once
     missing = [
         k
@@ -75,7 +79,7 @@ def load_checked(
 
 def load_lxmert(
     directory: str | Path, *, features: FeatureSpec | None = None
-) -> tuple[MultimodalPretraining, WordPieceTokenizer]:
+) -> tuple[PretrainingModel, WordPieceTokenizer]:
     """Rebuild an LXMERT ``final/`` (``ptm pretrain experiment=lxmert_*``) with its heads.
 
     Head sizes (answers, detector classes, which object decoders) are read from the
@@ -97,7 +101,7 @@ def load_lxmert(
         )
     spec = config.get("feature_spec")
     feature_spec = None if spec is None else FeatureSpec.from_dict(spec, source=source)
-    state, _ = read_weights(directory)
+    state = current_names(read_weights(directory)[0])
     numbers = {k: v for k, v in config.items() if k not in NOT_NUMBERS}
     tokenizer = WordPieceTokenizer.from_directory(directory)
     heads: dict[str, dict[str, Any]] = {}
@@ -129,6 +133,6 @@ def load_lxmert(
         numbers, tokenizer.vocab_info, heads, feature_spec=feature_spec, weights=weights
     )
     if features is not None:
-        wrapped.model.check_features(features, source="the given features")  # type: ignore[operator]
+        wrapped.encoder.check_features(features, source="the given features")
     load_checked(wrapped, state, directory)
     return wrapped, tokenizer

@@ -1,26 +1,33 @@
-"""End-to-end multimodal pre-training: data spec -> model -> Trainer -> final/ + evaluation."""
+"""Image-text pre-training (VisualBERT, ViLBERT, LXMERT): the families' plan for the runner.
+
+:func:`plan_pretraining` turns the typed settings into data (image-text pairs with
+swapped-caption negatives), the configured network and its objectives; the one runner
+(:func:`ptm_core.families.runner.run_pretraining`) trains them in the generic
+:class:`~ptm_core.models.pretraining.PretrainingModel`, writes ``final/``
+(:func:`~ptm_multimodal.loading.save_multimodal`) and calls the plan's ``finish``, which
+scores matching and retrieval on the evaluation pairs.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import safetensors.torch
 import torch
 from torch import nn
 
-from ptm_core.atomic import atomic_directory, atomic_write_text
-from ptm_core.objectives import Objective, ObjectiveMix
+from ptm_core.atomic import atomic_write_text
+from ptm_core.families.runner import PretrainingPlan, PretrainRun
+from ptm_core.models.pretraining import PretrainingModel
+from ptm_core.objectives import IGNORE_INDEX, ObjectiveMix
+from ptm_core.objectives.base import Batch
 from ptm_core.objectives.inputs import TextBackbone, build_objective
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_core.training import TrainerConfig
-from ptm_core.training.run import train_and_save
-from ptm_multimodal.checkpoint_kinds import with_model_kind
+from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.data import (
     ImageTextBatches,
     ImageTextDataset,
@@ -29,14 +36,18 @@ from ptm_multimodal.data import (
     read_image_text_pairs,
 )
 from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
+from ptm_multimodal.loading import save_multimodal
 from ptm_multimodal.prepared import GridExtraction, open_image_text
-from ptm_multimodal.pretraining_model import MultimodalPretraining
+from ptm_multimodal.run_migration import rename_network_tensors
+from ptm_multimodal.settings import ImageTextData, SyntheticPairs
+from ptm_multimodal.visualbert import VisualBertModel
+
+if TYPE_CHECKING:
+    from ptm_core.training.run import TrainingRun
 
 logger = logging.getLogger(__name__)
-
-ModelFactory = Callable[..., nn.Module]
-ObjectiveFactory = Callable[..., Objective]
 
 
 @dataclass
@@ -67,28 +78,21 @@ def data_dirs(
     *,
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
-    synthetic: Mapping[str, int] | None = None,
+    synthetic: SyntheticPairs | None = None,
 ) -> tuple[Path, Path | None]:
-    """The train/eval spec folders; synthetic ones are generated once under ``output_dir/data``.
-
-    ``synthetic`` keys: ``num_images``, ``seed``, ``eval_images``, ``eval_seed``.
-    """
-    synthetic = dict(synthetic or {})
+    """The train/eval spec folders; synthetic ones are generated once under ``output_dir/data``."""
+    synthetic = synthetic or SyntheticPairs()
     if train_dir is None:
         # imported here so that `python -m ptm_multimodal.synthetic` runs without a warning
         from ptm_multimodal.synthetic import write_synthetic_dataset
 
         train_dir = output_dir / "data" / "train"
         if not (Path(train_dir) / "pairs.jsonl").exists():
-            write_synthetic_dataset(
-                train_dir, synthetic.get("num_images", 400), seed=synthetic.get("seed", 1)
-            )
-        if eval_dir is None and synthetic.get("eval_images", 100):
+            write_synthetic_dataset(train_dir, synthetic.num_images, seed=synthetic.seed)
+        if eval_dir is None and synthetic.eval_images:
             eval_dir = output_dir / "data" / "eval"
             if not (Path(eval_dir) / "pairs.jsonl").exists():
-                write_synthetic_dataset(
-                    eval_dir, synthetic.get("eval_images", 100), seed=synthetic.get("eval_seed", 2)
-                )
+                write_synthetic_dataset(eval_dir, synthetic.eval_images, seed=synthetic.eval_seed)
     return Path(train_dir), None if eval_dir is None else Path(eval_dir)
 
 
@@ -97,12 +101,9 @@ def prepare_datasets(
     *,
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
-    synthetic: Mapping[str, int] | None = None,
+    synthetic: SyntheticPairs | None = None,
 ) -> tuple[ImageTextDataset, ImageTextDataset | None]:
-    """Read the train/eval specs whole (see :func:`data_dirs`); memory grows with them.
-
-    ``synthetic`` keys: ``num_images``, ``seed``, ``eval_images``, ``eval_seed``.
-    """
+    """Read the train/eval specs whole (see :func:`data_dirs`); memory grows with them."""
     train_path, eval_path = data_dirs(
         output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
     )
@@ -121,7 +122,7 @@ def open_pairs(
     *,
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
-    synthetic: Mapping[str, int] | None = None,
+    synthetic: SyntheticPairs | None = None,
     tokenizer_for: Callable[[Path], WordPieceTokenizer],
     max_length: int = 32,
     prepare: bool = True,
@@ -182,131 +183,153 @@ def check_checkpoint_features(directory: str | Path, spec: FeatureSpec, *, sourc
     )
 
 
-def pretrain_multimodal(
-    *,
-    model: ModelFactory,
-    objectives: Mapping[str, ObjectiveFactory],
-    trainer: TrainerConfig,
-    weights: Mapping[str, float] | None = None,
-    train_dir: str | Path | None = None,
-    eval_dir: str | Path | None = None,
-    synthetic: Mapping[str, int] | None = None,
-    batch_size: int = 64,
-    max_length: int = 32,
-    negative_prob: float = 0.5,
-    seed: int = 0,
-    prepare: bool = True,
-    cache_dir: str | Path | None = None,
-    extraction: GridExtraction | Mapping[str, Any] | None = None,
-    num_workers: int = 0,
-) -> MultimodalPretrainResult:
-    """Pre-train a VisualBERT or ViLBERT on image-text pairs and evaluate matching.
+@dataclass(frozen=True)
+class GroundedLabels:
+    """The objectives' data side, then the masked-LM labels image-text pre-training keeps.
+
+    Labels of swapped-caption rows (``match_label`` 0) are ignored: their text is not
+    grounded in the image (as ViLBERT does). For a single-stream network whose output also
+    covers the regions (VisualBERT: ``(B, L + R, D)``) the labels are padded with
+    ``IGNORE_INDEX`` over the ``R`` region slots, so the core masked-LM objective runs
+    unchanged. Picklable, for DataLoader workers.
 
     Args:
-        model: factory called with ``vocab_size=``, ``visual_embedding_dim=`` and
-            ``feature_spec=`` (the dataset's), e.g. ``partial(visualbert, hidden_size=64)``.
-        objectives: name -> factory, built with
-            :func:`~ptm_core.objectives.inputs.build_objective` from the model.
-        trainer: trainer settings (``output_dir`` is the run directory).
-        weights: objective weights (default 1.0).
-        train_dir: a ``data_specs/image_text`` directory; ``None`` generates synthetic data.
-        eval_dir: evaluation pairs (``None`` with synthetic data: generated).
-        synthetic: generator settings when ``train_dir`` is ``None``.
-        batch_size: pairs per batch.
-        max_length: caption token limit.
-        negative_prob: fraction of swapped-caption negatives.
-        seed: data and initialisation seed.
-        prepare: prepare the pairs once into a cache keyed by a fingerprint of the inputs,
-            the feature extractor and the settings (:mod:`ptm_multimodal.prepared`), and
-            read them per index, so memory does not grow with the pairs; ``False`` reads
-            them whole (the small-data path).
-        cache_dir: where pairs are prepared (default ``$PTM_CACHE_DIR/prepared``).
-        extraction: extract grid features from the images with a timm backbone
-            (:class:`~ptm_multimodal.prepared.GridExtraction` or its fields) instead of
-            reading precomputed region features.
-        num_workers: DataLoader worker processes that build batches.
+        transform: the objective mix's ``collate``.
+        regions_in_output: the network's output holds the region slots after the text.
+    """
+
+    transform: Callable[[Batch, torch.Generator], Batch]
+    regions_in_output: bool = False
+
+    def __call__(self, batch: Batch, generator: torch.Generator) -> Batch:
+        batch = self.transform(batch, generator)
+        if "mlm_labels" not in batch:
+            return batch
+        labels = batch["mlm_labels"]
+        if "match_label" in batch:
+            labels = labels.masked_fill(batch["match_label"][:, None] == 0, IGNORE_INDEX)
+        if self.regions_in_output:
+            regions = batch["visual_features"].shape[1]
+            labels = nn.functional.pad(labels, (0, regions), value=IGNORE_INDEX)
+        return {**batch, "mlm_labels": labels}
+
+
+def _extraction(data: ImageTextData) -> GridExtraction | None:
+    if data.extraction is None:
+        return None
+    fields = dict(data.extraction)
+    if fields.get("pool") is not None:
+        fields["pool"] = tuple(fields["pool"])
+    try:
+        return GridExtraction(**fields)
+    except TypeError:
+        valid = ", ".join(GridExtraction.__dataclass_fields__)
+        raise ValueError(
+            f"data.extraction={data.extraction}: give backbone and any of {valid}"
+        ) from None
+
+
+def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
+    """Pre-train a VisualBERT, ViLBERT or LXMERT on image-text pairs (the families'
+    ``plan_pretraining`` hook).
+
+    The model factory (``run.model``) is called with the data's ``vocab_size``,
+    ``visual_embedding_dim`` and ``feature_spec``; each objective factory is built by
+    :func:`~ptm_core.objectives.inputs.build_objective` from the network.
 
     Raises:
         FeatureMismatchError: the eval features differ from the train features, or the
             run directory's earlier ``final/`` was trained on other features.
+        ValueError: the config has no model.
     """
-    output_dir = Path(trainer.output_dir)
-    if extraction is not None and not isinstance(extraction, GridExtraction):
-        fields = dict(extraction)
-        if fields.get("pool") is not None:
-            fields["pool"] = tuple(fields["pool"])
-        extraction = GridExtraction(**fields)
+    data: ImageTextData = run.settings.data
+    if run.model is None:
+        raise ValueError("image-text pre-training needs a model (model=visualbert_tiny, ...)")
+    output_dir = run.output_dir
     train, evaluation, spec, vocab_path = open_pairs(
         output_dir,
-        train_dir=train_dir,
-        eval_dir=eval_dir,
-        synthetic=synthetic,
+        train_dir=data.train_dir,
+        eval_dir=data.eval_dir,
+        synthetic=data.synthetic,
         tokenizer_for=WordPieceTokenizer.from_vocab,
-        max_length=max_length,
-        prepare=prepare,
-        cache_dir=cache_dir,
-        extraction=extraction,
+        max_length=data.max_length,
+        prepare=data.prepare,
+        cache_dir=data.cache_dir,
+        extraction=_extraction(data),
     )
     final_dir = output_dir / "final"
     if (final_dir / "config.json").exists():
         check_checkpoint_features(final_dir, spec, source=str(vocab_path.parent))
     tokenizer = WordPieceTokenizer.from_vocab(vocab_path)
-    vocab: VocabInfo = tokenizer.vocab_info
-    torch.manual_seed(derive_seed(seed, "init"))
-    network = model(
+    vocab = tokenizer.vocab_info
+    torch.manual_seed(derive_seed(run.seed, "init"))
+    network = run.model(
         vocab_size=vocab.vocab_size, visual_embedding_dim=spec.feature_size, feature_spec=spec
     )
-    network.check_features(spec, source=str(vocab_path.parent))  # type: ignore[operator]
+    network.check_features(spec, source=str(vocab_path.parent))
     backbone = cast(TextBackbone, network)  # every multimodal model declares its text side
     mix = ObjectiveMix(
-        {name: build_objective(factory, backbone, vocab) for name, factory in objectives.items()},
-        weights,
+        {name: build_objective(f, backbone, vocab) for name, f in run.objectives.items()},
+        dict(run.weights),
     )
-    wrapped = MultimodalPretraining(network, mix)
+    rename_network_tensors(output_dir, network, mix)
     batches = ImageTextBatches(
         train,
         tokenizer,
-        batch_size,
-        negative_prob=negative_prob,
-        transform=mix.collate,
-        seed=seed,
-        max_length=max_length,
-        num_workers=num_workers,
+        data.batch_size,
+        negative_prob=data.negative_prob,
+        transform=GroundedLabels(
+            mix.collate, regions_in_output=isinstance(network, VisualBertModel)
+        ),
+        seed=run.seed,
+        max_length=data.max_length,
+        num_workers=data.num_workers,
         pin_memory=torch.cuda.is_available(),
     )
+    # The same modules the runner trains, in the same wrapper: what final/ holds.
+    trained = PretrainingModel(network, mix, input_keys=INPUT_KEYS)
 
     def save_final(directory: Path) -> None:
-        wrapped.to("cpu")
-        with atomic_directory(directory) as tmp:
-            safetensors.torch.save_model(wrapped, str(tmp / "model.safetensors"))
-            (tmp / "config.json").write_text(
-                json.dumps(with_model_kind(wrapped.checkpoint_config()), indent=2, sort_keys=True)
-                + "\n"
-            )
-            tokenizer.save(tmp)
+        save_multimodal(trained.to("cpu"), directory, tokenizer=tokenizer)
 
-    run = train_and_save(wrapped, batches, trainer, save_final=save_final, final_dir=final_dir)
-    result = run.result
-    wrapped.to("cpu")
-    report: dict[str, Any] = {}
-    if evaluation is not None:
-        eval_batches = ImageTextBatches(evaluation, tokenizer, 64, shuffle=False)
-        report = {
-            "matching": asdict(matching_accuracy(wrapped, eval_batches, seed=seed)),
-            "matching_shuffled_images": asdict(
-                matching_accuracy(wrapped, eval_batches, seed=seed, shuffle_images=True)
-            ),
-            "retrieval": asdict(retrieval_recall(wrapped, eval_batches)),
-        }
-        atomic_write_text(
-            output_dir / "evaluation.json", json.dumps(report, indent=2, sort_keys=True) + "\n"
+    def finish(done: TrainingRun) -> MultimodalPretrainResult:
+        trained.to("cpu")
+        report: dict[str, Any] = {}
+        if evaluation is not None:
+            report = evaluate_matching(trained, evaluation, tokenizer, seed=run.seed)
+            atomic_write_text(
+                output_dir / "evaluation.json",
+                json.dumps(report, indent=2, sort_keys=True) + "\n",
+            )
+            logger.info("evaluation: %s", report)
+        return MultimodalPretrainResult(
+            output_dir=output_dir,
+            encoder_dir=done.final_dir,
+            metrics_path=done.result.metrics_path,
+            last_checkpoint=done.result.last_checkpoint,
+            final_metrics=done.final_metrics,
+            evaluation=report,
         )
-        logger.info("evaluation: %s", report)
-    return MultimodalPretrainResult(
-        output_dir=output_dir,
-        encoder_dir=final_dir,
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        final_metrics=run.final_metrics,
-        evaluation=report,
+
+    return PretrainingPlan(
+        network=network,
+        objectives=mix,
+        data=batches,
+        save_final=save_final,
+        finish=finish,
+        final_dir=final_dir,
     )
+
+
+def evaluate_matching(
+    model: PretrainingModel, pairs: PairRows, tokenizer: WordPieceTokenizer, *, seed: int
+) -> dict[str, Any]:
+    """Matching accuracy (and with shuffled images) and caption->image recall on ``pairs``."""
+    batches = ImageTextBatches(pairs, tokenizer, 64, shuffle=False)
+    return {
+        "matching": asdict(matching_accuracy(model, batches, seed=seed)),
+        "matching_shuffled_images": asdict(
+            matching_accuracy(model, batches, seed=seed, shuffle_images=True)
+        ),
+        "retrieval": asdict(retrieval_recall(model, batches)),
+    }

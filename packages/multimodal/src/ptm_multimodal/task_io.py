@@ -25,15 +25,12 @@ from ptm_core.finetune.model import (
 )
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.checkpoint_kinds import with_model_kind
-from ptm_multimodal.task_data import (
-    IMAGE_TEXT_KINDS,
-    ImageTextTask,
-)
 from ptm_multimodal.task_model import (
     TASK_FAMILY,
     ImageTextTaskModel,
     build_task_head,
 )
+from ptm_multimodal.task_spec import IMAGE_TEXT_KINDS, ImageTextTask
 
 
 def save_image_text_task_model(

@@ -27,9 +27,7 @@ from ptm_core.heads.tasks import SequenceClassificationHead
 from ptm_core.modules.dropout import Dropout
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
-from ptm_multimodal.task_data import (
-    IMAGE_TEXT_KINDS,
-)
+from ptm_multimodal.task_spec import IMAGE_TEXT_KINDS
 
 TASK_FAMILY = "multimodal"
 
@@ -304,4 +302,4 @@ def load_backbone(
         backbone = _build(config, str(directory / "config.json"))
         return backbone, WordPieceTokenizer.from_directory(directory), {}
     wrapped, tokenizer = load_multimodal(directory)
-    return wrapped.model, tokenizer, dict(wrapped.objectives.objectives)
+    return wrapped.encoder, tokenizer, dict(wrapped.objectives.objectives)

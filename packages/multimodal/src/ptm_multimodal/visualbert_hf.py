@@ -10,18 +10,19 @@ from torch import Tensor
 
 from ptm_core.checkpoints.hf.bert import hf_bert_to_ptm
 from ptm_core.checkpoints.io import CheckpointError, read_weights
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.tokenization import VocabInfo
+from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.matching import ImageTextMatchObjective
-from ptm_multimodal.pretraining_model import MultimodalPretraining
 from ptm_multimodal.visualbert import visualbert
 
 
 def hf_visualbert_to_ptm(state: dict[str, Tensor], num_layers: int) -> dict[str, Tensor]:
     """Map a Hugging Face ``VisualBertForPreTraining``/``VisualBertModel`` state dict onto
-    :class:`~ptm_multimodal.pretraining_model.MultimodalPretraining` names (``model.*``, ``objectives.objectives.mlm.head.*``,
+    :class:`~ptm_core.models.pretraining.PretrainingModel` names (``encoder.*``, ``objectives.objectives.mlm.head.*``,
     ``objectives.objectives.itm.head.*``).
 
     The visual position row kept is ``visual_position_embeddings[0]`` (the only row used
@@ -35,22 +36,22 @@ def hf_visualbert_to_ptm(state: dict[str, Tensor], num_layers: int) -> dict[str,
     text_state, head_state, missing, unknown = hf_bert_to_ptm(
         {k: v for k, v in source.items() if not k.startswith("embeddings.visual_")}, num_layers
     )
-    out = {f"model.encoder.{k}": v for k, v in text_state.items()}
+    out = {f"encoder.encoder.{k}": v for k, v in text_state.items()}
     try:
-        out["model.encoder.embeddings.position.weight"] = torch.cat(
+        out["encoder.encoder.embeddings.position.weight"] = torch.cat(
             [
                 text_state["embeddings.position.weight"],
                 source["embeddings.visual_position_embeddings.weight"][:1],
             ]
         )
-        out["model.encoder.embeddings.token_type.weight"] = torch.cat(
+        out["encoder.encoder.embeddings.token_type.weight"] = torch.cat(
             [
                 text_state["embeddings.token_type.weight"],
                 source["embeddings.visual_token_type_embeddings.weight"],
             ]
         )
-        out["model.visual_projection.weight"] = source["embeddings.visual_projection.weight"]
-        out["model.visual_projection.bias"] = source["embeddings.visual_projection.bias"]
+        out["encoder.visual_projection.weight"] = source["embeddings.visual_projection.weight"]
+        out["encoder.visual_projection.bias"] = source["embeddings.visual_projection.bias"]
     except KeyError as exc:
         missing.append(str(exc))
     heads = {
@@ -69,7 +70,7 @@ def hf_visualbert_to_ptm(state: dict[str, Tensor], num_layers: int) -> dict[str,
     if "cls.predictions.bias" in head_state:
         out["objectives.objectives.mlm.head.decoder.bias"] = head_state["cls.predictions.bias"]
     out["objectives.objectives.mlm.head.decoder.weight"] = out[
-        "model.encoder.embeddings.word.weight"
+        "encoder.encoder.embeddings.word.weight"
     ]
     unknown = [k for k in unknown if k not in ("embeddings.visual_projection.weight",)]
     if missing or unknown:
@@ -81,9 +82,9 @@ def hf_visualbert_to_ptm(state: dict[str, Tensor], num_layers: int) -> dict[str,
 
 def load_hf_visualbert(
     path: str | Path, vocab: VocabInfo, *, feature_spec: FeatureSpec | None = None
-) -> MultimodalPretraining:
+) -> PretrainingModel:
     """Load a Hugging Face VisualBERT directory (``config.json`` + weights) as a
-    :class:`MultimodalPretraining` with ``mlm`` and ``itm`` objectives.
+    :class:`~ptm_core.models.pretraining.PretrainingModel` with ``mlm`` and ``itm`` objectives.
 
     The model is built with ``box_position=False`` (VisualBERT has no box term), so its
     outputs equal Hugging Face's ``VisualBertForPreTraining`` on the same inputs.
@@ -130,7 +131,7 @@ def load_hf_visualbert(
             "itm": build_objective(ImageTextMatchObjective, model.encoder, vocab),
         }
     )
-    wrapped = MultimodalPretraining(model, mix)
+    wrapped = PretrainingModel(model, mix, input_keys=INPUT_KEYS)
     mapped = hf_visualbert_to_ptm(state, config["num_hidden_layers"])
     missing, unexpected = wrapped.load_state_dict(mapped, strict=False)
     if missing or unexpected:

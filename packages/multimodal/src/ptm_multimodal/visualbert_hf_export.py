@@ -15,7 +15,7 @@ from torch import Tensor
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints.hf.bert import encoder_config_to_hf, ptm_to_hf_bert
 from ptm_core.checkpoints.io import CheckpointError
-from ptm_multimodal.pretraining_model import MultimodalPretraining
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_multimodal.visualbert import VisualBertModel
 
 _PREFIX = "visual_bert."
@@ -56,7 +56,7 @@ def visualbert_config_to_hf(model: VisualBertModel) -> dict[str, Any]:
     return hf
 
 
-def ptm_to_hf_visualbert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tensor], str]:
+def ptm_to_hf_visualbert(wrapped: PretrainingModel) -> tuple[dict[str, Tensor], str]:
     """HF-named tensors of a ptm VisualBERT with its ``mlm``/``itm`` heads.
 
     Text position rows ``0..P-1`` become ``position_embeddings``; the visual position row
@@ -70,7 +70,7 @@ def ptm_to_hf_visualbert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tens
         prefix) when both ``mlm`` and ``itm`` heads are present, else ``VisualBertModel``
         names (with the pooler when ``itm`` is present).
     """
-    model = wrapped.model
+    model = wrapped.encoder
     if not isinstance(model, VisualBertModel):
         raise CheckpointError(f"not a VisualBERT: {type(model).__name__}")
     config = model.encoder.config
@@ -109,7 +109,7 @@ def ptm_to_hf_visualbert(wrapped: MultimodalPretraining) -> tuple[dict[str, Tens
     return {k: v.contiguous() for k, v in state.items()}, "VisualBertForPreTraining"
 
 
-def save_hf_visualbert(wrapped: MultimodalPretraining, path: str | Path) -> str:
+def save_hf_visualbert(wrapped: PretrainingModel, path: str | Path) -> str:
     """Write ``config.json`` + ``model.safetensors`` that transformers' VisualBERT loads.
 
     Args:
@@ -123,7 +123,7 @@ def save_hf_visualbert(wrapped: MultimodalPretraining, path: str | Path) -> str:
     Raises:
         CheckpointError: a VisualBERT Hugging Face cannot express (``box_position``).
     """
-    model = wrapped.model
+    model = wrapped.encoder
     if not isinstance(model, VisualBertModel):
         raise CheckpointError(f"not a VisualBERT: {type(model).__name__}")
     hf_config = visualbert_config_to_hf(model)

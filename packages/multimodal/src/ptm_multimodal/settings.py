@@ -1,0 +1,103 @@
+"""The typed config of ptm-multimodal's families (VisualBERT, ViLBERT, LXMERT).
+
+The ``data`` block (``configs/data/image_text_*.yaml``) drives pre-training, the
+``multimodal_finetune`` block (``configs/experiment/*vqa*.yaml``,
+``multimodal_match_finetune.yaml``) fine-tuning. Each default is written here once; the
+YAML presets set only what differs. Torch-free: the runner builds these before any model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptm_multimodal.task_spec import ImageTextTask
+
+
+@dataclass
+class SyntheticPairs:
+    """Synthetic grounded scenes (:mod:`ptm_multimodal.synthetic`), generated into
+    ``<output_dir>/data/{train,eval}`` when ``data.train_dir`` is null.
+
+    Attributes:
+        num_images: training scenes.
+        seed: seed of the training scenes.
+        eval_images: evaluation scenes (0: no evaluation set).
+        eval_seed: seed of the evaluation scenes.
+    """
+
+    num_images: int = 400
+    seed: int = 1
+    eval_images: int = 100
+    eval_seed: int = 2
+
+
+@dataclass
+class ImageTextData:
+    """The ``data`` block of image-text pre-training.
+
+    Attributes:
+        train_dir: a ``data_specs/image_text`` directory; null generates synthetic scenes.
+        eval_dir: evaluation pairs (null with synthetic data: generated too).
+        synthetic: the generator's settings when ``train_dir`` is null.
+        batch_size: pairs per batch.
+        max_length: caption token limit.
+        negative_prob: fraction of swapped-caption negatives.
+        prepare: prepare the pairs once into a cache keyed by a fingerprint and read them
+            per index (false reads them whole: small data only).
+        cache_dir: where pairs are prepared (null: ``$PTM_CACHE_DIR/prepared``).
+        extraction: extract grid features from the images with a timm backbone (the
+            fields of :class:`~ptm_multimodal.prepared.GridExtraction`, e.g.
+            ``{backbone: resnet10t, pool: [7, 7]}``); null reads precomputed regions.
+        num_workers: DataLoader worker processes that build batches.
+        corpus: the pairs file ``ptm evaluate`` scores by default.
+    """
+
+    train_dir: str | None = None
+    eval_dir: str | None = None
+    synthetic: SyntheticPairs = field(default_factory=SyntheticPairs)
+    batch_size: int = 64
+    max_length: int = 32
+    negative_prob: float = 0.5
+    prepare: bool = True
+    cache_dir: str | None = None
+    extraction: dict[str, Any] | None = None
+    num_workers: int = 0
+    corpus: str | None = None
+
+
+@dataclass
+class MultimodalFinetune:
+    """The ``multimodal_finetune`` block: a task on a pre-trained VisualBERT/ViLBERT.
+
+    Attributes:
+        task: the task (kind, JSONL files, region-feature directory, lengths).
+        architecture: the family ``init_from`` must be (null: any that fine-tunes).
+        dropout: task-head dropout.
+        random_init: the same architecture from random init (the baseline).
+        freeze_backbone: train the task head only.
+        head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
+            answer slot read through the pre-trained MLM transform).
+    """
+
+    task: ImageTextTask
+    architecture: str | None = None
+    dropout: float = 0.1
+    random_init: bool = False
+    freeze_backbone: bool = False
+    head: str = "cls"
+
+
+@dataclass
+class ImageTextSettings:
+    """What a VisualBERT/ViLBERT/LXMERT run reads besides trainer, objective and model.
+
+    Attributes:
+        data: the image-text pairs (pre-training).
+        multimodal_finetune: the task (fine-tuning; null when pre-training).
+        experiment_name: kept in a fine-tuned model's provenance.
+    """
+
+    data: ImageTextData = field(default_factory=ImageTextData)
+    multimodal_finetune: MultimodalFinetune | None = None
+    experiment_name: str | None = None

@@ -1,0 +1,23 @@
+"""LXMERT's contract case: generated scenes (pairs + region features), not the samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from family_contract import FamilyContract
+from generated_image_text import pretrain_overrides
+
+FAMILY = "lxmert"
+
+
+class TestLXMERTContract(FamilyContract):
+    family = FAMILY
+    finetune_config = "config"  # image-text fine-tunes compose from config.yaml
+
+    def pretrain_overrides(self, tmp_path: Path) -> list[str]:
+        return pretrain_overrides("lxmert_tiny", tmp_path)
+
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(tmp_path / "pretrain" / "data" / "eval")
+
+    # LXMERT has no task adapter: its spec has no finetune hook, so the contract skips it.
