@@ -149,7 +149,7 @@ def load_pretrained(directory: str | Path, **options: Any) -> PretrainingModel:
     """The families' ``load`` hook: :func:`load_multimodal`'s model, carrying the folder's
     tokenizer as ``model.tokenizer`` (so :func:`save_multimodal` writes a whole folder)."""
     model, tokenizer = load_multimodal(directory, **options)
-    model.tokenizer = tokenizer
+    model.tokenizer = tokenizer  # type: ignore[assignment]
     return model
 
 

@@ -133,6 +133,6 @@ def load_lxmert(
         numbers, tokenizer.vocab_info, heads, feature_spec=feature_spec, weights=weights
     )
     if features is not None:
-        wrapped.encoder.check_features(features, source="the given features")
+        wrapped.encoder.check_features(features, source="the given features")  # type: ignore[operator]
     load_checked(wrapped, state, directory)
     return wrapped, tokenizer

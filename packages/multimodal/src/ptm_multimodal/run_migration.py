@@ -20,6 +20,7 @@ from torch import nn
 
 from ptm_core.atomic import save_safetensors
 from ptm_core.models.pretraining import PretrainingModel
+from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.training.run_folder import architecture_hash, read_fingerprint, write_fingerprint
 from ptm_multimodal.checkpoint_kinds import current_names
 from ptm_multimodal.families import INPUT_KEYS
@@ -27,14 +28,14 @@ from ptm_multimodal.families import INPUT_KEYS
 logger = logging.getLogger(__name__)
 
 
-def _older_wrapper(network: nn.Module, objectives: nn.Module) -> nn.Module:
+def _older_wrapper(network: nn.Module, objectives: ObjectiveMix) -> nn.Module:
     wrapper = nn.Module()
     wrapper.model = network  # the older attribute order and names: model, then objectives
     wrapper.objectives = objectives
     return wrapper
 
 
-def rename_network_tensors(output_dir: Path, network: nn.Module, objectives: nn.Module) -> None:
+def rename_network_tensors(output_dir: Path, network: nn.Module, objectives: ObjectiveMix) -> None:
     """Rename an older run folder's ``model.*`` checkpoint tensors and fingerprint to the
     generic wrapper's names (nothing to do for a new or current folder)."""
     checkpoints = Path(output_dir) / "checkpoints"
