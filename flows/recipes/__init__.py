@@ -25,7 +25,6 @@ from flows.config import ConfigError
 RECIPES: dict[str, str] = {
     "text": "flows.recipes.text",
     "distill": "flows.recipes.distill",
-    "xlm": "flows.recipes.xlm",
     "visualbert": "flows.recipes.visualbert",
     "vilbert": "flows.recipes.vilbert",
     "ernie_baidu": "flows.recipes.ernie_baidu",
@@ -34,7 +33,6 @@ RECIPES: dict[str, str] = {
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
-    "xlm_finetune": "flows.recipes.xlm_finetune",
     "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
     "multimodal_finetune": "flows.recipes.multimodal_finetune",
     # First and second generation (static embeddings, recurrent LMs).

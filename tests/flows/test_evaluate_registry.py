@@ -11,6 +11,7 @@ import pytest
 from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
+from ptm_multilingual.kinds import XLM as XLM_KIND
 
 ROOT = Path(__file__).resolve().parents[2]
 ENCODER: dict[str, object] = {"vocab_size": 50, "hidden_size": 16, "num_layers": 1}
@@ -62,7 +63,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
     model_kinds.COGQA: ({}, {}, "cogqa"),
     model_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
-    model_kinds.XLM: ({}, {}, "xlm"),
+    XLM_KIND: ({}, {}, "xlm"),
     model_kinds.VISUALBERT: ({}, {}, "multimodal"),
     model_kinds.VILBERT: ({}, {}, "multimodal"),
     model_kinds.LXMERT: ({}, {}, "multimodal"),

@@ -28,8 +28,6 @@ ELMO = "elmo"  # ELMo's bidirectional LM
 ERNIE_THU = "ernie_thu"
 COGQA = "cogqa"
 KG_EMBEDDINGS = "kg_embeddings"
-# ptm-multilingual.
-XLM = "xlm"
 # ptm-multimodal.
 VISUALBERT = "visualbert"
 VILBERT = "vilbert"
@@ -47,7 +45,6 @@ _LEGACY_KINDS = frozenset(
         ERNIE_THU,
         COGQA,
         KG_EMBEDDINGS,
-        XLM,
         VISUALBERT,
         VILBERT,
         LXMERT,

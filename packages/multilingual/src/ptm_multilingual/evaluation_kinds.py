@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_multilingual import kinds
 
 
 def score_xlm(
@@ -51,7 +51,7 @@ XLM = register_evaluation(
         higher_is_better=True,
         description="parallel-sentence retrieval (cosine of mean-pooled states, both directions)",
         score=score_xlm,
-        kinds=(model_kinds.XLM,),
+        kinds=(kinds.XLM,),
         needs_corpus="parallel corpus",
     )
 )
