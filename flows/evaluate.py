@@ -49,7 +49,6 @@ from ptm_core.model_kinds import KIND_KEY, known_kinds
 EVALUATION_MODULES = (
     "ptm_core.evaluation.kinds",
     "ptm_knowledge.evaluation_kinds",
-    "ptm_multilingual.evaluation_kinds",
     "ptm_multimodal.evaluation_kinds",
 )
 
