@@ -1,16 +1,19 @@
-"""The xlm family's spec: typed settings from the presets, one-line errors, a light spec."""
+"""The xlm family's spec: typed settings from the presets, one-line errors, a light spec,
+old folders recognised."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from flows.config import ConfigError, compose_config
 from flows.runner import select, settings_of
-from ptm_multilingual.families import XLM
+from ptm_multilingual.families import XLM, recognizes_xlm
 from ptm_multilingual.settings import XLMData, XLMSettings
 
 
@@ -61,3 +64,23 @@ def test_listing_families_loads_no_torch() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_folder_saved_before_ptm_model_is_recognised_as_xlm(tmp_path: Path) -> None:
+    from flows.runner import family_of_folder
+    from ptm_multilingual.model import XLMEncoder, xlm_text_encoder
+
+    final = tmp_path / "final"
+    text = xlm_text_encoder(vocab_size=30, hidden_size=8, num_layers=1, num_heads=2)
+    XLMEncoder(text, ["en", "fr"]).save_pretrained(final)
+    family = family_of_folder(final)
+    assert family is not None and family.name == "xlm"
+    config = json.loads((final / "config.json").read_text())
+    config.pop("ptm_model")
+    (final / "config.json").write_text(json.dumps(config))
+    family = family_of_folder(final)
+    assert family is not None and family.name == "xlm"
+    assert XLMEncoder.from_pretrained(final).languages == ["en", "fr"]
+    config["ptm_format"] = "ptm-encoder-1"  # another family's folder is not claimed
+    (final / "config.json").write_text(json.dumps(config))
+    assert not recognizes_xlm(final)
