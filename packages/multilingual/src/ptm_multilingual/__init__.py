@@ -56,7 +56,8 @@ if TYPE_CHECKING:
         frequency_weights,
         select_weighted_positions,
     )
-    from ptm_multilingual.prepared_data import PreparedXLM, XLMInputs, prepare_xlm
+    from ptm_multilingual.prepared_data import XLMInputs, prepare_xlm
+    from ptm_multilingual.prepared_reader import PreparedXLM
     from ptm_multilingual.pretraining import XLMPretrainResult
     from ptm_multilingual.rows import ConcatRows, MLMStreamRows, ShardedStream, TLMPairRows
     from ptm_multilingual.sampling import LanguageSampler, smoothed_probabilities
@@ -100,7 +101,7 @@ _EXPORTS: dict[str, str] = {
     "XLMMaskedLMObjective": "ptm_multilingual.objective",
     "frequency_weights": "ptm_multilingual.objective",
     "select_weighted_positions": "ptm_multilingual.objective",
-    "PreparedXLM": "ptm_multilingual.prepared_data",
+    "PreparedXLM": "ptm_multilingual.prepared_reader",
     "XLMInputs": "ptm_multilingual.prepared_data",
     "prepare_xlm": "ptm_multilingual.prepared_data",
     "XLMPretrainResult": "ptm_multilingual.pretraining",

@@ -27,7 +27,8 @@ from ptm_multilingual.batches import XLMBatches
 from ptm_multilingual.corpora import read_parallel_corpora
 from ptm_multilingual.evaluation import retrieval_accuracy
 from ptm_multilingual.model import XLMEncoder
-from ptm_multilingual.prepared_data import PreparedXLM, prepare_xlm
+from ptm_multilingual.prepared_data import prepare_xlm
+from ptm_multilingual.prepared_reader import PreparedXLM
 from ptm_multilingual.settings import XLMData, XLMSettings
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
