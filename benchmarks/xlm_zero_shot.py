@@ -35,21 +35,23 @@ from typing import Any
 import torch
 
 from benchmarks.fixtures import BENCH_DIR, ROOT
+from ptm_core.families.runner import PretrainRun, run_pretraining
 from ptm_core.training import TrainerConfig
 from ptm_multilingual import (
     SharedBPETokenizer,
     XLMEncoder,
     XLMMaskedLMObjective,
-    pretrain_xlm,
     xlm_text_encoder,
     zero_shot_transfer,
 )
+from ptm_multilingual.families import XLM
 from ptm_multilingual.finetune import (
     XLMSentenceFeaturizer,
     evaluate_xlm_classifier,
     finetune_xlm_classifier,
     read_language_tsv,
 )
+from ptm_multilingual.settings import XLMData, XLMSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATA = ROOT / "data_specs"
@@ -83,30 +85,9 @@ def pretrain(
     run = work / f"{arm.replace('+', '-')}-s{seed}"
     if (run / "final" / "model.safetensors").exists():
         return run / "final"
-    result = pretrain_xlm(
-        encoder=partial(
-            xlm_text_encoder,
-            hidden_size=hidden,
-            num_layers=layers,
-            num_heads=4,
-            max_positions=64,
-            dropout=0.0,
-            attention_dropout=0.0,
-        ),
-        objectives={"xlm_mlm": XLMMaskedLMObjective},
-        trainer=TrainerConfig(
-            output_dir=str(run),
-            max_steps=steps,
-            learning_rate=learning_rate,
-            warmup_ratio=0.05,
-            log_every=100,
-            save_every=10 * steps,
-            progress=False,
-            device="cpu",
-            seed=seed,
-        ),
-        monolingual=monolingual,
-        parallel=parallel,
+    data = XLMData(
+        corpus=str(monolingual),
+        parallel=str(parallel),
         vocab_size=vocab_size,
         stream_length=32,
         max_length=48,
@@ -114,7 +95,35 @@ def pretrain(
         mlm_steps=1,
         tlm_steps=ARMS[arm] if tlm_steps is None or ARMS[arm] == 0 else tlm_steps,
         directions=list(directions),
-        seed=seed,
+    )
+    result = run_pretraining(
+        XLM,
+        PretrainRun(
+            settings=XLMSettings(data=data),
+            model=partial(
+                xlm_text_encoder,
+                hidden_size=hidden,
+                num_layers=layers,
+                num_heads=4,
+                max_positions=64,
+                dropout=0.0,
+                attention_dropout=0.0,
+            ),
+            objectives={"xlm_mlm": XLMMaskedLMObjective},
+            weights={},
+            trainer=TrainerConfig(
+                output_dir=str(run),
+                max_steps=steps,
+                learning_rate=learning_rate,
+                warmup_ratio=0.05,
+                log_every=100,
+                save_every=10 * steps,
+                progress=False,
+                device="cpu",
+                seed=seed,
+            ),
+            seed=seed,
+        ),
     )
     return result.encoder_dir
 

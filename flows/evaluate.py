@@ -50,7 +50,6 @@ EVALUATION_MODULES = (
     "ptm_core.evaluation.kinds",
     "ptm_classic.evaluation_kinds",
     "ptm_knowledge.evaluation_kinds",
-    "ptm_multilingual.evaluation_kinds",
 )
 
 

@@ -25,13 +25,11 @@ from flows.config import ConfigError
 RECIPES: dict[str, str] = {
     "text": "flows.recipes.text",
     "distill": "flows.recipes.distill",
-    "xlm": "flows.recipes.xlm",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
     "kbert": "flows.recipes.kbert",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
-    "xlm_finetune": "flows.recipes.xlm_finetune",
     "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
     # First and second generation (static embeddings, recurrent LMs).
     "static_embeddings": "flows.recipes.static_embeddings",

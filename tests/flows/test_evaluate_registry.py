@@ -12,6 +12,7 @@ from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
 from ptm_knowledge.family_cogqa import COGQA
+from ptm_multilingual.kinds import XLM as XLM_KIND
 from ptm_multimodal import kinds as multimodal_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
     COGQA: ({}, {}, "cogqa"),
     model_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
-    model_kinds.XLM: ({}, {}, "xlm"),
+    XLM_KIND: ({}, {}, "xlm"),
     multimodal_kinds.VISUALBERT: ({}, {}, "multimodal"),
     multimodal_kinds.VILBERT: ({}, {}, "multimodal"),
     multimodal_kinds.LXMERT: ({}, {}, "multimodal"),

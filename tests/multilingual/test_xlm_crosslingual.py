@@ -9,16 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_core.families.runner import PretrainRun, run_pretraining
 from ptm_core.training import TrainerConfig
 from ptm_multilingual import (
     XLMMaskedLMObjective,
-    XLMPretrainResult,
-    pretrain_xlm,
     read_parallel_corpora,
     retrieval_accuracy,
     xlm_text_encoder,
     zero_shot_transfer,
 )
+from ptm_multilingual.families import XLM
+from ptm_multilingual.pretraining import XLMPretrainResult
+from ptm_multilingual.settings import XLMData, XLMSettings
 
 DATA = Path(__file__).resolve().parents[2] / "data_specs"
 # A 1-layer, 4-head, 64-wide XLM, 1500 steps of 32 rows (~15-20 s per model on one core).
@@ -42,8 +44,20 @@ def _one_thread() -> Iterator[None]:
 
 
 def _train(tmp: Path, tlm_steps: int) -> XLMPretrainResult:
-    return pretrain_xlm(
-        encoder=partial(
+    data = XLMData(
+        corpus=str(DATA / "monolingual_corpus" / "sample"),
+        parallel=str(DATA / "parallel_corpus" / "sample"),
+        vocab_size=400,
+        stream_length=32,
+        max_length=48,
+        batch_size=32,
+        mlm_steps=1,
+        tlm_steps=tlm_steps,
+        directions=DIRECTIONS,
+    )
+    run = PretrainRun(
+        settings=XLMSettings(data=data),
+        model=partial(
             xlm_text_encoder,
             hidden_size=64,
             num_layers=HP_LAYERS,
@@ -53,6 +67,7 @@ def _train(tmp: Path, tlm_steps: int) -> XLMPretrainResult:
             attention_dropout=0.0,
         ),
         objectives={"xlm_mlm": XLMMaskedLMObjective},
+        weights={},
         trainer=TrainerConfig(
             output_dir=str(tmp),
             max_steps=STEPS,
@@ -63,17 +78,10 @@ def _train(tmp: Path, tlm_steps: int) -> XLMPretrainResult:
             progress=False,
             device="cpu",
         ),
-        monolingual=DATA / "monolingual_corpus" / "sample",
-        parallel=DATA / "parallel_corpus" / "sample",
-        vocab_size=400,
-        stream_length=32,
-        max_length=48,
-        batch_size=32,
-        mlm_steps=1,
-        tlm_steps=tlm_steps,
-        directions=DIRECTIONS,
         seed=0,
     )
+    result: XLMPretrainResult = run_pretraining(XLM, run)
+    return result
 
 
 @pytest.fixture(scope="module")

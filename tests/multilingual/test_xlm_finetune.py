@@ -160,8 +160,8 @@ def test_bad_tsv_names_file_line_and_field(tmp_path: Path) -> None:
 
 
 def test_recipe_runs_from_the_experiment_config(xlm_dir: Path, tmp_path: Path) -> None:
+    from flows import runner
     from flows.config import compose_config
-    from flows.recipes import xlm_finetune
 
     cfg = compose_config(
         [
@@ -173,7 +173,7 @@ def test_recipe_runs_from_the_experiment_config(xlm_dir: Path, tmp_path: Path) -
             "trainer.progress=false",
         ]
     )
-    result = xlm_finetune.run(cfg)
+    result = runner.run(cfg)
     assert result.encoder_dir == tmp_path / "final"
     assert {f"dev/{lang}/accuracy" for lang in ("en", "fr", "de")} <= set(result.final_metrics)
     record = json.loads((tmp_path / "final" / "task.json").read_text())
@@ -181,4 +181,4 @@ def test_recipe_runs_from_the_experiment_config(xlm_dir: Path, tmp_path: Path) -
     assert record["train"]["lang"] == "en"
     missing = compose_config(["experiment=xlm_zero_shot", f"trainer.output_dir={tmp_path}"])
     with pytest.raises(FileNotFoundError, match="init_from=None: experiment=xlm_zero_shot"):
-        xlm_finetune.run(missing)
+        runner.run(missing)

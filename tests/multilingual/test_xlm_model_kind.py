@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
-from ptm_core.model_kinds import KIND_KEY, XLM, read_model_kind
+from ptm_core.model_kinds import KIND_KEY, read_model_kind
+from ptm_multilingual.kinds import XLM
 from ptm_multilingual.model import XLMEncoder
 
 

@@ -7,11 +7,12 @@ from typing import Any
 import torch
 from cases import ObjectiveTestCase, token_batch
 
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.tokenization import VocabInfo
 from ptm_multilingual import XLMMaskedLMObjective, xlm_text_encoder
+from ptm_multilingual.families import XLM
 from ptm_multilingual.model import XLMEncoder
-from ptm_multilingual.pretraining import XLMPretrainingModel
 
 VOCAB = VocabInfo(vocab_size=200, cls_id=0, sep_id=1, pad_id=2, unk_id=3, mask_id=4)
 
@@ -33,4 +34,4 @@ class TestXLMMaskedLMContract(ObjectiveTestCase):
 
     def loss(self, encoder: torch.nn.Module, objective: Any, batch: Any) -> torch.Tensor:
         mix = ObjectiveMix({objective.name: objective})
-        return XLMPretrainingModel(encoder, mix)(batch).loss  # type: ignore[arg-type]
+        return PretrainingModel(encoder, mix, input_keys=XLM.input_keys)(batch).loss

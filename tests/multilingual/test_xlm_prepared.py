@@ -38,7 +38,7 @@ def _in_memory(
     stream_length: int,
     max_length: int,
 ) -> tuple[dict[str, list[Any]], dict[str, list[Any]], dict[str, int], torch.Tensor]:
-    """The in-memory path of pretrain_xlm before prepared data (lists of every row)."""
+    """The in-memory path of XLM pre-training before prepared data (lists of every row)."""
     vocab = tok.vocab_info
     mono = read_monolingual_corpora(mono_path) if mono_path is not None else {}
     par = read_parallel_corpora(PARALLEL)
@@ -212,36 +212,47 @@ def test_bad_input_fails_with_file_and_line(tmp_path: Path, given_tokenizer: boo
         PreparedCorpus.open(store)
 
 
-def test_pretrain_xlm_prepares_once_and_a_resume_reads_the_same_cache(
+def test_xlm_pretraining_prepares_once_and_a_resume_reads_the_same_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from functools import partial
 
+    from ptm_core.families.runner import PretrainRun, run_pretraining
     from ptm_core.training import TrainerConfig
-    from ptm_multilingual import XLMMaskedLMObjective, pretrain_xlm, xlm_text_encoder
+    from ptm_multilingual import XLMMaskedLMObjective, xlm_text_encoder
+    from ptm_multilingual.families import XLM
+    from ptm_multilingual.settings import XLMData, XLMSettings
 
     def run(steps: int, resume: bool | str = True) -> Path:
-        result = pretrain_xlm(
-            encoder=partial(
-                xlm_text_encoder, hidden_size=16, num_layers=1, num_heads=2, max_positions=32
-            ),
-            objectives={"xlm_mlm": XLMMaskedLMObjective},
-            trainer=TrainerConfig(
-                output_dir=str(tmp_path / "run"),
-                max_steps=steps,
-                save_every=2,
-                log_every=1,
-                progress=False,
-                device="cpu",
-                resume=resume,
-            ),
-            monolingual=MONO,
-            parallel=PARALLEL,
+        data = XLMData(
+            corpus=str(MONO),
+            parallel=str(PARALLEL),
             vocab_size=300,
             stream_length=16,
             max_length=16,
             batch_size=4,
-            cache_dir=tmp_path / "cache",
+            cache_dir=str(tmp_path / "cache"),
+        )
+        result = run_pretraining(
+            XLM,
+            PretrainRun(
+                settings=XLMSettings(data=data),
+                model=partial(
+                    xlm_text_encoder, hidden_size=16, num_layers=1, num_heads=2, max_positions=32
+                ),
+                objectives={"xlm_mlm": XLMMaskedLMObjective},
+                weights={},
+                trainer=TrainerConfig(
+                    output_dir=str(tmp_path / "run"),
+                    max_steps=steps,
+                    save_every=2,
+                    log_every=1,
+                    progress=False,
+                    device="cpu",
+                    resume=resume,
+                ),
+                seed=0,
+            ),
         )
         assert result.final_metrics["step"] == steps
         return result.tokenizer_dir

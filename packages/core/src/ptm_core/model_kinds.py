@@ -27,8 +27,6 @@ ELMO = "elmo"  # ELMo's bidirectional LM
 # ptm-knowledge.
 ERNIE_THU = "ernie_thu"
 KG_EMBEDDINGS = "kg_embeddings"
-# ptm-multilingual.
-XLM = "xlm"
 
 # The kinds known before families registered theirs by entry point; shrinking to nothing as
 # each family's spec claims its kinds (``FamilySpec.kinds``).
@@ -41,7 +39,6 @@ _LEGACY_KINDS = frozenset(
         ELMO,
         ERNIE_THU,
         KG_EMBEDDINGS,
-        XLM,
     }
 )
 

@@ -1,5 +1,6 @@
 """XLM checkpoints in ptm's format: what ``XLMEncoder.save_pretrained``/``from_pretrained``
-dispatch to through :mod:`ptm_core.checkpoints.registry`.
+dispatch to through :mod:`ptm_core.checkpoints.registry` (the ``xlm`` family's
+``load``/``save``, :mod:`ptm_multilingual.families`).
 
 ``config.json`` holds ``"ptm_model": "xlm"`` (absent in directories written before #17,
 which still load), ``ptm_format``, the languages and the encoder fields. A Hugging Face
@@ -24,7 +25,8 @@ from ptm_core.checkpoints.io import (
 )
 from ptm_core.encoders import EncoderConfig
 from ptm_core.encoders.factory import encoder_from_config
-from ptm_core.model_kinds import XLM, with_kind
+from ptm_core.model_kinds import with_kind
+from ptm_multilingual.kinds import XLM
 from ptm_multilingual.model import PTM_XLM_FORMAT, XLMEncoder
 
 

@@ -1,4 +1,5 @@
-"""The evaluation of the model kind ptm-multilingual owns (XLM), registered on import.
+"""The evaluation of the model kind ptm-multilingual owns (XLM): the ``xlm`` family's
+``evaluation`` (``ptm evaluate`` registers it from the spec, :mod:`ptm_multilingual.families`).
 
 Parallel-sentence retrieval on every parallel corpus under the given one, both
 directions. Heavy imports happen inside the scoring function.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.kinds import reinitialise
-from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_core.evaluation.registry import Evaluation
+from ptm_multilingual import kinds
 
 
 def score_xlm(
@@ -44,16 +45,14 @@ def score_xlm(
     return scores
 
 
-XLM = register_evaluation(
-    Evaluation(
-        name="xlm",
-        metric="retrieval/mean",
-        higher_is_better=True,
-        description="parallel-sentence retrieval (cosine of mean-pooled states, both directions)",
-        score=score_xlm,
-        kinds=(model_kinds.XLM,),
-        needs_corpus="parallel corpus",
-    )
+XLM = Evaluation(
+    name="xlm",
+    metric="retrieval/mean",
+    higher_is_better=True,
+    description="parallel-sentence retrieval (cosine of mean-pooled states, both directions)",
+    score=score_xlm,
+    kinds=(kinds.XLM,),
+    needs_corpus="parallel corpus",
 )
 
 __all__ = ["XLM", "score_xlm"]

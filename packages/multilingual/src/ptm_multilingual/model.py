@@ -17,14 +17,9 @@ from ptm_core.encoders import (
     builders,
 )
 from ptm_core.encoders.text_stack import WrapsTextEncoder
-from ptm_core.model_kinds import XLM
+from ptm_multilingual.kinds import XLM
 
 PTM_XLM_FORMAT = "ptm-xlm-1"
-
-# The model never imports its checkpoint code: the registry imports it on first use.
-registry.register(
-    XLM, load="ptm_multilingual.checkpoint:load_xlm", save="ptm_multilingual.checkpoint:save_xlm"
-)
 
 
 def xlm_text_encoder(
@@ -118,17 +113,22 @@ class XLMEncoder(WrapsTextEncoder):
             )
         return out
 
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What a training checkpoint's ``config.json`` records besides the text stack's
+        config: the languages (``langs`` id ``i`` is ``languages[i]``)."""
+        return {"languages": self.languages}
+
     def save_pretrained(
         self, path: str | Path, *, extra_writers: Sequence[Callable[[Path], object]] = ()
     ) -> Path:
         """Write ``config.json`` (encoder fields + languages) and ``model.safetensors``
-        (:func:`ptm_multilingual.checkpoint.save_xlm`, through the checkpoint registry)."""
+        (:func:`ptm_multilingual.checkpoint.save_xlm`, the ``xlm`` family's ``save``)."""
         return cast(Path, registry.save(XLM, self, path, extra_writers=extra_writers))
 
     @classmethod
     def from_pretrained(cls, path: str | Path, **overrides: Any) -> XLMEncoder:
         """Load what :meth:`save_pretrained` wrote, or a Hugging Face XLM directory
-        (:func:`ptm_multilingual.checkpoint.load_xlm`, through the checkpoint registry).
+        (:func:`ptm_multilingual.checkpoint.load_xlm`, the ``xlm`` family's ``load``).
 
         Args:
             path: checkpoint directory.
