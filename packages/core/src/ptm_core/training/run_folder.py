@@ -187,7 +187,9 @@ def differing_keys(recorded: Mapping[str, Any], keys: Mapping[str, Any]) -> list
     """The keys whose values differ between a recorded fingerprint and this run's.
 
     A key recorded by one side only differs too, unless the recorded fingerprint is of
-    another :data:`FINGERPRINT_VERSION` (then only the keys both record are compared).
+    another :data:`FINGERPRINT_VERSION` (then only the keys both record are compared). A
+    key set to null is the same as a key not there: a config key added later with a null
+    default (``family: null``) does not make older runs differ.
     """
     old = recorded.get("keys", {})
     new = normalize(dict(keys))
@@ -195,7 +197,7 @@ def differing_keys(recorded: Mapping[str, Any], keys: Mapping[str, Any]) -> list
         names = set(old) | set(new)
     else:
         names = set(old) & set(new)
-    return sorted(n for n in names if old.get(n, "<absent>") != new.get(n, "<absent>"))
+    return sorted(n for n in names if old.get(n) != new.get(n))
 
 
 def _short(value: Any) -> str:
