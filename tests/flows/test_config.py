@@ -101,11 +101,15 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         assert model.hidden_size == 16
         assert all(isinstance(o, Objective) for o in objectives.values())
     elif cfg.get("recipe") == "seq2seq":
-        from flows.recipes.seq2seq import instantiate_for_check as seq2seq_check
         from ptm_core.encoders import EncoderDecoderModel
         from ptm_core.objectives import Seq2SeqObjective
+        from ptm_core.seq2seq_pretraining import build_model
 
-        model, objectives = seq2seq_check(cfg, VOCAB)
+        objectives = {
+            name: instantiate(node)(vocab=VOCAB, max_length=cfg.data.max_length)
+            for name, node in cfg.objective.objectives.items()
+        }
+        model = build_model(instantiate(cfg.model), VOCAB, next(iter(objectives.values())))
         assert isinstance(model, EncoderDecoderModel)
         assert model.config.hidden_size == 16
         assert all(isinstance(o, Seq2SeqObjective) for o in objectives.values())
@@ -120,6 +124,18 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     trainer = instantiate(cfg.trainer, _convert_="all")
     assert isinstance(trainer, TrainerConfig)
     assert Path(cfg.data.corpus).exists(), cfg.data.corpus
+    _check_settings(cfg)
+
+
+def _check_settings(cfg: DictConfig) -> None:
+    """A config a family runs fills that family's typed settings (no unknown key)."""
+    from flows import runner
+    from ptm_core.families import registry
+
+    recipe = cfg.get("recipe")
+    if cfg.get("family") or any(recipe in s.recipes for s in registry.families().values()):
+        spec, _ = runner.select(cfg)
+        runner.settings_of(spec, cfg)
 
 
 @pytest.mark.parametrize("experiment", _options("experiment"))

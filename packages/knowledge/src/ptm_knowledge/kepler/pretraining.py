@@ -26,7 +26,6 @@ from ptm_core.pretraining import (
     ObjectiveFactory,
     PretrainResult,
     open_training_corpus,
-    pretrain,
 )
 from ptm_core.tokenization import VocabInfo
 from ptm_core.training import TrainerConfig
@@ -231,22 +230,38 @@ def pretrain_kepler(
 
     if "ke" in objectives:
         raise ValueError("the text objectives must not be named 'ke' (the KE objective's name)")
-    result = pretrain(
-        corpus,
-        prepared=prepared,
-        encoder=encoder,
-        objectives={**objectives, "ke": make_ke},
-        weights={**(weights or {}), "ke": ke_weight},
-        trainer=trainer,
-        tokenizer=tokenizer,
+    from ptm_core.families import get
+    from ptm_core.families.core_settings import TextData, TextSettings
+    from ptm_core.families.runner import PretrainRun, run_pretraining
+
+    def text(path: Any) -> Any:
+        if path is None or isinstance(path, (str, Path)):
+            return None if path is None else str(path)
+        return [str(p) for p in path]
+
+    data = TextData(
+        corpus=text(corpus),
+        prepared=text(prepared),
+        cache_dir=text(cache_dir),
+        tokenizer=text(tokenizer),
         vocab_size=vocab_size,
         lowercase=lowercase,
         max_length=max_length,
         batch_size=batch_size,
-        seed=seed,
-        callbacks=callbacks,
         num_workers=num_workers,
-        cache_dir=cache_dir,
+    )
+    # The text side is the encoder family's pre-training, with the KE objective added.
+    result: PretrainResult = run_pretraining(
+        get("encoder"),
+        PretrainRun(
+            settings=TextSettings(data=data),
+            model=encoder,
+            objectives={**objectives, "ke": make_ke},
+            weights={**(weights or {}), "ke": ke_weight},
+            trainer=trainer,
+            seed=seed,
+            callbacks=callbacks,
+        ),
     )
     objective = built[-1]
     metrics = evaluate_kepler(
