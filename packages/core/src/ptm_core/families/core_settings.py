@@ -47,33 +47,12 @@ class TextData:
 
 
 @dataclass
-class TextSettings:
-    """Settings of the ``encoder`` and ``xlnet`` families' pre-training.
-
-    Attributes:
-        data: the corpus and its batching.
-        init_embeddings: a static vector table (the ``final/`` of ``word2vec_tiny``,
-            ``glove_tiny`` or ``nnlm_tiny``) whose vectors start the token embeddings.
-    """
-
-    data: TextData = field(default_factory=TextData)
-    init_embeddings: str | None = None
-
-
-@dataclass
 class Seq2SeqData(TextData):
     """The ``data`` block of sequence-to-sequence pre-training: :class:`TextData`, with
     ``batch_size`` counting sources (chunks of whole sentences). ``pack`` and
     ``num_workers`` do not apply (a warning says so when they are set)."""
 
     batch_size: int = 16
-
-
-@dataclass
-class Seq2SeqSettings:
-    """Settings of the ``seq2seq`` family's pre-training (BART, T5, MASS)."""
-
-    data: Seq2SeqData = field(default_factory=Seq2SeqData)
 
 
 @dataclass
@@ -133,7 +112,8 @@ class FinetuneOptions:
 
 @dataclass
 class TaskFinetuneSettings:
-    """Settings of a task fine-tune (``ptm finetune``) of an encoder or encoder-decoder.
+    """The blocks of a task fine-tune (``ptm finetune``, ``configs/finetune.yaml``) of an
+    encoder or encoder-decoder: every Transformer family's settings have them.
 
     Attributes:
         task: the ``task`` block (``configs/task/*.yaml``; read by ``TaskSpec``).
@@ -147,3 +127,25 @@ class TaskFinetuneSettings:
     finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
     tokenizer: str | None = None
     lowercase: bool = True
+
+
+@dataclass
+class TextSettings(TaskFinetuneSettings):
+    """Settings of the ``encoder`` and ``xlnet`` families: text pre-training
+    (``configs/config.yaml``) and the task fine-tune.
+
+    Attributes:
+        data: the corpus and its batching.
+        init_embeddings: a static vector table (the ``final/`` of ``word2vec_tiny``,
+            ``glove_tiny`` or ``nnlm_tiny``) whose vectors start the token embeddings.
+    """
+
+    data: TextData = field(default_factory=TextData)
+    init_embeddings: str | None = None
+
+
+@dataclass
+class Seq2SeqSettings(TaskFinetuneSettings):
+    """Settings of the ``seq2seq`` family (BART, T5, MASS): pre-training and fine-tune."""
+
+    data: Seq2SeqData = field(default_factory=Seq2SeqData)
