@@ -49,7 +49,7 @@ class HFHead:
 
     objective: type
     needs: tuple[str, ...]
-    load: Callable[[dict[str, Tensor], Any, Path, str], None]
+    load: Callable[[dict[str, Tensor], Any, Path, str], object]
 
 
 def load_hf_pretraining_heads(
@@ -77,9 +77,8 @@ def load_hf_pretraining_heads(
     directory = Path(directory)
     model_type = str(read_json_object(directory / "config.json").get("model_type", "bert"))
     converter = registry.hf_encoder_family(model_type)
-    table: tuple[HFHead, ...] = (
-        converter.pretraining_heads() if hasattr(converter, "pretraining_heads") else ()
-    )
+    rows = getattr(converter, "pretraining_heads", None)
+    table: tuple[HFHead, ...] = rows() if rows is not None else ()
     weights, weights_path = read_weights(directory)
     prefix = str(getattr(converter, "HF_PREFIX", ""))
     heads = {k.removeprefix(prefix): v for k, v in weights.items()}
