@@ -118,7 +118,7 @@ def test_attention_structured_masks_reaches_the_producers(
 ) -> None:
     """``trainer.structured_masks`` (Hydra: attention.structured_masks) makes UniLM's
     objective and packed rows emit AttentionStructure masks; losses equal the dense run's."""
-    from ptm_core import pretraining as pretraining_module
+    from ptm_core import text_pretraining as pretraining_module
     from ptm_core.data.batches import PretrainingBatches
     from ptm_core.modules.attention_structure import AttentionStructure
     from ptm_core.objectives import UniLMObjective
