@@ -17,6 +17,7 @@ _SETTINGS = "ptm_core.families.core_settings"
 _TEXT_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids")
 _FINETUNE = "ptm_core.finetune.family:finetune_encoder"
 _RECOGNIZES = "ptm_core.families.core_folders"
+_EXPORT = "ptm_core.checkpoints.hf.export:export_hf"
 
 ENCODER = FamilySpec(
     name="encoder",
@@ -29,6 +30,7 @@ ENCODER = FamilySpec(
     load={"encoder": "ptm_core.checkpoints.encoder:load_encoder"},
     save={"encoder": "ptm_core.checkpoints.encoder:save_encoder"},
     evaluation="ptm_core.evaluation.kinds:MASKED_LM",
+    export=_EXPORT,
     recognizes=f"{_RECOGNIZES}:is_encoder_folder",
     hf_model_types={
         "bert": "ptm_core.checkpoints.hf.bert",
@@ -49,6 +51,7 @@ XLNET = FamilySpec(
     load={"xlnet": "ptm_core.checkpoints.encoder:load_encoder"},
     save={"xlnet": "ptm_core.checkpoints.encoder:save_encoder"},
     evaluation="ptm_core.evaluation.kinds:PERMUTATION_LM",
+    export=_EXPORT,
     recognizes=f"{_RECOGNIZES}:is_xlnet_folder",
     hf_model_types={"xlnet": "ptm_core.checkpoints.hf.xlnet"},
 )
@@ -64,6 +67,7 @@ SEQ2SEQ = FamilySpec(
     load={"encoder_decoder": "ptm_core.checkpoints.seq2seq:load_seq2seq"},
     save={"encoder_decoder": "ptm_core.checkpoints.seq2seq:save_seq2seq"},
     evaluation="ptm_core.evaluation.kinds:SEQ2SEQ",
+    export=_EXPORT,
     recognizes=f"{_RECOGNIZES}:is_seq2seq_folder",
     recipes={"seq2seq": "pretrain"},
 )
