@@ -118,7 +118,7 @@ def word2vec_table(corpus: Path, threads: int) -> tuple[Path, dict[str, Any]]:
 def save_table(out: Path, vocab: list[str], vectors: torch.Tensor) -> None:
     """A vector table directory (``VectorTable``'s layout; through it when it is installed)."""
     try:
-        from ptm_classic.static.vectors import VectorTable
+        from ptm_core.data.vector_table import VectorTable
     except ImportError:
         from safetensors.torch import save_file
 

@@ -23,12 +23,10 @@ from omegaconf import DictConfig
 from flows.config import ConfigError
 
 RECIPES: dict[str, str] = {
-    "text": "flows.recipes.text",
-    "distill": "flows.recipes.distill",
     "ernie_baidu": "flows.recipes.ernie_baidu",
     "ernie_thu": "flows.recipes.ernie_thu",
     "kbert": "flows.recipes.kbert",
-    "seq2seq": "flows.recipes.seq2seq",
+    # ERNIE-THU and AWD-LSTM folders until their families fine-tune; the rest -> flows.runner.
     "finetune": "flows.recipes.finetune",
     "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
     # First and second generation (static embeddings, recurrent LMs).

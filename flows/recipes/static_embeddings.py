@@ -6,7 +6,7 @@ The ``model`` node names the method through its ``_target_`` (a partial of
 or :func:`ptm_classic.static.nnlm.train_nnlm`; its other keys are that function's arguments),
 so ``model=glove_tiny`` switches the method of any of these experiments. ``data.corpus``
 (or ``data.prepared``) is streamed as word lists. ``<trainer.output_dir>/final/`` receives
-the :class:`~ptm_classic.static.vectors.VectorTable` and ``metrics.json`` (losses, neighbours
+the :class:`~ptm_core.data.vector_table.VectorTable` and ``metrics.json`` (losses, neighbours
 and analogies of the ``probes`` node); ``metrics.jsonl`` holds one line per epoch (word2vec,
 GloVe) or per logged step (NNLM, which runs on the core Trainer).
 """
@@ -25,8 +25,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ptm_classic.static.corpus import SentenceCorpus
-from ptm_classic.static.vectors import VectorTable
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.vector_table import VectorTable
 
 logger = logging.getLogger(__name__)
 

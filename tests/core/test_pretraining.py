@@ -14,8 +14,8 @@ from safetensors.torch import load_file
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective
-from ptm_core.pretraining import pretrain
 from ptm_core.training import TrainerConfig
+from tests.core.family_runs import pretrain_text
 
 CORPUS = (
     Path(__file__).resolve().parents[2] / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
@@ -46,7 +46,7 @@ def _run(output_dir: Path, callbacks: tuple[object, ...] = ()) -> Path:
         progress=False,
         seed=3,
     )
-    result = pretrain(
+    result = pretrain_text(
         CORPUS,
         encoder=functools.partial(
             bert_encoder, hidden_size=32, num_layers=2, num_heads=2, max_positions=64
@@ -118,7 +118,7 @@ def test_attention_structured_masks_reaches_the_producers(
 ) -> None:
     """``trainer.structured_masks`` (Hydra: attention.structured_masks) makes UniLM's
     objective and packed rows emit AttentionStructure masks; losses equal the dense run's."""
-    from ptm_core import pretraining as pretraining_module
+    from ptm_core import text_pretraining as pretraining_module
     from ptm_core.data.batches import PretrainingBatches
     from ptm_core.modules.attention_structure import AttentionStructure
     from ptm_core.objectives import UniLMObjective
@@ -150,7 +150,7 @@ def test_attention_structured_masks_reaches_the_producers(
             precision="fp32",
             structured_masks=structured,
         )
-        run = pretrain(
+        run = pretrain_text(
             CORPUS,
             encoder=functools.partial(
                 bert_encoder, hidden_size=32, num_layers=2, num_heads=2, max_positions=64

@@ -25,8 +25,8 @@ from safetensors.torch import load_file
 from ptm_core import bert_encoder
 from ptm_core.data.prepare import prepare_corpus
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective
-from ptm_core.pretraining import pretrain
 from ptm_core.training import TrainerConfig
+from tests.core.family_runs import pretrain_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
@@ -76,7 +76,7 @@ def test_raw_and_prepared_paths_train_identically(tmp_path: Path, layout: str) -
         "batch_size": 8,
         "seed": 3,
     }
-    raw = pretrain(
+    raw = pretrain_text(
         CORPUS,
         tokenizer=VOCAB,
         cache_dir=tmp_path / "cache",
@@ -84,14 +84,16 @@ def test_raw_and_prepared_paths_train_identically(tmp_path: Path, layout: str) -
         **common,
     )
     prepared = prepare_corpus(CORPUS, tmp_path / "prepared", tokenizer=VOCAB)
-    again = pretrain(prepared=prepared.directory, trainer=_trainer(tmp_path / "prep"), **common)
+    again = pretrain_text(
+        prepared=prepared.directory, trainer=_trainer(tmp_path / "prep"), **common
+    )
     assert raw.num_examples == again.num_examples > 0
     assert _losses(tmp_path / "raw") == _losses(tmp_path / "prep")
     _same_weights(raw.encoder_dir, again.encoder_dir)
     # The raw corpus was prepared once, into the cache, and is reused.
     cached = list((tmp_path / "cache").iterdir())
     assert len(cached) == 1 and (cached[0] / "manifest.json").is_file()
-    pretrain(
+    pretrain_text(
         CORPUS,
         tokenizer=VOCAB,
         cache_dir=tmp_path / "cache",
@@ -106,7 +108,7 @@ def test_raw_and_prepared_paths_train_identically(tmp_path: Path, layout: str) -
 def test_seq2seq_raw_and_prepared_paths_train_identically(tmp_path: Path) -> None:
     from ptm_core.encoders import build_encoder_decoder
     from ptm_core.objectives import BartDenoisingObjective
-    from ptm_core.seq2seq_pretraining import pretrain_seq2seq
+    from tests.core.family_runs import pretrain_seq2seq
 
     model = functools.partial(
         build_encoder_decoder,
@@ -144,18 +146,22 @@ RUN = """
 import functools, sys
 from pathlib import Path
 from ptm_core import bert_encoder
+from ptm_core.families import get
+from ptm_core.families.core_settings import TextData, TextSettings
+from ptm_core.families.runner import PretrainRun, run_pretraining
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective
-from ptm_core.pretraining import pretrain
 from ptm_core.training import TrainerConfig
 out, prepared = Path(sys.argv[1]), sys.argv[2]
-pretrain(
-    prepared=prepared,
-    encoder=functools.partial(bert_encoder, hidden_size=32, num_layers=1, num_heads=2, max_positions=64),
+data = TextData(prepared=prepared, max_length=64, batch_size=8, num_workers=1)
+run_pretraining(get("encoder"), PretrainRun(
+    settings=TextSettings(data=data),
+    model=functools.partial(bert_encoder, hidden_size=32, num_layers=1, num_heads=2, max_positions=64),
     objectives={"mlm": MaskedLMObjective, "nsp": NextSentenceObjective},
+    weights={},
     trainer=TrainerConfig(output_dir=str(out), max_steps=40, save_every=5, log_every=1,
                           progress=False, learning_rate=1e-3, seed=3),
-    max_length=64, batch_size=8, seed=3, num_workers=1,
-)
+    seed=3,
+))
 """
 
 

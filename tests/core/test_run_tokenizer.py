@@ -15,9 +15,10 @@ import pytest
 from ptm_core import bert_encoder
 from ptm_core.data import read_text_corpus
 from ptm_core.objectives import MaskedLMObjective
-from ptm_core.pretraining import keep_run_tokenizer, pretrain
+from ptm_core.pretraining import keep_run_tokenizer
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
+from tests.core.family_runs import pretrain_text
 
 CORPUS = (
     Path(__file__).resolve().parents[2] / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
@@ -26,7 +27,7 @@ OTHER_VOCAB = CORPUS.parent.parent / "sample-vocab.txt"
 
 
 def _pretrain(output_dir: Path, tokenizer: Path | None, max_steps: int) -> Path:
-    result = pretrain(
+    result = pretrain_text(
         CORPUS,
         encoder=functools.partial(
             bert_encoder, hidden_size=32, num_layers=1, num_heads=2, max_positions=64

@@ -13,11 +13,14 @@ import torch
 
 from ptm_core.data import read_text_corpus
 from ptm_core.encoders.encoder_decoder import build_encoder_decoder
-from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
+from ptm_core.families import get
+from ptm_core.models import PretrainingModel
 from ptm_core.objectives.bart_noising import BartDenoisingObjective
-from ptm_core.seq2seq_pretraining import build_model, pretrain_seq2seq
+from ptm_core.objectives.mix import ObjectiveMix
+from ptm_core.seq2seq_pretraining import build_model
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
+from tests.core.family_runs import pretrain_seq2seq
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data_specs/text_corpus/sample/corpus.txt"
@@ -81,7 +84,9 @@ def test_overfit_tiny_set_then_generate_exact_sentences() -> None:
     objective = BartDenoisingObjective(vocab, infilling_ratio=0.2, max_length=32)
     torch.manual_seed(0)
     model = build_model(TINY, vocab, objective)
-    wrapped = Seq2SeqPretrainingModel(model, objective)
+    wrapped = PretrainingModel(
+        model, ObjectiveMix({"bart": objective}), input_keys=get("seq2seq").input_keys
+    )
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(0)
     first = None

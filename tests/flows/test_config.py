@@ -104,11 +104,15 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         assert model.hidden_size == 16
         assert all(isinstance(o, Objective) for o in objectives.values())
     elif cfg.get("recipe") == "seq2seq":
-        from flows.recipes.seq2seq import instantiate_for_check as seq2seq_check
         from ptm_core.encoders import EncoderDecoderModel
         from ptm_core.objectives import Seq2SeqObjective
+        from ptm_core.seq2seq_pretraining import build_model
 
-        model, objectives = seq2seq_check(cfg, VOCAB)
+        objectives = {
+            name: instantiate(node)(vocab=VOCAB, max_length=cfg.data.max_length)
+            for name, node in cfg.objective.objectives.items()
+        }
+        model = build_model(instantiate(cfg.model), VOCAB, next(iter(objectives.values())))
         assert isinstance(model, EncoderDecoderModel)
         assert model.config.hidden_size == 16
         assert all(isinstance(o, Seq2SeqObjective) for o in objectives.values())
@@ -124,6 +128,21 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     assert isinstance(trainer, TrainerConfig)
     if "data" in cfg:  # image-text fine-tunes read their task's files, not a corpus
         assert Path(cfg.data.corpus).exists(), cfg.data.corpus
+    if any(o.startswith("experiment=") for o in overrides):
+        # A whole preset; a lone group option of another family (data=kg_sample) on the
+        # default BERT config is no config a family runs.
+        _check_settings(cfg)
+
+
+def _check_settings(cfg: DictConfig) -> None:
+    """A config a family runs fills that family's typed settings (no unknown key)."""
+    from flows import runner
+    from ptm_core.families import registry
+
+    recipe = cfg.get("recipe")
+    if cfg.get("family") or any(recipe in s.recipes for s in registry.families().values()):
+        spec, _ = runner.select(cfg)
+        runner.settings_of(spec, cfg)
 
 
 @pytest.mark.parametrize("experiment", _options("experiment"))

@@ -16,7 +16,6 @@ from hydra.utils import instantiate
 
 from flows.cli import main
 from flows.config import compose_config
-from flows.recipes.seq2seq import instantiate_for_check
 from ptm_core.checkpoints.seq2seq import save_seq2seq
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.evaluation import load_masked_lm
@@ -25,6 +24,7 @@ from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.nsp import NextSentenceObjective
 from ptm_core.pretraining import load_heads, save_heads
+from ptm_core.seq2seq_pretraining import build_model
 from ptm_core.tokenization import WordPieceTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -270,7 +270,12 @@ def test_seq2seq_families_export_to_auto_seq2seq_lm(
     cfg = compose_config([f"experiment={experiment}", "model.dropout=0.0"])
     tokenizer = WordPieceTokenizer.from_vocab(SAMPLE_VOCAB)
     torch.manual_seed(0)
-    model, _ = instantiate_for_check(cfg, tokenizer.vocab_info)
+    vocab = tokenizer.vocab_info
+    objectives = [
+        instantiate(node)(vocab=vocab, max_length=cfg.data.max_length)
+        for node in cfg.objective.objectives.values()
+    ]
+    model = build_model(instantiate(cfg.model), vocab, objectives[0])
     _perturb(model, 2)
     final = tmp_path / "final"
     save_seq2seq(model, final)

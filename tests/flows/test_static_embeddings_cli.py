@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from ptm_classic.static.vectors import VectorTable
+from ptm_core.data.vector_table import VectorTable
 
 
 def test_word2vec_tiny_writes_a_vector_table_and_metrics(
@@ -38,8 +38,8 @@ def test_init_embeddings_switch_starts_a_transformer_from_a_table(tmp_path: Path
 
     import torch
 
-    from flows.recipes.text import with_static_embeddings
     from ptm_core.encoders.presets import bert_encoder
+    from ptm_core.text_pretraining import with_static_embeddings
     from ptm_core.tokenization import WordPieceTokenizer
 
     vocab = Path(__file__).parents[2] / "data_specs" / "text_corpus" / "sample-vocab.txt"

@@ -9,7 +9,7 @@ from static_planted import planted_corpus
 
 from ptm_classic.static.corpus import encode_corpus
 from ptm_classic.static.nnlm import BOS_ID, NNLM, UNK_ID, NGramBatches, train_nnlm
-from ptm_classic.static.vectors import VectorTable
+from ptm_core.data.vector_table import VectorTable
 from ptm_core.training import TrainerConfig
 
 

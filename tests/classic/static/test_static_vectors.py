@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from ptm_classic.static.vectors import VectorTable, VectorTableError, init_token_embeddings
+from ptm_core.data.vector_table import VectorTable, VectorTableError, init_token_embeddings
 
 
 def planted_analogy_table(seed: int = 0) -> VectorTable:

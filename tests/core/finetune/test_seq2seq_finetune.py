@@ -443,14 +443,16 @@ def test_exact_match_metrics_score_texts_that_are_no_label_as_wrong() -> None:
 def test_hf_seq2seq_folders_are_detected_and_a_missing_wordpiece_tokenizer_is_explained(
     tmp_path: Path,
 ) -> None:
-    from ptm_core.finetune.seq2seq import is_seq2seq_directory
+    from flows.runner import family_of_folder
 
     config = transformers.T5Config(
         vocab_size=97, d_model=16, d_kv=8, num_heads=2, num_layers=1, d_ff=32
     )
     transformers.T5ForConditionalGeneration(config).save_pretrained(tmp_path / "t5")
-    assert is_seq2seq_directory(tmp_path / "t5")
-    assert not is_seq2seq_directory(tmp_path)
+    # A Hugging Face T5 folder (no "ptm_model") is the seq2seq family's: its recognizes hook.
+    found = family_of_folder(tmp_path / "t5")
+    assert found is not None and found.name == "seq2seq"
+    assert family_of_folder(tmp_path) is None
     with pytest.raises(ValueError, match=r"no tokenizer in the folder or in its tokenizer/"):
         load_seq2seq_tokenizer(tmp_path / "t5")
     # A WordPiece vocabulary whose [PAD]/[SEP] are not the model's pad/end ids is refused.

@@ -204,6 +204,10 @@ class Seq2SeqObjectiveTestCase(ObjectiveTestCase):
         return objective.collate(inputs, generator)
 
     def loss(self, encoder: nn.Module, objective: Objective, batch: Any) -> Tensor:
-        from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
+        from ptm_core.families import get
+        from ptm_core.models import PretrainingModel
+        from ptm_core.objectives.mix import ObjectiveMix
 
-        return Seq2SeqPretrainingModel(encoder, objective)(batch).loss  # type: ignore[arg-type]
+        keys = get("seq2seq").input_keys
+        mix = ObjectiveMix({"seq2seq": objective})
+        return PretrainingModel(encoder, mix, input_keys=keys)(batch).loss

@@ -15,10 +15,10 @@ from safetensors.torch import load_file
 
 from ptm_core import bert_encoder
 from ptm_core.objectives import MaskedLMObjective
-from ptm_core.pretraining import pretrain
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training import precision as precision_module
 from ptm_core.training.precision import choose_precision, cpu_supports_bf16, resolve_precision
+from tests.core.family_runs import pretrain_text
 
 CORPUS = (
     Path(__file__).resolve().parents[3] / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
@@ -111,7 +111,7 @@ def _curve(output_dir: Path, precision: str, encoder_dtype: torch.dtype) -> list
             max_positions=32,
         ).to(encoder_dtype)
 
-    pretrain(
+    pretrain_text(
         CORPUS,
         encoder=encoder,
         objectives={"mlm": functools.partial(MaskedLMObjective, mode="dynamic")},

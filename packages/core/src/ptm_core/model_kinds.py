@@ -18,7 +18,7 @@ from pathlib import Path
 #: ``config.json`` key naming the kind of model saved in a directory.
 KIND_KEY = "ptm_model"
 
-# Core (ptm-core).
+# Core (ptm-core); the families of ptm_core.families.core_specs register the first three.
 ENCODER = "encoder"  # TransformerEncoder: BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, UniLM, WKLM
 XLNET = "xlnet"  # relative-position, two-stream encoder
 ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
@@ -32,9 +32,6 @@ KG_EMBEDDINGS = "kg_embeddings"
 # each family's spec claims its kinds (``FamilySpec.kinds``).
 _LEGACY_KINDS = frozenset(
     {
-        ENCODER,
-        XLNET,
-        ENCODER_DECODER,
         AWD_LSTM,
         ELMO,
         ERNIE_THU,

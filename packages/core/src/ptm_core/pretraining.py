@@ -1,7 +1,10 @@
-"""The pre-training recipe: corpus -> tokenizer -> examples -> model -> trainer -> checkpoint.
+"""What every text pre-training shares: the corpus and its tokenizer, examples, heads, result.
 
-Hydra configs and Prefect flows call :func:`pretrain` with built pieces and numbers; no
-configuration framework is imported here.
+The families' plans (:mod:`ptm_core.text_pretraining`, :mod:`ptm_core.seq2seq_pretraining`,
+the extension packages') open the corpus with :func:`open_training_corpus`, keep the run's
+tokenizer with :func:`keep_run_tokenizer`, build examples with :func:`build_examples` and
+save their objectives' heads with :func:`save_heads`; the runner
+(:func:`ptm_core.families.runner.run_pretraining`) trains.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,25 +21,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.data.batches import PretrainingBatches
 from ptm_core.data.corpus import Document
 from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
-from ptm_core.data.row_views import PackedRows, StaticDataSide
+from ptm_core.data.row_views import StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import BuildsExamples, Objective
-from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
-from ptm_core.objectives.unilm import UniLMObjective
-from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_core.training import TrainerConfig
 from ptm_core.training.checkpointing import find_latest_checkpoint
-from ptm_core.training.run import train_and_save
 
 logger = logging.getLogger(__name__)
 
@@ -313,179 +309,6 @@ def _check_same_tokenizer(given: Path, prepared: Path, lowercase: bool) -> None:
             f"({prepared}); leave data.tokenizer=null to use that one, or prepare the corpus "
             "again with this tokenizer (`ptm prepare ... --tokenizer`)"
         )
-
-
-def pretrain(
-    corpus: str | Path | Sequence[str | Path] | None = None,
-    *,
-    encoder: EncoderFactory | TransformerEncoder,
-    objectives: Mapping[str, ObjectiveFactory],
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    weights: Mapping[str, float] | None = None,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    callbacks: Sequence[object] = (),
-    init_from: str | Path | None = None,
-    pack: bool = False,
-    num_workers: int = 0,
-    cache_dir: str | Path | None = None,
-) -> PretrainResult:
-    """Pre-train an encoder on a text corpus with a mix of objectives.
-
-    The corpus is read from a prepared, memory-mapped dataset (``ptm prepare``): raw
-    ``corpus`` files are prepared into a cache first (once; see
-    :func:`open_training_corpus`). Examples are planned once from the sentence and
-    document boundaries and built per batch, in ``num_workers`` processes when asked, so
-    memory does not grow with the corpus.
-
-    Args:
-        corpus: text-corpus file(s) or directory (see ``data_specs/text_corpus``); or
-        prepared: a directory written by ``ptm prepare`` (give one of the two).
-        encoder: a built encoder, or a factory called with ``vocab_size=`` of the tokenizer.
-        objectives: name -> factory, called by
-            :func:`~ptm_core.objectives.inputs.build_objective` with ``vocab=`` and the
-            encoder's numbers it names (``hidden_size``, ``vocab_size``, ``tie_to``, ...).
-        trainer: trainer settings (``output_dir`` is the run directory).
-        weights: name -> loss weight (default 1 each).
-        tokenizer: a ``vocab.txt`` or tokenizer directory; ``None`` trains a WordPiece
-            vocabulary of ``vocab_size`` on the corpus (from a sample of its stream).
-        vocab_size: size of a trained vocabulary.
-        lowercase: lower-case text (trained or ``vocab.txt`` tokenizers).
-        max_length: tokens per row, special tokens included.
-        batch_size: rows per micro-batch.
-        seed: seed of example building, masking and shuffling.
-        callbacks: trainer callbacks (``on_log(step, record)``, ``on_save(step, path)``).
-        init_from: a ``final/`` directory of an earlier run, or a Hugging Face BERT,
-            ALBERT, ELECTRA or XLNet folder, to continue from: its encoder (architecture
-            and weights; ``encoder`` is then ignored), its objective heads
-            (``heads.safetensors``, or a Hugging Face ``...ForPreTraining`` model's heads)
-            and, unless ``tokenizer`` is given, its tokenizer.
-        pack: pack short rows together (block-diagonal attention, positions restarting
-            per example) so no compute goes to padding; for single-segment objectives
-            (MLM, SpanBERT, WWM), not for NSP/SOP pairs or objectives that build their
-            own attention masks (GPT, UniLM).
-        num_workers: DataLoader worker processes that build batches (masking, padding)
-            off the training loop; 0 builds them in the training process.
-        cache_dir: where raw corpora are prepared (default :func:`default_cache_dir`).
-
-    Returns:
-        :class:`PretrainResult`.
-    """
-    output_dir = Path(trainer.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    if init_from is not None and tokenizer is None and prepared is None:
-        from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
-
-        tokenizer = find_tokenizer_directory(init_from) or init_from
-    store, tok = open_training_corpus(
-        corpus,
-        prepared,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        cache_dir=cache_dir,
-        run_dir=output_dir,
-    )
-    vocab = tok.vocab_info
-    # Initial weights depend on the seed only, not on what ran before in this process.
-    torch.manual_seed(derive_seed(seed, "init"))
-    if init_from is not None:
-        model_encoder = TransformerEncoder.from_pretrained(init_from)
-        _check_init_vocabulary(init_from, model_encoder, vocab, tok_source=tokenizer)
-    elif isinstance(encoder, TransformerEncoder):
-        model_encoder = encoder
-    else:
-        model_encoder = encoder(vocab_size=vocab.vocab_size)
-    if max_length > model_encoder.config.max_positions:
-        raise ValueError(
-            f"data max_length={max_length} exceeds the encoder's max_positions="
-            f"{model_encoder.config.max_positions}; lower max_length or raise max_positions"
-        )
-    mix = ObjectiveMix(
-        {name: build_objective(make, model_encoder, vocab) for name, make in objectives.items()},
-        weights,
-    )
-    for _, objective in mix:
-        if isinstance(objective, UsesWordBoundaries):
-            objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
-        if isinstance(objective, UniLMObjective):  # attention.structured_masks
-            objective.structured_masks = trainer.structured_masks
-    if init_from is not None:
-        load_init_heads(mix, Path(init_from))
-    examples = build_examples(mix, store, vocab, max_length, seed)
-    if pack:
-        if any(isinstance(o, BuildsExamples) for _, o in mix):
-            raise ValueError(
-                "data.pack=true needs single-segment objectives; sentence-pair objectives "
-                "(NSP, SOP) label whole rows. Set data.pack=false"
-            )
-        examples = PackedRows(examples, max_length)
-    batches = PretrainingBatches(
-        examples,
-        batch_size,
-        pad_id=vocab.pad_id,
-        transform=mix.collate,
-        seed=seed,
-        num_workers=num_workers,
-        pin_memory=torch.cuda.is_available(),
-        structured_masks=trainer.structured_masks,
-    )
-    logger.info(
-        "%d documents, %d tokens -> %d examples, %d batches per epoch",
-        store.num_documents,
-        store.num_tokens,
-        len(examples),
-        batches.batches_per_epoch,
-    )
-    run = train_and_save(
-        PretrainingModel(model_encoder, mix),
-        batches,
-        trainer,
-        callbacks=callbacks,
-        save_final=lambda final: model_encoder.save_pretrained(
-            final, extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)]
-        ),
-    )
-    return PretrainResult(
-        output_dir=output_dir,
-        encoder_dir=run.final_dir,
-        tokenizer_dir=output_dir / RUN_TOKENIZER,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        final_metrics=run.final_metrics,
-        num_examples=len(examples),
-    )
-
-
-def _check_init_vocabulary(
-    init_from: str | Path,
-    encoder: TransformerEncoder,
-    vocab: VocabInfo,
-    *,
-    tok_source: str | Path | None,
-) -> None:
-    """An ``init_from`` checkpoint's token table must fit the run's tokenizer."""
-    if vocab.vocab_size == encoder.config.vocab_size:
-        return
-    from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
-
-    own = find_tokenizer_directory(init_from)
-    fix = (
-        f"leave data.tokenizer unset so that the checkpoint's own tokenizer ({own}) is used"
-        if own is not None
-        else f"{init_from} has no tokenizer files (tokenizer.json or vocab.txt): give "
-        "data.tokenizer=<the vocab.txt the checkpoint was trained with>"
-    )
-    raise ValueError(
-        f"init_from={init_from}: the checkpoint's vocab_size is {encoder.config.vocab_size} "
-        f"but the tokenizer ({tok_source or 'trained on the corpus'}) has {vocab.vocab_size} "
-        f"ids; its token table is indexed by its own tokenizer's ids, so {fix}"
-    )
 
 
 def load_init_heads(mix: ObjectiveMix, directory: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """Sequence-to-sequence pre-training (BART, T5, MASS) on a text corpus.
 
-The text recipe (:mod:`ptm_core.pretraining`) builds single-encoder models; this one reads
+The text families (:mod:`ptm_core.text_pretraining`) build single-encoder models; this one reads
 the same corpus and tokenizer, cuts documents into chunks of whole sentences, and trains an
 :class:`~ptm_core.encoders.encoder_decoder.EncoderDecoderModel` on the examples a
 :class:`~ptm_core.objectives.seq2seq_lm.Seq2SeqObjective` draws from them.
@@ -21,13 +21,13 @@ from ptm_core.data.layouts import LazyRows, PlanBuffer, cached_plan, concat_plan
 from ptm_core.data.shuffle import EpochOrder
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.models.seq2seq import Seq2SeqPretrainingModel
+from ptm_core.families.core_settings import Seq2SeqSettings
+from ptm_core.families.runner import PretrainingPlan, PretrainRun
+from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective, Source
 from ptm_core.pretraining import PretrainResult, open_training_corpus
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import VocabInfo
-from ptm_core.training import TrainerConfig
-from ptm_core.training.run import train_and_save
 
 logger = logging.getLogger(__name__)
 
@@ -149,68 +149,51 @@ def build_model(factory: ModelFactory, vocab: VocabInfo, objective: Seq2SeqObjec
     )
 
 
-def pretrain_seq2seq(
-    corpus: str | Path | Sequence[str | Path] | None = None,
-    *,
-    model: ModelFactory,
-    objective: ObjectiveFactory,
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 16,
-    seed: int = 0,
-    callbacks: Sequence[object] = (),
-    cache_dir: str | Path | None = None,
-) -> PretrainResult:
-    """Pre-train an encoder-decoder with one sequence-to-sequence objective.
+def plan_seq2seq_pretraining(run: PretrainRun) -> PretrainingPlan:
+    """The ``seq2seq`` family's plan: an encoder-decoder and one sequence-to-sequence
+    objective (BART, T5 or MASS) on a text corpus.
 
-    The corpus is read from a prepared, memory-mapped dataset, as :func:`~ptm_core.
-    pretraining.pretrain` reads it; sources (chunks of whole sentences) are planned once
-    and built per batch.
-
-    Args:
-        corpus: text-corpus file(s) or directory (prepared into a cache first); or
-        prepared: a directory written by ``ptm prepare``.
-        model: factory of :class:`EncoderDecoderModel` (see :func:`build_model`).
-        objective: factory called with ``vocab=`` and ``max_length=``.
-        trainer: trainer settings (``output_dir`` is the run directory).
-        tokenizer: a ``vocab.txt`` or tokenizer directory; ``None`` trains one.
-        vocab_size: size of a trained vocabulary.
-        lowercase: lower-case text.
-        max_length: longest encoder input / target (special tokens included).
-        batch_size: sources per batch.
-        seed: seed of initialisation, noise and order.
-        callbacks: trainer callbacks.
-        cache_dir: where raw corpora are prepared.
-
-    Returns:
-        :class:`~ptm_core.pretraining.PretrainResult`; ``encoder_dir`` is ``final/`` holding
-        the whole encoder-decoder (``EncoderDecoderModel.from_pretrained``) and the tokenizer.
+    The corpus is read from a prepared, memory-mapped dataset, as the text families read
+    it; sources (chunks of whole sentences) are planned once and built per batch.
+    ``run.settings`` is a :class:`Seq2SeqSettings`; ``run.model`` a factory of
+    :class:`EncoderDecoderModel` (see :func:`build_model`); ``run.objectives`` holds one
+    factory, called with ``vocab=`` and ``max_length=``. ``final/`` holds the whole
+    encoder-decoder (``EncoderDecoderModel.from_pretrained``) and ``tokenizer/``.
     """
-    output_dir = Path(trainer.output_dir)
+    settings: Seq2SeqSettings = run.settings
+    data = settings.data
+    if run.model is None:
+        raise ValueError("no model: give an encoder-decoder preset (model=bart_tiny)")
+    if run.init_from is not None:
+        raise ValueError(
+            f"init_from={run.init_from}: sequence-to-sequence pre-training starts from the "
+            "model preset; fine-tune a seq2seq final/ with `ptm finetune` instead"
+        )
+    name, make_objective = _one_objective(run)
+    for key, value in (("pack", data.pack), ("num_workers", data.num_workers)):
+        if value:
+            logger.warning("data.%s=%s does not apply to seq2seq pre-training", key, value)
+    output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     store, tok = open_training_corpus(
-        corpus,
-        prepared,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        cache_dir=cache_dir,
+        None if data.prepared else data.corpus,
+        data.prepared,
+        tokenizer=None if data.prepared else data.tokenizer,
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        cache_dir=data.cache_dir,
         run_dir=output_dir,
     )
     vocab = tok.vocab_info
-    torch.manual_seed(derive_seed(seed, "init"))
-    noise = objective(vocab=vocab, max_length=max_length)
-    network = build_model(model, vocab, noise)
-    if max_length > network.config.max_positions:
+    torch.manual_seed(derive_seed(run.seed, "init"))
+    noise = make_objective(vocab=vocab, max_length=data.max_length)
+    network = build_model(run.model, vocab, noise)
+    if data.max_length > network.config.max_positions:
         raise ValueError(
-            f"data max_length={max_length} exceeds the model's max_positions="
+            f"data max_length={data.max_length} exceeds the model's max_positions="
             f"{network.config.max_positions}; lower max_length or raise max_positions"
         )
-    max_tokens = max_length - 2
+    max_tokens = data.max_length - 2
     plan = cached_plan(
         store,
         "seq2seq-chunks",
@@ -218,26 +201,35 @@ def pretrain_seq2seq(
         lambda: iter_sentence_chunks(store, max_tokens),
     )
     sources = SentenceChunks(store, plan, max_tokens)
-    batches = Seq2SeqBatches(sources, noise, batch_size, seed)
+    batches = Seq2SeqBatches(sources, noise, data.batch_size, run.seed)
     logger.info("%d documents -> %d sources", store.num_documents, len(sources))
 
     def save_final(final: Path) -> None:
         network.save_pretrained(final)
         tok.save(final / "tokenizer")
 
-    run = train_and_save(
-        Seq2SeqPretrainingModel(network, noise),
-        batches,
-        trainer,
-        callbacks=callbacks,
+    return PretrainingPlan(
+        network=network,
+        objectives=ObjectiveMix({name: noise}, dict(run.weights)),
+        data=batches,
         save_final=save_final,
+        finish=lambda trained: PretrainResult(
+            output_dir=output_dir,
+            encoder_dir=trained.final_dir,
+            tokenizer_dir=output_dir / "tokenizer",
+            metrics_path=trained.result.metrics_path,
+            last_checkpoint=trained.result.last_checkpoint,
+            final_metrics=trained.final_metrics,
+            num_examples=len(sources),
+        ),
+        callbacks=run.callbacks,
     )
-    return PretrainResult(
-        output_dir=output_dir,
-        encoder_dir=run.final_dir,
-        tokenizer_dir=output_dir / "tokenizer",
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        final_metrics=run.final_metrics,
-        num_examples=len(sources),
-    )
+
+
+def _one_objective(run: PretrainRun) -> tuple[str, ObjectiveFactory]:
+    if len(run.objectives) != 1:
+        raise ValueError(
+            f"seq2seq pre-training trains one objective; objective.objectives has "
+            f"{list(run.objectives)}. Keep one (bart, t5 or mass)"
+        )
+    return next(iter(run.objectives.items()))

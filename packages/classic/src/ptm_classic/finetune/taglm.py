@@ -38,7 +38,7 @@ from ptm_core.tokenization import WordPieceTokenizer
 PAD_ID, UNK_ID = 0, 1
 #: Rows of the char-CNN's character embedding (ELMo's shifted byte ids, 0 = padding).
 NUM_CHARACTERS = 262
-#: Files a vector table directory holds (``ptm_classic.static.vectors.VectorTable``).
+#: Files a vector table directory holds (``ptm_core.data.vector_table.VectorTable``).
 TABLE_FILES = ("vectors.safetensors", "vocab.txt", "table.json")
 
 
@@ -50,7 +50,7 @@ def load_vector_table(path: str | Path) -> Any:
             ``vocab.txt``, ``table.json``).
 
     Returns:
-        The ``ptm_classic.static.vectors.VectorTable``.
+        The ``ptm_core.data.vector_table.VectorTable``.
 
     Raises:
         FileNotFoundError: The directory or one of its files is missing.
@@ -63,7 +63,7 @@ def load_vector_table(path: str | Path) -> Any:
             "the static-embedding recipes (word2vec, GloVe, NNLM) or pass the directory "
             "their final/ holds"
         )
-    from ptm_classic.static.vectors import VectorTable
+    from ptm_core.data.vector_table import VectorTable
 
     return VectorTable.load(path)
 

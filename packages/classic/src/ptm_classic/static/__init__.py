@@ -1,9 +1,9 @@
 """First-generation static word embeddings: word2vec (through gensim), GloVe and Bengio's NNLM.
 
-Every method writes the same output, a :class:`~ptm_classic.static.vectors.VectorTable`
+Every method writes the same output, a :class:`~ptm_core.data.vector_table.VectorTable`
 (``vectors.safetensors`` + ``vocab.txt`` + ``table.json``) that ``gensim``'s
 ``KeyedVectors`` loads and from which any ptm encoder can initialise its token embeddings
-(:func:`~ptm_classic.static.vectors.init_token_embeddings`). gensim is the optional extra
+(:func:`~ptm_core.data.vector_table.init_token_embeddings`). gensim is the optional extra
 ``ptm-classic[static]``; it is imported only by the functions that need it.
 
 Modules: ``vectors`` (the table, queries, embedding initialisation), ``corpus`` (restartable
@@ -11,7 +11,7 @@ word streams), ``word2vec`` (gensim), ``glove`` (co-occurrence counting + torch 
 ``nnlm`` (Bengio et al. 2003 on the core Trainer).
 """
 
-from ptm_classic.static.vectors import (
+from ptm_core.data.vector_table import (
     EmbeddingInit,
     VectorTable,
     VectorTableError,

@@ -35,8 +35,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ptm_classic.static.corpus import Sentences, Vocabulary, build_vocabulary, corpus_fingerprint
-from ptm_classic.static.vectors import VectorTable
 from ptm_core.atomic import atomic_file
+from ptm_core.data.vector_table import VectorTable
 
 logger = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptm_classic.static.corpus import EncodedCorpus, Sentences, build_vocabulary, encode_corpus
-from ptm_classic.static.vectors import VectorTable
 from ptm_core.data.batches import EpochBatches
 from ptm_core.data.shuffle import EpochOrder
+from ptm_core.data.vector_table import VectorTable
 from ptm_core.training.config import TrainerConfig
 from ptm_core.training.run import TrainingRun, train_and_save
 

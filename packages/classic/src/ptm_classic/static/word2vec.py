@@ -4,7 +4,7 @@ Mikolov et al., 2013, "Efficient Estimation of Word Representations in Vector Sp
 and skip-gram) and "Distributed Representations of Words and Phrases and their
 Compositionality" (negative sampling, hierarchical softmax, subsampling of frequent words).
 This module maps ptm's settings onto ``gensim.models.Word2Vec`` and turns the result into
-a :class:`~ptm_classic.static.vectors.VectorTable`.
+a :class:`~ptm_core.data.vector_table.VectorTable`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import zlib
 from typing import Any
 
 from ptm_classic.static.corpus import Sentences
-from ptm_classic.static.vectors import VectorTable, require_gensim
+from ptm_core.data.vector_table import VectorTable, require_gensim
 
 logger = logging.getLogger(__name__)
 

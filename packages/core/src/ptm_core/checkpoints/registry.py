@@ -4,9 +4,10 @@ Model classes never import checkpoint code. Their ``from_pretrained`` / ``save_p
 call :func:`load` / :func:`save` here with their ``"ptm_model"`` kind
 (:mod:`ptm_core.model_kinds`); this module maps the kind to a ``"module:function"``
 string and imports it on first use, so it imports no model and no format module
-itself. Hugging Face encoder families (``bert``, ``albert``, ``electra``, ``xlnet``)
-are registered the same way by ``model_type``, as modules exposing ``config_from_hf``,
-``config_to_hf``, ``state_from_hf``, ``state_to_hf`` and ``check_exportable``.
+itself. Hugging Face ``model_type`` values (``bert``, ``albert``, ``electra``, ``xlnet``) map to
+converter modules through the family specs' ``hf_model_types``: modules exposing
+``config_from_hf``, ``config_to_hf``, ``state_from_hf``, ``state_to_hf`` and
+``check_exportable``.
 
 An extension registers its kinds from the module that defines the model, with strings::
 
@@ -23,24 +24,10 @@ from typing import Any
 
 from ptm_core import model_kinds
 
-# kind -> "module:function" (load(path, **options) / save(model, path, **options)).
-_LOADERS: dict[str, str] = {
-    model_kinds.ENCODER: "ptm_core.checkpoints.encoder:load_encoder",
-    model_kinds.XLNET: "ptm_core.checkpoints.encoder:load_encoder",
-    model_kinds.ENCODER_DECODER: "ptm_core.checkpoints.seq2seq:load_seq2seq",
-}
-_SAVERS: dict[str, str] = {
-    model_kinds.ENCODER: "ptm_core.checkpoints.encoder:save_encoder",
-    model_kinds.XLNET: "ptm_core.checkpoints.encoder:save_encoder",
-    model_kinds.ENCODER_DECODER: "ptm_core.checkpoints.seq2seq:save_seq2seq",
-}
-# Hugging Face ``model_type`` -> family module mapped onto TransformerEncoder.
-_HF_ENCODER_FAMILIES: dict[str, str] = {
-    "bert": "ptm_core.checkpoints.hf.bert",
-    "albert": "ptm_core.checkpoints.hf.albert",
-    "electra": "ptm_core.checkpoints.hf.electra",
-    "xlnet": "ptm_core.checkpoints.hf.xlnet",
-}
+# kind -> "module:function" (load(path, **options) / save(model, path, **options)), for the
+# kinds no family spec names yet (:func:`register`); specs' ``load``/``save`` come first.
+_LOADERS: dict[str, str] = {}
+_SAVERS: dict[str, str] = {}
 
 
 def register(kind: str, *, load: str | None = None, save: str | None = None) -> None:
@@ -53,11 +40,6 @@ def register(kind: str, *, load: str | None = None, save: str | None = None) -> 
         if target is not None:
             _check_target(target)
             table[kind] = target
-
-
-def register_hf_encoder_family(model_type: str, module: str) -> None:
-    """Map Hugging Face ``model_type`` onto TransformerEncoder through ``module``."""
-    _HF_ENCODER_FAMILIES[model_type] = module
 
 
 def resolve(target: str) -> Callable[..., Any]:
@@ -113,15 +95,14 @@ def hf_encoder_families() -> tuple[str, ...]:
     """The Hugging Face ``model_type``\\ s that load into a TransformerEncoder."""
     from ptm_core.families import registry as families
 
-    from_specs = [t for s in families.families().values() for t in s.hf_model_types]
-    return tuple(dict.fromkeys([*_HF_ENCODER_FAMILIES, *from_specs]))
+    return tuple(t for s in families.families().values() for t in s.hf_model_types)
 
 
 def hf_encoder_family(model_type: str) -> ModuleType | None:
     """The family module for a Hugging Face ``model_type``; ``None`` if unregistered."""
     from ptm_core.families import registry as families
 
-    module = families.for_hf_model_type(model_type) or _HF_ENCODER_FAMILIES.get(model_type)
+    module = families.for_hf_model_type(model_type)
     return importlib.import_module(module) if module is not None else None
 
 

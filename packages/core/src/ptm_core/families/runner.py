@@ -41,6 +41,8 @@ class PretrainRun:
         build: instantiates the config node at a dotted path
             (``"objective.entity_objectives"``), for the other nodes with ``_target_`` that
             a family builds itself; ``None`` outside a composed config.
+        callbacks: trainer callbacks of a Python caller (``on_log``, ``on_save``), passed on
+            by the family's plan.
     """
 
     settings: Any
@@ -51,6 +53,7 @@ class PretrainRun:
     seed: int
     init_from: str | None = None
     build: Callable[[str], Any] | None = None
+    callbacks: Iterable[object] = ()
 
     @property
     def output_dir(self) -> Path:

@@ -58,20 +58,6 @@ CLASSIFICATION_HEAD = "classification_head"
 TEXT_TO_TEXT = "text_to_text"
 
 
-def is_seq2seq_directory(path: str | Path) -> bool:
-    """Whether ``path/config.json`` is a ptm encoder-decoder or a Hugging Face BART/T5."""
-    config_path = Path(path) / "config.json"
-    if not config_path.is_file():
-        return False
-    try:
-        raw = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return False
-    return isinstance(raw, dict) and (
-        raw.get("ptm_model") == "encoder_decoder" or raw.get("model_type") in ("bart", "t5")
-    )
-
-
 def load_seq2seq_tokenizer(directory: str | Path) -> TaskTokenizer:
     """The tokenizer of a seq2seq ``final/`` or Hugging Face BART/T5 folder: in the folder
     itself, or in ``tokenizer/`` (where ``ptm`` seq2seq pre-training writes it). A BERT

@@ -6,13 +6,10 @@ from ptm_core.models.pretraining import (
     ProvidesMemory,
     RewritesInputs,
 )
-from ptm_core.models.seq2seq import Seq2SeqPretrainingModel, Seq2SeqPretrainingOutput
 
 __all__ = [
     "PretrainingModel",
     "PretrainingOutput",
     "ProvidesMemory",
     "RewritesInputs",
-    "Seq2SeqPretrainingModel",
-    "Seq2SeqPretrainingOutput",
 ]

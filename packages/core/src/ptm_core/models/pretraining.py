@@ -90,6 +90,7 @@ class PretrainingModel(nn.Module):
         self.encoder = encoder
         self.objectives = objectives
         self.input_keys = tuple(input_keys) if input_keys is not None else ENCODER_INPUTS
+        self._register_load_state_dict_pre_hook(_rename_seq2seq_wrapper)
 
     def forward(self, batch: Batch) -> PretrainingOutput:
         for _, objective in self.objectives:
@@ -129,3 +130,13 @@ class PretrainingModel(nn.Module):
                 for name, obj in self.objectives
             },
         }
+
+
+def _rename_seq2seq_wrapper(state: dict[str, Any], prefix: str, *_: Any) -> None:
+    """Checkpoints of seq2seq runs written before the family runner named the network
+    ``model`` (``model.*`` keys); this wrapper names it ``encoder``: resume them as written."""
+    old = f"{prefix}model."
+    if any(k.startswith(f"{prefix}encoder.") for k in state):
+        return
+    for key in [k for k in state if k.startswith(old)]:
+        state[f"{prefix}encoder.{key[len(old) :]}"] = state.pop(key)

@@ -216,3 +216,31 @@ def load_pretraining_heads(
     weights, weights_path = read_weights(Path(path))
     heads = {k.removeprefix("albert."): v for k, v in weights.items()}
     heads_from_hf(heads, mlm_head, sop_head, source=str(weights_path))
+
+
+#: The encoder's weight prefix in an ``AlbertForPreTraining`` file.
+HF_PREFIX = "albert."
+
+
+def pretraining_heads() -> tuple[Any, ...]:
+    """The heads an ``AlbertForPreTraining`` folder fills: MLM, SOP."""
+    from ptm_core.checkpoints.hf.pretraining_heads import HFHead
+    from ptm_core.objectives.mlm import MaskedLMObjective
+    from ptm_core.objectives.sop import SentenceOrderObjective
+
+    return (
+        HFHead(
+            MaskedLMObjective,
+            ("predictions.bias", "predictions.dense.weight"),
+            lambda heads, objective, _dir, source: heads_from_hf(
+                heads, mlm_head=objective.head, source=source
+            ),
+        ),
+        HFHead(
+            SentenceOrderObjective,
+            ("sop_classifier.classifier.weight", "pooler.weight"),
+            lambda heads, objective, _dir, source: heads_from_hf(
+                heads, sop_head=objective.head, source=source
+            ),
+        ),
+    )

@@ -241,3 +241,28 @@ def state_from_hf(
 def state_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
     """:func:`ptm_to_hf_bert` for ``config.num_layers`` layers."""
     return ptm_to_hf_bert(state, config.num_layers)
+
+
+#: The encoder's weight prefix in a ``BertForPreTraining`` file.
+HF_PREFIX = "bert."
+
+
+def pretraining_heads() -> tuple[Any, ...]:
+    """The heads a ``BertForPreTraining`` folder fills: MLM (and WWM, span masking), NSP."""
+    from ptm_core.checkpoints.hf.bert_heads import load_bert_pretraining_heads
+    from ptm_core.checkpoints.hf.pretraining_heads import HFHead
+    from ptm_core.objectives.mlm import MaskedLMObjective
+    from ptm_core.objectives.nsp import NextSentenceObjective
+
+    return (
+        HFHead(
+            MaskedLMObjective,
+            ("cls.predictions.bias", "cls.predictions.transform.dense.weight"),
+            lambda heads, objective, _dir, _src: load_bert_pretraining_heads(heads, mlm=objective),
+        ),
+        HFHead(
+            NextSentenceObjective,
+            ("cls.seq_relationship.weight", "pooler.dense.weight"),
+            lambda heads, objective, _dir, _src: load_bert_pretraining_heads(heads, nsp=objective),
+        ),
+    )

@@ -127,3 +127,24 @@ def load_discriminator_head(path: str | Path, head: TokenDiscriminatorHead) -> N
     weights, weights_path = read_weights(Path(path))
     heads = {k.removeprefix("electra."): v for k, v in weights.items()}
     discriminator_head_from_hf(heads, head, source=str(weights_path))
+
+
+#: The encoder's weight prefix in an ``ElectraForPreTraining`` file.
+HF_PREFIX = "electra."
+
+
+def pretraining_heads() -> tuple[Any, ...]:
+    """The head an ``ElectraForPreTraining`` folder fills: the discriminator of replaced
+    token detection."""
+    from ptm_core.checkpoints.hf.pretraining_heads import HFHead
+    from ptm_core.objectives.electra import ReplacedTokenDetectionObjective
+
+    return (
+        HFHead(
+            ReplacedTokenDetectionObjective,
+            ("discriminator_predictions.dense.weight",),
+            lambda heads, objective, _dir, source: discriminator_head_from_hf(
+                heads, objective.discriminator_head, source=source
+            ),
+        ),
+    )

@@ -16,17 +16,40 @@ electra     ``discriminator_predictions.*``             replaced token detection
                                                         (the discriminator)
 xlnet       ``lm_loss.bias``                            permutation LM
 ==========  ==========================================  ==========================
+
+Each converter module (``ptm_core.checkpoints.hf.<model_type>``, named by its family spec's
+``hf_model_types``) says which heads it can fill: ``HF_PREFIX`` (its encoder's weight
+prefix) and ``pretraining_heads()``, a table of :class:`HFHead` rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ptm_core.checkpoints.io import read_json_object, read_weights
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from ptm_core.objectives.mix import ObjectiveMix
+
+
+@dataclass(frozen=True)
+class HFHead:
+    """One pre-training head a Hugging Face ``...ForPreTraining`` folder can fill.
+
+    Attributes:
+        objective: the ptm objective class it fills (subclasses too: WWM is an MLM).
+        needs: the head tensors (names without the encoder prefix) that must be in the file.
+        load: ``load(heads, objective, directory, source)`` copies them into the objective.
+    """
+
+    objective: type
+    needs: tuple[str, ...]
+    load: Callable[[dict[str, Tensor], Any, Path, str], object]
 
 
 def load_hf_pretraining_heads(
@@ -48,20 +71,17 @@ def load_hf_pretraining_heads(
     Raises:
         CheckpointError: a head tensor's shape does not fit (the message names the file).
     """
-    from ptm_core.checkpoints.hf import albert, electra
-    from ptm_core.checkpoints.hf.bert_heads import load_bert_pretraining_heads
+    from ptm_core.checkpoints import registry
     from ptm_core.checkpoints.io import CheckpointError
-    from ptm_core.objectives.electra import ReplacedTokenDetectionObjective
-    from ptm_core.objectives.mlm import MaskedLMObjective
-    from ptm_core.objectives.nsp import NextSentenceObjective
-    from ptm_core.objectives.permutation_lm import PermutationLMObjective
-    from ptm_core.objectives.sop import SentenceOrderObjective
 
     directory = Path(directory)
     model_type = str(read_json_object(directory / "config.json").get("model_type", "bert"))
+    converter = registry.hf_encoder_family(model_type)
+    rows = getattr(converter, "pretraining_heads", None)
+    table: tuple[HFHead, ...] = rows() if rows is not None else ()
     weights, weights_path = read_weights(directory)
-    prefix = {"bert": "bert.", "albert": "albert.", "electra": "electra.", "xlnet": "transformer."}
-    heads = {k.removeprefix(prefix.get(model_type, "")): v for k, v in weights.items()}
+    prefix = str(getattr(converter, "HF_PREFIX", ""))
+    heads = {k.removeprefix(prefix): v for k, v in weights.items()}
     heads = {
         k.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
             "LayerNorm.beta", "LayerNorm.bias"
@@ -70,44 +90,14 @@ def load_hf_pretraining_heads(
     }
     loaded: list[str] = []
     source = str(weights_path)
-
-    def has(*names: str) -> bool:
-        return all(name in heads for name in names)
-
     for name, objective in mix:
+        row = next((r for r in table if isinstance(objective, r.objective)), None)
+        if row is None or not all(key in heads for key in row.needs):
+            continue
         try:
-            if model_type == "bert" and isinstance(objective, MaskedLMObjective):
-                if has("cls.predictions.bias", "cls.predictions.transform.dense.weight"):
-                    load_bert_pretraining_heads(heads, mlm=objective)
-                    loaded.append(name)
-            elif model_type == "bert" and isinstance(objective, NextSentenceObjective):
-                if has("cls.seq_relationship.weight", "pooler.dense.weight"):
-                    load_bert_pretraining_heads(heads, nsp=objective)
-                    loaded.append(name)
-            elif model_type == "albert" and isinstance(objective, MaskedLMObjective):
-                if has("predictions.bias", "predictions.dense.weight"):
-                    albert.heads_from_hf(heads, mlm_head=objective.head, source=source)
-                    loaded.append(name)
-            elif model_type == "albert" and isinstance(objective, SentenceOrderObjective):
-                if has("sop_classifier.classifier.weight", "pooler.weight"):
-                    albert.heads_from_hf(heads, sop_head=objective.head, source=source)
-                    loaded.append(name)
-            elif model_type == "electra" and isinstance(objective, ReplacedTokenDetectionObjective):
-                if has("discriminator_predictions.dense.weight"):
-                    electra.discriminator_head_from_hf(
-                        heads, objective.discriminator_head, source=source
-                    )
-                    loaded.append(name)
-            elif (
-                model_type == "xlnet"
-                and isinstance(objective, PermutationLMObjective)
-                and has("lm_loss.bias")
-            ):
-                from ptm_core.checkpoints.hf.xlnet import load_lm_head
-
-                load_lm_head(directory, objective)
-                loaded.append(name)
+            row.load(heads, objective, directory, source)
         except ValueError as exc:
             raise CheckpointError(f"{source}: the {name} head does not fit: {exc}") from None
+        loaded.append(name)
     fresh = [name for name, _ in mix if name not in loaded]
     return loaded, fresh

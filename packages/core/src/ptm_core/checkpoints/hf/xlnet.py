@@ -247,3 +247,21 @@ def load_lm_head(path: str | Path, objective: PermutationLMObjective) -> None:
         )
     with torch.no_grad():
         objective.output_bias.copy_(bias)
+
+
+#: The encoder's weight prefix in an ``XLNetLMHeadModel`` file.
+HF_PREFIX = "transformer."
+
+
+def pretraining_heads() -> tuple[Any, ...]:
+    """The head an ``XLNetLMHeadModel`` folder fills: the permutation LM's output bias."""
+    from ptm_core.checkpoints.hf.pretraining_heads import HFHead
+    from ptm_core.objectives.permutation_lm import PermutationLMObjective
+
+    return (
+        HFHead(
+            PermutationLMObjective,
+            ("lm_loss.bias",),
+            lambda _heads, objective, directory, _src: load_lm_head(directory, objective),
+        ),
+    )

@@ -1,5 +1,8 @@
 """The vector table every static-embedding method writes, its queries, and embedding init.
 
+A data format of core: ptm-classic's word2vec, GloVe and NNLM write it, and a Transformer's
+token embeddings start from it (``init_embeddings=<table>``), so both sides read it here.
+
 Layout (a directory, written atomically)::
 
     vectors.safetensors   one float32 tensor "vectors" of shape (V, D); row i = vocab line i
