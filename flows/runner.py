@@ -82,10 +82,10 @@ def family_of_folder(directory: str | Path) -> FamilySpec | None:
         raise ConfigError(str(exc)) from None
     if kind is not None:
         return registry.for_kind(kind)
-    for spec in registry.families().values():
-        if spec.has("recognizes") and spec.hook("recognizes")(path):
-            return spec
-    return None
+    try:
+        return registry.recognizing(path)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def settings_of(spec: FamilySpec, cfg: DictConfig) -> Any:

@@ -159,3 +159,26 @@ def test_ptm_families_lists_each_family_with_its_stages_and_kinds(toy: FamilySpe
     (row,) = [line for line in lines if line.startswith("toy ")]
     assert row.split()[:3] == ["toy", "-", "toy_kind"]
     assert row.endswith("a family for the registry's tests")
+
+
+def claims_everything(path: Path) -> bool:
+    return True
+
+
+def test_an_extensions_family_recognises_old_folders_before_cores(tmp_path: Path) -> None:
+    """A folder without "ptm_model" that core's encoder family and an extension's family
+    both claim (an old ERNIE-THU final/ has an encoder's files) is the extension's."""
+    hook = f"{__name__}:claims_everything"
+    core = FamilySpec(name="toy_core", description="", recognizes=hook, package="ptm-core")
+    ext = FamilySpec(name="toy_ext", description="", recognizes=hook, package="ptm-toy")
+    other = FamilySpec(name="toy_other", description="", recognizes=hook, package="ptm-other")
+    registry.register(core)
+    registry.register(ext)
+    try:
+        assert registry.recognizing(tmp_path).name == "toy_ext"
+        registry.register(other)
+        with pytest.raises(ValueError, match="families toy_ext, toy_other all recognise"):
+            registry.recognizing(tmp_path)
+    finally:
+        for name in ("toy_core", "toy_ext", "toy_other"):
+            registry.unregister(name)

@@ -138,6 +138,34 @@ def for_recipe(recipe: str) -> tuple[FamilySpec, str]:
     raise UnknownFamilyError(_unknown("recipe", recipe, known))
 
 
+CORE_PACKAGE = "ptm-core"
+
+
+def recognizing(directory: object) -> FamilySpec | None:
+    """The family whose ``recognizes`` hook claims a folder saved before ``config.json``
+    carried ``"ptm_model"``; ``None`` when none does.
+
+    An extension's family is more specific than core's generic text families (an old
+    ERNIE-THU ``final/`` also has an encoder's files), so it wins over them.
+
+    Raises:
+        ValueError: two extension families claim the folder (the message names both).
+    """
+    claims = [
+        spec
+        for spec in families().values()
+        if spec.has("recognizes") and spec.hook("recognizes")(directory)
+    ]
+    specific = [spec for spec in claims if spec.package != CORE_PACKAGE] or claims
+    if len(specific) > 1:
+        names = ", ".join(spec.name for spec in specific)
+        raise ValueError(
+            f"{directory}: families {names} all recognise this folder; add "
+            '"ptm_model": "<kind>" to its config.json to say which it is'
+        )
+    return specific[0] if specific else None
+
+
 def known_kinds() -> frozenset[str]:
     """Every kind some registered family saves."""
     return frozenset(k for spec in families().values() for k in spec.kinds)
