@@ -35,8 +35,8 @@ from flows.config_errors import ConfigError, negative_count, unknown_key
 from flows.config_schema import (
     HYDRA_KEYS,
     Schema,
-    build_settings,
     check,
+    check_settings,
     schema_of,
     value_of,
     yaml_schema,
@@ -149,7 +149,7 @@ def compose_config(overrides: Sequence[str] = (), *, config_name: str = "config"
         OmegaConf.resolve(cfg)
         _check_tree(cfg, "", settings)
         if settings is not None:
-            build_settings(cfg, settings)
+            check_settings(cfg, settings)
         for override in values:
             if not override.is_sweep_override():
                 _check_value(cfg, base, override.key_or_group, settings)

@@ -224,19 +224,35 @@ def check(node: DictConfig, path: str, schema: Schema) -> None:
         raise ConfigError(f"bad config at {path or 'the root'}: cannot type {failed or 'it'}")
 
 
-def build_settings(cfg: DictConfig, settings: type) -> None:
-    """Build the family's settings from ``cfg`` so that their own checks run now (after
-    :func:`check` has typed each block)."""
+def typed(node: DictConfig) -> DictConfig:
+    """A checked target node merged into its schema: every key reads its typed value, and a
+    key the YAML leaves out reads the schema's default (``typed(cfg.trainer).devices``)."""
+    target = node.get("_target_")
+    schema = target_schema(str(target))
+    if schema.structured is None:
+        return node
+    fields = {f.name for f in dataclasses.fields(schema.structured)}
+    given = OmegaConf.masked_copy(node, [k for k in map(str, node) if k in fields])
+    return typing.cast(DictConfig, OmegaConf.merge(_empty(schema.structured), given))
+
+
+def check_settings(cfg: DictConfig, settings: type) -> None:
+    """The family's settings fields at the root (a block's keys are checked with the tree),
+    then the settings built from ``cfg`` so that their own checks (``__post_init__``) run now.
+
+    Raises:
+        ConfigError: one line naming the key or the block.
+    """
     names = [f.name for f in dataclasses.fields(settings) if f.name in cfg]
+    check(OmegaConf.masked_copy(cfg, names), "", dataclass_schema(settings))
     for name in names:
         try:
             OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(settings), {name: cfg[name]}))
+        except OmegaConfBaseException as exc:  # a required field left out (``???``)
+            key = str(getattr(exc, "full_key", "") or name)
+            raise ConfigError(f"bad config at {key}: {str(exc).splitlines()[0]}") from None
         except ValueError as exc:
             raise ConfigError(f"bad config at {name}: {' '.join(str(exc).split())}") from None
-        except OmegaConfBaseException as exc:
-            key = str(getattr(exc, "full_key", "") or name)
-            reason = str(exc).splitlines()[0]
-            raise ConfigError(f"bad config at {key}: {reason}") from None
 
 
 def register_schemas(families: Mapping[str, Any] | None = None) -> list[str]:

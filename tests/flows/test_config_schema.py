@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from flows.cli import main
 from flows.config import ConfigError, compose_config, config_dir
-from flows.config_schema import _omegaconf_type, target_schema
+from flows.config_schema import _omegaconf_type, target_schema, typed
 from ptm_core.families import FamilySpec, registry
 from ptm_core.training import TrainerConfig
 
@@ -50,6 +50,7 @@ class SchemaData:
 @dataclass
 class SchemaSettings:
     data: SchemaData = field(default_factory=SchemaData)
+    init_embeddings: str | None = None  # a key at the root of config.yaml
 
 
 TYPED = FamilySpec(
@@ -60,7 +61,7 @@ TYPED = FamilySpec(
 
 
 @pytest.fixture
-def typed() -> Iterator[FamilySpec]:
+def typed_family() -> Iterator[FamilySpec]:
     registry.register(TYPED)
     yield TYPED
     registry.unregister(TYPED.name)
@@ -74,7 +75,7 @@ def _error(overrides: list[str]) -> str:
     return message
 
 
-@pytest.mark.usefixtures("typed")
+@pytest.mark.usefixtures("typed_family")
 def test_the_familys_settings_type_its_blocks() -> None:
     valid = ", ".join(sorted(f.name for f in fields(SchemaData)))
     assert _error(["family=typed_toy", "data.vocab_sise=3"]) == (
@@ -90,13 +91,17 @@ def test_the_familys_settings_type_its_blocks() -> None:
         "bad config at data.batch_size: expected a non-negative int (like the default 16), "
         "got -2; set data.batch_size=<int >= 0>"
     )
+    assert _error(["family=typed_toy", "init_embeddings=[1]"]) == (
+        "bad config at init_embeddings: expected str | null, got [1] (list); "
+        "set init_embeddings=<str | null>"
+    )
     # The dataclass's own checks run at compose time too.
     assert _error(["family=typed_toy", "data.vocab_size=3"]) == (
         "bad config at data: vocab_size must be >= 10, got 3"
     )
 
 
-@pytest.mark.usefixtures("typed")
+@pytest.mark.usefixtures("typed_family")
 def test_a_settings_field_the_yaml_lacks_needs_no_plus() -> None:
     cfg = compose_config(["family=typed_toy", "data.langs=[en,fr]"])
     assert list(cfg.data.langs) == ["en", "fr"]
@@ -105,7 +110,7 @@ def test_a_settings_field_the_yaml_lacks_needs_no_plus() -> None:
 
 
 def test_a_yaml_typo_is_caught_by_the_settings_too(
-    typed: FamilySpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    typed_family: FamilySpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -148,7 +153,7 @@ def test_builder_schemas_are_structured_dataclasses_in_the_config_store() -> Non
     assert target_schema("ptm_core.training.TrainerConfig").structured is TrainerConfig
 
 
-def test_trainer_and_family_schemas_compose_from_the_store(typed: FamilySpec) -> None:
+def test_trainer_and_family_schemas_compose_from_the_store(typed_family: FamilySpec) -> None:
     compose_config(["family=typed_toy"])  # stores the selected family's settings
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         trainer = compose(config_name="schema/trainer")
@@ -185,7 +190,7 @@ def test_hints_map_to_what_omegaconf_holds(hint: Any, mapped: Any) -> None:
 
 
 def test_config_schema_prints_the_trainer_and_the_familys_settings(
-    typed: FamilySpec, capsys: pytest.CaptureFixture[str]
+    typed_family: FamilySpec, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["config", "--schema", "family=typed_toy"]) == 0
     printed = capsys.readouterr().out
@@ -194,3 +199,10 @@ def test_config_schema_prints_the_trainer_and_the_familys_settings(
     assert "  langs:\n  - en" in printed
     assert main(["config", "--schema", "family=typed_toy", "data.vocab_sise=3"]) == 2
     assert "did you mean data.vocab_size?" in capsys.readouterr().err
+
+
+def test_a_typed_trainer_node_reads_the_dataclass_defaults() -> None:
+    node = OmegaConf.create({"_target_": "ptm_core.training.TrainerConfig", "output_dir": "x"})
+    trainer = typed(node)
+    assert trainer.devices == TrainerConfig(output_dir="x").devices
+    assert typed(compose_config(["trainer.devices=2"]).trainer).devices == 2
