@@ -206,22 +206,24 @@ def check(node: DictConfig, path: str, schema: Schema) -> None:
     fields = {f.name for f in dataclasses.fields(schema.structured)}
     given = OmegaConf.masked_copy(node, [k for k in map(str, node) if k in fields])
     prefix = f"{path}." if path else ""
-    failed: str | None = None
-    typed: dict[str, Any] = {}
+    failed, reason = None, ""
+    converted: dict[str, Any] = {}
     try:
         merged = OmegaConf.merge(_empty(schema.structured), given)
-        typed = typing.cast(dict[str, Any], OmegaConf.to_container(merged))
+        converted = typing.cast(dict[str, Any], OmegaConf.to_container(merged))
     except ValidationError as exc:
         failed = re.split(r"[.\[]", str(exc.full_key or ""))[0]
+        reason = str(exc).splitlines()[0]
     for key in map(str, given):
         if OmegaConf.is_missing(given, key):
             continue
         value = given[key]
         plain = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
-        if key == failed or (key in typed and _refused(plain, typed[key], schema.keys[key])):
+        refused = key in converted and _refused(plain, converted[key], schema.keys[key])
+        if key == failed or refused:
             raise bad_value(prefix + key, value, schema.keys[key], schema.owner)
     if failed is not None:  # OmegaConf named no key of the node
-        raise ConfigError(f"bad config at {path or 'the root'}: cannot type {failed or 'it'}")
+        raise ConfigError(f"bad config at {path or 'the root'}: {reason}")
 
 
 def typed(node: DictConfig) -> DictConfig:
