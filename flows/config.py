@@ -231,7 +231,7 @@ def _family_settings(base: DictConfig, values: list[Override]) -> type | None:
             probe[override.key_or_group] = override.value()
     try:
         spec, _ = select(probe)
-    except ConfigError:
+    except (ConfigError, LookupError):  # the runner says so when it runs
         return None
     if not spec.has("settings"):
         return None

@@ -289,7 +289,7 @@ def schema_text(cfg: DictConfig) -> str:
     parts = [f"# schema/trainer ({trainer.__qualname__})", OmegaConf.to_yaml(_empty(trainer))]
     try:
         spec, _ = select(cfg)
-    except ConfigError as exc:
+    except (ConfigError, LookupError) as exc:
         return "\n".join([*parts, f"# no family's settings: {exc}", ""])
     if not spec.has("settings"):
         note = "its blocks are checked against the keys and types of their YAML"

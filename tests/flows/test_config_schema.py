@@ -7,6 +7,8 @@ made from the builder's signature; values OmegaConf would convert are refused.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import typing
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +25,7 @@ from flows.cli import main
 from flows.config import ConfigError, compose_config, config_dir
 from flows.config_schema import _omegaconf_type, target_schema, typed
 from ptm_core.families import FamilySpec, registry
+from ptm_core.model_kinds import with_kind
 from ptm_core.training import TrainerConfig
 
 
@@ -206,3 +209,18 @@ def test_a_typed_trainer_node_reads_the_dataclass_defaults() -> None:
     trainer = typed(node)
     assert trainer.devices == TrainerConfig(output_dir="x").devices
     assert typed(compose_config(["trainer.devices=2"]).trainer).devices == 2
+
+
+def test_a_folder_no_family_claims_keeps_the_yaml_schema(
+    typed_family: FamilySpec, tmp_path: Path
+) -> None:
+    # init_from's kind names the family to fine-tune; a kind no registered family claims
+    # yet (a legacy one) leaves the config to the YAML schema instead of failing here.
+    folder = tmp_path / "final"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(with_kind({}, "encoder")), encoding="utf-8")
+    spec = dataclasses.replace(typed_family, recipes={"typed_recipe": "finetune"})
+    registry.unregister(typed_family.name)
+    registry.register(spec)
+    cfg = compose_config(["recipe=typed_recipe", f"init_from={folder}"])
+    assert cfg.init_from == str(folder)
