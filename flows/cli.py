@@ -4,6 +4,7 @@ ptm pretrain experiment=bert_tiny trainer.max_steps=50   # in process, no Prefec
 ptm finetune task=kg_pair model=runs/demo/pretrain/final # fine-tune (in process)
 ptm finetune --multirun task=kg_pair seed=0,1,2          # a sweep: mean +- std over seeds
 ptm config experiment=bert_tiny                          # print the composed config
+ptm config --schema family=xlm                           # the typed schemas, with defaults
 ptm demo                                                 # end-to-end demo flow
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
 ptm evaluate runs/demo/pretrain/final                    # evaluate flow + report
@@ -61,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, epilog=EPILOG)
         if name == "pretrain":
             sub.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+        else:
+            sub.add_argument(
+                "--schema",
+                action="store_true",
+                help="print the typed schemas (trainer, the family's settings) with defaults",
+            )
         sub.add_argument("overrides", nargs="*", help="Hydra overrides")
     finetune = commands.add_parser(
         "finetune",
@@ -395,6 +402,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"ptm: {exc}", file=sys.stderr)
             return 2
         if args.command == "config":
+            if args.schema:
+                from flows.config_schema import schema_text
+
+                print(schema_text(cfg), end="")
+                return 0
             print(OmegaConf.to_yaml(cfg), end="")
             return 0
         from flows.recipes import run_recipe

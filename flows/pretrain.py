@@ -22,6 +22,7 @@ from flows.artifacts import (
     read_metrics,
 )
 from flows.config import compose_config
+from flows.config_schema import typed
 from flows.recipes import run_recipe
 from ptm_core.training import find_latest_checkpoint
 
@@ -115,7 +116,7 @@ def train(overrides: list[str]) -> dict[str, Any]:
 
 def _train(overrides: list[str]) -> dict[str, Any]:
     cfg = compose_config(overrides)
-    devices = int(cfg.trainer.get("devices", 1))
+    devices = typed(cfg.trainer).devices
     if devices > 1 and "WORLD_SIZE" not in os.environ:
         launch_torchrun(overrides, devices)
         output_dir = Path(cfg.trainer.output_dir)

@@ -25,7 +25,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from flows.config import ConfigError
+from flows.config_errors import ConfigError
 from ptm_core.families import registry
 from ptm_core.families.runner import FinetuneRun, PretrainRun, run_pretraining
 from ptm_core.families.spec import FamilySpec
