@@ -159,7 +159,23 @@ def test_every_experiment_composes_and_instantiates(experiment: str, tmp_path: P
     ],
 )
 def test_every_group_option_composes_and_instantiates(override: str, tmp_path: Path) -> None:
-    _instantiate_all([override], tmp_path)
+    _instantiate_all([*_family_of(override), override], tmp_path)
+
+
+# Data presets no experiment names, with an experiment of the family whose data they are.
+_DATA_FAMILY_EXPERIMENT = {"image_text_sample": "visualbert_tiny"}
+
+
+def _family_of(override: str) -> list[str]:
+    """A data preset is typed by its family's settings: compose it with an experiment of
+    that family (one whose defaults name it), not on the default BERT config."""
+    group, _, option = override.partition("=")
+    if group != "data" or option == "sample_corpus":
+        return []
+    for path in sorted((config_dir() / "experiment").glob("*.yaml")):
+        if f"override /data: {option}" in path.read_text(encoding="utf-8"):
+            return [f"experiment={path.stem}"]
+    return [f"experiment={_DATA_FAMILY_EXPERIMENT[option]}"]
 
 
 def test_experiment_overrides_reach_the_trainer() -> None:
