@@ -13,9 +13,9 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from flows.recipes.ernie_baidu import linked_corpus_for
 from ptm_core.pretraining import PretrainResult
 from ptm_knowledge.kg import load_knowledge_graph
+from ptm_knowledge.linking.corpus import linked_corpus_for
 from ptm_knowledge.wklm import pretrain_wklm
 
 
@@ -33,7 +33,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> PretrainResult:
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     output_dir = Path(trainer.output_dir)
     prepared = data.get("prepared")
-    linked = None if prepared else linked_corpus_for(cfg, output_dir)
+    linked = None if prepared else linked_corpus_for(cfg.data, output_dir)
     init_from = cfg.get("init_from")
     return pretrain_wklm(
         linked,

@@ -25,9 +25,7 @@ ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
 AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
 ELMO = "elmo"  # ELMo's bidirectional LM
 # ptm-knowledge.
-ERNIE_THU = "ernie_thu"
 COGQA = "cogqa"
-KG_EMBEDDINGS = "kg_embeddings"
 # ptm-multilingual.
 XLM = "xlm"
 # ptm-multimodal.
@@ -44,9 +42,7 @@ _LEGACY_KINDS = frozenset(
         ENCODER_DECODER,
         AWD_LSTM,
         ELMO,
-        ERNIE_THU,
         COGQA,
-        KG_EMBEDDINGS,
         XLM,
         VISUALBERT,
         VILBERT,

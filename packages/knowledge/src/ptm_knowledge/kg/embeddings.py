@@ -307,3 +307,25 @@ def load_entity_embeddings(directory: str | Path) -> tuple[list[str], torch.Tens
     if len(ids) != tensor.shape[0]:
         raise ValueError(f"{directory}: {len(ids)} ids but {tensor.shape[0]} embedding rows")
     return ids, tensor
+
+
+def load_kg_embeddings(directory: str | Path) -> KGEmbeddingResult:
+    """A ``ptm embed-kg`` folder as the :class:`KGEmbeddingResult` that wrote it (the
+    ``kg_embeddings`` family's ``load``; no PyKEEN model: it is not saved)."""
+    entity_ids, embeddings = load_entity_embeddings(directory)
+    path = Path(directory) / METRICS_FILE
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
+    return KGEmbeddingResult(
+        entity_ids=entity_ids,
+        embeddings=embeddings,
+        metrics=dict(metrics.get("test", {})),
+        baseline_metrics=dict(metrics.get("random_baseline", {})),
+        model_name=str(metrics.get("model", "TransE")),
+        num_train=int(metrics.get("num_train", 0)),
+        num_test=int(metrics.get("num_test", 0)),
+    )
+
+
+def save_kg_embeddings(result: KGEmbeddingResult, directory: str | Path) -> Path:
+    """Write ``result`` (the ``kg_embeddings`` family's ``save``): :meth:`KGEmbeddingResult.save`."""
+    return result.save(directory)
