@@ -17,7 +17,7 @@ EMBEDDINGS_FILE = "entity_embeddings.safetensors"
 
 
 def recognizes(path: str | Path) -> bool:
-    """A KG-embedding folder: ``entity_embeddings.safetensors`` and no ``config.json``."""
+    """A KG-embedding folder written before it carried ``config.json``: its weights file."""
     folder = Path(path)
     return (folder / EMBEDDINGS_FILE).is_file() and not (folder / "config.json").exists()
 

@@ -49,9 +49,9 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
 
     settings: KBertSettings = run.settings or KBertSettings()
     data, options = settings.data, settings.kbert
-    missing = [key for key in ("corpus", "dev", "kg") if not getattr(data, key)]
-    if missing:
-        raise ValueError(f"data.{missing[0]} is null: K-BERT needs data.corpus, data.dev, data.kg")
+    if not (data.corpus and data.dev and data.kg):
+        missing = next(k for k in ("corpus", "dev", "kg") if not getattr(data, k))
+        raise ValueError(f"data.{missing} is null: K-BERT needs data.corpus, data.dev, data.kg")
     kg = _switch("kbert.kg", options.kg, "full", "none")
     visible = _switch("kbert.visible_matrix", options.visible_matrix, "on", "off")
     if options.init_from:

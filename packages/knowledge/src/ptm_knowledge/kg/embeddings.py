@@ -18,7 +18,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ptm_core.atomic import atomic_directory
+from ptm_core.model_kinds import KIND_KEY
 from ptm_knowledge.kg.graph import KnowledgeGraph
+from ptm_knowledge.kinds import KG_EMBEDDINGS
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +273,9 @@ def save_entity_embeddings(
     *,
     metrics: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``entity_embeddings.safetensors`` + ``entity_ids.json`` (+ ``metrics.json``).
+    """Write ``entity_embeddings.safetensors`` + ``entity_ids.json`` (+ ``metrics.json``)
+    and ``config.json``, which names the folder's kind (``"ptm_model": "kg_embeddings"``)
+    as every ptm model folder does.
 
     The id order is stored twice: in ``entity_ids.json`` and in the safetensors metadata,
     so the weights file alone is self-describing.
@@ -289,6 +293,12 @@ def save_entity_embeddings(
             metadata={"entity_ids": json.dumps(entity_ids)},
         )
         (tmp / IDS_FILE).write_text(json.dumps(entity_ids, indent=0) + "\n")
+        config = {
+            KIND_KEY: KG_EMBEDDINGS,
+            "num_entities": len(entity_ids),
+            "embedding_dim": int(embeddings.shape[1]),
+        }
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         if metrics is not None:
             (tmp / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
     return Path(directory)

@@ -174,7 +174,10 @@ def linked_corpus_for(data: Any, output_dir: str | Path) -> Path:
             "and the KG it is linked to (or set data.linked_corpus / data.prepared)"
         )
     linker = data.linker
-    options = dataclasses.asdict(linker) if dataclasses.is_dataclass(linker) else dict(linker or {})
+    if dataclasses.is_dataclass(linker) and not isinstance(linker, type):
+        options = dataclasses.asdict(linker)
+    else:
+        options = dict(linker or {})
     return link_corpus_with_kg(
         data.corpus, data.kg, Path(output_dir) / "linked_corpus.jsonl", **options
     )
