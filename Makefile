@@ -73,7 +73,7 @@ test-readme-slow: $(SETUP) dirs
 lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy packages/core/src/ptm_core packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
+	$(RUN) mypy packages/core/src/ptm_core packages/classic/src/ptm_classic packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
 
 bench: $(SETUP) dirs
 	$(RUN) python -m benchmarks.run

@@ -135,12 +135,12 @@ def child(variant: str, path: str, corpus: Path, run_dir: Path, cache: Path) -> 
         from ptm_knowledge.family_ernie import (
             ErnieBaiduSettings,
             ErnieThuSettings,
-            KgData,
             Knowledge,
         )
         from ptm_knowledge.kg import save_entity_embeddings
+        from ptm_knowledge.kg_corpus_settings import KGCorpusData
 
-        data = KgData(
+        data = KGCorpusData(
             linked_corpus=str(corpus),
             tokenizer=str(VOCAB),
             max_length=128,

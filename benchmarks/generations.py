@@ -118,7 +118,7 @@ def word2vec_table(corpus: Path, threads: int) -> tuple[Path, dict[str, Any]]:
 def save_table(out: Path, vocab: list[str], vectors: torch.Tensor) -> None:
     """A vector table directory (``VectorTable``'s layout; through it when it is installed)."""
     try:
-        from ptm_core.static.vectors import VectorTable
+        from ptm_classic.static.vectors import VectorTable
     except ImportError:
         from safetensors.torch import save_file
 
@@ -141,9 +141,9 @@ def read_table(path: Path) -> tuple[list[str], torch.Tensor]:
 def pretrain_elmo(corpus: Path, steps: int, threads: int) -> tuple[Path | None, dict[str, Any]]:
     """``ptm pretrain experiment=elmo_tiny data.corpus=<corpus>``; reused when done."""
     try:
-        import ptm_core.recurrent.bilm  # noqa: F401
+        import ptm_classic.recurrent.bilm  # noqa: F401
     except ImportError as exc:
-        return None, {"skipped": f"ptm_core.recurrent.bilm is not there yet ({exc})"}
+        return None, {"skipped": f"ptm_classic.recurrent.bilm is not there yet ({exc})"}
     out = GEN / f"elmo_tiny-{steps}-{gain_digest()}"
     final, record_path = out / "final", out / "bench.json"
     if final.is_dir() and record_path.is_file():
@@ -207,7 +207,7 @@ ELMO_NORMALIZE: dict[str, str | None] = {"mode": "layer"}
 
 
 def build_features(arm: str, table: Path, elmo: Path | None, bert: Path, seed: int) -> Any:
-    from ptm_core.finetune.taglm import (
+    from ptm_classic.finetune.taglm import (
         BiLMWordFeatures,
         EncoderWordFeatures,
         StaticWordEmbedding,
@@ -234,9 +234,9 @@ def run_feature_arm(
     arm: str, task: str, data: dict[str, Any], seed: int, table: Path, elmo: Path | None, bert: Path
 ) -> dict[str, Any]:
     """Train the task model over one arm's features with the core Trainer; dev metric."""
+    from ptm_classic.finetune.taglm import TagLMTagger, WordBatches
+    from ptm_classic.finetune.word_classifier import WordClassifier
     from ptm_core.finetune.metrics import tagging_metrics
-    from ptm_core.finetune.taglm import TagLMTagger, WordBatches
-    from ptm_core.finetune.word_classifier import WordClassifier
     from ptm_core.training import Trainer, TrainerConfig
 
     torch.manual_seed(seed)

@@ -10,9 +10,11 @@ split :func:`ptm_knowledge.kg.train_kg_embeddings` makes with that seed) serves 
   settings of ``experiment/ernie_thu_tiny.yaml`` (dim 32, 100 epochs); its metrics are
   re-computed with ``ptm_knowledge.kepler.link_prediction`` from the trained model's scores
   and checked against PyKEEN's own (``pykeen_mrr`` in the JSON: the same rank metrics).
-* **KEPLER (tiny)**: ``experiment=kepler_tiny`` through :func:`flows.recipes.kepler.run`
-  (MLM on the sample corpus + KE on the training triples, entities = ``[CLS]`` of their
-  descriptions), given the same split and the same candidate entities.
+* **KEPLER (tiny)**: ``experiment=kepler_tiny`` through the runner
+  (:func:`flows.runner.pretrain`; MLM on the sample corpus + KE on the training triples,
+  entities = ``[CLS]`` of their descriptions), given the same split
+  (``kepler.train_triples``/``kepler.test_triples``) and ranked among the same candidate
+  entities.
 * **random ranking**: the exact expectation of uniformly random scores.
 
 Metrics: filtered setting, realistic ranks, head and tail queries together (PyKEEN's
@@ -95,11 +97,25 @@ def pykeen_scorer(result: Any, kg: Any, relation_to_id: dict[str, int]) -> Any:
     return score
 
 
+def write_split(kg: Any, triples: np.ndarray, path: Path) -> Path:
+    """``(T, 3)`` index triples as a ``triples.tsv`` of the graph's ids, in their order."""
+    ids, relations = kg.entity_ids, kg.triples.relation_names
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "".join(f"{ids[h]}\t{relations[r]}\t{ids[t]}\n" for h, r, t in triples.tolist()),
+        encoding="utf-8",
+    )
+    return path
+
+
 def run_seed(seed: int, kepler_steps: int | None) -> dict[str, Any]:
     from flows.config import compose_config
-    from flows.recipes.kepler import run as run_kepler
+    from flows.runner import pretrain
+    from ptm_core.families import get
     from ptm_knowledge.kepler import (
+        KeplerResult,
         KnownTriples,
+        evaluate_kepler,
         expected_random_metrics,
         link_prediction_ranks,
         rank_metrics,
@@ -126,16 +142,31 @@ def run_seed(seed: int, kepler_steps: int | None) -> dict[str, Any]:
         overrides.append(f"trainer.max_steps={kepler_steps}")
     out = WORK / f"kepler-seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
+    split = WORK / f"split-seed{seed}"
+    overrides += [
+        f"kepler.train_triples={write_split(kg, train, split / 'train.tsv')}",
+        f"kepler.test_triples={write_split(kg, test, split / 'test.tsv')}",
+    ]
     cfg = compose_config([*overrides, f"trainer.output_dir={out}"])
     start = time.perf_counter()
-    kepler = run_kepler(cfg, split=(train, test), candidates=candidates)
+    kepler = pretrain(get("kepler"), cfg)
+    assert isinstance(kepler, KeplerResult) and kepler.ke_objective is not None
+    # Ranked among PyKEEN's entities (those in some triple), as TransE is.
+    kepler_metrics = evaluate_kepler(
+        kepler.ke_objective.text_encoder,
+        kepler.ke_objective,
+        test,
+        known_all,
+        batch_size=int(cfg.kepler.eval_batch_size),
+        candidates=candidates,
+    )
     kepler_seconds = time.perf_counter() - start
     return {
         "seed": seed,
         "num_train": len(train),
         "num_test": len(test),
         "num_candidates": len(candidates),
-        "kepler": kepler.link_prediction,
+        "kepler": kepler_metrics,
         "kepler_steps": int(cfg.trainer.max_steps),
         "kepler_seconds": kepler_seconds,
         "kepler_final_mlm_loss": kepler.final_metrics.get("mlm/loss"),

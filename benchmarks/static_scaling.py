@@ -4,9 +4,9 @@
 
 For each size a Zipfian corpus (``--types`` word types, p(rank r) ~ 1/r, 20-word sentences,
 one per line) is written to a temporary ``.txt`` file, then a fresh process streams it
-through :class:`ptm_core.static.corpus.SentenceCorpus`, builds the vocabulary
+through :class:`ptm_classic.static.corpus.SentenceCorpus`, builds the vocabulary
 (``min_count=5``) and counts co-occurrences (window 10, symmetric, 1/d) with
-:func:`ptm_core.static.glove.count_cooccurrences`. Reported per size: counting seconds,
+:func:`ptm_classic.static.glove.count_cooccurrences`. Reported per size: counting seconds,
 the peak of Python + numpy/scipy allocations during counting (``tracemalloc``), the
 process's peak RSS, the matrix's nonzeros and the bytes its CSR arrays take. The claim
 under test: memory follows the nonzeros of ``X`` (plus one chunk), not the corpus size.
@@ -48,8 +48,8 @@ def write_corpus(path: Path, words: int, types: int, seed: int = 0) -> None:
 
 def measure_one(path: Path, window: int, min_count: int) -> dict[str, Any]:
     """Vocabulary + counting of one corpus, in this process."""
-    from ptm_core.static.corpus import SentenceCorpus, build_vocabulary
-    from ptm_core.static.glove import count_cooccurrences
+    from ptm_classic.static.corpus import SentenceCorpus, build_vocabulary
+    from ptm_classic.static.glove import count_cooccurrences
 
     corpus = SentenceCorpus(path)
     started = time.perf_counter()

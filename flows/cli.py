@@ -35,6 +35,17 @@ EPILOG = """overrides use Hydra syntax: group=option (experiment=bert_tiny, mode
 and dotted keys (trainer.max_steps=50, data.batch_size=8, seed=1)."""
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: a count (``--min-tokens -5`` is refused before any work)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ptm",
@@ -61,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     finetune.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
     finetune.add_argument("overrides", nargs="*", help="Hydra overrides")
+    commands.add_parser(
+        "families", help="list the installed model families (what family=NAME accepts)"
+    )
     flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
     flow.add_argument("name", choices=["pretrain", "finetune"])
     flow.add_argument("--multirun", "-m", action="store_true", help="finetune: run a sweep")
@@ -76,7 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--report", default=None, help="report path")
     evaluate.add_argument(
         "--min-tokens",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="fewest scored tokens to compare with a baseline model (default 1000)",
     )
@@ -159,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     retrain.add_argument("--eval-corpus", default=None)
     retrain.add_argument(
         "--min-eval-tokens",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="fewest scored tokens to compare candidate and champion (default 1000)",
     )
@@ -365,6 +379,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     _setup_logging()
     from flows.config import ConfigError
 
+    if args.command == "families":
+        from flows.runner import families_table
+
+        print(families_table())
+        return 0
     if args.command in ("pretrain", "config"):
         from omegaconf import OmegaConf
 

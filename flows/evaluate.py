@@ -19,7 +19,6 @@ from typing import Any
 from prefect import Flow, task
 
 from flows.artifacts import (
-    REPORT_MARKER,
     check_report_path,
     markdown_table,
     publish_markdown,
@@ -40,14 +39,16 @@ from ptm_core.evaluation.registry import (
     Evaluation,
     evaluation_for_kind,
     get_evaluation,
+    register_evaluation,
     registered_evaluations,
 )
-from ptm_core.model_kinds import KIND_KEY, KINDS
+from ptm_core.model_kinds import KIND_KEY, known_kinds
 
 #: The modules that register each package's evaluations (imported on first lookup; a
 #: package that is not installed is skipped).
 EVALUATION_MODULES = (
     "ptm_core.evaluation.kinds",
+    "ptm_classic.evaluation_kinds",
     "ptm_knowledge.evaluation_kinds",
     "ptm_multilingual.evaluation_kinds",
     "ptm_multimodal.evaluation_kinds",
@@ -55,7 +56,16 @@ EVALUATION_MODULES = (
 
 
 def load_evaluations() -> dict[str, Evaluation]:
-    """Import every package's registrations; every registered evaluation, by family."""
+    """Every registered evaluation, by name: those each installed family's spec names
+    (``FamilySpec.evaluation``: one ``Evaluation`` or a sequence), then the packages'
+    registration modules not moved to a spec yet."""
+    from ptm_core.families import families
+
+    for spec in families().values():
+        if spec.has("evaluation"):
+            named = spec.hook("evaluation")
+            for evaluation in named if isinstance(named, (tuple, list)) else (named,):
+                register_evaluation(evaluation)
     for module in EVALUATION_MODULES:
         try:
             importlib.import_module(module)
@@ -116,9 +126,10 @@ def model_family(model_dir: str | Path) -> str:
     kind = _read_json_object(config_path).get(KIND_KEY) if config_path.exists() else None
     if kind is None:
         return legacy_family(directory)
-    if kind not in KINDS:
+    if kind not in known_kinds():
         raise ValueError(
-            f"{config_path}: unknown {KIND_KEY!r} {kind!r}; known kinds: {', '.join(sorted(KINDS))}"
+            f"{config_path}: unknown {KIND_KEY!r} {kind!r}; known kinds: "
+            f"{', '.join(sorted(known_kinds()))} (is the package that saved it installed?)"
         )
     load_evaluations()
     evaluation = evaluation_for_kind(str(kind))
@@ -208,20 +219,32 @@ def check_evaluation(
             text LM with no held-out data (:func:`default_eval_corpus`), or a report path
             that holds a file ``ptm evaluate`` did not write.
     """
+    return checked_evaluation(model_dir, corpus, baseline, report_path)[0]
+
+
+def checked_evaluation(
+    model_dir: str | Path,
+    corpus: str | None = None,
+    baseline: str = "random",
+    report_path: str | None = None,
+) -> tuple[str, tuple[str, str] | None]:
+    """:func:`check_evaluation`, also returning the default corpus it found: ``(corpus,
+    where it came from)`` for a text LM evaluated without ``corpus``, else ``None``."""
     family = model_family(model_dir)
     evaluation = evaluation_of(family)
     needs = evaluation.needs_corpus
     if needs is not None and corpus is None:
         raise ValueError(f"evaluating a {family} model needs corpus=<{needs}> (--corpus)")
-    if evaluation.text_corpus and corpus is None:
-        default_eval_corpus(model_dir)
+    defaulted = (
+        default_eval_corpus(model_dir) if evaluation.text_corpus and corpus is None else None
+    )
     check_report_path(Path(report_path) if report_path else default_report_path(model_dir))
     if baseline != "random" and not Path(baseline).exists():
         raise FileNotFoundError(
             f"{baseline}: the baseline directory does not exist; pass another model "
             "directory or 'random'"
         )
-    return family
+    return family, defaulted
 
 
 def score(
@@ -366,12 +389,10 @@ def evaluate(
     Returns:
         ``{"family", "metric", "model", "baseline", "report"}``.
     """
-    family = check_evaluation(model_dir, corpus, baseline, report_path)
+    family, defaulted = checked_evaluation(model_dir, corpus, baseline, report_path)
     evaluation = evaluation_of(family)
     metric, higher = evaluation.metric, evaluation.higher_is_better
-    source = "given (--corpus)"
-    if evaluation.text_corpus and corpus is None:
-        corpus, source = default_eval_corpus(model_dir)
+    corpus, source = defaulted or (corpus, "given (--corpus)")
     scores = score(evaluation, model_dir, corpus, seed)
     if baseline == "random":
         base = score(evaluation, model_dir, corpus, seed, random_init=True)
@@ -412,15 +433,14 @@ def evaluate(
     print(metrics_lines("model", scores))
     print(metrics_lines(base_name.strip("`"), base))
     markdown = (
-        f"{REPORT_MARKER}\n# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`"
+        f"# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`"
         f"{scored}.\n\n"
         + markdown_table(rows, columns)
         + f"\n\n**{metric}: {scores[metric]:.4f} vs {base.get(metric, float('nan')):.4f} "
         f"for {base_name} ({delta:+.4f}, {'better' if better else 'not better'}).**\n"
     )
     path = Path(report_path) if report_path else default_report_path(model_dir)
-    check_report_path(path)
-    write_report(path, markdown)
+    markdown = write_report(path, markdown).read_text(encoding="utf-8")  # headed by the marker
     publish_markdown("evaluation-report", markdown, f"evaluation of {model_dir}")
     print(f"evaluation report: {path}")
     return {

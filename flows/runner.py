@@ -195,3 +195,21 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> Any:
     if stage == "pretrain":
         return pretrain(spec, cfg, **trainer_overrides)
     return finetune(spec, cfg, **trainer_overrides)
+
+
+def families_table() -> str:
+    """``ptm families``: one line per installed family (name, stages, kinds, package)."""
+    from ptm_core.families import families
+
+    hooks = {"pretrain": "plan_pretraining", "finetune": "finetune"}
+    rows = [("family", "stages", "kinds", "package", "description")]
+    for spec in sorted(families().values(), key=lambda s: s.name):
+        stages = ",".join(stage for stage, hook in hooks.items() if spec.has(hook)) or "-"
+        kinds = ",".join(spec.kinds) or "-"
+        rows.append((spec.name, stages, kinds, spec.package, spec.description))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        lines.append("  ".join([*cells, row[4]]))
+    return "\n".join(lines)

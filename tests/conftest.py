@@ -42,3 +42,5 @@ def _seed() -> None:
 
 # Objective contract tests in every package subclass tests/core/objectives/cases.py.
 sys.path.insert(0, str(Path(__file__).parent / "core" / "objectives"))
+# Family contract tests subclass tests/families/family_contract.py.
+sys.path.insert(0, str(Path(__file__).parent / "families"))

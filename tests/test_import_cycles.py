@@ -72,3 +72,24 @@ def test_multimodal_models_do_not_import_their_converters() -> None:
     }
     for name in ("ptm_multimodal.visualbert", "ptm_multimodal.vilbert", "ptm_multimodal.lxmert"):
         assert not checker.imports_of(name, modules[name], modules) & converters, name
+
+
+def test_imports_point_down_to_core() -> None:
+    """ptm-core imports no extension, and an extension imports only itself and ptm-core
+    (also through imports inside functions): each package installs without the others."""
+    checker = _checker()
+    modules = checker.discover(ROOT)
+    packages = {name.partition(".")[0] for name in modules} - {"flows"}
+    assert {"ptm_core", "ptm_classic"} <= packages, packages
+    wrong = []
+    for name, path in modules.items():
+        top = name.partition(".")[0]
+        if top == "flows":
+            continue
+        allowed = {"ptm_core"} if top == "ptm_core" else {"ptm_core", top}
+        wrong += [
+            f"{name} -> {imported}"
+            for imported in sorted(checker.imports_of(name, path, modules))
+            if imported.partition(".")[0] not in allowed
+        ]
+    assert not wrong, "imports that point up or across:\n" + "\n".join(wrong)

@@ -28,7 +28,6 @@ RECIPES: dict[str, str] = {
     "xlm": "flows.recipes.xlm",
     "visualbert": "flows.recipes.visualbert",
     "vilbert": "flows.recipes.vilbert",
-    "cogqa": "flows.recipes.cogqa",
     "seq2seq": "flows.recipes.seq2seq",
     "finetune": "flows.recipes.finetune",
     "xlm_finetune": "flows.recipes.xlm_finetune",
@@ -39,8 +38,6 @@ RECIPES: dict[str, str] = {
     "awd_lstm": "flows.recipes.awd_lstm",
     # The remaining seed systems.
     "lxmert": "flows.recipes.lxmert",
-    "kepler": "flows.recipes.kepler",
-    "wklm": "flows.recipes.wklm",
 }
 
 

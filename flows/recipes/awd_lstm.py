@@ -8,9 +8,9 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from ptm_classic.recurrent.awd_lstm import AWDLSTMLanguageModel
+from ptm_classic.recurrent.awd_lstm_pretrain import pretrain_awd_lstm
 from ptm_core.pretraining import PretrainResult
-from ptm_core.recurrent.awd_lstm import AWDLSTMLanguageModel
-from ptm_core.recurrent.awd_lstm_pretrain import pretrain_awd_lstm
 from ptm_core.tokenization import VocabInfo
 
 

@@ -1,4 +1,4 @@
-"""ELMo biLM pre-training (ptm_core.recurrent) from a composed config: ``recipe: elmo``."""
+"""ELMo biLM pre-training (ptm_classic.recurrent) from a composed config: ``recipe: elmo``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from ptm_core.recurrent.bilm import BiLM, BiLMConfig
-from ptm_core.recurrent.elmo_pretraining import ElmoPretrainResult, pretrain_elmo
+from ptm_classic.recurrent.bilm import BiLM, BiLMConfig
+from ptm_classic.recurrent.elmo_pretraining import ElmoPretrainResult, pretrain_elmo
 
 
 def run(cfg: DictConfig, **trainer_overrides: Any) -> ElmoPretrainResult:

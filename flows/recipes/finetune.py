@@ -102,7 +102,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     if init_from and (Path(init_from) / "knowledge_config.json").is_file():
         return _finetune_ernie_thu(cfg, task, trainer)
     if init_from and (Path(init_from) / "config.json").is_file():
-        from ptm_core.recurrent.ulmfit import is_awd_lstm_directory
+        from ptm_classic.recurrent.ulmfit import is_awd_lstm_directory
 
         if is_awd_lstm_directory(init_from):
             return _finetune_ulmfit(cfg, task, trainer)
@@ -160,7 +160,7 @@ def _finetune_ulmfit(cfg: DictConfig, task: TaskSpec, trainer: Any) -> FinetuneR
     pooling, BN/dropout/linear head); the ULMFiT switches are the trainer's
     (``trainer.schedule=slanted_triangular trainer.layer_lr_decay=0.3846
     trainer.unfreeze_every=<steps>``)."""
-    from ptm_core.recurrent.ulmfit import finetune_ulmfit
+    from ptm_classic.recurrent.ulmfit import finetune_ulmfit
 
     options = cfg.finetune
     unsupported = [key for key in ("feature_based", "text_to_text") if options.get(key)]

@@ -2,11 +2,11 @@
 static_embeddings`` (``ptm pretrain experiment=word2vec_tiny``, ``glove_tiny``, ``nnlm_tiny``).
 
 The ``model`` node names the method through its ``_target_`` (a partial of
-:func:`ptm_core.static.word2vec.train_word2vec`, :func:`ptm_core.static.glove.train_glove`
-or :func:`ptm_core.static.nnlm.train_nnlm`; its other keys are that function's arguments),
+:func:`ptm_classic.static.word2vec.train_word2vec`, :func:`ptm_classic.static.glove.train_glove`
+or :func:`ptm_classic.static.nnlm.train_nnlm`; its other keys are that function's arguments),
 so ``model=glove_tiny`` switches the method of any of these experiments. ``data.corpus``
 (or ``data.prepared``) is streamed as word lists. ``<trainer.output_dir>/final/`` receives
-the :class:`~ptm_core.static.vectors.VectorTable` and ``metrics.json`` (losses, neighbours
+the :class:`~ptm_classic.static.vectors.VectorTable` and ``metrics.json`` (losses, neighbours
 and analogies of the ``probes`` node); ``metrics.jsonl`` holds one line per epoch (word2vec,
 GloVe) or per logged step (NNLM, which runs on the core Trainer).
 """
@@ -24,17 +24,17 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ptm_classic.static.corpus import SentenceCorpus
+from ptm_classic.static.vectors import VectorTable
 from ptm_core.atomic import atomic_write_text
-from ptm_core.static.corpus import SentenceCorpus
-from ptm_core.static.vectors import VectorTable
 
 logger = logging.getLogger(__name__)
 
 #: ``model._target_`` -> method name.
 METHODS = {
-    "ptm_core.static.word2vec.train_word2vec": "word2vec",
-    "ptm_core.static.glove.train_glove": "glove",
-    "ptm_core.static.nnlm.train_nnlm": "nnlm",
+    "ptm_classic.static.word2vec.train_word2vec": "word2vec",
+    "ptm_classic.static.glove.train_glove": "glove",
+    "ptm_classic.static.nnlm.train_nnlm": "nnlm",
 }
 
 

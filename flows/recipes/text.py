@@ -82,7 +82,7 @@ def with_static_embeddings(
     lower-cased) gets its vector; the coverage is logged. The table's ``dim`` must equal the
     encoder's embedding size.
     """
-    from ptm_core.static.vectors import VectorTable, init_token_embeddings
+    from ptm_classic.static.vectors import VectorTable, init_token_embeddings
     from ptm_core.tokenization import WordPieceTokenizer
 
     table = VectorTable.load(table_dir)

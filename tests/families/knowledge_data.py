@@ -1,8 +1,8 @@
-"""Generated knowledge data for the knowledge families' contract cases (not the samples).
+"""More generated knowledge data for the ERNIE, K-BERT and KG-embedding contract cases.
 
-A small KG of made-up people, cities and countries (``entities.tsv`` + ``triples.tsv``), a
-linked corpus and a plain text corpus that mention them, and labelled TSVs (entity typing:
-is the entity a person, a city or a country?) for the fine-tuning families.
+On top of :mod:`generated_knowledge`'s KG and text corpus (not the samples): a linked
+corpus of its entities (as the linker writes it) and labelled TSVs (entity typing: is the
+entity a person, a city or a country?) for the fine-tuning families.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from generated_knowledge import write_knowledge
+
 from ptm_knowledge.linking.corpus import LinkedDocument, SentenceMention, write_linked_corpus
 
-_SYLLABLES = ["ka", "lo", "mi", "ra", "tu", "ve", "zo", "ne", "sa", "di", "po", "gu"]
 _FILLER = ["we", "read", "about", "the", "story", "of", "people", "near", "old", "river"]
-TYPES = ("person", "city", "country")
 
 
 @dataclass
@@ -30,34 +30,14 @@ class GeneratedKnowledge:
     entity_ids: list[str]
 
 
-def _name(rng: random.Random, seen: set[str]) -> str:
-    while True:
-        name = "".join(rng.choice(_SYLLABLES) for _ in range(3)).capitalize()
-        if name not in seen:
-            seen.add(name)
-            return name
-
-
-def generate(folder: Path, *, num_entities: int = 36, seed: int = 7) -> GeneratedKnowledge:
-    """Write the KG, the corpora and the typing TSVs under ``folder``."""
+def generate(folder: Path, *, seed: int = 7) -> GeneratedKnowledge:
+    """The generated KG and corpus (:func:`generated_knowledge.write_knowledge`) under
+    ``folder``, plus a linked corpus of its entities and entity-typing TSVs."""
     rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    seen: set[str] = set()
-    entities = [(f"e{i}", _name(rng, seen), TYPES[i % 3]) for i in range(num_entities)]
-    kg = folder / "kg"
-    kg.mkdir(exist_ok=True)
-    lines = ["id\tname\ttype\taliases\tdescription"]
-    lines += [f"{e}\t{n}\t{t}\t\tA made-up {t} called {n}." for e, n, t in entities]
-    (kg / "entities.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    people = [e for e in entities if e[2] == "person"]
-    cities = [e for e in entities if e[2] == "city"]
-    countries = [e for e in entities if e[2] == "country"]
-    triples = [f"{p[0]}\tborn_in\t{rng.choice(cities)[0]}" for p in people]
-    triples += [f"{c[0]}\tlocated_in\t{rng.choice(countries)[0]}" for c in cities]
-    (kg / "triples.tsv").write_text("\n".join(triples) + "\n", encoding="utf-8")
-
+    kg, corpus = write_knowledge(folder, seed=seed)
+    rows = [line.split("\t") for line in (kg / "entities.tsv").read_text().splitlines()[1:]]
+    entities = [(row[0], row[1], row[2]) for row in rows if row and row[0]]
     documents: list[LinkedDocument] = []
-    text_lines: list[str] = []
     for d in range(24):
         sentences: list[str] = []
         mentions: list[SentenceMention] = []
@@ -70,22 +50,20 @@ def generate(folder: Path, *, num_entities: int = 36, seed: int = 7) -> Generate
             text += name + " " + " ".join(rng.sample(_FILLER, 2)) + "."
             sentences.append(text[0].upper() + text[1:])
         documents.append(LinkedDocument(f"doc{d}", sentences, mentions))
-        text_lines += [*sentences, ""]
     linked = write_linked_corpus(documents, folder / "linked.jsonl")
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(text_lines), encoding="utf-8")
 
     def typing(path: Path, rows: list[tuple[str, str, str]]) -> Path:
         body = [f"{t}\tWe talked about {n} today." for _, n, t in rows]
         path.write_text("\n".join(["label\tsentence", *body]) + "\n", encoding="utf-8")
         return path
 
-    half = len(entities) * 2 // 3
+    labelled = sorted(entities, key=lambda _: rng.random())  # every type in both splits
+    half = len(labelled) * 2 // 3
     return GeneratedKnowledge(
         kg=kg,
         linked_corpus=linked,
         corpus=corpus,
-        train=typing(folder / "train.tsv", entities[:half] * 2),
-        dev=typing(folder / "dev.tsv", entities[half:]),
+        train=typing(folder / "train.tsv", labelled[:half] * 2),
+        dev=typing(folder / "dev.tsv", labelled[half:]),
         entity_ids=[e for e, _, _ in entities],
     )

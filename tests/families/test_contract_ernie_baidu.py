@@ -37,4 +37,4 @@ class TestErnieBaiduContract(FamilyContract):
     def test_the_corpus_was_linked_to_the_generated_kg(self, tmp_path: Path) -> None:
         final = self.saved_folder(tmp_path / "pretrain")
         linked = final.parent / "linked_corpus.jsonl"
-        assert '"e' in linked.read_text()  # mentions of the generated entities (e0, e1, ...)
+        assert '"person_' in linked.read_text()  # mentions of the generated people

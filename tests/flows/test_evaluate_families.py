@@ -51,7 +51,7 @@ def test_unknown_directory_is_a_clear_error(tmp_path: Path) -> None:
         model_family(tmp_path)
 
 
-@pytest.mark.filterwarnings("ignore:train_reasoner")
+@pytest.mark.filterwarnings("ignore:fit_reasoner")
 def test_cogqa_model_is_scored_against_system1_alone(tmp_path: Path) -> None:
     from flows.evaluate import evaluate
 

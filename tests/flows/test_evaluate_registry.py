@@ -12,6 +12,7 @@ from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_knowledge import kinds as knowledge_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
+from ptm_knowledge.family_cogqa import COGQA
 
 ROOT = Path(__file__).resolve().parents[2]
 ENCODER: dict[str, object] = {"vocab_size": 50, "hidden_size": 16, "num_layers": 1}
@@ -61,7 +62,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
     model_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
     knowledge_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
-    model_kinds.COGQA: ({}, {}, "cogqa"),
+    COGQA: ({}, {}, "cogqa"),
     knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     model_kinds.XLM: ({}, {}, "xlm"),
     model_kinds.VISUALBERT: ({}, {}, "multimodal"),

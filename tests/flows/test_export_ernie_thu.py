@@ -127,3 +127,15 @@ def test_the_flag_is_refused_for_a_model_that_exports_whole(
     ).save_pretrained(tmp_path / "bert")
     with pytest.raises(CheckpointError, match="--text-layers-only is for ERNIE-THU folders"):
         export_hf(final, tmp_path / "hf", text_layers_only=True)
+
+
+def test_text_layers_only_export_is_replaced_with_overwrite(
+    thu_final: Path, tmp_path: Path
+) -> None:
+    """The text-layers export is an export like any other: ``--overwrite`` replaces it, and
+    without the flag it is refused (it carries ptm's marker of kind ``export``)."""
+    out = tmp_path / "hf"
+    assert main(["export", "--text-layers-only", str(thu_final), str(out)]) == 0
+    assert main(["export", "--text-layers-only", str(thu_final), str(out)]) == 1
+    assert main(["export", "--overwrite", "--text-layers-only", str(thu_final), str(out)]) == 0
+    assert (out / "NOT_EXPORTED.md").is_file()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from ptm_core.static.vectors import VectorTable
+from ptm_classic.static.vectors import VectorTable
 
 
 def test_word2vec_tiny_writes_a_vector_table_and_metrics(

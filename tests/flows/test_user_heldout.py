@@ -62,7 +62,14 @@ def test_split_is_deterministic_disjoint_and_stable_as_the_corpus_grows(tmp_path
     record = json.loads((tmp_path / "s3" / "held_out.json").read_text())
     assert record["held_out_documents"] == grown.held_out_documents
     capped = split_held_out(folder, tmp_path / "s4", every=10, max_held_out=5)
-    assert capped.held_out_documents == 5 and capped.train_documents == 895
+    bucket = grown.held_out_documents
+    assert capped.held_out_documents == 5 and capped.left_out == bucket - 5
+    assert capped.train_documents == 900 - bucket  # the bucket past the cap is not trained on
+    assert "left out" in capped.describe()
+    # Past the cap, the training part does not depend on the order of the files.
+    (folder / "a.txt").rename(folder / "z.txt")
+    reordered = split_held_out(folder, tmp_path / "s5", every=10, max_held_out=5)
+    assert sorted(_ids(reordered.train)) == sorted(_ids(capped.train))
 
 
 def test_too_small_a_corpus_to_hold_out_is_refused(tmp_path: Path) -> None:
@@ -153,3 +160,17 @@ def test_retrain_holds_out_its_own_corpus_and_refuses_a_thin_comparison(
             min_eval_tokens=10_000_000,
         )
     assert ModelRegistry(registry_dir).champion()["model_dir"] == first["candidate"]
+
+
+def test_a_negative_token_floor_is_refused_before_any_work(capsys: pytest.CaptureFixture) -> None:
+    from flows.cli import main
+
+    for argv in (
+        ["evaluate", "no/such/model", "--min-tokens", "-5"],
+        ["retrain", "--corpus", "no/such/corpus", "--min-eval-tokens", "-1"],
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert "expected a whole number >= 0" in err and "no/such" not in err

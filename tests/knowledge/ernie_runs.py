@@ -19,10 +19,10 @@ from ptm_core.training import TrainerConfig
 from ptm_knowledge.family_ernie import (
     ErnieBaiduSettings,
     ErnieThuSettings,
-    KgData,
     Knowledge,
 )
 from ptm_knowledge.kg import save_entity_embeddings
+from ptm_knowledge.kg_corpus_settings import KGCorpusData
 from ptm_knowledge.linking.corpus import LinkedDocument, write_linked_corpus
 
 
@@ -53,7 +53,7 @@ def pretrain_ernie(
 ) -> Any:
     """Pre-train ``family`` (``ernie_baidu`` or ``ernie_thu``) through the runner.
 
-    ``data`` are :class:`KgData` fields; ``embeddings`` (ids, table) become
+    ``data`` are :class:`KGCorpusData` fields; ``embeddings`` (ids, table) become
     ``knowledge.embeddings_dir`` (``knowledge`` fields go in ``data`` as ``knowledge=``);
     ``config`` maps dotted config paths (``"objective.entity_objectives"``) to what the
     composed config would build there.
@@ -67,7 +67,7 @@ def pretrain_ernie(
         knowledge.embeddings_dir = str(
             save_entity_embeddings(folder / "embeddings", list(ids), table)
         )
-    kg_data = KgData(**data)
+    kg_data = KGCorpusData(**data)
     settings: Any = (
         ErnieThuSettings(data=kg_data, knowledge=knowledge)
         if family == "ernie_thu"

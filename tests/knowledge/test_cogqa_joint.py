@@ -20,9 +20,9 @@ from ptm_knowledge.cogqa.system2 import CogQAReasoner
 from ptm_knowledge.cogqa.training import (
     CogQATrainConfig,
     build_vocab,
+    fit_reasoner,
     gold_chain,
     reasoner_examples,
-    train_reasoner,
 )
 
 # Dropout 0 so loss curves are deterministic functions of the weights.
@@ -126,7 +126,7 @@ def test_reasoner_step_moves_system1_only_in_joint_mode(
     grads: dict[str, torch.Tensor] = {}
     for name, param in reader.encoder.named_parameters():
         param.register_hook(lambda g, name=name: grads.__setitem__(name, g.detach().clone()))
-    losses = train_reasoner(reasoner, reader, questions, config)
+    losses = fit_reasoner(reasoner, reader, questions, config)
     assert len(losses) == 1 and math.isfinite(losses[0]) and losses[0] > 0
     assert _changed(reasoner, gnn)
     layers = [n for n, _ in reader.encoder.named_parameters() if n.startswith("layers.")]
@@ -150,7 +150,7 @@ def test_joint_loss_is_finite_and_falls(questions, gold_graphs, one_thread):
         joint=True,
         joint_reader_lr=3e-3,
     )
-    losses = train_reasoner(reasoner, reader, questions, config)
+    losses = fit_reasoner(reasoner, reader, questions, config)
     assert len(losses) == 8 and all(math.isfinite(x) for x in losses)
     assert losses[-1] < 0.8 * losses[0], losses
 
@@ -166,7 +166,7 @@ def test_joint_span_weight_adds_system1_span_loss(questions, gold_graphs, one_th
             joint=True,
             joint_span_weight=weight,
         )
-        losses[weight] = train_reasoner(reasoner, reader, questions, config)[0]
+        losses[weight] = fit_reasoner(reasoner, reader, questions, config)[0]
     # Same initial weights and graphs: the difference is the span loss (4 pointers, ~ln L).
     assert losses[1.0] - losses[0.0] > 1.0
 

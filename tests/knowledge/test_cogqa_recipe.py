@@ -16,7 +16,7 @@ from ptm_knowledge.cogqa import generate_bridge_questions, load_cogqa
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.filterwarnings("ignore:train_reasoner")  # 2 reader epochs: System 2 may get no data
+@pytest.mark.filterwarnings("ignore:fit_reasoner")  # 2 reader epochs: System 2 may get no data
 def test_cogqa_recipe_trains_evaluates_and_reloads(tmp_path: Path, sample_kg) -> None:
     old = torch.get_num_threads()
     cfg = compose_config(

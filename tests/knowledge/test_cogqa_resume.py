@@ -20,8 +20,8 @@ from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig
 from ptm_knowledge.cogqa.training import (
     CogQATrainConfig,
     build_vocab,
+    fit_system,
     gold_chain,
-    train_cogqa,
 )
 
 # Dropout on: a resumed run only matches if the RNG state is restored too.
@@ -116,10 +116,10 @@ def test_interrupted_then_resumed_equals_straight_run(
     questions, gold_graphs, one_thread, tmp_path: Path, phase: str, step: int
 ):
     config, vocab = _config(), build_vocab(questions)
-    straight = train_cogqa(questions, config, vocab=vocab, output_dir=tmp_path / "straight")
+    straight = fit_system(questions, config, vocab=vocab, output_dir=tmp_path / "straight")
     assert len(straight.losses["reader"]) == 4 and len(straight.losses["reasoner"]) == 6
     with pytest.raises(Killed):
-        train_cogqa(
+        fit_system(
             questions,
             config,
             vocab=vocab,
@@ -127,7 +127,7 @@ def test_interrupted_then_resumed_equals_straight_run(
             callbacks=[KillAt(phase, step)],
         )
     assert not (tmp_path / "resumed" / "final").exists()
-    resumed = train_cogqa(questions, config, vocab=vocab, output_dir=tmp_path / "resumed")
+    resumed = fit_system(questions, config, vocab=vocab, output_dir=tmp_path / "resumed")
     assert resumed.losses == straight.losses
     expected, got = _weights(straight), _weights(resumed)
     assert expected.keys() == got.keys()
@@ -141,7 +141,7 @@ def test_interrupted_then_resumed_equals_straight_run(
 
 def test_each_phase_follows_the_warmup_decay_schedule(questions, gold_graphs, one_thread, tmp_path):
     config = _config(warmup_ratio=0.5, reader_lr=1e-3, reasoner_lr=4e-3, joint_reader_lr=1e-4)
-    system = train_cogqa(questions, config, output_dir=tmp_path)
+    system = fit_system(questions, config, output_dir=tmp_path)
     for phase, peak in (("system1", 1e-3), ("system2", 4e-3)):
         records = [
             json.loads(line)
@@ -199,7 +199,7 @@ def test_only_rank_zero_writes_final(
     monkeypatch.setattr(training, "is_main_process", lambda: main)
     monkeypatch.setattr(training, "barrier", lambda: barriers.append(1))
     config = _config(reader_epochs=1, reasoner_epochs=1)
-    system = train_cogqa(questions, config, output_dir=tmp_path)
+    system = fit_system(questions, config, output_dir=tmp_path)
     assert system.final_dir == tmp_path / "final"
     assert (tmp_path / "final" / "cogqa.json").is_file() is main
     assert barriers == [1]  # every rank waits for rank 0's write

@@ -7,7 +7,7 @@ import torch
 
 from ptm_knowledge.cogqa.data import generate_bridge_questions
 from ptm_knowledge.cogqa.evaluation import evaluate_predictions
-from ptm_knowledge.cogqa.training import CogQATrainConfig, predict_system1_only, train_cogqa
+from ptm_knowledge.cogqa.training import CogQATrainConfig, fit_system, predict_system1_only
 
 
 @pytest.fixture
@@ -28,7 +28,7 @@ def _fmt(metrics: dict[str, float]) -> str:
 def test_cognitive_graph_beats_system1_only_baseline(sample_kg, one_thread):
     examples = generate_bridge_questions(sample_kg, seed=0)
     train, held_out = examples[:100], examples[100:]
-    system = train_cogqa(train, CogQATrainConfig(seed=0))
+    system = fit_system(train, CogQATrainConfig(seed=0))
     # Evaluation questions: the training chains asked over fresh contexts (new
     # distractors and paragraph order, seed 1), so the comparison measures the reasoning
     # procedure with one and the same reader rather than what a from-scratch 2-layer

@@ -3,7 +3,6 @@ corrupted ones, link prediction beats random ranking; the preset runs from the C
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from pathlib import Path
@@ -14,14 +13,13 @@ import torch
 from knowledge_sample_paths import CORPUS, KG_DIR, VOCAB
 
 from flows.cli import main
-from ptm_core.encoders import bert_encoder
-from ptm_core.objectives import MaskedLMObjective
-from ptm_core.training import TrainerConfig
+from flows.config import compose_config
+from flows.runner import pretrain
+from ptm_core.families import get
 from ptm_knowledge.kepler import (
     KeplerResult,
     corrupt_triples,
     encode_entities,
-    pretrain_kepler,
     transe_distance,
 )
 
@@ -40,37 +38,37 @@ def _one_thread():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> KeplerResult:
     out = tmp_path_factory.mktemp("kepler")
-    return pretrain_kepler(
-        CORPUS,
-        kg=KG_DIR,
-        tokenizer=VOCAB,
-        encoder=functools.partial(
-            bert_encoder,
-            hidden_size=32,
-            num_layers=1,
-            num_heads=2,
-            intermediate_size=64,
-            max_positions=64,
-        ),
-        objectives={"mlm": MaskedLMObjective},
-        trainer=TrainerConfig(
-            output_dir=str(out),
-            max_steps=STEPS,
-            learning_rate=2e-3,
-            warmup_ratio=0.05,
-            log_every=1,
-            save_every=1000,
-            progress=False,
-            device="cpu",
-        ),
-        max_length=48,
-        batch_size=8,
-        ke_batch_size=16,
-        num_negatives=4,
-        margin=4.0,
-        description_max_length=32,
-        seed=0,
+    cfg = compose_config(
+        [
+            "experiment=kepler_tiny",
+            f"data.corpus={CORPUS}",
+            f"data.kg={KG_DIR}",
+            f"data.tokenizer={VOCAB}",
+            "data.max_length=48",
+            "data.batch_size=8",
+            "model.hidden_size=32",
+            "model.num_layers=1",
+            "model.num_heads=2",
+            "model.intermediate_size=64",
+            "model.max_positions=64",
+            f"trainer.max_steps={STEPS}",
+            "trainer.learning_rate=2e-3",
+            "trainer.warmup_ratio=0.05",
+            "trainer.log_every=1",
+            "trainer.save_every=1000",
+            "trainer.progress=false",
+            "trainer.device=cpu",
+            f"trainer.output_dir={out}",
+            "kepler.ke_batch_size=16",
+            "kepler.num_negatives=4",
+            "kepler.margin=4.0",
+            "kepler.description_max_length=32",
+            "seed=0",
+        ]
     )
+    result = pretrain(get("kepler"), cfg)
+    assert isinstance(result, KeplerResult)
+    return result
 
 
 def _window_means(result: KeplerResult, key: str) -> tuple[float, float]:

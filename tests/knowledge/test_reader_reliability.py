@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 from knowledge_sample_paths import ROOT
-from omegaconf import OmegaConf
 
 from ptm_knowledge.cogqa.data import read_hotpot_json, write_hotpot_json
 from ptm_knowledge.cogqa.evaluation import evaluate_predictions
 from ptm_knowledge.cogqa.examples import MultiHopDataError
-from ptm_knowledge.cogqa.training import train_cogqa
+from ptm_knowledge.cogqa.training import fit_system
 from ptm_knowledge.kbert import finetune_kbert, read_labeled_tsv, read_tagged_tsv
 from ptm_knowledge.kg import KGError, read_entity_table, read_triples
 from ptm_knowledge.linking import LinkedCorpusError, read_linked_corpus
@@ -249,21 +248,22 @@ def test_empty_hotpot_file_is_an_error(tmp_path: Path, content: str) -> None:
 
 
 def test_cogqa_entry_point_refuses_an_empty_train_or_dev_file(tmp_path: Path) -> None:
-    from flows.recipes.cogqa import load_questions
+    from ptm_knowledge.cogqa.run import load_questions
+    from ptm_knowledge.cogqa_settings import MultiHopData
 
     empty = _write(tmp_path / "empty.json", "[]\n")
     for split in ("train_file", "dev_file"):
         other = "dev_file" if split == "train_file" else "train_file"
-        data = OmegaConf.create(
-            {"corpus": str(HOTPOT_SAMPLE), split: str(empty), other: str(HOTPOT_SAMPLE)}
+        data = MultiHopData(
+            corpus=str(HOTPOT_SAMPLE), **{split: str(empty), other: str(HOTPOT_SAMPLE)}
         )
         with pytest.raises(MultiHopDataError, match=rf"^{empty}: line 1: .*no records"):
             load_questions(data)
 
 
 def test_cogqa_training_and_evaluation_refuse_empty_sets() -> None:
-    with pytest.raises(ValueError, match="train_cogqa: no training questions"):
-        train_cogqa([])
+    with pytest.raises(ValueError, match="no CogQA training questions"):
+        fit_system([])
     with pytest.raises(ValueError, match="evaluate_predictions: no examples"):
         evaluate_predictions([], {})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +13,9 @@ import torch
 from knowledge_sample_paths import KG_DIR, VOCAB
 
 from flows.cli import main
-from ptm_core.encoders import bert_encoder
-from ptm_core.training import TrainerConfig
+from flows.config import compose_config
+from flows.runner import pretrain
+from ptm_core.families import get
 from ptm_knowledge.ernie import knowledge_rows, open_linked_corpus
 from ptm_knowledge.kg import KGError, load_knowledge_graph
 from ptm_knowledge.linking.corpus import LinkedCorpusError
@@ -22,34 +24,38 @@ from ptm_knowledge.wklm import (
     EntityTypeIndex,
     ReplacementBatches,
     SurfaceForms,
-    pretrain_wklm,
 )
 
 GOLD = KG_DIR / "gold_mentions.jsonl"
 
 
-def _tiny(vocab_size: int):
-    return bert_encoder(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        num_layers=1,
-        num_heads=2,
-        intermediate_size=64,
-        max_positions=64,
+def _wklm(linked: Path, output_dir: Path, steps: int, cache_dir: Path) -> Any:
+    """WKLM through the runner: a 1-layer, 32-wide encoder on ``linked``."""
+    cfg = compose_config(
+        [
+            "experiment=wklm_tiny",
+            f"data.linked_corpus={linked}",
+            f"data.kg={KG_DIR}",
+            f"data.tokenizer={VOCAB}",
+            "data.max_length=64",
+            "data.batch_size=16",
+            f"data.cache_dir={cache_dir}",
+            "model.hidden_size=32",
+            "model.num_layers=1",
+            "model.num_heads=2",
+            "model.intermediate_size=64",
+            "model.max_positions=64",
+            f"trainer.max_steps={steps}",
+            "trainer.learning_rate=3e-3",
+            "trainer.warmup_ratio=0.05",
+            "trainer.log_every=5",
+            "trainer.save_every=10000",
+            "trainer.device=cpu",
+            "trainer.progress=false",
+            f"trainer.output_dir={output_dir}",
+        ]
     )
-
-
-def _trainer(output_dir: Path, steps: int) -> TrainerConfig:
-    return TrainerConfig(
-        output_dir=str(output_dir),
-        max_steps=steps,
-        learning_rate=3e-3,
-        warmup_ratio=0.05,
-        log_every=5,
-        save_every=10_000,
-        device="cpu",
-        progress=False,
-    )
+    return pretrain(get("wklm"), cfg)
 
 
 def test_sample_rows_replace_within_type_and_spans_hold_the_new_name(
@@ -101,16 +107,7 @@ def test_sample_rows_replace_within_type_and_spans_hold_the_new_name(
 def test_detection_beats_the_majority_baseline_after_a_short_training(
     sample_kg, tmp_path: Path
 ) -> None:
-    result = pretrain_wklm(
-        GOLD,
-        kg=sample_kg,
-        encoder=_tiny,
-        trainer=_trainer(tmp_path, 40),
-        tokenizer=VOCAB,
-        max_length=64,
-        batch_size=16,
-        cache_dir=tmp_path / "cache",
-    )
+    result = _wklm(GOLD, tmp_path, 40, tmp_path / "cache")
     records = [json.loads(x) for x in result.metrics_path.read_text().splitlines() if x.strip()]
     logged = [r for r in records if "detection/loss" in r]
     assert "mlm/loss" in logged[-1] and "detection/accuracy" in logged[-1]
@@ -136,14 +133,7 @@ def test_mention_of_an_entity_missing_from_the_kg_names_file_and_line(
     bad = tmp_path / "linked.jsonl"
     bad.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(LinkedCorpusError, match=rf"{bad}:3: unknown entity id 'no_such_entity'"):
-        pretrain_wklm(
-            bad,
-            kg=sample_kg,
-            encoder=_tiny,
-            trainer=_trainer(tmp_path / "run", 1),
-            tokenizer=VOCAB,
-            cache_dir=tmp_path / "cache",
-        )
+        _wklm(bad, tmp_path / "run", 1, tmp_path / "cache")
 
 
 def test_untyped_entity_is_an_error_naming_the_entity_table_line(tmp_path: Path) -> None:

@@ -24,8 +24,6 @@ XLNET = "xlnet"  # relative-position, two-stream encoder
 ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
 AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
 ELMO = "elmo"  # ELMo's bidirectional LM
-# ptm-knowledge.
-COGQA = "cogqa"
 # ptm-multilingual.
 XLM = "xlm"
 # ptm-multimodal.
@@ -42,7 +40,6 @@ _LEGACY_KINDS = frozenset(
         ENCODER_DECODER,
         AWD_LSTM,
         ELMO,
-        COGQA,
         XLM,
         VISUALBERT,
         VILBERT,

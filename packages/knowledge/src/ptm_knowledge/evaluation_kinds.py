@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.files import read_json_object, require_file
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation, register_evaluation
 from ptm_knowledge import kinds
+from ptm_knowledge.family_cogqa import COGQA as COGQA_KIND
 
 
 def score_ernie_thu(
@@ -129,7 +129,7 @@ COGQA = register_evaluation(
         description="multi-hop QA (HotpotQA EM/F1, supporting-fact F1, joint F1); the "
         "baseline is System 1 alone (best span without the cognitive graph)",
         score=score_cogqa,
-        kinds=(model_kinds.COGQA,),
+        kinds=(COGQA_KIND,),
         needs_corpus="HotpotQA-format .json",
         baseline_name="System 1 only",
     )

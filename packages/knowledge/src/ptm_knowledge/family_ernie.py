@@ -3,8 +3,9 @@
 Registered by entry point (``ptm.families``); this module imports no torch: the hooks are
 ``"module:attribute"`` strings (:mod:`ptm_knowledge.ernie.plans` pre-trains,
 :mod:`ptm_knowledge.ernie.family_hooks` fine-tunes, loads and saves). Each default of the
-YAML blocks the families read (``data``, ``knowledge``, ``ernie_finetune``, ``finetune``)
-is written once, here.
+YAML blocks the families read (``knowledge``, ``ernie_finetune``, ``finetune``) is written
+once, here; ``data`` (``configs/data/kg_sample.yaml``) is the KG-corpus block KEPLER and
+WKLM read too (:class:`~ptm_knowledge.kg_corpus_settings.KGCorpusData`).
 """
 
 from __future__ import annotations
@@ -14,54 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.families.spec import FamilySpec
+from ptm_knowledge.kg_corpus_settings import KGCorpusData, LinkerSettings
 from ptm_knowledge.kinds import ERNIE_THU as ERNIE_THU_KIND
 
 #: The batch keys the knowledgeable encoder reads (the text encoder's plus ``entity_ids``).
 ERNIE_THU_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids", "entity_ids")
-
-
-@dataclass
-class Linker:
-    """:class:`~ptm_knowledge.linking.EntityLinker` settings (``data.linker``,
-    ``ernie_finetune.linker``)."""
-
-    case: str = "smart"
-    threshold: float = 0.3
-    prior_weight: float = 0.5
-    context_window: int = 40
-
-
-@dataclass
-class KgData:
-    """The ``data`` block of the ERNIE presets (``configs/data/kg_sample.yaml``).
-
-    Attributes:
-        corpus: the text corpus linked to ``kg`` (when no ``linked_corpus`` is given).
-        tokenizer: a ``vocab.txt`` or tokenizer folder; ``None``: trained on the corpus.
-        vocab_size: the trained tokenizer's size.
-        lowercase: lowercase the text before WordPiece.
-        max_length: tokens per row.
-        batch_size: rows per batch.
-        kg: the KG folder (``entities.tsv`` [+ ``triples.tsv``]).
-        linked_corpus: a linked corpus used as is (``None``: link ``corpus`` now).
-        linker: how ``corpus`` is linked.
-        prepared: a folder written by ``prepare_linked_corpus``, used instead of the corpus.
-        cache_dir: where a linked corpus is prepared (``None``: ``$PTM_CACHE_DIR/prepared``).
-        num_workers: DataLoader processes building batches.
-    """
-
-    corpus: str | None = None
-    tokenizer: str | None = None
-    vocab_size: int = 8000
-    lowercase: bool = True
-    max_length: int = 128
-    batch_size: int = 32
-    kg: str | None = None
-    linked_corpus: str | None = None
-    linker: Linker = field(default_factory=Linker)
-    prepared: str | None = None
-    cache_dir: str | None = None
-    num_workers: int = 0
 
 
 @dataclass
@@ -123,7 +81,7 @@ class ErnieFinetune:
     dropout: float = 0.1
     num_workers: int = 0
     cache_dir: str | None = None
-    linker: Linker = field(default_factory=Linker)
+    linker: LinkerSettings = field(default_factory=LinkerSettings)
 
 
 @dataclass
@@ -147,7 +105,7 @@ class FinetuneOptions:
 class ErnieBaiduSettings:
     """ERNIE-Baidu's config blocks besides trainer/objective/model/seed."""
 
-    data: KgData = field(default_factory=KgData)
+    data: KGCorpusData = field(default_factory=KGCorpusData)
 
 
 @dataclass
@@ -155,7 +113,7 @@ class ErnieThuSettings:
     """ERNIE-THU's config blocks: pre-training (``data``, ``knowledge``) and fine-tuning
     (``ernie_finetune``; or ``task`` + ``finetune`` under ``configs/finetune.yaml``)."""
 
-    data: KgData = field(default_factory=KgData)
+    data: KGCorpusData = field(default_factory=KGCorpusData)
     knowledge: Knowledge = field(default_factory=Knowledge)
     ernie_finetune: ErnieFinetune = field(default_factory=ErnieFinetune)
     finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
@@ -202,9 +160,7 @@ __all__ = [
     "ErnieFinetune",
     "ErnieThuSettings",
     "FinetuneOptions",
-    "KgData",
     "KgEmbeddingOptions",
     "Knowledge",
-    "Linker",
     "recognizes",
 ]

@@ -5,7 +5,8 @@ bundled sample. A document is held out when a hash of its text falls in one buck
 :data:`HELD_OUT_EVERY`, so the choice depends on the document alone: when a corpus grows,
 the documents held out before stay held out (a champion trained on the older corpus never
 saw them either), and the order of files does not matter. The held-out part stops growing
-at ``max_held_out`` documents; later documents of that bucket are trained on.
+at ``max_held_out`` documents; later documents of that bucket are left out of both parts
+(trained on, they would make the training set depend on the order of the files).
 
 Both parts are written as text corpora (one sentence per line, a blank line between
 documents) that the pre-training and evaluation read as any corpus.
@@ -47,6 +48,7 @@ class HeldOutSplit:
         train_documents: documents in ``train``.
         held_out_documents: documents in ``held_out``.
         every: one document in ``every`` was held out (by its text's hash).
+        left_out: documents of the held-out bucket past ``max_held_out``, in neither part.
     """
 
     source: str
@@ -55,12 +57,14 @@ class HeldOutSplit:
     train_documents: int
     held_out_documents: int
     every: int
+    left_out: int = 0
 
     def describe(self) -> str:
         """One line for logs and reports."""
         return (
             f"{self.held_out_documents:,} documents of {self.source} held out (1 in "
             f"{self.every} by text hash: {self.held_out}); {self.train_documents:,} trained on"
+            + (f"; {self.left_out:,} more of the held-out bucket left out" if self.left_out else "")
         )
 
 
@@ -92,6 +96,7 @@ def split_held_out(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     counts = {TRAIN_FILE: 0, HELD_OUT_FILE: 0}
+    skipped = 0
     temporary = {name: out / f".{name}.{os.getpid()}.tmp" for name in counts}
     try:
         with ExitStack() as stack:
@@ -100,7 +105,10 @@ def split_held_out(
                 for name, path in temporary.items()
             }
             for document in iter_text_corpus(corpus):
-                held = counts[HELD_OUT_FILE] < max_held_out and is_held_out(document, every)
+                held = is_held_out(document, every)
+                if held and counts[HELD_OUT_FILE] >= max_held_out:
+                    skipped += 1
+                    continue
                 name = HELD_OUT_FILE if held else TRAIN_FILE
                 files[name].write(("\n" if counts[name] else "") + "\n".join(document.sentences))
                 files[name].write("\n")
@@ -125,6 +133,7 @@ def split_held_out(
         train_documents=train_count,
         held_out_documents=held_count,
         every=every,
+        left_out=skipped,
     )
     atomic_write_text(out / SPLIT_RECORD, json.dumps(asdict(split), indent=2) + "\n")
     return split

@@ -1,10 +1,9 @@
 """The evaluations of the model kinds ptm-core owns, registered on import.
 
 Text encoders (masked LM; XLNet's permutation LM), encoder-decoders (BART, T5, MASS:
-the decoder's denoising loss and token accuracy), the recurrent LMs (AWD-LSTM, ELMo's
-biLM: held-out perplexity) and fine-tuned task models (``task.json``). Each scores a
-model directory, or with ``random_init=True`` the same architecture from random init
-seeded by ``seed``. Heavy imports happen inside the scoring functions.
+the decoder's denoising loss and token accuracy) and fine-tuned task models
+(``task.json``). Each scores a model directory, or with ``random_init=True`` the same
+architecture from random init seeded by ``seed``. Heavy imports happen inside the scoring functions.
 """
 
 from __future__ import annotations
@@ -73,26 +72,6 @@ def score_seq2seq(
     return evaluate_seq2seq(model, tokenizer, corpus, objective=objective, seed=seed).to_dict()
 
 
-def score_awd_lstm(
-    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
-) -> dict[str, Any]:
-    """Held-out perplexity of an AWD-LSTM ``final/`` (or its random init)."""
-    from ptm_core.evaluation.recurrent import evaluate_awd_lstm
-
-    assert corpus is not None
-    return evaluate_awd_lstm(model_dir, corpus, random_init_seed=seed if random_init else None)
-
-
-def score_bilm(
-    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
-) -> dict[str, Any]:
-    """Held-out perplexity of an ELMo biLM ``final/`` (or its random init)."""
-    from ptm_core.evaluation.recurrent import evaluate_bilm
-
-    assert corpus is not None
-    return evaluate_bilm(model_dir, corpus, random_init_seed=seed if random_init else None)
-
-
 def score_finetuned(
     model_dir: str, corpus: str | None, seed: int = 0, random_init: bool = False
 ) -> dict[str, Any]:
@@ -135,13 +114,6 @@ def check_seq2seq(directory: Path) -> None:
         )
 
 
-def check_recurrent(directory: Path) -> None:
-    """A recurrent LM's ``config.json``, weights and vocabulary."""
-    read_json_object(directory / "config.json")
-    require_file(directory / "model.safetensors", "copy the whole final/ directory of the run")
-    require_file(directory / "vocab.txt", "copy the whole final/ directory of the run")
-
-
 MASKED_LM = register_evaluation(
     Evaluation(
         name="masked_lm",
@@ -180,32 +152,6 @@ SEQ2SEQ = register_evaluation(
         check=check_seq2seq,
     )
 )
-AWD_LSTM = register_evaluation(
-    Evaluation(
-        name="awd_lstm",
-        metric="perplexity",
-        higher_is_better=False,
-        description="AWD-LSTM language model: held-out perplexity (BPTT windows of 70, "
-        "hidden state carried)",
-        score=score_awd_lstm,
-        kinds=(model_kinds.AWD_LSTM,),
-        text_corpus=True,
-        check=check_recurrent,
-    )
-)
-ELMO = register_evaluation(
-    Evaluation(
-        name="elmo",
-        metric="perplexity",
-        higher_is_better=False,
-        description="ELMo biLM: held-out perplexity of both directions (full softmax, the "
-        "run's output vocabulary)",
-        score=score_bilm,
-        kinds=(model_kinds.ELMO,),
-        text_corpus=True,
-        check=check_recurrent,
-    )
-)
 FINETUNED = register_evaluation(
     Evaluation(
         name="finetuned",
@@ -220,8 +166,6 @@ FINETUNED = register_evaluation(
 )
 
 __all__ = [
-    "AWD_LSTM",
-    "ELMO",
     "FINETUNED",
     "MASKED_LM",
     "PERMUTATION_LM",

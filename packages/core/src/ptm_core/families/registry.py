@@ -38,8 +38,9 @@ def _specs_of(point: EntryPoint) -> list[FamilySpec]:
     except Exception as exc:  # a broken plugin must not break every other family
         logger.warning("entry point %s = %s does not load: %s", point.name, point.value, exc)
         return []
-    specs = [value] if isinstance(value, FamilySpec) else list(value)
-    bad = [s for s in specs if not isinstance(s, FamilySpec)]
+    given = [value] if isinstance(value, FamilySpec) else list(_as_sequence(value))
+    specs = [s for s in given if isinstance(s, FamilySpec)]
+    bad = [s for s in given if not isinstance(s, FamilySpec)]
     if bad:
         raise TypeError(
             f"entry point {GROUP}:{point.name} = {point.value} must name a FamilySpec or a "
@@ -47,6 +48,10 @@ def _specs_of(point: EntryPoint) -> list[FamilySpec]:
         )
     package = point.dist.name if point.dist is not None else point.module.partition(".")[0]
     return [replace(spec, package=spec.package or package) for spec in specs]
+
+
+def _as_sequence(value: object) -> Iterable[object]:
+    return value if isinstance(value, (list, tuple)) else [value]
 
 
 def _add(table: dict[str, FamilySpec], specs: Iterable[FamilySpec]) -> None:
@@ -87,7 +92,9 @@ def _check_kinds(table: dict[str, FamilySpec]) -> None:
 
 def register(spec: FamilySpec) -> FamilySpec:
     """Add ``spec`` in this process (for tests and notebooks; packages use entry points)."""
-    _add(dict(families()), [spec])  # same checks as entry points
+    table = dict(families())
+    _add(table, [spec])  # the same checks as entry points, before anything is kept
+    _check_kinds(table)
     _extra[spec.name] = spec
     return spec
 

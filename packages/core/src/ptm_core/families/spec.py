@@ -37,6 +37,10 @@ Hooks (each a ``"module:attribute"`` string, ``None`` when the family has none):
 ``recognizes``
     ``recognizes(path) -> bool``: for folders written before ``config.json`` carried
     ``"ptm_model"``: whether ``path`` is one of this family's.
+``task_loaders``
+    ``{marker: "module:function"}``: fine-tuned ``final/`` folders whose model is not a
+    core ``TaskModel`` (ULMFiT's classifier) carry ``marker: true`` in ``task.json``;
+    ``load(directory) -> nn.Module`` reads them.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class FamilySpec:
         evaluation: ``"module:attribute"`` naming an ``Evaluation``, or a tuple of them.
         export: ``"module:function"``.
         recognizes: ``"module:function"``.
+        task_loaders: ``task.json`` marker -> ``"module:function"`` (see above).
         hf_model_types: Hugging Face ``model_type`` -> converter module (``config_from_hf``,
             ``config_to_hf``, ``state_from_hf``, ``state_to_hf``, ``check_exportable``).
         recipes: the older ``recipe:`` names this family answers to (configs written before
@@ -84,6 +89,7 @@ class FamilySpec:
     evaluation: str | tuple[str, ...] | None = None
     export: str | None = None
     recognizes: str | None = None
+    task_loaders: Mapping[str, str] = field(default_factory=dict)
     hf_model_types: Mapping[str, str] = field(default_factory=dict)
     recipes: Mapping[str, str] = field(default_factory=dict)
     package: str = ""
@@ -100,6 +106,7 @@ class FamilySpec:
             **{f"load[{k}]": v for k, v in self.load.items()},
             **{f"save[{k}]": v for k, v in self.save.items()},
             **{f"evaluation[{i}]": v for i, v in enumerate(self.evaluations)},
+            **{f"task_loaders[{k}]": v for k, v in self.task_loaders.items()},
         }
         for hook, target in hooks.items():
             if target is not None:

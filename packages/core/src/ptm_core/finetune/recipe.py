@@ -43,6 +43,7 @@ from ptm_core.finetune.seq2seq import (
     save_seq2seq_classifier,
 )
 from ptm_core.finetune.task_data import read_task, task_num_labels
+from ptm_core.finetune.task_loaders import task_loader
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import (
     TextToTextFeaturizer,
@@ -326,10 +327,8 @@ def load_finetuned(
         from ptm_core.compress import load_compressed
 
         model = load_compressed(directory).model
-    elif record.get("ulmfit"):  # ULMFiT's classifier over an AWD-LSTM
-        from ptm_core.recurrent.ulmfit import load_ulmfit_classifier
-
-        model = load_ulmfit_classifier(directory)
+    elif (extension_loader := task_loader(record)) is not None:  # e.g. ULMFiT (ptm-classic)
+        model = extension_loader(directory)
     else:
         model, _ = load_task_model(directory)
     return model.eval(), tokenizer, TaskSpec.from_mapping(record["task"]), record

@@ -41,11 +41,11 @@ from ptm_knowledge.cogqa.system2 import CogGNNLayer, CogQAReasoner
 from ptm_knowledge.cogqa.training import (
     CogQATrainConfig,
     build_vocab,
+    fit_reader,
+    fit_reasoner,
+    fit_system,
     gold_chain,
     predict_system1_only,
-    train_cogqa,
-    train_reader,
-    train_reasoner,
 )
 
 __all__ = [
@@ -71,6 +71,9 @@ __all__ = [
     "build_vocab",
     "entity_paragraphs",
     "evaluate_predictions",
+    "fit_reader",
+    "fit_reasoner",
+    "fit_system",
     "generate_bridge_questions",
     "gold_chain",
     "grow_cognitive_graph",
@@ -83,8 +86,5 @@ __all__ = [
     "resolve_title",
     "save_cogqa",
     "supporting_fact_scores",
-    "train_cogqa",
-    "train_reader",
-    "train_reasoner",
     "write_hotpot_json",
 ]

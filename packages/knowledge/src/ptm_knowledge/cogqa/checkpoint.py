@@ -6,7 +6,10 @@ Layout of the directory (written atomically):
   alone with ``TransformerEncoder.from_pretrained``;
 - ``heads.safetensors``: ``span_head.*`` (System 1 pointers) and ``reasoner.*`` (System 2);
 - ``vocab.txt``: the word vocabulary, one token per line (ids = line numbers);
-- ``cogqa.json``: reader settings, GNN sizes and graph limits.
+- ``cogqa.json``: reader settings, GNN sizes and graph limits;
+- ``config.json``: ``{"ptm_model": "cogqa"}``, the kind that names the family (folders
+  saved before it have ``cogqa.json`` alone and still load:
+  :func:`ptm_knowledge.family_cogqa.is_cogqa_folder`).
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.atomic import atomic_directory
+from ptm_core.model_kinds import with_kind
 from ptm_knowledge.cogqa.system import CogQASystem
 from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, WordVocab
 from ptm_knowledge.cogqa.system2 import CogQAReasoner
+from ptm_knowledge.family_cogqa import COGQA
 
 
 def save_cogqa(system: CogQASystem, directory: str | Path) -> Path:
@@ -44,6 +49,8 @@ def save_cogqa(system: CogQASystem, directory: str | Path) -> Path:
             "\n".join(system.reader.vocab.tokens) + "\n", encoding="utf-8"
         )
         (tmp / "cogqa.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        config = json.dumps(with_kind({}, COGQA), indent=2)
+        (tmp / "config.json").write_text(config + "\n", encoding="utf-8")
     return directory
 
 

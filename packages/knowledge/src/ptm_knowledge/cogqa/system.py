@@ -1,6 +1,6 @@
 """A trained CogQA system: System 1 grows the cognitive graph, System 2 scores its answers.
 
-:class:`CogQASystem` is what :func:`~ptm_knowledge.cogqa.training.train_cogqa` returns and
+:class:`CogQASystem` is what :func:`~ptm_knowledge.cogqa.training.fit_system` returns and
 :func:`~ptm_knowledge.cogqa.checkpoint.load_cogqa` reads; :func:`graph_features` are System
 2's inputs, shared by inference and System 2's training.
 """
@@ -57,10 +57,16 @@ class CogQASystem:
         self.reasoner = reasoner
         self.max_depth = max_depth
         self.max_nodes = max_nodes
-        # Per-optimiser-step training losses, filled by train_cogqa ("reader", "reasoner").
+        # Per-optimiser-step training losses, filled by fit_system ("reader", "reasoner").
         self.losses: dict[str, list[float]] = {}
-        # Where train_cogqa wrote the system (rank 0), when it was given an output_dir.
+        # Where fit_system wrote the system (rank 0), when it was given an output_dir.
         self.final_dir: Path | None = None
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the system: ``reader.*`` (encoder and pointers) and
+        ``reasoner.*`` (the GNN)."""
+        state = {f"reader.{k}": v for k, v in self.reader.state_dict().items()}
+        return state | {f"reasoner.{k}": v for k, v in self.reasoner.state_dict().items()}
 
     @torch.no_grad()
     def predict(self, example: MultiHopExample) -> tuple[Prediction, CognitiveGraph]:

@@ -24,6 +24,17 @@ from torch import nn
 from ptm_core import TransformerEncoder
 from ptm_core.encoders import TransformerSize, builders
 from ptm_knowledge.cogqa.graph import ReadResult, Span
+from ptm_knowledge.cogqa_settings import ReaderConfig
+
+__all__ = [
+    "CogQAReader",
+    "ReaderConfig",
+    "ReaderInput",
+    "WordVocab",
+    "encode_reader_input",
+    "find_span",
+    "words",
+]
 
 _WORD = re.compile(r"\w+|[^\w\s]")
 SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
@@ -124,34 +135,6 @@ def find_span(inp: ReaderInput, sentence: int, text: str) -> tuple[int, int]:
         if [inp.words[i] for i in window] == target:
             return window[0], window[-1]
     return 0, 0
-
-
-@dataclass
-class ReaderConfig:
-    """Size and decoding settings of :class:`CogQAReader`.
-
-    Args:
-        hidden_size / num_layers / num_heads / intermediate_size: encoder size.
-        max_length: longest input sequence.
-        max_span_length: longest extracted span, in words.
-        top_k: spans kept per head.
-        threshold: an answer span is kept when its start+end score beats the ``[CLS]``
-            score by this.
-        hop_threshold: the same for next-hop spans; low by default so the top-k hops are
-            kept (System 2 can discard a wrong hop later, a missed bridge loses the answer).
-        dropout: encoder dropout.
-    """
-
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 128
-    max_length: int = 128
-    max_span_length: int = 6
-    top_k: int = 2
-    threshold: float = 0.0
-    hop_threshold: float = -8.0
-    dropout: float = 0.1
 
 
 # Columns of the span head output.

@@ -19,7 +19,6 @@ micro-batches (the paper's 4 GPUs become one machine), the warm-up/linear-decay 
 from __future__ import annotations
 
 import contextlib
-import math
 import random
 import tempfile
 import warnings
@@ -41,8 +40,9 @@ from ptm_knowledge.cogqa.graph import CognitiveGraph, grow_cognitive_graph, link
 from ptm_knowledge.cogqa.phases import PhaseOutput, fit_phase, phase_config
 from ptm_knowledge.cogqa.supervision import gold_chain, reader_examples
 from ptm_knowledge.cogqa.system import CogQASystem, graph_features
-from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderConfig, ReaderInput, WordVocab
+from ptm_knowledge.cogqa.system1 import CogQAReader, ReaderInput, WordVocab
 from ptm_knowledge.cogqa.system2 import CogQAReasoner, graph_edge_index, node_flags
+from ptm_knowledge.cogqa_settings import CogQATrainConfig
 
 __all__ = [
     "CogQATrainConfig",
@@ -50,84 +50,15 @@ __all__ = [
     "ReasonerExample",
     "ReasonerModule",
     "build_vocab",
+    "fit_reader",
+    "fit_reasoner",
+    "fit_system",
     "gold_chain",
     "predict_system1_only",
     "reader_examples",
     "reasoner_examples",
     "reasoner_loss",
-    "train_cogqa",
-    "train_reader",
-    "train_reasoner",
 ]
-
-
-@dataclass
-class CogQATrainConfig:
-    """Settings of :func:`train_cogqa`.
-
-    Args:
-        reader: System 1 sizes and decoding.
-        gnn_hidden / gnn_layers: System 2 size.
-        reader_epochs / reasoner_epochs: passes over the training questions.
-        batch_size: System 1 micro-batch (sequences).
-        accumulation_steps: micro-batches (System 1) or graphs (System 2) per optimiser step.
-        reader_lr / reasoner_lr: AdamW learning rates.
-        distractors_per_question: distractor paragraphs read per question in training.
-        max_depth / max_nodes: graph growth limits.
-        seed: seed of initialisation, shuffling and sampling.
-        joint: train System 2 jointly with System 1 (Ding et al., 2019, §3.4 and the
-            released code's second phase): node vectors are computed with gradients and
-            reasoner + reader are optimised on ``answer_loss + joint_span_weight *
-            span_loss``. ``False`` (default): System 2 is trained alone on vectors of the
-            frozen reader. Graph growth (which spans are extracted) is discrete and never
-            carries gradients.
-        joint_span_weight: weight of System 1's span loss (same questions' reader
-            examples) in the joint phase; ``0`` lets the answer loss alone move the reader.
-        joint_reader_lr: AdamW learning rate of System 1 in the joint phase (System 2
-            keeps ``reasoner_lr``).
-        warmup_ratio: each phase's learning rate rises linearly over this fraction of its
-            steps, then decays linearly to 0 (the core Trainer's schedule); 0 starts at
-            the peak rate.
-        save_every: checkpoint every this many steps of each phase (and at its end).
-    """
-
-    reader: ReaderConfig = field(default_factory=ReaderConfig)
-    gnn_hidden: int = 64
-    gnn_layers: int = 2
-    reader_epochs: int = 12
-    reasoner_epochs: int = 10
-    batch_size: int = 16
-    accumulation_steps: int = 2
-    reader_lr: float = 2e-3
-    reasoner_lr: float = 3e-3
-    distractors_per_question: int = 1
-    max_depth: int = 2
-    max_nodes: int = 16
-    seed: int = 0
-    joint: bool = False
-    joint_span_weight: float = 1.0
-    joint_reader_lr: float = 2e-4
-    warmup_ratio: float = 0.0
-    save_every: int = 100
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.joint, bool):
-            raise ValueError(
-                f"CogQATrainConfig.joint must be true or false, got {self.joint!r}; set "
-                "cogqa.joint=true to train System 2 jointly with System 1"
-            )
-        if not (math.isfinite(self.joint_span_weight) and self.joint_span_weight >= 0):
-            raise ValueError(
-                f"CogQATrainConfig.joint_span_weight must be a finite number >= 0, got "
-                f"{self.joint_span_weight!r}; use e.g. 1.0 (0 drops System 1's span loss "
-                "from the joint phase)"
-            )
-        if not (math.isfinite(self.joint_reader_lr) and self.joint_reader_lr > 0):
-            raise ValueError(
-                f"CogQATrainConfig.joint_reader_lr must be a finite number > 0, got "
-                f"{self.joint_reader_lr!r}; use e.g. 2e-4 (System 1's learning rate while "
-                "it is trained jointly with System 2)"
-            )
 
 
 class ReaderSpanModule(nn.Module):
@@ -152,7 +83,7 @@ def _phase_dir(
     return contextlib.nullcontext(Path(output_dir) / name)
 
 
-def train_reader(
+def fit_reader(
     reader: CogQAReader,
     examples: Sequence[MultiHopExample],
     config: CogQATrainConfig,
@@ -321,7 +252,7 @@ class ReasonerModule(nn.Module):
         return PhaseOutput(reasoner_loss(self.reasoner, self._frozen_reader[0], item, self.config))
 
 
-def train_reasoner(
+def fit_reasoner(
     reasoner: CogQAReasoner,
     reader: CogQAReader,
     examples: Sequence[MultiHopExample],
@@ -348,13 +279,13 @@ def train_reasoner(
         reader: the trained System 1 (grows the graphs; trained too when joint).
         examples: the training questions.
         config: settings.
-        output_dir / callbacks / resume: as :func:`train_reader` (phase folder
+        output_dir / callbacks / resume: as :func:`fit_reader` (phase folder
             ``system2``).
     """
     data = reasoner_examples(reader, examples, config)
     if not data:
         warnings.warn(
-            "train_reasoner: no grown graph contains the gold answer as an answer node, so "
+            "fit_reasoner: no grown graph contains the gold answer as an answer node, so "
             "System 2 is not trained; train System 1 longer (reader_epochs) or lower "
             "ReaderConfig.threshold",
             stacklevel=2,
@@ -419,7 +350,7 @@ def build_vocab(examples: Sequence[MultiHopExample]) -> WordVocab:
     return WordVocab.build(texts)
 
 
-def train_cogqa(
+def fit_system(
     examples: Sequence[MultiHopExample],
     config: CogQATrainConfig | None = None,
     *,
@@ -428,6 +359,7 @@ def train_cogqa(
     output_dir: str | Path | None = None,
     callbacks: Iterable[object] = (),
     resume: bool = True,
+    start: CogQASystem | None = None,
 ) -> CogQASystem:
     """Train System 1 then System 2 on ``examples``.
 
@@ -450,6 +382,10 @@ def train_cogqa(
         callbacks: core Trainer callbacks, given to both phases.
         resume: continue from the phase folders' newest checkpoints if there are any
             (``False`` moves an earlier run's checkpoints aside and starts over).
+        start: a trained system to train further (e.g. :func:`~ptm_knowledge.cogqa.load_cogqa`
+            of an earlier run): its reader (vocabulary, encoder, pointers and reader
+            settings) and reasoner are trained in place; ``vocab``, ``encoder``,
+            ``config.reader`` and the GNN sizes are then not used.
 
     Returns:
         The trained system (``.reader`` doubles as the System-1-only baseline).
@@ -460,21 +396,28 @@ def train_cogqa(
     """
     if not examples:
         raise ValueError(
-            "train_cogqa: no training questions; the train set is empty (check the train "
+            "no CogQA training questions; the train set is empty (check the train "
             "file, or num_train)"
         )
     config = config or CogQATrainConfig()
     torch.manual_seed(config.seed)
-    reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)
+    if start is not None:
+        reader = start.reader
+    else:
+        reader = CogQAReader(vocab or build_vocab(examples), config.reader, encoder)
     with _run_dir(output_dir) as folder:
-        reader_losses = train_reader(
+        reader_losses = fit_reader(
             reader, examples, config, output_dir=folder, callbacks=callbacks, resume=resume
         )
         # Seeded here, not by whatever phase 1 left in the global RNG, so a resumed run
         # builds the same initial System 2.
         torch.manual_seed(derive_seed(config.seed, "cogqa-reasoner-init"))
-        reasoner = CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
-        reasoner_losses = train_reasoner(
+        reasoner = (
+            start.reasoner
+            if start is not None
+            else CogQAReasoner(reader.config.hidden_size, config.gnn_hidden, config.gnn_layers)
+        )
+        reasoner_losses = fit_reasoner(
             reasoner,
             reader,
             examples,

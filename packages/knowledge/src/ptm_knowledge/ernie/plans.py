@@ -40,8 +40,9 @@ from ptm_knowledge.ernie.pretraining import (
     open_linked_corpus,
 )
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
-from ptm_knowledge.family_ernie import ErnieBaiduSettings, ErnieThuSettings, KgData
+from ptm_knowledge.family_ernie import ErnieBaiduSettings, ErnieThuSettings
 from ptm_knowledge.kg import load_entity_embeddings, load_knowledge_graph, train_kg_embeddings
+from ptm_knowledge.kg_corpus_settings import KGCorpusData
 from ptm_knowledge.linking.corpus import linked_corpus_for
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def _model(run: PretrainRun) -> Callable[..., TransformerEncoder]:
     return run.model
 
 
-def _open(run: PretrainRun, data: KgData, **options: Any) -> tuple[KnowledgeStore, Any, Any]:
+def _open(run: PretrainRun, data: KGCorpusData, **options: Any) -> tuple[KnowledgeStore, Any, Any]:
     """The linked corpus (linked now unless given), its store and tokenizer."""
     output_dir = run.output_dir
     linked = None if data.prepared else linked_corpus_for(data, output_dir)

@@ -29,7 +29,8 @@ from ptm_knowledge.kepler.objective import KnowledgeEmbeddingObjective, encode_d
 from ptm_knowledge.kepler.pretraining import (
     KeplerResult,
     evaluate_kepler,
-    pretrain_kepler,
+    fixed_split,
+    plan_kepler,
     random_baseline,
     triple_array,
 )
@@ -45,10 +46,11 @@ __all__ = [
     "encode_entities",
     "evaluate_kepler",
     "expected_random_metrics",
+    "fixed_split",
     "ke_loss",
     "link_prediction_ranks",
     "load_description_graph",
-    "pretrain_kepler",
+    "plan_kepler",
     "random_baseline",
     "random_scorer",
     "rank_metrics",

@@ -3,7 +3,8 @@
 Wang et al. (2021), "KEPLER: A Unified Model for Knowledge Embedding and Pre-trained
 Language Representation". The KE objective joins the text objectives in the core
 :class:`~ptm_core.objectives.mix.ObjectiveMix` (each step sums ``w_mlm L_mlm + w_ke
-L_ke``, both logged), and the core :func:`~ptm_core.pretraining.pretrain` runs it. After
+L_ke``, both logged); :func:`plan_kepler` is the family's ``plan_pretraining`` hook, run by
+the one pre-training runner (:func:`ptm_core.families.runner.run_pretraining`). After
 training, link prediction on held-out triples is measured with PyKEEN's rank metrics.
 """
 
@@ -11,26 +12,31 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.batches import PretrainingBatches
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.families.runner import PretrainingPlan, PretrainRun
+from ptm_core.objectives.inputs import build_objective
+from ptm_core.objectives.mix import ObjectiveMix
+from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.pretraining import (
-    EncoderFactory,
-    ObjectiveFactory,
+    RUN_TOKENIZER,
     PretrainResult,
+    build_examples,
     open_training_corpus,
-    pretrain,
+    save_heads,
 )
+from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo
-from ptm_core.training import TrainerConfig
 from ptm_core.training.distributed import is_main_process
+from ptm_core.training.run import TrainingRun
 from ptm_knowledge.kepler.descriptions import load_description_graph, tokenize_descriptions
 from ptm_knowledge.kepler.link_prediction import (
     KnownTriples,
@@ -42,7 +48,10 @@ from ptm_knowledge.kepler.link_prediction import (
     transe_scorer,
 )
 from ptm_knowledge.kepler.objective import KnowledgeEmbeddingObjective
-from ptm_knowledge.kg.graph import KnowledgeGraph
+from ptm_knowledge.kg.graph import KGError, KnowledgeGraph, read_triples
+
+if TYPE_CHECKING:
+    from ptm_knowledge.family_kepler import KeplerOptions, KeplerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -126,80 +135,87 @@ def random_baseline(
     return expected_random_metrics(test_triples, known, candidates=candidates)
 
 
-def pretrain_kepler(
-    corpus: str | Path | Sequence[str | Path] | None = None,
-    *,
-    kg: str | Path,
-    encoder: EncoderFactory | TransformerEncoder,
-    objectives: Mapping[str, ObjectiveFactory],
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    weights: Mapping[str, float] | None = None,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    ke_batch_size: int = 16,
-    num_negatives: int = 1,
-    margin: float = 4.0,
-    p_norm: float = 1.0,
-    ke_weight: float = 1.0,
-    description_max_length: int = 64,
-    allow_missing_descriptions: bool = True,
-    test_fraction: float = 0.1,
-    split: tuple[np.ndarray, np.ndarray] | None = None,
-    candidates: torch.Tensor | None = None,
-    eval_batch_size: int = 256,
-    callbacks: Sequence[object] = (),
-    num_workers: int = 0,
-    cache_dir: str | Path | None = None,
-) -> KeplerResult:
-    """Pre-train one encoder on MLM (text) and KE (KG), then evaluate link prediction.
+def fixed_split(
+    graph: KnowledgeGraph, train_file: str | Path, test_file: str | Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, test)`` index triples read from two ``triples.tsv`` files of the graph's ids.
+
+    Raises:
+        KGError: a bad line or an unknown entity (``file:line``), or a relation the graph
+            does not have.
+    """
+    relation_index = {name: i for i, name in enumerate(graph.triples.relation_names)}
+
+    def read(path: str | Path) -> np.ndarray:
+        table = read_triples(path, graph.entity_ids)
+        unknown = sorted(set(table.relation_names) - set(relation_index))
+        if unknown:
+            raise KGError(
+                path,
+                None,
+                "relation",
+                f"relation {unknown[0]!r} is not in the knowledge graph's triples.tsv",
+                "a fixed split uses the graph's own relations",
+            )
+        remap = np.array([relation_index[n] for n in table.relation_names], dtype=np.int64)
+        relations = remap[table.relations] if len(table) else table.relations
+        return np.stack([table.heads, relations, table.tails], axis=1).astype(np.int64)
+
+    return read(train_file), read(test_file)
+
+
+def _split(graph: KnowledgeGraph, options: KeplerOptions, seed: int) -> tuple[np.ndarray, ...]:
+    triples = triple_array(graph)
+    given = (options.train_triples, options.test_triples)
+    if any(given) and not all(given):
+        raise ValueError(
+            "kepler.train_triples and kepler.test_triples give a fixed split together: set "
+            "both, or neither (kepler.test_fraction then splits the KG's triples)"
+        )
+    if options.train_triples and options.test_triples:
+        train, test = fixed_split(graph, options.train_triples, options.test_triples)
+    else:
+        train, test = split_triples(triples, options.test_fraction, seed)
+    return triples, train, test
+
+
+def plan_kepler(run: PretrainRun) -> PretrainingPlan:
+    """KEPLER's pre-training: MLM on ``data.corpus`` plus the KE loss on ``data.kg``.
+
+    The text objectives are ``objective.objectives`` (``"ke"`` is added here, weighted by
+    ``kepler.ke_weight``); entity embeddings are the encoder's ``[CLS]`` states of the
+    entity descriptions. After training, link prediction on the held-out triples
+    (:func:`evaluate_kepler`, next to :func:`random_baseline`) goes into the result's
+    ``final_metrics`` (``link_prediction/<metric>``, ``random_baseline/<metric>``) and
+    ``<output_dir>/link_prediction.json``.
 
     Args:
-        corpus, prepared: the text corpus, as :func:`~ptm_core.pretraining.pretrain`.
-        kg: a folder with ``entities.tsv`` (with a ``description`` column) and
-            ``triples.tsv``.
-        encoder: the encoder or its factory (``vocab_size=``).
-        objectives: the text objectives (``{"mlm": ...}``), factories called with
-            ``vocab=`` and the encoder's numbers (``build_objective``); ``"ke"`` is added here.
-        trainer: trainer settings.
-        weights: loss weights of ``objectives``.
-        tokenizer, vocab_size, lowercase, max_length, batch_size, seed, callbacks,
-            num_workers, cache_dir: as :func:`~ptm_core.pretraining.pretrain`.
-        ke_batch_size: triples per step.
-        num_negatives: negatives per triple.
-        margin: the KE margin ``gamma``.
-        p_norm: the norm of the TransE distance.
-        ke_weight: weight of the KE loss in the mix.
-        description_max_length: description tokens per entity with ``[CLS]``/``[SEP]``.
-        allow_missing_descriptions: encode the name of entities without description.
-        test_fraction: held-out share of the triples (when ``split`` is not given).
-        split: ``(train, test)`` ``(T, 3)`` index triples to use instead (the benchmark
-            passes PyKEEN's split here).
-        candidates: entity indices to rank among (default all).
-        eval_batch_size: descriptions per forward pass at evaluation.
+        run: the runner's run; ``run.settings`` is a
+            :class:`~ptm_knowledge.family_kepler.KeplerSettings`.
 
     Returns:
-        :class:`KeplerResult`; ``final_metrics`` also carries ``link_prediction/<metric>``
-        and ``random_baseline/<metric>``, and ``<output_dir>/link_prediction.json`` holds
-        both.
+        The plan; its ``finish`` returns a :class:`KeplerResult`.
     """
-    graph = load_description_graph(kg, allow_missing=allow_missing_descriptions)
-    triples = triple_array(graph)
-    train, test = split if split is not None else split_triples(triples, test_fraction, seed)
+    settings: KeplerSettings = run.settings
+    data, options = settings.data, settings.kepler
+    if run.model is None:
+        raise ValueError("KEPLER needs a model: an encoder builder (model=bert_tiny)")
+    if "ke" in run.objectives:
+        raise ValueError("the text objectives must not be named 'ke' (the KE objective's name)")
+    graph = load_description_graph(
+        data.require_kg(), allow_missing=options.allow_missing_descriptions
+    )
+    triples, train, test = _split(graph, options, run.seed)
     num_relations = len(graph.triples.relation_names)
-    output_dir = Path(trainer.output_dir)
+    output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
-    _, tok = open_training_corpus(
-        corpus,
-        prepared,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        cache_dir=cache_dir,
+    store, tok = open_training_corpus(
+        None if data.prepared else data.corpus,
+        data.prepared,
+        tokenizer=None if data.prepared else data.tokenizer,
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        cache_dir=data.cache_dir,
         run_dir=output_dir,
     )
     vocab = tok.vocab_info
@@ -209,79 +225,91 @@ def pretrain_kepler(
         cls_id=vocab.cls_id,
         sep_id=vocab.sep_id,
         pad_id=vocab.pad_id,
-        max_length=description_max_length,
-        fallback_to_name=allow_missing_descriptions,
+        max_length=options.description_max_length,
+        fallback_to_name=options.allow_missing_descriptions,
     )
-    built: list[KnowledgeEmbeddingObjective] = []
 
     def make_ke(encoder: TransformerEncoder, vocab: VocabInfo) -> KnowledgeEmbeddingObjective:
-        objective = KnowledgeEmbeddingObjective(
+        return KnowledgeEmbeddingObjective(
             encoder,
             vocab,
             descriptions=descriptions,
             triples=train,
             num_relations=num_relations,
-            batch_size=ke_batch_size,
-            num_negatives=num_negatives,
-            margin=margin,
-            p_norm=p_norm,
+            batch_size=options.ke_batch_size,
+            num_negatives=options.num_negatives,
+            margin=options.margin,
+            p_norm=options.p_norm,
         )
-        built.append(objective)
-        return objective
 
-    if "ke" in objectives:
-        raise ValueError("the text objectives must not be named 'ke' (the KE objective's name)")
-    result = pretrain(
-        corpus,
-        prepared=prepared,
-        encoder=encoder,
-        objectives={**objectives, "ke": make_ke},
-        weights={**(weights or {}), "ke": ke_weight},
-        trainer=trainer,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        max_length=max_length,
-        batch_size=batch_size,
-        seed=seed,
-        callbacks=callbacks,
-        num_workers=num_workers,
-        cache_dir=cache_dir,
+    # Initial weights depend on the seed only, not on what ran before in this process.
+    torch.manual_seed(derive_seed(run.seed, "init"))
+    encoder: TransformerEncoder = run.model(vocab_size=vocab.vocab_size)
+    if data.max_length > encoder.config.max_positions:
+        raise ValueError(
+            f"data.max_length={data.max_length} exceeds the encoder's max_positions="
+            f"{encoder.config.max_positions}; lower data.max_length or raise max_positions"
+        )
+    factories = {**run.objectives, "ke": make_ke}
+    mix = ObjectiveMix(
+        {name: build_objective(make, encoder, vocab) for name, make in factories.items()},
+        {**{k: float(v) for k, v in run.weights.items()}, "ke": options.ke_weight},
     )
-    objective = built[-1]
-    metrics = evaluate_kepler(
-        objective.text_encoder,
-        objective,
-        test,
-        triples,
-        batch_size=eval_batch_size,
-        candidates=candidates,
+    for _, objective in mix:
+        if isinstance(objective, UsesWordBoundaries):
+            objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
+    examples = build_examples(mix, store, vocab, data.max_length, run.seed)
+    batches = PretrainingBatches(
+        examples,
+        data.batch_size,
+        pad_id=vocab.pad_id,
+        transform=mix.collate,
+        seed=run.seed,
+        num_workers=data.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        structured_masks=run.trainer.structured_masks,
     )
-    baseline = random_baseline(test, triples, len(graph), num_relations, candidates=candidates)
-    logger.info("KEPLER link prediction: %s (random ranking: %s)", metrics, baseline)
-    report: dict[str, Any] = {
-        "test": metrics,
-        "random_baseline": baseline,
-        "num_train": len(train),
-        "num_test": len(test),
-        "setting": "filtered, realistic ranks, head and tail (PyKEEN 'both')",
-    }
-    if is_main_process():
-        atomic_write_text(output_dir / LINK_PREDICTION_FILE, json.dumps(report, indent=2) + "\n")
-    final = dict(result.final_metrics)
-    final.update({f"link_prediction/{k}": v for k, v in metrics.items()})
-    final.update({f"random_baseline/{k}": v for k, v in baseline.items()})
-    return KeplerResult(
-        output_dir=result.output_dir,
-        encoder_dir=result.encoder_dir,
-        tokenizer_dir=result.tokenizer_dir,
-        metrics_path=result.metrics_path,
-        last_checkpoint=result.last_checkpoint,
-        final_metrics=final,
-        num_examples=result.num_examples,
-        link_prediction=metrics,
-        random_baseline=baseline,
-        num_train_triples=len(train),
-        num_test_triples=len(test),
-        ke_objective=objective,
+    ke = dict(mix)["ke"]
+    assert isinstance(ke, KnowledgeEmbeddingObjective)
+
+    def finish(trained: TrainingRun) -> KeplerResult:
+        metrics = evaluate_kepler(encoder, ke, test, triples, batch_size=options.eval_batch_size)
+        baseline = random_baseline(test, triples, len(graph), num_relations)
+        logger.info("KEPLER link prediction: %s (random ranking: %s)", metrics, baseline)
+        report: dict[str, Any] = {
+            "test": metrics,
+            "random_baseline": baseline,
+            "num_train": len(train),
+            "num_test": len(test),
+            "setting": "filtered, realistic ranks, head and tail (PyKEEN 'both')",
+        }
+        if is_main_process():
+            text = json.dumps(report, indent=2) + "\n"
+            atomic_write_text(output_dir / LINK_PREDICTION_FILE, text)
+        final = dict(trained.final_metrics)
+        final.update({f"link_prediction/{k}": v for k, v in metrics.items()})
+        final.update({f"random_baseline/{k}": v for k, v in baseline.items()})
+        return KeplerResult(
+            output_dir=output_dir,
+            encoder_dir=trained.final_dir,
+            tokenizer_dir=output_dir / RUN_TOKENIZER,
+            metrics_path=trained.result.metrics_path,
+            last_checkpoint=trained.result.last_checkpoint,
+            final_metrics=final,
+            num_examples=len(examples),
+            link_prediction=metrics,
+            random_baseline=baseline,
+            num_train_triples=len(train),
+            num_test_triples=len(test),
+            ke_objective=ke,
+        )
+
+    return PretrainingPlan(
+        network=encoder,
+        objectives=mix,
+        data=batches,
+        save_final=lambda final: encoder.save_pretrained(
+            final, extra_writers=[tok.save, lambda path: save_heads(mix, encoder, path)]
+        ),
+        finish=finish,
     )

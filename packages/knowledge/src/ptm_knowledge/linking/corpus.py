@@ -157,7 +157,7 @@ def linked_corpus_for(data: Any, output_dir: str | Path) -> Path:
     """The linked corpus a ``data`` block names, or its text corpus linked to its KG now.
 
     Args:
-        data: the ``data`` settings (:class:`~ptm_knowledge.family_ernie.KgData`, or a
+        data: the ``data`` settings (:class:`~ptm_knowledge.kg_corpus_settings.KGCorpusData`, or a
             config node with the same keys): ``linked_corpus`` wins; else ``corpus`` is
             linked to ``kg`` with the ``linker`` settings into
             ``<output_dir>/linked_corpus.jsonl``.

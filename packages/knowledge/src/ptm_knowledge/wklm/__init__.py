@@ -9,7 +9,8 @@ from ptm_knowledge.wklm.detection import (
 from ptm_knowledge.wklm.pretraining import (
     EntityReplacementRows,
     ReplacementBatches,
-    pretrain_wklm,
+    linked_corpus_path,
+    plan_wklm,
 )
 from ptm_knowledge.wklm.replacement import (
     ReplacedRow,
@@ -32,7 +33,8 @@ __all__ = [
     "ReplacementStats",
     "SurfaceForms",
     "boundary_positions",
-    "pretrain_wklm",
+    "linked_corpus_path",
+    "plan_wklm",
     "replace_mentions",
     "row_mentions",
 ]

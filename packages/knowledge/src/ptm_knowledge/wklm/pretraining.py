@@ -1,5 +1,6 @@
 """WKLM pre-training: rows of the prepared linked corpus with entities replaced, trained on
-replacement detection + 5% MLM with the core Trainer.
+replacement detection + 5% MLM by the one pre-training runner (:func:`plan_wklm` is the
+family's ``plan_pretraining`` hook).
 
 The linked corpus is prepared once into memory-mapped shards and cached, exactly as for
 ERNIE (:func:`~ptm_knowledge.ernie.open_linked_corpus`); rows are planned once and built
@@ -12,10 +13,11 @@ nothing per row is held in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,24 +26,17 @@ from ptm_core.data import PretrainingBatches
 from ptm_core.data.batches import pad_examples
 from ptm_core.data.layouts import LazyRows
 from ptm_core.data.shuffle import EpochOrder
-from ptm_core.models import PretrainingModel
+from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.families.runner import PretrainingPlan, PretrainRun
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.objectives.base import Batch
 from ptm_core.objectives.inputs import build_objective
-from ptm_core.pretraining import PretrainResult, save_heads
+from ptm_core.pretraining import RUN_TOKENIZER, PretrainResult, save_heads
 from ptm_core.seeding import derive_seed, generator_for
-from ptm_core.training import TrainerConfig
-from ptm_core.training.run import train_and_save
+from ptm_core.training.run import TrainingRun
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows
-from ptm_knowledge.ernie.pretraining import (
-    EncoderSource,
-    LinkedSource,
-    _finish,
-    _text_encoder,
-    knowledge_rows,
-    open_linked_corpus,
-)
-from ptm_knowledge.kg.graph import KnowledgeGraph
+from ptm_knowledge.ernie.pretraining import knowledge_rows, open_linked_corpus
+from ptm_knowledge.kg import load_knowledge_graph
 from ptm_knowledge.wklm.detection import EntityReplacementObjective, OutsideMentionsMLMObjective
 from ptm_knowledge.wklm.replacement import (
     ReplacedRow,
@@ -51,6 +46,10 @@ from ptm_knowledge.wklm.replacement import (
     row_mentions,
 )
 from ptm_knowledge.wklm.type_index import EntityTypeIndex
+
+if TYPE_CHECKING:
+    from ptm_knowledge.family_wklm import WKLMSettings
+    from ptm_knowledge.kg_corpus_settings import KGCorpusData
 
 logger = logging.getLogger(__name__)
 
@@ -148,97 +147,93 @@ class ReplacementBatches(PretrainingBatches):
         return batch
 
 
-def pretrain_wklm(
-    linked_corpus: LinkedSource = None,
-    *,
-    kg: KnowledgeGraph,
-    encoder: EncoderSource,
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    kg_source: str | Path | None = None,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    replace_prob: float = 0.5,
-    dynamic: bool = False,
-    aliases: bool = False,
-    untyped: str = "keep",
-    objectives: Mapping[str, Callable[..., Any]] | None = None,
-    weights: Mapping[str, float] | None = None,
-    known_entities: Container[str] | None = None,
-    callbacks: Sequence[object] = (),
-    num_workers: int = 0,
-    cache_dir: str | Path | None = None,
-) -> PretrainResult:
+def linked_corpus_path(data: KGCorpusData, output_dir: Path) -> Path:
+    """``data.linked_corpus``, or ``data.corpus`` linked to ``data.kg`` now (into
+    ``<output_dir>/linked_corpus.jsonl``, with ``data.linker``'s options)."""
+    if data.linked_corpus:
+        return Path(data.linked_corpus)
+    if not data.corpus:
+        raise ValueError(
+            "no text to train on: set data.corpus (linked to data.kg first), "
+            "data.linked_corpus or data.prepared"
+        )
+    from ptm_knowledge.linking import link_corpus_with_kg
+
+    return link_corpus_with_kg(
+        data.corpus,
+        data.require_kg(),
+        output_dir / "linked_corpus.jsonl",
+        **dataclasses.asdict(data.linker),
+    )
+
+
+def plan_wklm(run: PretrainRun) -> PretrainingPlan:
     """WKLM (Xiong et al., 2020) pre-training: entity replacement detection + 5% MLM.
 
+    The corpus is linked to ``data.kg`` first unless ``data.linked_corpus`` or
+    ``data.prepared`` is given; the linked corpus is prepared once into memory-mapped shards
+    (cached, shared with ERNIE). The encoder is ``init_from``'s when given, else the
+    ``model`` builder's; the objectives are ``objective.objectives`` (default ``mlm``:
+    :class:`OutsideMentionsMLMObjective` at 5%, ``detection``:
+    :class:`EntityReplacementObjective`). Metrics ``mlm/loss``, ``detection/loss``,
+    ``detection/accuracy`` are logged.
+
     Args:
-        linked_corpus: a linked corpus ``.jsonl`` or its documents (prepared once into
-            ``cache_dir``, shared with the ERNIE recipes); or
-        prepared: a folder written by :func:`~ptm_knowledge.ernie.prepare_linked_corpus`.
-        kg: the KG the corpus was linked against (its ``type`` column groups entities).
-        encoder: a built encoder, a factory called with ``vocab_size=``, or a checkpoint.
-        trainer: trainer settings (``output_dir`` is the run directory).
-        kg_source: the KG's ``entities.tsv`` (or folder), named in errors.
-        tokenizer, vocab_size, lowercase, max_length, batch_size, seed: as
-            :func:`~ptm_knowledge.ernie.pretrain_ernie_thu`.
-        replace_prob: probability that an eligible mention is replaced (paper: 0.5).
-        dynamic: new replacements every epoch (default: drawn once per row, static).
-        aliases: replacement surface drawn among name and aliases (default: the name).
-        untyped: ``"keep"``: mentions of untyped entities stay, unlabelled as replaced;
-            ``"error"``: an untyped entity is an error naming ``entities.tsv:line``.
-        objectives: name -> factory (``build_objective``) (default ``mlm``:
-            :class:`OutsideMentionsMLMObjective` at 5%, ``detection``:
-            :class:`EntityReplacementObjective`).
-        weights: name -> loss weight (default 1 each).
-        known_entities: valid entity ids (default: the KG's); a mention of another id
-            is an error naming the linked corpus file and line.
-        callbacks, num_workers, cache_dir: as :func:`~ptm_knowledge.ernie.pretrain_ernie_thu`.
+        run: the runner's run; ``run.settings`` is a
+            :class:`~ptm_knowledge.family_wklm.WKLMSettings`.
 
     Returns:
-        :class:`ptm_core.pretraining.PretrainResult`; metrics ``mlm/loss``,
-        ``detection/loss``, ``detection/accuracy`` are logged.
+        The plan; its ``finish`` returns a :class:`ptm_core.pretraining.PretrainResult`.
 
     Raises:
         LinkedCorpusError: a mention of an entity missing from the KG (``file:line``).
-        KGError: ``untyped="error"`` and an entity without a type (``entities.tsv:line``).
+        KGError: ``wklm.untyped=error`` and an entity without a type (``entities.tsv:line``).
         ValueError: no mention reaches a training row.
     """
-    if untyped not in ("keep", "error"):
-        raise ValueError(f"untyped must be 'keep' or 'error', got {untyped!r}")
-    output_dir = Path(trainer.output_dir)
+    settings: WKLMSettings = run.settings
+    data, options = settings.data, settings.wklm
+    if options.untyped not in ("keep", "error"):
+        raise ValueError(f"wklm.untyped must be 'keep' or 'error', got {options.untyped!r}")
+    output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
+    kg_source = data.require_kg()
+    kg = load_knowledge_graph(kg_source)
     store, tok = open_linked_corpus(
-        linked_corpus,
-        prepared,
+        None if data.prepared else linked_corpus_path(data, output_dir),
+        data.prepared,
         output_dir=output_dir,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        cache_dir=cache_dir,
+        tokenizer=data.tokenizer,
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        cache_dir=data.cache_dir,
     )
-    store.bind_entities(kg.index, known=known_entities if known_entities is not None else kg.index)
+    store.bind_entities(kg.index, known=kg.index)
     types = EntityTypeIndex.from_graph(kg, kg_source)
-    if untyped == "error":
+    if options.untyped == "error":
         types.require_types(kg.entity_ids)
-    text = _text_encoder(encoder, tok.vocab_size, seed)
+    # Initial weights depend on the seed only, not on what ran before in this process.
+    torch.manual_seed(derive_seed(run.seed, "init"))
+    if run.init_from:
+        text = TransformerEncoder.from_pretrained(run.init_from)
+    elif run.model is not None:
+        text = run.model(vocab_size=tok.vocab_size)
+    else:
+        raise ValueError("WKLM needs a model: an encoder builder (model=bert_tiny) or init_from")
     vocab = tok.vocab_info
     factories: dict[str, Callable[..., Any]] = dict(
-        objectives or {"mlm": OutsideMentionsMLMObjective, "detection": EntityReplacementObjective}
+        run.objectives
+        or {"mlm": OutsideMentionsMLMObjective, "detection": EntityReplacementObjective}
     )
     built = {name: build_objective(factory, text, vocab) for name, factory in factories.items()}
-    mix = ObjectiveMix(built, weights)
-    base: KnowledgeRows = knowledge_rows(store, vocab, max_length, seed=seed)
+    mix = ObjectiveMix(built, {k: float(v) for k, v in run.weights.items()} or None)
+    base: KnowledgeRows = knowledge_rows(store, vocab, data.max_length, seed=run.seed)
     rows = EntityReplacementRows(
         base,
         types,
-        SurfaceForms(kg.entities, tok, aliases=aliases),
-        seed=seed,
-        replace_prob=replace_prob,
-        max_length=max_length,
+        SurfaceForms(kg.entities, tok, aliases=options.aliases),
+        seed=run.seed,
+        replace_prob=options.replace_prob,
+        max_length=data.max_length,
     )
     sample = rows.stats(limit=256)
     if sample.mentions == 0 and len(rows):
@@ -257,22 +252,33 @@ def pretrain_wklm(
         sample.single,
         sample.untyped,
     )
-    batches = (ReplacementBatches if dynamic else PretrainingBatches)(
+    batches = (ReplacementBatches if options.dynamic else PretrainingBatches)(
         rows,
-        batch_size,
+        data.batch_size,
         pad_id=vocab.pad_id,
         transform=mix.collate,
-        seed=seed,
-        num_workers=num_workers,
+        seed=run.seed,
+        num_workers=data.num_workers,
         pin_memory=torch.cuda.is_available(),
     )
-    run = train_and_save(
-        PretrainingModel(text, mix),
-        batches,
-        trainer,
-        callbacks=callbacks,
+
+    def finish(trained: TrainingRun) -> PretrainResult:
+        return PretrainResult(
+            output_dir=output_dir,
+            encoder_dir=trained.final_dir,
+            tokenizer_dir=output_dir / RUN_TOKENIZER,
+            metrics_path=trained.result.metrics_path,
+            last_checkpoint=trained.result.last_checkpoint,
+            final_metrics=trained.final_metrics,
+            num_examples=len(rows),
+        )
+
+    return PretrainingPlan(
+        network=text,
+        objectives=mix,
+        data=batches,
         save_final=lambda final: text.save_pretrained(
             final, extra_writers=[tok.save, lambda path: save_heads(mix, text, path)]
         ),
+        finish=finish,
     )
-    return _finish(run, output_dir, len(rows))

@@ -273,7 +273,7 @@ def _export_text_layers(
         tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
     text = note(source, encoder.config.num_layers, left_out)
     try:
-        with atomic_directory(target) as tmp:
+        with atomic_directory(target, kind="export") as tmp:
             # No heads: ERNIE-THU's MLM/NSP/dEA heads read the K-Encoder's output.
             result = write_hf_encoder(encoder, tmp, family="bert", heads={}, tokenizer=tokenizer)
             (tmp / NOTE_FILE).write_text(text, encoding="utf-8")

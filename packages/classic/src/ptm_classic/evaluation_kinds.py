@@ -1,0 +1,72 @@
+"""The evaluations of the model kinds ptm-classic owns (AWD-LSTM, ELMo), registered on import.
+
+Both score held-out perplexity on a text corpus with the vocabulary saved in the ``final/``
+(:mod:`ptm_classic.evaluation`), or with ``random_init=True`` the same architecture from
+random init seeded by ``seed``. Heavy imports happen inside the scoring functions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ptm_core import model_kinds
+from ptm_core.evaluation.files import read_json_object, require_file
+from ptm_core.evaluation.registry import Evaluation, register_evaluation
+
+
+def score_awd_lstm(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Held-out perplexity of an AWD-LSTM ``final/`` (or its random init)."""
+    from ptm_classic.evaluation import evaluate_awd_lstm
+
+    assert corpus is not None  # text_corpus: the flow passes the default
+    return evaluate_awd_lstm(model_dir, corpus, random_init_seed=seed if random_init else None)
+
+
+def score_bilm(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Held-out perplexity of an ELMo biLM ``final/`` (or its random init)."""
+    from ptm_classic.evaluation import evaluate_bilm
+
+    assert corpus is not None
+    return evaluate_bilm(model_dir, corpus, random_init_seed=seed if random_init else None)
+
+
+def check_recurrent(directory: Path) -> None:
+    """A recurrent LM's ``config.json``, weights and vocabulary."""
+    read_json_object(directory / "config.json")
+    require_file(directory / "model.safetensors", "copy the whole final/ directory of the run")
+    require_file(directory / "vocab.txt", "copy the whole final/ directory of the run")
+
+
+AWD_LSTM = register_evaluation(
+    Evaluation(
+        name="awd_lstm",
+        metric="perplexity",
+        higher_is_better=False,
+        description="AWD-LSTM language model: held-out perplexity (BPTT windows of 70, "
+        "hidden state carried)",
+        score=score_awd_lstm,
+        kinds=(model_kinds.AWD_LSTM,),
+        text_corpus=True,
+        check=check_recurrent,
+    )
+)
+ELMO = register_evaluation(
+    Evaluation(
+        name="elmo",
+        metric="perplexity",
+        higher_is_better=False,
+        description="ELMo biLM: held-out perplexity of both directions (full softmax, the "
+        "run's output vocabulary)",
+        score=score_bilm,
+        kinds=(model_kinds.ELMO,),
+        text_corpus=True,
+        check=check_recurrent,
+    )
+)
+
+__all__ = ["AWD_LSTM", "ELMO", "check_recurrent", "score_awd_lstm", "score_bilm"]
