@@ -37,6 +37,13 @@ def generate(folder: Path, *, seed: int = 7) -> GeneratedKnowledge:
     kg, corpus = write_knowledge(folder, seed=seed)
     rows = [line.split("\t") for line in (kg / "entities.tsv").read_text().splitlines()[1:]]
     entities = [(row[0], row[1], row[2]) for row in rows if row and row[0]]
+    # More facts per entity, so PyKEEN's 90 % training split still covers every entity.
+    people = [e for e, _, t in entities if t == "person"]
+    cities = [e for e, _, t in entities if t == "city"]
+    extra = [f"{p}\tlives_in\t{rng.choice(cities)}" for p in people]
+    extra += [f"{p}\tknows\t{rng.choice(people)}" for p in people for _ in range(2)]
+    with (kg / "triples.tsv").open("a", encoding="utf-8") as handle:
+        handle.write("\n".join(extra) + "\n")
     documents: list[LinkedDocument] = []
     for d in range(24):
         sentences: list[str] = []
@@ -57,13 +64,19 @@ def generate(folder: Path, *, seed: int = 7) -> GeneratedKnowledge:
         path.write_text("\n".join(["label\tsentence", *body]) + "\n", encoding="utf-8")
         return path
 
-    labelled = sorted(entities, key=lambda _: rng.random())  # every type in both splits
-    half = len(labelled) * 2 // 3
+    train_rows: list[tuple[str, str, str]] = []
+    dev_rows: list[tuple[str, str, str]] = []
+    for kind in sorted({t for _, _, t in entities}):  # every type in both splits
+        of_kind = [e for e in entities if e[2] == kind]
+        rng.shuffle(of_kind)
+        cut = max(1, len(of_kind) * 2 // 3)
+        train_rows += of_kind[:cut]
+        dev_rows += of_kind[cut:]
     return GeneratedKnowledge(
         kg=kg,
         linked_corpus=linked,
         corpus=corpus,
-        train=typing(folder / "train.tsv", labelled[:half] * 2),
-        dev=typing(folder / "dev.tsv", labelled[half:]),
+        train=typing(folder / "train.tsv", train_rows * 2),
+        dev=typing(folder / "dev.tsv", dev_rows),
         entity_ids=[e for e, _, _ in entities],
     )

@@ -64,6 +64,10 @@ class KGEmbeddingResult:
     pykeen_model: Any = None
     pykeen_entity_to_id: dict[str, int] = field(default_factory=dict)
 
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The saved tensors by name (as a module's, for round-trip checks)."""
+        return {TENSOR_NAME: self.embeddings}
+
     def save(self, directory: str | Path) -> Path:
         """Write embeddings (safetensors), id order and metrics atomically; returns the dir."""
         return save_entity_embeddings(
