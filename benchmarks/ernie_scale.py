@@ -9,7 +9,7 @@ with psutil (:mod:`benchmarks.peak_rss`):
 
 * **old**: ``pretrain_ernie_*`` of commit ``db33c94`` (before this change: the corpus read
   into Python lists, every row built up front), loaded from ``git show`` into the child;
-* **new**: ``pretrain_ernie_*`` of the working tree on the raw ``.jsonl``: prepared into an
+* **new**: the ``ernie_baidu`` / ``ernie_thu`` families' plans (the one runner) of the working tree on the raw ``.jsonl``: prepared into an
   empty cache folder (memory-mapped shards), then rows built per batch; the figure covers
   preparing plus the 20 steps;
 * **new, 2nd run**: the same command again: the cache is found up to date (checksums
@@ -100,13 +100,6 @@ def child(variant: str, path: str, corpus: Path, run_dir: Path, cache: Path) -> 
             max_positions=128,
         )
 
-    if path == "old":
-        module = _old_module()
-        extra: dict[str, Any] = {}
-    else:
-        from ptm_knowledge.ernie import pretraining as module
-
-        extra = {"cache_dir": cache}
     trainer = TrainerConfig(
         output_dir=str(run_dir),
         max_steps=STEPS,
@@ -115,25 +108,59 @@ def child(variant: str, path: str, corpus: Path, run_dir: Path, cache: Path) -> 
         progress=False,
         device="cpu",
     )
-    common = {"encoder": encoder, "trainer": trainer, "tokenizer": VOCAB, "max_length": 128}
-    if variant == "baidu":
-        module.pretrain_ernie_baidu(corpus, batch_size=16, **common, **extra)
-    else:
-        ids = [
-            line.split("\t")[0]
-            for line in (SAMPLE / "entities.tsv").read_text().splitlines()[1:]
-            if line.strip()
-        ]
-        module.pretrain_ernie_thu(
-            corpus,
-            entity_ids=ids,
-            entity_embeddings=torch.randn(len(ids), 32, generator=torch.Generator().manual_seed(0)),
-            num_knowledge_layers=1,
-            entity_heads=2,
-            batch_size=16,
-            **common,
-            **extra,
+    ids = [
+        line.split("\t")[0]
+        for line in (SAMPLE / "entities.tsv").read_text().splitlines()[1:]
+        if line.strip()
+    ]
+    table = torch.randn(len(ids), 32, generator=torch.Generator().manual_seed(0))
+    if path == "old":
+        module = _old_module()
+        common = {"encoder": encoder, "trainer": trainer, "tokenizer": VOCAB, "max_length": 128}
+        if variant == "baidu":
+            module.pretrain_ernie_baidu(corpus, batch_size=16, **common)
+        else:
+            module.pretrain_ernie_thu(
+                corpus,
+                entity_ids=ids,
+                entity_embeddings=table,
+                num_knowledge_layers=1,
+                entity_heads=2,
+                batch_size=16,
+                **common,
+            )
+    else:  # the family's plan through the one runner
+        from ptm_core.families import get
+        from ptm_core.families.runner import PretrainRun, run_pretraining
+        from ptm_knowledge.family_ernie import (
+            ErnieBaiduSettings,
+            ErnieThuSettings,
+            Knowledge,
         )
+        from ptm_knowledge.kg import save_entity_embeddings
+        from ptm_knowledge.kg_corpus_settings import KGCorpusData
+
+        data = KGCorpusData(
+            linked_corpus=str(corpus),
+            tokenizer=str(VOCAB),
+            max_length=128,
+            batch_size=16,
+            cache_dir=str(cache),
+        )
+        settings: Any = ErnieBaiduSettings(data=data)
+        if variant != "baidu":
+            embeddings = save_entity_embeddings(run_dir.parent / f"{run_dir.name}-kg", ids, table)
+            knowledge = Knowledge(entity_heads=2, embeddings_dir=str(embeddings))
+            settings = ErnieThuSettings(data=data, knowledge=knowledge)
+        run = PretrainRun(
+            settings=settings,
+            model=encoder,
+            objectives={},
+            weights={},
+            trainer=trainer,
+            seed=0,
+        )
+        run_pretraining(get(f"ernie_{variant}"), run)
     import resource
 
     print(json.dumps({"ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -132,10 +132,15 @@ def _builder(cfg: DictConfig) -> Any:
         if node is None:
             return {}
         if isinstance(node, DictConfig) and "_target_" not in node:
-            return {str(name): instantiate(child) for name, child in node.items()}
-        return instantiate(node)
+            return {str(name): _built(child) for name, child in node.items()}
+        return _built(node)
 
     return build
+
+
+def _built(node: Any) -> Any:
+    # A plain value (objective.dropout, a weight) is itself; Hydra builds only config nodes.
+    return instantiate(node) if OmegaConf.is_config(node) else node
 
 
 def _trainer(cfg: DictConfig, overrides: dict[str, Any]) -> Any:

@@ -23,12 +23,8 @@ from omegaconf import DictConfig
 from flows.config import ConfigError
 
 RECIPES: dict[str, str] = {
-    "ernie_baidu": "flows.recipes.ernie_baidu",
-    "ernie_thu": "flows.recipes.ernie_thu",
-    "kbert": "flows.recipes.kbert",
-    # ERNIE-THU and AWD-LSTM folders until their families fine-tune; the rest -> flows.runner.
+    # AWD-LSTM folders until their family fine-tunes; the rest -> flows.runner.
     "finetune": "flows.recipes.finetune",
-    "ernie_thu_finetune": "flows.recipes.ernie_thu_finetune",
     # First and second generation (static embeddings, recurrent LMs).
     "static_embeddings": "flows.recipes.static_embeddings",
     "elmo": "flows.recipes.elmo",

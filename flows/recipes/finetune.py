@@ -1,10 +1,9 @@
 """``recipe: finetune`` for the folders whose families have no ``finetune`` hook yet.
 
-ERNIE-THU (a folder with ``knowledge_config.json``) and AWD-LSTM (ULMFiT's classifier)
-fine-tune here; every other folder, and a ``model`` preset, runs through its family's spec
+AWD-LSTM (ULMFiT's classifier) fine-tunes here; every other folder, and a ``model`` preset, runs through its family's spec
 (:func:`flows.runner.finetune`: the folder's ``"ptm_model"`` kind picks the family, the
-``encoder`` family when there is none). This module goes once ptm_knowledge's ERNIE-THU
-family and the AWD-LSTM family fine-tune through their specs; then the ``encoder`` family
+``encoder`` family when there is none). This module goes once the AWD-LSTM family fine-tunes
+through its spec; then the ``encoder`` family
 claims ``recipe: finetune`` itself.
 """
 
@@ -26,8 +25,6 @@ from ptm_core.finetune.task_spec import TaskSpec
 def run(cfg: DictConfig, **trainer_overrides: Any) -> Any:
     """Fine-tune as configured (``configs/finetune.yaml`` + ``configs/task/<name>.yaml``)."""
     init_from = OmegaConf.select(cfg, "init_from")
-    if init_from and (Path(init_from) / "knowledge_config.json").is_file():
-        return _finetune_ernie_thu(cfg, str(init_from), trainer_overrides)
     if init_from and (Path(init_from) / "config.json").is_file():
         from ptm_classic.recurrent.ulmfit import is_awd_lstm_directory
 
@@ -43,38 +40,6 @@ def _settings(cfg: DictConfig, trainer_overrides: dict[str, Any]) -> tuple[Any, 
     task.check_files()  # before any model is built or loaded
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     return settings.finetune, task, trainer
-
-
-def _finetune_ernie_thu(
-    cfg: DictConfig, init_from: str, trainer_overrides: dict[str, Any]
-) -> FinetuneResult:
-    """An ERNIE-THU ``final/``: its knowledge layers fine-tune too, with the task text linked
-    to ``finetune.kg`` (null: the model's own KG) at fine-tuning time
-    (``finetune.use_entities=false``: the kg-free ablation). The encoder family's loader
-    would keep only the text layers."""
-    from ptm_knowledge.ernie.finetune import finetune_ernie_thu
-
-    options, task, trainer = _settings(cfg, trainer_overrides)
-    unsupported = [
-        key for key in ("random_init", "feature_based", "text_to_text") if getattr(options, key)
-    ]
-    if unsupported:
-        raise ValueError(
-            f"finetune.{unsupported[0]}=true is not supported for an ERNIE-THU model "
-            f"({init_from}); drop it, or use ernie_finetune.use_entities=false for the "
-            "kg-free ablation"
-        )
-    return finetune_ernie_thu(
-        task,
-        model_dir=init_from,
-        kg=options.kg,
-        trainer=trainer,
-        seed=int(cfg.seed),
-        dropout=options.dropout,
-        use_entities=options.use_entities,
-        num_workers=options.num_workers,
-        provenance={"init_from": init_from},
-    )
 
 
 def _finetune_ulmfit(

@@ -11,6 +11,7 @@ import pytest
 from flows.evaluate import load_evaluations, model_family
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
+from ptm_knowledge import kinds as knowledge_kinds
 from ptm_knowledge.family_cogqa import COGQA
 from ptm_multilingual.kinds import XLM as XLM_KIND
 from ptm_multimodal import kinds as multimodal_kinds
@@ -62,9 +63,9 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     ),
     model_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
     model_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
-    model_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
+    knowledge_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
     COGQA: ({}, {}, "cogqa"),
-    model_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
+    knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     XLM_KIND: ({}, {}, "xlm"),
     multimodal_kinds.VISUALBERT: ({}, {}, "multimodal"),
     multimodal_kinds.VILBERT: ({}, {}, "multimodal"),

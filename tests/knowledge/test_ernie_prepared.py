@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from ernie_runs import pretrain_ernie
 from knowledge_sample_paths import KG_DIR, VOCAB
 
 from ptm_core.data import PretrainingBatches
@@ -25,7 +26,6 @@ from ptm_knowledge.ernie import (
     knowledge_coverage,
     knowledge_rows,
     prepare_linked_corpus,
-    pretrain_ernie_baidu,
 )
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective
 from ptm_knowledge.ernie.knowledge_masking import (
@@ -168,26 +168,27 @@ def test_a_raw_run_prepares_once_and_equals_a_run_on_the_prepared_folder(
             progress=False,
             device="cpu",
         )
-        result = pretrain_ernie_baidu(
+        result = pretrain_ernie(
+            "ernie_baidu",
             encoder=_tiny,
             trainer=trainer,
-            tokenizer=VOCAB,
+            tokenizer=str(VOCAB),
             max_length=MAX_LENGTH,
             batch_size=8,
-            phrases=["marie curie", "black sea"],
+            config={"objective.phrases": ["marie curie", "black sea"]},
             **data,
         )
         text = result.metrics_path.read_text().splitlines()
         return [json.loads(line) for line in text if line.strip()]
 
-    first = run("raw", linked_corpus=LINKED)
+    first = run("raw", linked_corpus=str(LINKED))
     (cache,) = (tmp_path / "cache" / "prepared").iterdir()
     stamps = {p: p.stat().st_mtime_ns for p in (cache / "shards").iterdir()}
     manifest = (cache / "manifest.json").stat().st_mtime_ns
-    again = run("raw-again", linked_corpus=LINKED)
+    again = run("raw-again", linked_corpus=str(LINKED))
     assert {p: p.stat().st_mtime_ns for p in (cache / "shards").iterdir()} == stamps
     assert (cache / "manifest.json").stat().st_mtime_ns == manifest  # nothing rewritten
-    from_folder = run("prepared", prepared=cache)
+    from_folder = run("prepared", prepared=str(cache))
     losses = [[r["mlm/loss"] for r in records] for records in (first, again, from_folder)]
     assert losses[0] == losses[1] == losses[2]
 
@@ -303,15 +304,15 @@ def test_a_resumed_run_with_a_trained_tokenizer_reuses_the_cache(tmp_path: Path)
             progress=False,
             device="cpu",
         )
-        pretrain_ernie_baidu(
-            LINKED,
+        pretrain_ernie(
+            "ernie_baidu",
+            linked=LINKED,
             encoder=_tiny,
             trainer=trainer,
             vocab_size=600,  # trained on the corpus (tokenizer=None)
             max_length=MAX_LENGTH,
             batch_size=8,
-            phrases=[],
-            cache_dir=tmp_path / "cache",
+            cache_dir=str(tmp_path / "cache"),
         )
 
     run()

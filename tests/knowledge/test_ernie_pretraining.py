@@ -6,11 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ernie_runs import pretrain_ernie
 from knowledge_sample_paths import KG_DIR, VOCAB
 
 from ptm_core.encoders import bert_encoder
 from ptm_core.training import TrainerConfig
-from ptm_knowledge.ernie import pretrain_ernie_baidu, pretrain_ernie_thu
+from ptm_knowledge.family_ernie import Knowledge
 from ptm_knowledge.kg import train_kg_embeddings
 from ptm_knowledge.linking import read_linked_corpus
 
@@ -55,17 +56,16 @@ def test_ernie_thu_tiny_run_learns(sample_kg, linked, tmp_path: Path) -> None:
         progress=False,
         device="cpu",
     )
-    result = pretrain_ernie_thu(
-        linked,
-        entity_ids=kg_embeddings.entity_ids,
-        entity_embeddings=kg_embeddings.embeddings,
+    result = pretrain_ernie(
+        "ernie_thu",
+        linked=linked,
+        embeddings=(kg_embeddings.entity_ids, kg_embeddings.embeddings),
         encoder=_tiny,
         trainer=trainer,
-        tokenizer=VOCAB,
+        tokenizer=str(VOCAB),
         max_length=48,
         batch_size=8,
-        num_knowledge_layers=1,
-        entity_heads=2,
+        knowledge=Knowledge(num_knowledge_layers=1, entity_heads=2),
     )
     records = _records(result.metrics_path)
     first, last = records[0], records[-1]
@@ -88,11 +88,12 @@ def test_ernie_baidu_tiny_run_walks_the_schedule(linked, tmp_path: Path) -> None
         progress=False,
         device="cpu",
     )
-    result = pretrain_ernie_baidu(
-        linked,
+    result = pretrain_ernie(
+        "ernie_baidu",
+        linked=linked,
         encoder=_tiny,
         trainer=trainer,
-        tokenizer=VOCAB,
+        tokenizer=str(VOCAB),
         max_length=48,
         batch_size=8,
     )

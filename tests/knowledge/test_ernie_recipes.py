@@ -1,4 +1,4 @@
-"""The ERNIE presets compose, and their recipes run end to end for a few steps."""
+"""The ERNIE presets compose, and their families run end to end for a few steps."""
 
 from __future__ import annotations
 

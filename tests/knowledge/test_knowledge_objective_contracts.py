@@ -10,11 +10,13 @@ from knowledge_sample_paths import KG_DIR
 from knowledge_sample_paths import VOCAB as VOCAB_FILE
 
 from ptm_core.encoders import bert_encoder
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
+from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective
 from ptm_knowledge.ernie.knowledge_masking import KnowledgeMaskingObjective
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
+from ptm_knowledge.family_ernie import ERNIE_THU_INPUTS
 from ptm_knowledge.kepler import (
     KnowledgeEmbeddingObjective,
     load_description_graph,
@@ -42,7 +44,7 @@ class TestDenoisingEntityAutoencoderContract(ObjectiveTestCase):
 
     def loss(self, encoder: torch.nn.Module, objective: Any, batch: Any) -> torch.Tensor:
         mix = ObjectiveMix({objective.name: objective})
-        return ErnieThuPretrainingModel(encoder, mix)(batch).loss  # type: ignore[arg-type]
+        return PretrainingModel(encoder, mix, input_keys=ERNIE_THU_INPUTS)(batch).loss
 
 
 class TestKnowledgeMaskingContract(ObjectiveTestCase):

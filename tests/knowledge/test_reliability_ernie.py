@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from ernie_runs import pretrain_ernie
 from knowledge_sample_paths import KG_DIR, VOCAB
 
 import ptm_knowledge.ernie.examples as examples_module
 from ptm_core.encoders import bert_encoder
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
-from ptm_knowledge.ernie import pretrain_ernie_thu
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective
 from ptm_knowledge.ernie.examples import (
     MentionCoverage,
@@ -306,20 +306,19 @@ def test_all_unknown_entities_stop_before_training(generated, tmp_path: Path) ->
     other_kg = [f"other_{i}" for i in range(50)]  # embeddings made from another KG
     trainer = _trainer(tmp_path / "run")
     with pytest.raises(ValueError) as caught:
-        pretrain_ernie_thu(
-            documents,
-            entity_ids=other_kg,
-            entity_embeddings=torch.randn(50, 16),
+        pretrain_ernie(
+            "ernie_thu",
+            linked=documents,
+            embeddings=(other_kg, torch.randn(50, 16)),
             encoder=_tiny,
             trainer=trainer,
             vocab_size=1000,
             max_length=64,
             batch_size=8,
-            entity_source="runs/other-kg/embeddings",
         )
     message = str(caught.value)
     assert f"0 of {mentions:,} linked mentions have an entity in the KG embeddings" in message
-    assert "(runs/other-kg/embeddings)" in message
+    assert f"({tmp_path / 'run-inputs' / 'embeddings'})" in message  # where they came from
     assert "different KGs" in message and "--kg" in message
     assert f"{mentions:,} linked mentions, 0 with an entity in the KG embeddings" in message
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # nothing was trained
@@ -333,10 +332,10 @@ def test_few_known_entities_warn_with_the_counts(generated, tmp_path: Path, capl
     known = sum(m.entity_id in set(subset) for d in documents for m in d.mentions)
     assert 0 < known < 0.1 * mentions
     with caplog.at_level(logging.WARNING, logger="ptm_knowledge.ernie.examples"):
-        pretrain_ernie_thu(
-            documents,
-            entity_ids=subset,
-            entity_embeddings=torch.randn(len(subset), 16),
+        pretrain_ernie(
+            "ernie_thu",
+            linked=documents,
+            embeddings=(subset, torch.randn(len(subset), 16)),
             encoder=_tiny,
             trainer=_trainer(tmp_path / "run"),
             vocab_size=1000,
@@ -370,10 +369,10 @@ def test_a_realistic_linked_corpus_feeds_dea_from_the_first_step(generated, tmp_
     assert coverage.in_rows >= 0.9 * coverage.mentions
     assert sum(e >= 0 for r in rows for e in r["entity_ids"]) >= coverage.in_rows
 
-    result = pretrain_ernie_thu(
-        path,
-        entity_ids=ids,
-        entity_embeddings=torch.randn(len(ids), 16, generator=torch.Generator().manual_seed(0)),
+    result = pretrain_ernie(
+        "ernie_thu",
+        linked=path,
+        embeddings=(ids, torch.randn(len(ids), 16, generator=torch.Generator().manual_seed(0))),
         encoder=_tiny,
         trainer=_trainer(tmp_path / "run", max_steps=2),
         vocab_size=1000,
@@ -429,17 +428,18 @@ def test_truncation_losses_warn(caplog) -> None:
 def test_recipe_refuses_a_linked_corpus_of_another_kg_before_embedding(
     generated, tmp_path: Path, monkeypatch
 ) -> None:
+    from flows import runner
     from flows.config import compose_config
-    from flows.recipes import ernie_thu
+    from ptm_knowledge.ernie import plans
 
     def no_embedding(*args, **kwargs):
         raise AssertionError("TransE ran on a KG the corpus was not linked against")
 
-    monkeypatch.setattr(ernie_thu, "train_kg_embeddings", no_embedding)
+    monkeypatch.setattr(plans, "train_kg_embeddings", no_embedding)
     _, path = generated
     cfg = compose_config(["experiment=ernie_thu_tiny", f"data.linked_corpus={path}"])
     with pytest.raises(ValueError) as caught:
-        ernie_thu.run(cfg, output_dir=str(tmp_path / "run"))
+        runner.run(cfg, output_dir=str(tmp_path / "run"))
     message = str(caught.value)
     assert "0 of " in message and f"linked mentions of {path}" in message
     assert f"data.kg={KG_DIR}" in message and "linked against another KG" in message

@@ -24,9 +24,6 @@ XLNET = "xlnet"  # relative-position, two-stream encoder
 ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
 AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
 ELMO = "elmo"  # ELMo's bidirectional LM
-# ptm-knowledge.
-ERNIE_THU = "ernie_thu"
-KG_EMBEDDINGS = "kg_embeddings"
 
 # The kinds known before families registered theirs by entry point; shrinking to nothing as
 # each family's spec claims its kinds (``FamilySpec.kinds``).
@@ -34,8 +31,6 @@ _LEGACY_KINDS = frozenset(
     {
         AWD_LSTM,
         ELMO,
-        ERNIE_THU,
-        KG_EMBEDDINGS,
     }
 )
 

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ptm_core import model_kinds
 from ptm_core.evaluation.files import read_json_object, require_file
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_knowledge import kinds
 from ptm_knowledge.family_cogqa import COGQA as COGQA_KIND
 
 
@@ -103,7 +103,7 @@ ERNIE_THU = register_evaluation(
         higher_is_better=True,
         description="ERNIE-THU on the linked corpus: MLM, NSP and dEA (5/15/80 corruption), seeded",
         score=score_ernie_thu,
-        kinds=(model_kinds.ERNIE_THU,),
+        kinds=(kinds.ERNIE_THU,),
         needs_corpus="linked corpus .jsonl",
     )
 )
@@ -114,7 +114,7 @@ KG_EMBEDDINGS = register_evaluation(
         higher_is_better=True,
         description="link prediction on PyKEEN's held-out split",
         score=score_kg_embeddings,
-        kinds=(model_kinds.KG_EMBEDDINGS,),
+        kinds=(kinds.KG_EMBEDDINGS,),
         corpus_note="PyKEEN test split",
         uses_corpus=False,
         baseline_name="random embeddings",

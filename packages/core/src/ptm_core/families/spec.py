@@ -30,7 +30,8 @@ Hooks (each a ``"module:attribute"`` string, ``None`` when the family has none):
     ``load(path, **options) -> model`` / ``save(model, path, **options)``: the folder
     format of each kind in ``kinds`` (``from_pretrained``/``save_pretrained`` call these).
 ``evaluation``
-    An :class:`~ptm_core.evaluation.registry.Evaluation` (``ptm evaluate``).
+    An :class:`~ptm_core.evaluation.registry.Evaluation` (``ptm evaluate``), or a tuple of
+    them (a family whose pre-trained and fine-tuned folders score differently).
 ``export``
     ``export(model_dir, out_dir, **options) -> Path``: Hugging Face export, if any.
 ``recognizes``
@@ -65,7 +66,7 @@ class FamilySpec:
         finetune: ``"module:function"``.
         load: ``{kind: "module:function"}``.
         save: ``{kind: "module:function"}``.
-        evaluation: ``"module:attribute"`` naming an ``Evaluation``.
+        evaluation: ``"module:attribute"`` naming an ``Evaluation``, or a tuple of them.
         export: ``"module:function"``.
         recognizes: ``"module:function"``.
         task_loaders: ``task.json`` marker -> ``"module:function"`` (see above).
@@ -85,7 +86,7 @@ class FamilySpec:
     finetune: str | None = None
     load: Mapping[str, str] = field(default_factory=dict)
     save: Mapping[str, str] = field(default_factory=dict)
-    evaluation: str | None = None
+    evaluation: str | tuple[str, ...] | None = None
     export: str | None = None
     recognizes: str | None = None
     task_loaders: Mapping[str, str] = field(default_factory=dict)
@@ -100,11 +101,11 @@ class FamilySpec:
             "settings": self.settings,
             "plan_pretraining": self.plan_pretraining,
             "finetune": self.finetune,
-            "evaluation": self.evaluation,
             "export": self.export,
             "recognizes": self.recognizes,
             **{f"load[{k}]": v for k, v in self.load.items()},
             **{f"save[{k}]": v for k, v in self.save.items()},
+            **{f"evaluation[{i}]": v for i, v in enumerate(self.evaluations)},
             **{f"task_loaders[{k}]": v for k, v in self.task_loaders.items()},
         }
         for hook, target in hooks.items():
@@ -134,7 +135,16 @@ class FamilySpec:
         target = getattr(self, name)
         if target is None:
             raise LookupError(f"family {self.name!r} has no {name} hook")
+        if isinstance(target, tuple):
+            return tuple(resolve(t) for t in target)
         return resolve(target)
+
+    @property
+    def evaluations(self) -> tuple[str, ...]:
+        """The ``evaluation`` hook as a tuple of targets (empty when there is none)."""
+        if self.evaluation is None:
+            return ()
+        return (self.evaluation,) if isinstance(self.evaluation, str) else self.evaluation
 
     def has(self, name: str) -> bool:
         """Whether the family defines hook ``name``."""

@@ -3,7 +3,6 @@
 from ptm_knowledge.ernie.dea import (
     DenoisingEntityAutoencoderObjective,
     EntityPredictionHead,
-    ErnieThuPretrainingModel,
     corrupt_entities,
 )
 from ptm_knowledge.ernie.evaluation import evaluate_ernie_thu, is_ernie_thu_checkpoint
@@ -32,8 +31,6 @@ from ptm_knowledge.ernie.prepared import prepare_linked_corpus
 from ptm_knowledge.ernie.pretraining import (
     knowledge_rows,
     open_linked_corpus,
-    pretrain_ernie_baidu,
-    pretrain_ernie_thu,
 )
 from ptm_knowledge.ernie.task_features import ErnieFeaturizer
 from ptm_knowledge.ernie.task_io import is_ernie_finetuned, load_ernie_task_model
@@ -53,7 +50,6 @@ __all__ = [
     "EntityPredictionHead",
     "ErnieFeaturizer",
     "ErnieTaskModel",
-    "ErnieThuPretrainingModel",
     "KnowledgeEncoderOutput",
     "KnowledgeMaskingObjective",
     "KnowledgeRows",
@@ -79,8 +75,6 @@ __all__ = [
     "open_linked_corpus",
     "predict_ernie",
     "prepare_linked_corpus",
-    "pretrain_ernie_baidu",
-    "pretrain_ernie_thu",
     "select_units",
     "task_links",
 ]

@@ -1,8 +1,6 @@
-"""ERNIE-THU's denoising entity auto-encoder (dEA) and the model that trains it."""
+"""ERNIE-THU's denoising entity auto-encoder (dEA)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +8,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.modules import get_activation
-from ptm_core.objectives import Objective, ObjectiveMix, ObjectiveOutput
+from ptm_core.objectives import Objective, ObjectiveOutput
 from ptm_core.objectives.base import Batch, accuracy
 from ptm_core.tokenization import VocabInfo
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
@@ -174,37 +172,3 @@ class DenoisingEntityAutoencoderObjective(Objective):
                 "mentions": mentions,
             },
         )
-
-
-ERNIE_THU_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids", "entity_ids")
-
-
-class ErnieThuPretrainingModel(nn.Module):
-    """A :class:`KnowledgeableEncoder` and a mix of objectives (MLM + NSP + dEA).
-
-    Like :class:`ptm_core.models.PretrainingModel`, but the encoder also reads
-    ``entity_ids``.
-    """
-
-    def __init__(self, encoder: KnowledgeableEncoder, objectives: ObjectiveMix) -> None:
-        super().__init__()
-        self.encoder = encoder
-        self.objectives = objectives
-
-    def forward(self, batch: Batch) -> Any:
-        from ptm_core.models.pretraining import PretrainingOutput
-
-        encoded = self.encoder(**{k: batch[k] for k in ERNIE_THU_INPUTS if k in batch})
-        mix = self.objectives(encoded, batch)
-        return PretrainingOutput(loss=mix.loss, metrics=mix.metrics)
-
-    def checkpoint_config(self) -> dict[str, Any]:
-        return {
-            "encoder": self.encoder.text_config.to_dict(),
-            "knowledge_layers": len(self.encoder.knowledge_layers),
-            "num_entities": self.encoder.num_entities,
-            "objectives": {
-                name: {"class": type(o).__name__, "weight": self.objectives.weights[name]}
-                for name, o in self.objectives
-            },
-        }

@@ -11,15 +11,17 @@ import torch
 
 from ptm_core.data import PretrainingBatches
 from ptm_core.evaluation import average_metrics
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.modules import init_bert_weights
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import load_heads
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
-from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
+from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective
 from ptm_knowledge.ernie.examples import build_knowledge_examples, check_mention_coverage
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
+from ptm_knowledge.family_ernie import ERNIE_THU_INPUTS
 from ptm_knowledge.linking import read_linked_corpus
 
 
@@ -87,4 +89,4 @@ def evaluate_ernie_thu(
     batches = PretrainingBatches(
         prepared, batch_size, pad_id=vocab.pad_id, transform=mix.collate, seed=seed, shuffle=False
     )
-    return average_metrics(ErnieThuPretrainingModel(encoder, mix), batches)
+    return average_metrics(PretrainingModel(encoder, mix, input_keys=ERNIE_THU_INPUTS), batches)

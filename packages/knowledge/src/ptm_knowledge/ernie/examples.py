@@ -15,9 +15,10 @@ Every step is linear in the corpus size: a corpus line of one huge sentence cost
 more than the same text split into many lines.
 
 This in-memory builder is for small corpora and is the reference of the training path:
-``pretrain_ernie_*`` read a prepared linked corpus instead (:mod:`ptm_knowledge.ernie.
-prepared`) and build the same rows per index (:class:`~ptm_knowledge.ernie.
-knowledge_store.KnowledgeRows`); tests check that both give identical batches.
+the ERNIE families' plans (:mod:`ptm_knowledge.ernie.plans`) read a prepared linked
+corpus instead (:mod:`ptm_knowledge.ernie.prepared`) and build the same rows per index
+(:class:`~ptm_knowledge.ernie.knowledge_store.KnowledgeRows`); tests check that both give
+identical batches.
 """
 
 from __future__ import annotations

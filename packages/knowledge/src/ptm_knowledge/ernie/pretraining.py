@@ -1,4 +1,5 @@
-"""Public pre-training steps for ERNIE-Baidu and ERNIE-THU (what recipes and flows call).
+"""The data side of ERNIE-Baidu and ERNIE-THU pre-training (the plans are in
+:mod:`ptm_knowledge.ernie.plans`).
 
 Both train from a linked corpus prepared once into memory-mapped shards
 (:mod:`ptm_knowledge.ernie.prepared`): a raw ``.jsonl`` is prepared into a cache keyed by
@@ -15,14 +16,13 @@ import json
 import logging
 import os
 import random
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import torch
 
 from ptm_core.atomic import atomic_write_text
-from ptm_core.data import PretrainingBatches
 from ptm_core.data.document_shape import warn_one_sentence_documents
 from ptm_core.data.layouts import (
     SegmentPairRows,
@@ -32,38 +32,23 @@ from ptm_core.data.layouts import (
     plan_single_segments,
 )
 from ptm_core.data.prepared import TOKENIZER_DIR
-from ptm_core.data.row_views import StaticDataSide
 from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import Piece
 from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.models import PretrainingModel
-from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
-from ptm_core.objectives.base import Objective
-from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import (
     RUN_TOKENIZER,
     PretrainResult,
     default_cache_dir,
     keep_run_tokenizer,
-    save_heads,
 )
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
-from ptm_core.training import TrainerConfig
-from ptm_core.training.run import TrainingRun, train_and_save
-from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective, ErnieThuPretrainingModel
-from ptm_knowledge.ernie.examples import check_mention_coverage
-from ptm_knowledge.ernie.knowledge_masking import (
-    KnowledgeMaskingObjective,
-    MaskingSchedule,
-    StagedMaskingBatches,
-)
-from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore, knowledge_coverage
+from ptm_core.training.run import TrainingRun
+from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore
 from ptm_knowledge.ernie.linked_shards import iter_numbered_documents
 from ptm_knowledge.ernie.phrases import CollocationPhrases, NounChunkPhrases, PhraseExtractor
 from ptm_knowledge.ernie.prepared import ERNIE_FORMAT, phrase_key, prepare_linked_corpus
-from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 from ptm_knowledge.linking.corpus import LinkedDocument, write_linked_corpus
 
 logger = logging.getLogger(__name__)
@@ -304,246 +289,3 @@ def knowledge_rows(
         )
         base = SegmentRows(store, plan, vocab)
     return KnowledgeRows(base, store)
-
-
-# ---------------------------------------------------------------------- ERNIE-Baidu
-
-
-def pretrain_ernie_baidu(
-    linked_corpus: LinkedSource = None,
-    *,
-    encoder: EncoderSource,
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    mask_prob: float = 0.15,
-    schedule_fractions: Sequence[float] = (1 / 3, 1 / 3, 1 / 3),
-    phrases: PhraseSource = None,
-    nlp: Any = None,
-    objective: Callable[..., KnowledgeMaskingObjective] | None = None,
-    callbacks: Sequence[object] = (),
-    num_workers: int = 0,
-    cache_dir: str | Path | None = None,
-) -> PretrainResult:
-    """ERNIE 1.0 (Sun et al., 2019) pre-training: MLM with staged knowledge masking.
-
-    Args:
-        linked_corpus: a linked corpus (``data_specs/linked_corpus``) or its documents;
-            the mentions define entity-level units. Prepared once into ``cache_dir``
-            (with the phrase units); or
-        prepared: a folder written by :func:`prepare_linked_corpus` (with its phrases).
-        encoder: a built encoder, a factory called with ``vocab_size=``, or a checkpoint
-            directory for ``TransformerEncoder.from_pretrained``.
-        trainer: trainer settings (``output_dir`` is the run directory).
-        tokenizer, vocab_size, lowercase, max_length, batch_size, seed: as
-            :func:`ptm_core.pretraining.pretrain`.
-        mask_prob: fraction of tokens masked (whole units).
-        schedule_fractions: shares of training for basic, phrase and entity masking.
-        phrases: a phrase extractor, a phrase lexicon (strings), or ``None``: noun chunks
-            when ``nlp`` has a parser, else collocations learned from the corpus (once;
-            kept in the cache).
-        nlp: optional spaCy pipeline for noun-chunk phrases.
-        objective: factory ``(vocab=, hidden_size=, ...) -> KnowledgeMaskingObjective`` (config).
-        num_workers: DataLoader processes building batches off the training loop.
-        cache_dir: where a raw linked corpus is prepared (default ``default_cache_dir()``).
-
-    Returns:
-        :class:`ptm_core.pretraining.PretrainResult`.
-    """
-    output_dir = Path(trainer.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    fractions = tuple(float(f) for f in schedule_fractions)
-    if len(fractions) != 3:
-        raise ValueError(
-            f"schedule_fractions needs 3 shares (basic, phrase, entity), got {fractions}"
-        )
-    store, tok = open_linked_corpus(
-        linked_corpus,
-        prepared,
-        output_dir=output_dir,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        phrases=phrases,
-        nlp=nlp,
-        cache_dir=cache_dir,
-    )
-    store.bind_entities(None)
-    text = _text_encoder(encoder, tok.vocab_size, seed)
-    make = objective or KnowledgeMaskingObjective
-    mlm = (
-        build_objective(make, text, tok.vocab_info, mask_prob=mask_prob)
-        if objective is None
-        else build_objective(make, text, tok.vocab_info)
-    )
-    mix = ObjectiveMix({"mlm": mlm})
-    examples = knowledge_rows(store, tok.vocab_info, max_length)
-    total = trainer.max_steps * trainer.gradient_accumulation_steps
-    batches = StagedMaskingBatches(
-        examples,
-        batch_size,
-        schedule=MaskingSchedule(total, fractions),
-        pad_id=tok.vocab_info.pad_id,
-        transform=mix.collate,
-        seed=seed,
-        num_workers=num_workers,
-        pin_memory=torch.cuda.is_available(),
-    )
-    logger.info(
-        "ERNIE-Baidu: %d documents, %d tokens -> %d rows",
-        store.num_documents,
-        store.num_tokens,
-        len(examples),
-    )
-    run = train_and_save(
-        PretrainingModel(text, mix),
-        batches,
-        trainer,
-        callbacks=callbacks,
-        save_final=lambda final: text.save_pretrained(final, extra_writers=[tok.save]),
-    )
-    return _finish(run, output_dir, len(examples))
-
-
-# ---------------------------------------------------------------------- ERNIE-THU
-
-
-def pretrain_ernie_thu(
-    linked_corpus: LinkedSource = None,
-    *,
-    entity_ids: Sequence[str],
-    entity_embeddings: torch.Tensor,
-    encoder: EncoderSource,
-    trainer: TrainerConfig,
-    prepared: str | Path | None = None,
-    num_knowledge_layers: int = 1,
-    entity_heads: int = 1,
-    entity_size: int | None = None,
-    entity_bias_everywhere: bool = False,
-    tokenizer: str | Path | None = None,
-    vocab_size: int = 8000,
-    lowercase: bool = True,
-    max_length: int = 128,
-    batch_size: int = 32,
-    seed: int = 0,
-    objectives: Mapping[str, Callable[..., Any]] | None = None,
-    entity_objectives: Mapping[str, Callable[..., Any]] | None = None,
-    weights: Mapping[str, float] | None = None,
-    callbacks: Sequence[object] = (),
-    entity_source: str | Path | None = None,
-    known_entities: Container[str] | None = None,
-    num_workers: int = 0,
-    cache_dir: str | Path | None = None,
-    kg: str | Path | None = None,
-) -> PretrainResult:
-    """ERNIE (Zhang et al., 2019) pre-training: MLM + NSP + dEA on a linked corpus.
-
-    The text encoder (built, from a factory, or loaded from any checkpoint
-    ``TransformerEncoder.from_pretrained`` reads, e.g. a Hugging Face BERT) is split by
-    :meth:`KnowledgeableEncoder.from_text_encoder`: its last ``num_knowledge_layers``
-    layers become the aggregators' token streams.
-
-    Args:
-        linked_corpus: the linked corpus or its documents (prepared once into
-            ``cache_dir``); or
-        prepared: a folder written by :func:`prepare_linked_corpus`.
-        entity_ids, entity_embeddings: KG embeddings (``load_entity_embeddings(dir)``);
-            mentions of ids outside ``entity_ids`` are ignored.
-        encoder: text encoder source (``L`` layers = ``N`` T-Encoder + ``M`` aggregators).
-        trainer: trainer settings.
-        num_knowledge_layers: ``M``.
-        entity_heads, entity_size, entity_bias_everywhere: see :class:`KnowledgeableEncoder`.
-        objectives: name -> factory (``build_objective``) of the text objectives
-            (default MLM + NSP); rows are NSP segment pairs when one is NSP.
-        entity_objectives: name -> factory (``build_objective``) needing the
-            knowledgeable encoder (default ``{"dea": DenoisingEntityAutoencoderObjective}``).
-        weights: name -> loss weight (default 1 each).
-        entity_source: where ``entity_embeddings`` came from, named in the error when
-            the corpus's mentions do not match them.
-        known_entities: the KG's entity ids: a mention of any other id is an error naming
-            its file and line (``None``: not checked).
-        num_workers, cache_dir: as :func:`pretrain_ernie_baidu`.
-        kg: the KG folder ``entity_ids`` come from, recorded in ``knowledge_config.json``
-            (fine-tuning links task text against it by default).
-        (others as :func:`pretrain_ernie_baidu`)
-
-    Raises:
-        ValueError: no linked mention reaches a training row (counts and likely cause in
-            the message; see :func:`check_mention_coverage`). Fewer than
-            :data:`~ptm_knowledge.ernie.examples.MIN_MENTION_FRACTION` of them logs a
-            warning.
-        LinkedCorpusError: an entity outside ``known_entities`` (``file:line``).
-    """
-    output_dir = Path(trainer.output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    store, tok = open_linked_corpus(
-        linked_corpus,
-        prepared,
-        output_dir=output_dir,
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        lowercase=lowercase,
-        cache_dir=cache_dir,
-    )
-    index = {entity_id: i for i, entity_id in enumerate(entity_ids)}
-    store.bind_entities(index, known=known_entities)
-    text = _text_encoder(encoder, tok.vocab_size, seed)
-    model_encoder = KnowledgeableEncoder.from_text_encoder(
-        text,
-        entity_embeddings,
-        num_knowledge_layers,
-        entity_heads=entity_heads,
-        entity_size=entity_size,
-        entity_bias_everywhere=entity_bias_everywhere,
-    )
-    vocab = tok.vocab_info
-    factories: dict[str, Callable[..., Any]] = dict(
-        objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
-    )
-    factories.update(entity_objectives or {"dea": DenoisingEntityAutoencoderObjective})
-    built: dict[str, Any] = {
-        n: build_objective(f, model_encoder, vocab) for n, f in factories.items()
-    }
-    mix = ObjectiveMix(built, weights)
-    nsp = next((o for o in built.values() if isinstance(o, NextSentenceObjective)), None)
-    rows = knowledge_rows(
-        store,
-        vocab,
-        max_length,
-        segment_pairs=nsp is not None,
-        seed=seed,
-        random_next_prob=nsp.random_next_prob if nsp is not None else 0.5,
-        short_seq_prob=nsp.short_seq_prob if nsp is not None else 0.1,
-    )
-    coverage = knowledge_coverage(store, index, rows)
-    check_mention_coverage(coverage, entity_source=entity_source, max_length=max_length)
-    examples: Sequence[dict[str, Any]] = rows
-    if any(type(o).prepare_example is not Objective.prepare_example for _, o in mix):
-        examples = StaticDataSide(rows, mix.prepare_example, seed)
-    batches = PretrainingBatches(
-        examples,
-        batch_size,
-        pad_id=vocab.pad_id,
-        transform=mix.collate,
-        seed=seed,
-        num_workers=num_workers,
-        pin_memory=torch.cuda.is_available(),
-    )
-    run = train_and_save(
-        ErnieThuPretrainingModel(model_encoder, mix),
-        batches,
-        trainer,
-        callbacks=callbacks,
-        save_final=lambda final: model_encoder.save_pretrained(
-            final,
-            entity_ids=entity_ids,
-            kg=kg,
-            extra_writers=[tok.save, lambda path: save_heads(mix, model_encoder, path)],
-        ),
-    )
-    return _finish(run, output_dir, len(rows))

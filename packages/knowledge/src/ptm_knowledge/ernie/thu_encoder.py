@@ -17,10 +17,11 @@ from ptm_core.checkpoints import registry
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.finite_values import check_finite
-from ptm_core.model_kinds import ENCODER, ERNIE_THU
+from ptm_core.model_kinds import ENCODER
 from ptm_core.modules import MultiHeadSelfAttention, get_activation, to_sdpa_mask
 from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.initialization import init_bert_weights
+from ptm_knowledge.kinds import ERNIE_THU
 
 KNOWLEDGE_WEIGHTS = "knowledge_layers.safetensors"
 KNOWLEDGE_CONFIG = "knowledge_config.json"
@@ -311,6 +312,11 @@ class KnowledgeableEncoder(WrapsTextEncoder):
     @property
     def num_entities(self) -> int:
         return int(self.entity_table.shape[0])
+
+    def checkpoint_config(self) -> dict[str, Any]:
+        """What a training checkpoint's ``config.json`` records beside the T-Encoder's
+        config (read by the generic ``PretrainingModel``)."""
+        return {"knowledge_layers": len(self.knowledge_layers), "num_entities": self.num_entities}
 
     def embed_entities(self, entity_ids: Tensor) -> Tensor:
         """``(B, L)`` ids (-1 none) -> ``(B, L, De)`` projected embeddings (zeros for none)."""

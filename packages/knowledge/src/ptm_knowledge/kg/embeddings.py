@@ -18,7 +18,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ptm_core.atomic import atomic_directory
+from ptm_core.model_kinds import KIND_KEY
 from ptm_knowledge.kg.graph import KnowledgeGraph
+from ptm_knowledge.kinds import KG_EMBEDDINGS
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +63,10 @@ class KGEmbeddingResult:
     num_test: int = 0
     pykeen_model: Any = None
     pykeen_entity_to_id: dict[str, int] = field(default_factory=dict)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The saved tensors by name (as a module's, for round-trip checks)."""
+        return {TENSOR_NAME: self.embeddings}
 
     def save(self, directory: str | Path) -> Path:
         """Write embeddings (safetensors), id order and metrics atomically; returns the dir."""
@@ -271,7 +277,9 @@ def save_entity_embeddings(
     *,
     metrics: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``entity_embeddings.safetensors`` + ``entity_ids.json`` (+ ``metrics.json``).
+    """Write ``entity_embeddings.safetensors`` + ``entity_ids.json`` (+ ``metrics.json``)
+    and ``config.json``, which names the folder's kind (``"ptm_model": "kg_embeddings"``)
+    as every ptm model folder does.
 
     The id order is stored twice: in ``entity_ids.json`` and in the safetensors metadata,
     so the weights file alone is self-describing.
@@ -289,6 +297,12 @@ def save_entity_embeddings(
             metadata={"entity_ids": json.dumps(entity_ids)},
         )
         (tmp / IDS_FILE).write_text(json.dumps(entity_ids, indent=0) + "\n")
+        config = {
+            KIND_KEY: KG_EMBEDDINGS,
+            "num_entities": len(entity_ids),
+            "embedding_dim": int(embeddings.shape[1]),
+        }
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         if metrics is not None:
             (tmp / METRICS_FILE).write_text(json.dumps(metrics, indent=2) + "\n")
     return Path(directory)
@@ -307,3 +321,25 @@ def load_entity_embeddings(directory: str | Path) -> tuple[list[str], torch.Tens
     if len(ids) != tensor.shape[0]:
         raise ValueError(f"{directory}: {len(ids)} ids but {tensor.shape[0]} embedding rows")
     return ids, tensor
+
+
+def load_kg_embeddings(directory: str | Path) -> KGEmbeddingResult:
+    """A ``ptm embed-kg`` folder as the :class:`KGEmbeddingResult` that wrote it (the
+    ``kg_embeddings`` family's ``load``; no PyKEEN model: it is not saved)."""
+    entity_ids, embeddings = load_entity_embeddings(directory)
+    path = Path(directory) / METRICS_FILE
+    metrics = json.loads(path.read_text()) if path.is_file() else {}
+    return KGEmbeddingResult(
+        entity_ids=entity_ids,
+        embeddings=embeddings,
+        metrics=dict(metrics.get("test", {})),
+        baseline_metrics=dict(metrics.get("random_baseline", {})),
+        model_name=str(metrics.get("model", "TransE")),
+        num_train=int(metrics.get("num_train", 0)),
+        num_test=int(metrics.get("num_test", 0)),
+    )
+
+
+def save_kg_embeddings(result: KGEmbeddingResult, directory: str | Path) -> Path:
+    """Write ``result`` (the ``kg_embeddings`` family's ``save``): :meth:`KGEmbeddingResult.save`."""
+    return result.save(directory)

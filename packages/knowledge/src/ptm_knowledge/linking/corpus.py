@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import dataclasses
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -150,6 +151,36 @@ def link_corpus_with_kg(
 
     linker = EntityLinker(load_knowledge_graph(kg), **linker_options)
     return link_corpus(corpus, linker, output, batch_size=batch_size)
+
+
+def linked_corpus_for(data: Any, output_dir: str | Path) -> Path:
+    """The linked corpus a ``data`` block names, or its text corpus linked to its KG now.
+
+    Args:
+        data: the ``data`` settings (:class:`~ptm_knowledge.kg_corpus_settings.KGCorpusData`, or a
+            config node with the same keys): ``linked_corpus`` wins; else ``corpus`` is
+            linked to ``kg`` with the ``linker`` settings into
+            ``<output_dir>/linked_corpus.jsonl``.
+        output_dir: the run folder.
+
+    Raises:
+        ValueError: neither ``data.linked_corpus`` nor ``data.corpus`` and ``data.kg``.
+    """
+    if data.linked_corpus:
+        return Path(data.linked_corpus)
+    if not data.corpus or not data.kg:
+        raise ValueError(
+            "data.linked_corpus is null, so data.corpus and data.kg must name the text corpus "
+            "and the KG it is linked to (or set data.linked_corpus / data.prepared)"
+        )
+    linker = data.linker
+    if dataclasses.is_dataclass(linker) and not isinstance(linker, type):
+        options = dataclasses.asdict(linker)
+    else:
+        options = dict(linker or {})
+    return link_corpus_with_kg(
+        data.corpus, data.kg, Path(output_dir) / "linked_corpus.jsonl", **options
+    )
 
 
 # Characters that ``str.splitlines`` (and JavaScript before ES2019) treat as line breaks but

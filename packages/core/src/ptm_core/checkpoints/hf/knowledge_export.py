@@ -17,13 +17,14 @@ from typing import Any
 from safetensors import safe_open
 
 from ptm_core.checkpoints.io import CheckpointError, read_json_object
-from ptm_core.model_kinds import ERNIE_THU
 
 # Written by ptm_knowledge.ernie beside the T-Encoder (the K-Encoder settings, entity ids).
 KNOWLEDGE_CONFIG = "knowledge_config.json"
 KNOWLEDGE_WEIGHTS = "knowledge_layers.safetensors"
 TASK_HEAD_FILE = "task_head.safetensors"
 NOTE_FILE = "NOT_EXPORTED.md"
+# The kind ptm_knowledge.kinds.ERNIE_THU (core does not import the package that owns it).
+ERNIE_THU_KIND = "ernie_thu"
 FLAG = "--text-layers-only"
 
 
@@ -55,7 +56,7 @@ class KnowledgeLeftOut:
 
 def is_ernie_thu(source: Path, raw: dict[str, Any]) -> bool:
     """Whether ``source`` (its ``config.json`` is ``raw``) is an ERNIE-THU folder."""
-    return raw.get("ptm_model") == ERNIE_THU or (source / KNOWLEDGE_CONFIG).is_file()
+    return raw.get("ptm_model") == ERNIE_THU_KIND or (source / KNOWLEDGE_CONFIG).is_file()
 
 
 def _parameters(path: Path, prefix: str = "") -> int:

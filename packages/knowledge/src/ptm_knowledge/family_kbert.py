@@ -1,0 +1,85 @@
+"""K-BERT's family spec and typed settings (torch-free; the hook is
+:func:`ptm_knowledge.kbert.family_hooks.finetune`).
+
+K-BERT (Liu et al., 2020) has no pre-training of its own: ``recipe: kbert`` fine-tunes a
+BERT encoder (``model`` at random init, or ``kbert.init_from``) on sentence trees built
+from a KG. Its ``final/`` is a core fine-tuned folder (``task.json`` with
+``recipe: kbert``), scored by :data:`ptm_knowledge.evaluation_kinds.KBERT`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptm_core.families.spec import FamilySpec
+
+
+@dataclass
+class KBertData:
+    """The ``data`` block (``configs/data/kbert_sample.yaml``).
+
+    Attributes:
+        corpus: the training TSV (``label<TAB>text_a[<TAB>text_b]``, or a tagged TSV).
+        dev: the evaluation TSV.
+        kg: the KG whose triples become the sentence-tree branches.
+        tokenizer: a ``vocab.txt`` or tokenizer folder (ignored with ``kbert.init_from``).
+        vocab_size: unused by K-BERT (the tokenizer's size wins); kept for the shared preset.
+        lowercase: lowercase before WordPiece (a ``vocab.txt`` tokenizer).
+        max_length: tokens per sentence tree.
+        batch_size: sentences per batch.
+        predicate: branch text with the relation ("capital of Poland").
+        aliases: also look entities up by alias.
+    """
+
+    corpus: str | None = None
+    dev: str | None = None
+    kg: str | None = None
+    tokenizer: str | None = None
+    vocab_size: int = 4000
+    lowercase: bool = True
+    max_length: int = 128
+    batch_size: int = 16
+    predicate: bool = True
+    aliases: bool = False
+
+
+@dataclass
+class KBertOptions:
+    """The ``kbert`` block (``configs/experiment/kbert_tiny_cls.yaml``).
+
+    Attributes:
+        kg: ``full`` (branches injected) or ``none`` (the kg-free ablation); a boolean
+            reads as full/none.
+        visible_matrix: ``on`` or ``off`` (every token sees every token); a boolean reads
+            as on/off.
+        max_entities: branches per entity.
+        init_from: a BERT checkpoint (ptm ``final/`` or Hugging Face folder) to fine-tune;
+            ``None``: the ``model`` preset at random init.
+    """
+
+    kg: Any = "full"
+    visible_matrix: Any = "on"
+    max_entities: int = 2
+    init_from: str | None = None
+
+
+@dataclass
+class KBertSettings:
+    """K-BERT's config blocks besides trainer/objective/model/seed."""
+
+    data: KBertData = field(default_factory=KBertData)
+    kbert: KBertOptions = field(default_factory=KBertOptions)
+
+
+KBERT = FamilySpec(
+    name="kbert",
+    description="K-BERT: a BERT classifier/tagger reading KG branches (sentence trees, "
+    "soft positions, visible matrix)",
+    settings="ptm_knowledge.family_kbert:KBertSettings",
+    finetune="ptm_knowledge.kbert.family_hooks:finetune",
+    evaluation="ptm_knowledge.evaluation_kinds:KBERT",
+    recipes={"kbert": "finetune"},
+)
+
+__all__ = ["KBERT", "KBertData", "KBertOptions", "KBertSettings"]
