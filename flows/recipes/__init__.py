@@ -39,8 +39,6 @@ RECIPES: dict[str, str] = {
     "multimodal_finetune": "flows.recipes.multimodal_finetune",
     # First and second generation (static embeddings, recurrent LMs).
     "static_embeddings": "flows.recipes.static_embeddings",
-    "elmo": "flows.recipes.elmo",
-    "awd_lstm": "flows.recipes.awd_lstm",
     # The remaining seed systems.
     "lxmert": "flows.recipes.lxmert",
     "kepler": "flows.recipes.kepler",

@@ -101,11 +101,18 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> FinetuneResult:
     init_from = cfg.get("init_from")
     if init_from and (Path(init_from) / "knowledge_config.json").is_file():
         return _finetune_ernie_thu(cfg, task, trainer)
-    if init_from and (Path(init_from) / "config.json").is_file():
-        from ptm_classic.recurrent.ulmfit import is_awd_lstm_directory
+    if init_from:
+        # A family with its own task adapter (ULMFiT's classifier for an AWD-LSTM folder)
+        # fine-tunes its folders through the runner.
+        from flows import runner
+        from ptm_core.families.registry import UnknownFamilyError
 
-        if is_awd_lstm_directory(init_from):
-            return _finetune_ulmfit(cfg, task, trainer)
+        try:
+            owner = runner.family_of_folder(init_from)
+        except UnknownFamilyError:  # a kind no spec claims yet (the legacy core kinds)
+            owner = None
+        if owner is not None and owner.has("finetune"):
+            return runner.finetune(owner, cfg, **trainer_overrides)
     encoder, tokenizer = encoder_and_tokenizer(cfg)
     return finetune(
         task,
@@ -152,32 +159,4 @@ def _finetune_ernie_thu(cfg: DictConfig, task: TaskSpec, trainer: Any) -> Finetu
         use_entities=bool(options.get("use_entities", True)),
         num_workers=int(options.get("num_workers", 0)),
         provenance={"init_from": str(cfg.init_from)},
-    )
-
-
-def _finetune_ulmfit(cfg: DictConfig, task: TaskSpec, trainer: Any) -> FinetuneResult:
-    """An AWD-LSTM ``final/`` (``experiment=awd_lstm_tiny``): ULMFiT's classifier (concat
-    pooling, BN/dropout/linear head); the ULMFiT switches are the trainer's
-    (``trainer.schedule=slanted_triangular trainer.layer_lr_decay=0.3846
-    trainer.unfreeze_every=<steps>``)."""
-    from ptm_classic.recurrent.ulmfit import finetune_ulmfit
-
-    options = cfg.finetune
-    unsupported = [key for key in ("feature_based", "text_to_text") if options.get(key)]
-    if unsupported:
-        raise ValueError(
-            f"finetune.{unsupported[0]}=true is not supported for an AWD-LSTM model "
-            f"({cfg.init_from}); drop it (the ULMFiT classifier fine-tunes the whole encoder)"
-        )
-    return finetune_ulmfit(
-        task,
-        model_dir=cfg.init_from,
-        trainer=trainer,
-        seed=int(cfg.seed),
-        random_init=bool(options.get("random_init", False)),
-        num_workers=int(options.get("num_workers", 0)),
-        provenance={
-            "init_from": str(cfg.init_from),
-            "random_init": bool(options.get("random_init", False)),
-        },
     )

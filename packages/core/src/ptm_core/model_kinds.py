@@ -22,8 +22,6 @@ KIND_KEY = "ptm_model"
 ENCODER = "encoder"  # TransformerEncoder: BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, UniLM, WKLM
 XLNET = "xlnet"  # relative-position, two-stream encoder
 ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
-AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
-ELMO = "elmo"  # ELMo's bidirectional LM
 # ptm-knowledge.
 ERNIE_THU = "ernie_thu"
 COGQA = "cogqa"
@@ -42,8 +40,6 @@ _LEGACY_KINDS = frozenset(
         ENCODER,
         XLNET,
         ENCODER_DECODER,
-        AWD_LSTM,
-        ELMO,
         ERNIE_THU,
         COGQA,
         KG_EMBEDDINGS,

@@ -90,6 +90,7 @@ class PretrainingModel(nn.Module):
         self.encoder = encoder
         self.objectives = objectives
         self.input_keys = tuple(input_keys) if input_keys is not None else ENCODER_INPUTS
+        self._register_load_state_dict_pre_hook(_adopt_network_checkpoint)
 
     def forward(self, batch: Batch) -> PretrainingOutput:
         for _, objective in self.objectives:
@@ -129,3 +130,14 @@ class PretrainingModel(nn.Module):
                 for name, obj in self.objectives
             },
         }
+
+
+def _adopt_network_checkpoint(state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
+    # A training checkpoint of a family's own wrapper from before this one model (ELMo's
+    # biLM, AWD-LSTM's BPTT state) holds exactly the network's keys at its root: read them as
+    # the encoder's, so that an old run resumes.
+    own = (f"{prefix}encoder.", f"{prefix}objectives.")
+    keys = [key for key in state_dict if key.startswith(prefix)]
+    if keys and not any(key.startswith(own) for key in keys):
+        for key in keys:
+            state_dict[f"{prefix}encoder.{key[len(prefix) :]}"] = state_dict.pop(key)
