@@ -207,7 +207,7 @@ ELMO_NORMALIZE: dict[str, str | None] = {"mode": "layer"}
 
 
 def build_features(arm: str, table: Path, elmo: Path | None, bert: Path, seed: int) -> Any:
-    from ptm_classic.finetune.taglm import (
+    from ptm_classic.finetune.word_features import (
         BiLMWordFeatures,
         EncoderWordFeatures,
         StaticWordEmbedding,
