@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from ptm_core.finetune.task_loaders import task_loader
 
@@ -73,3 +74,21 @@ def test_evaluations_of_the_recurrent_kinds_come_from_the_specs() -> None:
     assert evaluation_for_kind(kinds.AWD_LSTM).name == "awd_lstm"
     assert evaluation_for_kind(kinds.ELMO).name == "elmo"
     assert {kinds.AWD_LSTM, kinds.ELMO} <= model_kinds.known_kinds()
+
+
+def test_an_awd_lstm_folder_names_its_family_with_or_without_ptm_model(tmp_path: Path) -> None:
+    # `ptm finetune model=<folder>` picks ULMFiT's classifier from the folder, not by sniffing
+    # in flows: the "ptm_model" kind, or (folders saved before it) the spec's `recognizes`.
+    import json
+
+    from flows.runner import family_of_folder
+    from ptm_classic.recurrent.awd_lstm import AWDLSTMConfig, AWDLSTMLanguageModel
+
+    config = AWDLSTMConfig(vocab_size=20, embedding_size=8, hidden_size=8, num_layers=2)
+    folder = AWDLSTMLanguageModel(config).save_pretrained(tmp_path / "final")
+    assert family_of_folder(folder).name == "awd_lstm"
+    path = folder / "config.json"
+    written = json.loads(path.read_text())
+    del written["ptm_model"]
+    path.write_text(json.dumps(written))
+    assert family_of_folder(folder).name == "awd_lstm"
