@@ -123,3 +123,26 @@ class AWDLSTMSettings:
     data: AWDLSTMData = field(default_factory=AWDLSTMData)
     task: Any = None
     finetune: ULMFiTFinetune = field(default_factory=ULMFiTFinetune)
+
+
+@dataclass
+class Probes:
+    """The sanity report of a static-embedding run (``final/metrics.json``).
+
+    Attributes:
+        neighbours: words whose nearest neighbours are listed (empty: the table's five first
+            alphabetic words).
+        analogies: ``[a, b, c, expected]`` (or ``[a, b, c]``): a is to b as c is to expected.
+    """
+
+    neighbours: list[str] = field(default_factory=list)
+    analogies: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class StaticEmbeddingsSettings:
+    """The blocks ``recipe: static_embeddings`` reads besides ``model`` (the method's trainer)
+    and ``trainer``: ``data`` (``corpus`` or ``prepared``, ``lowercase``) and ``probes``."""
+
+    data: CorpusData = field(default_factory=CorpusData)
+    probes: Probes = field(default_factory=Probes)
