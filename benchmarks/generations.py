@@ -207,7 +207,7 @@ ELMO_NORMALIZE: dict[str, str | None] = {"mode": "layer"}
 
 
 def build_features(arm: str, table: Path, elmo: Path | None, bert: Path, seed: int) -> Any:
-    from ptm_classic.finetune.taglm import (
+    from ptm_classic.finetune.word_features import (
         BiLMWordFeatures,
         EncoderWordFeatures,
         StaticWordEmbedding,
@@ -378,13 +378,12 @@ def describe(record: dict[str, Any]) -> str:
     """One line of a pre-training record: its settings and last figures, no paths."""
     keep = {k: v for k, v in record.items() if k not in ("path", "last_metrics", "final")}
     metrics = record.get("last_metrics") or {}
-    keep.update(
-        {
-            k: round(v, 3)
-            for k, v in metrics.items()
-            if k in ("loss", "mlm/accuracy", "perplexity", "heldout_perplexity", "epoch")
-        }
-    )
+    # The biLM logs its training perplexity as its objective's (lm/perplexity); the records
+    # are key-sorted, so sorting by the shown name keeps the line's order.
+    shown = {"lm/perplexity": "perplexity"}
+    wanted = ("loss", "mlm/accuracy", "perplexity", "heldout_perplexity", "epoch")
+    figures = {shown.get(k, k): v for k, v in metrics.items()}
+    keep.update({k: round(figures[k], 3) for k in sorted(figures) if k in wanted})
     return ", ".join(
         f"{k} {v:.0f}" if k == "wall_s" else f"{k} {v}"
         for k, v in keep.items()

@@ -23,12 +23,8 @@ from omegaconf import DictConfig
 from flows.config import ConfigError
 
 RECIPES: dict[str, str] = {
-    # AWD-LSTM folders until their family fine-tunes; the rest -> flows.runner.
-    "finetune": "flows.recipes.finetune",
-    # First and second generation (static embeddings, recurrent LMs).
+    # word2vec, GloVe, NNLM: trained outside the Trainer (gensim), not by a plan.
     "static_embeddings": "flows.recipes.static_embeddings",
-    "elmo": "flows.recipes.elmo",
-    "awd_lstm": "flows.recipes.awd_lstm",
 }
 
 

@@ -23,7 +23,10 @@ from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
 
+from flows.config import ConfigError
+from ptm_classic.settings import CorpusData, StaticEmbeddingsSettings
 from ptm_classic.static.corpus import SentenceCorpus
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data.vector_table import VectorTable
@@ -77,14 +80,28 @@ def method_of(cfg: DictConfig) -> str:
     return METHODS[target]
 
 
-def sentences_of(cfg: DictConfig) -> SentenceCorpus:
+def settings_of(cfg: DictConfig) -> StaticEmbeddingsSettings:
+    """The typed ``data`` and ``probes`` blocks (defaults: :mod:`ptm_classic.settings`).
+
+    Raises:
+        ConfigError: an unknown key or a value of the wrong type, one line naming it.
+    """
+    given = {name: cfg[name] for name in ("data", "probes") if cfg.get(name) is not None}
+    try:
+        built = OmegaConf.to_object(
+            OmegaConf.merge(OmegaConf.structured(StaticEmbeddingsSettings), given)
+        )
+    except (ConfigKeyError, ValidationError) as exc:
+        key = getattr(exc, "full_key", "") or "config"
+        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+    assert isinstance(built, StaticEmbeddingsSettings)
+    return built
+
+
+def sentences_of(data: CorpusData) -> SentenceCorpus:
     """The configured corpus as a restartable word stream."""
-    data = cfg.data
-    prepared = data.get("prepared")
     return SentenceCorpus(
-        None if prepared else data.corpus,
-        prepared=prepared,
-        lowercase=bool(data.get("lowercase", True)),
+        None if data.prepared else data.corpus, prepared=data.prepared, lowercase=data.lowercase
     )
 
 
@@ -103,12 +120,13 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> StaticEmbeddingsResult:
         **trainer_overrides: TrainerConfig fields to change (``output_dir=...``).
     """
     method = method_of(cfg)
+    settings = settings_of(cfg)
     trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
     output_dir = Path(trainer.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     final_dir = output_dir / "final"
     metrics_path = output_dir / "metrics.jsonl"
-    sentences = sentences_of(cfg)
+    sentences = sentences_of(settings.data)
     train = instantiate(cfg.model, _convert_="all")
     logger.info("static embeddings: %s on %r", method, sentences)
     last_checkpoint: Path | None = None
@@ -129,9 +147,8 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> StaticEmbeddingsResult:
             for epoch, loss in enumerate(table.metadata.get("epoch_losses", []), start=1)
         ]
         atomic_write_text(metrics_path, "".join(json.dumps(r) + "\n" for r in records))
-    probes = OmegaConf.to_container(cfg.get("probes") or {}, resolve=True)
-    assert isinstance(probes, dict)
-    report = probe_report(table, probes.get("neighbours") or [], probes.get("analogies") or [], k=5)
+    probes = settings.probes
+    report = probe_report(table, probes.neighbours, probes.analogies, k=5)
     final_metrics = dict(records[-1]) if records else {}
     table.metadata["report"] = report
     table.save(final_dir)

@@ -69,15 +69,21 @@ def _check_not_transformer(cfg: DictConfig) -> None:
         from flows.recipes.static_embeddings import instantiate_for_check as static_check
 
         assert callable(static_check(cfg))
-    elif recipe == "elmo":
-        from flows.recipes.elmo import instantiate_for_check as elmo_check
+        return
+    from flows.runner import select, settings_of
 
-        bilm = elmo_check(cfg, VOCAB.vocab_size)
+    spec, _ = select(cfg)
+    assert spec.name == recipe
+    assert settings_of(spec, cfg) is not None  # every data key is a settings field
+    if recipe == "elmo":
+        from ptm_classic.recurrent.bilm import bilm_on_meta
+
+        bilm = bilm_on_meta(instantiate(cfg.model)(vocab_size=VOCAB.vocab_size))
         assert bilm.num_layers == cfg.model.num_layers + 1
     else:
-        from flows.recipes.awd_lstm import instantiate_for_check as awd_check
+        from ptm_classic.recurrent.awd_lstm import AWDLSTMLanguageModel
 
-        model = awd_check(cfg, VOCAB)
+        model = AWDLSTMLanguageModel(instantiate(cfg.model)(vocab_size=VOCAB.vocab_size))
         assert model.config.vocab_size == VOCAB.vocab_size
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.evaluate import load_evaluations, model_family
+from ptm_classic import kinds as classic_kinds
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
 from ptm_knowledge import kinds as knowledge_kinds
@@ -61,8 +62,8 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
         SEQ2SEQ,
         "seq2seq",
     ),
-    model_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
-    model_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
+    classic_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
+    classic_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
     knowledge_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
     COGQA: ({}, {}, "cogqa"),
     knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),

@@ -9,18 +9,17 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from ptm_classic.finetune.taglm import (
+from ptm_classic.finetune.taglm import TagLMTagger, WordBatches
+from ptm_classic.finetune.taglm_io import load_word_model, save_word_model
+from ptm_classic.finetune.word_classifier import WordClassifier
+from ptm_classic.finetune.word_features import (
     BiLMWordFeatures,
     CharCNNFeatures,
     EncoderWordFeatures,
     StaticWordEmbedding,
-    TagLMTagger,
-    WordBatches,
     WordFeatures,
     load_vector_table,
 )
-from ptm_classic.finetune.taglm_io import load_word_model, save_word_model
-from ptm_classic.finetune.word_classifier import WordClassifier
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders.presets import bert_encoder
 from ptm_core.tokenization import WordPieceTokenizer

@@ -10,18 +10,21 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptm_classic.families import AWD_LSTM
 from ptm_classic.recurrent.awd_lstm import (
     AWDLSTMConfig,
     AWDLSTMLanguageModel,
-    AWDLSTMPretrainingModel,
+    BPTTLanguageModel,
     awd_lstm_paper,
     count_parameters,
     evaluate_perplexity,
 )
 from ptm_classic.recurrent.bptt import BPTTBatches, LMTokenStream
+from ptm_classic.recurrent.lm_objective import network_loss
 from ptm_core.atomic import OUTPUT_MARKER
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.data.token_store import InMemoryTokenStore
+from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.training import TrainerConfig
 from ptm_core.training.trainer import Trainer
 
@@ -93,16 +96,34 @@ def test_variable_bptt_lengths_are_seeded_per_epoch_and_stay_in_the_row() -> Non
         assert all(a[0] + a[1] == b[0] for a, b in itertools.pairwise(windows))
 
 
+def _trained(lm: AWDLSTMLanguageModel, batch_size: int) -> PretrainingModel:
+    # What the runner trains: the awd_lstm spec's network and input keys in the one model.
+    return PretrainingModel(
+        BPTTLanguageModel(lm, batch_size), network_loss(), input_keys=AWD_LSTM.input_keys
+    )
+
+
+def test_a_checkpoint_of_the_old_wrapper_loads_into_the_runner_model() -> None:
+    # Runs started before the one PretrainingModel saved the BPTT wrapper's keys at the root
+    # (lm.*, state_h_0); resuming one reads them as the network's.
+    torch.manual_seed(0)
+    old = BPTTLanguageModel(AWDLSTMLanguageModel(_tiny()), 2).state_dict()
+    model = _trained(AWDLSTMLanguageModel(_tiny()), 2)
+    model.load_state_dict(old, strict=True)
+    for name, tensor in old.items():
+        assert torch.equal(model.state_dict()[f"encoder.{name}"], tensor), name
+
+
 def test_hidden_state_is_carried_detached_and_reset_at_epoch_start() -> None:
-    model = AWDLSTMPretrainingModel(AWDLSTMLanguageModel(_tiny(wdrop=0.0)), batch_size=2).eval()
+    model = BPTTLanguageModel(AWDLSTMLanguageModel(_tiny(wdrop=0.0)), batch_size=2).eval()
     ids = torch.randint(4, 30, (2, 6))
     batch = {"input_ids": ids, "labels": ids, "reset": torch.tensor(True)}
-    first = model(batch).metrics["lm_loss"]
+    first = model(**batch).metrics["lm_loss"]
     state = model.state_h_2.clone()
     assert state.abs().sum() > 0 and not state.requires_grad
-    carried = model({**batch, "reset": torch.tensor(False)}).metrics["lm_loss"]
+    carried = model(**{**batch, "reset": torch.tensor(False)}).metrics["lm_loss"]
     assert not torch.allclose(carried, first)  # started from the carried state
-    again = model(batch).metrics["lm_loss"]
+    again = model(**batch).metrics["lm_loss"]
     torch.testing.assert_close(again, first)  # reset: zeros again
     assert "state_h_0" in model.state_dict()  # in checkpoints: resume carries on exactly
 
@@ -137,8 +158,8 @@ def test_language_model_loss_falls_on_a_tiny_corpus(tmp_path: Path) -> None:
         device="cpu",
     )
     before = evaluate_perplexity(lm, BPTTBatches(stream, 4, 12))
-    result = Trainer(AWDLSTMPretrainingModel(lm, 4), batches, config).fit()
-    losses = [record["lm_loss"] for record in result.history]
+    result = Trainer(_trained(lm, 4), batches, config).fit()
+    losses = [record["lm/lm_loss"] for record in result.history]
     assert losses[-1] < losses[0] - 1.0  # ln(30) = 3.4 at the start
     after = evaluate_perplexity(lm, BPTTBatches(stream, 4, 12))
     assert after["perplexity"] < before["perplexity"] / 2
@@ -198,7 +219,7 @@ def test_interrupted_run_resumes_bit_identically_with_the_carried_state(tmp_path
             device="cpu",
         )
         batches = BPTTBatches(stream, 4, 12, variable_length=True)
-        Trainer(AWDLSTMPretrainingModel(lm, 4), batches, config, callbacks=callbacks).fit()
+        Trainer(_trained(lm, 4), batches, config, callbacks=callbacks).fit()
         return lm
 
     straight = run(tmp_path / "straight", [])

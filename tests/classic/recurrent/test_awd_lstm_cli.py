@@ -33,7 +33,7 @@ def test_awd_lstm_tiny_pretrains_from_the_cli_and_finetunes_as_ulmfit(
     assert "valid_perplexity" in printed and str(out / "final") in printed
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
-    assert all(r["lm_loss"] > 0 and r["ar"] >= 0 and r["tar"] >= 0 for r in records)
+    assert all(r["lm/lm_loss"] > 0 and r["lm/ar"] >= 0 and r["lm/tar"] >= 0 for r in records)
     lm = AWDLSTMLanguageModel.from_pretrained(out / "final")
     assert lm.config.num_layers == 3 and lm.config.tie_weights
     assert (out / "final" / "vocab.txt").is_file()

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 
 from flows.config import compose_config
-from flows.recipes.elmo import instantiate_for_check
 from ptm_classic.recurrent.bilm import (
     BiLM,
     BiLMConfig,
     ElmoFeatures,
+    bilm_on_meta,
     load_bilm,
     read_vocabulary,
     save_bilm,
@@ -126,7 +127,7 @@ def test_original_configuration_has_the_published_size() -> None:
     # two bias vectors per layer (allennlp one): +4 * 16384 = +65,536 (0.07 %).
     # configs/model/elmo_original.yaml, built on the meta device (no memory).
     cfg = compose_config(["experiment=elmo_tiny", "model=elmo_original"])
-    bilm = instantiate_for_check(cfg, vocab_size=793_471)
+    bilm = bilm_on_meta(instantiate(cfg.model)(vocab_size=793_471))
     assert bilm.config == BiLMConfig(vocab_size=793_471)  # the yaml is the dataclass default
     assert bilm.softmax.weight.shape == (793_471, 512)
     count = bilm.num_parameters()

@@ -34,7 +34,7 @@ def test_elmo_tiny_trains_through_the_cli(
     assert str(out / "final") in printed
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
-    assert all(r["perplexity"] > 1 and "forward_nll" in r for r in records)
+    assert all(r["lm/perplexity"] > 1 and "lm/forward_nll" in r for r in records)
     last = json.loads(printed.split("last metrics")[1].strip().splitlines()[0])
     assert last["heldout_perplexity"] > 1
     saved = json.loads((out / "eval.json").read_text())

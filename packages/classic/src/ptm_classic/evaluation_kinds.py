@@ -1,4 +1,6 @@
-"""The evaluations of the model kinds ptm-classic owns (AWD-LSTM, ELMo), registered on import.
+"""The evaluations of the model kinds ptm-classic owns (AWD-LSTM, ELMo): the ``evaluation``
+of the awd_lstm and elmo family specs (:mod:`ptm_classic.families`), which ``ptm evaluate``
+registers.
 
 Both score held-out perplexity on a text corpus with the vocabulary saved in the ``final/``
 (:mod:`ptm_classic.evaluation`), or with ``random_init=True`` the same architecture from
@@ -10,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ptm_core import model_kinds
+from ptm_classic import kinds
 from ptm_core.evaluation.files import read_json_object, require_file
-from ptm_core.evaluation.registry import Evaluation, register_evaluation
+from ptm_core.evaluation.registry import Evaluation
 
 
 def score_awd_lstm(
@@ -42,31 +44,27 @@ def check_recurrent(directory: Path) -> None:
     require_file(directory / "vocab.txt", "copy the whole final/ directory of the run")
 
 
-AWD_LSTM = register_evaluation(
-    Evaluation(
-        name="awd_lstm",
-        metric="perplexity",
-        higher_is_better=False,
-        description="AWD-LSTM language model: held-out perplexity (BPTT windows of 70, "
-        "hidden state carried)",
-        score=score_awd_lstm,
-        kinds=(model_kinds.AWD_LSTM,),
-        text_corpus=True,
-        check=check_recurrent,
-    )
+AWD_LSTM = Evaluation(
+    name="awd_lstm",
+    metric="perplexity",
+    higher_is_better=False,
+    description="AWD-LSTM language model: held-out perplexity (BPTT windows of 70, "
+    "hidden state carried)",
+    score=score_awd_lstm,
+    kinds=(kinds.AWD_LSTM,),
+    text_corpus=True,
+    check=check_recurrent,
 )
-ELMO = register_evaluation(
-    Evaluation(
-        name="elmo",
-        metric="perplexity",
-        higher_is_better=False,
-        description="ELMo biLM: held-out perplexity of both directions (full softmax, the "
-        "run's output vocabulary)",
-        score=score_bilm,
-        kinds=(model_kinds.ELMO,),
-        text_corpus=True,
-        check=check_recurrent,
-    )
+ELMO = Evaluation(
+    name="elmo",
+    metric="perplexity",
+    higher_is_better=False,
+    description="ELMo biLM: held-out perplexity of both directions (full softmax, the "
+    "run's output vocabulary)",
+    score=score_bilm,
+    kinds=(kinds.ELMO,),
+    text_corpus=True,
+    check=check_recurrent,
 )
 
 __all__ = ["AWD_LSTM", "ELMO", "check_recurrent", "score_awd_lstm", "score_bilm"]

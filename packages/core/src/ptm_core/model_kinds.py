@@ -22,25 +22,14 @@ KIND_KEY = "ptm_model"
 ENCODER = "encoder"  # TransformerEncoder: BERT, RoBERTa, ALBERT, ELECTRA, SpanBERT, UniLM, WKLM
 XLNET = "xlnet"  # relative-position, two-stream encoder
 ENCODER_DECODER = "encoder_decoder"  # BART, T5, MASS
-AWD_LSTM = "awd_lstm"  # AWD-LSTM language model (ULMFiT's encoder)
-ELMO = "elmo"  # ELMo's bidirectional LM
-
-# The kinds known before families registered theirs by entry point; shrinking to nothing as
-# each family's spec claims its kinds (``FamilySpec.kinds``).
-_LEGACY_KINDS = frozenset(
-    {
-        AWD_LSTM,
-        ELMO,
-    }
-)
 
 
 def known_kinds() -> frozenset[str]:
-    """Every kind an installed family saves (the open registry of
-    :mod:`ptm_core.families.registry`), plus the not yet moved legacy ones."""
+    """Every kind an installed family saves: the open registry of
+    :mod:`ptm_core.families.registry` (each family's ``FamilySpec.kinds``)."""
     from ptm_core.families.registry import known_kinds as registered
 
-    return _LEGACY_KINDS | registered()
+    return registered()
 
 
 def __getattr__(name: str) -> object:

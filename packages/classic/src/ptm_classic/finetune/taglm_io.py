@@ -22,16 +22,16 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from ptm_classic.finetune.taglm import (
+from ptm_classic.finetune.taglm import TagLMTagger
+from ptm_classic.finetune.word_classifier import WordClassifier
+from ptm_classic.finetune.word_features import (
     BiLMWordFeatures,
     CharCNNFeatures,
     EncoderWordFeatures,
     LMFeatures,
     StaticWordEmbedding,
-    TagLMTagger,
     WordFeatures,
 )
-from ptm_classic.finetune.word_classifier import WordClassifier
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError
 

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ptm_classic.finetune.taglm import WordFeatures, run_bilstm
+from ptm_classic.finetune.word_features import WordFeatures, run_bilstm
 
 
 @dataclass

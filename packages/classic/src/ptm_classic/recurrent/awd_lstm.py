@@ -7,7 +7,7 @@
   dropped LSTM layers with locked dropout between them. ULMFiT's classifier reads it.
 - :class:`AWDLSTMLanguageModel`: the encoder plus a decoder tied to the token table (the
   last layer outputs the embedding size so the two can share one matrix).
-- :class:`AWDLSTMPretrainingModel`: what the core Trainer trains: next-token cross-entropy
+- :class:`BPTTLanguageModel`: what the runner pre-trains: next-token cross-entropy
   + AR + TAR over contiguous BPTT windows, the hidden state carried (detached) from one
   batch to the next. The state is a persistent buffer, so checkpoints hold it and a
   resumed run continues exactly.
@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ptm_classic.kinds import AWD_LSTM
 from ptm_classic.recurrent.regularization import (
     LockedDropout,
     LSTMState,
@@ -40,7 +41,7 @@ from ptm_classic.recurrent.regularization import (
 )
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
-from ptm_core.model_kinds import AWD_LSTM, KIND_KEY, with_kind
+from ptm_core.model_kinds import KIND_KEY, with_kind
 
 MODEL_TYPE = "awd_lstm"
 CONFIG_FILE = "config.json"
@@ -338,13 +339,16 @@ class LMTrainingOutput:
     metrics: dict[str, Tensor] = field(default_factory=dict)
 
 
-class AWDLSTMPretrainingModel(nn.Module):
-    """The AWD-LSTM language model as the core Trainer trains it, with BPTT state.
+class BPTTLanguageModel(nn.Module):
+    """The AWD-LSTM language model as the runner pre-trains it, with BPTT state.
 
     Paper: Merity et al., 2018 (training: truncated BPTT over contiguous batches, the
-    hidden state carried across batches, AR/TAR, section 4.6). ``forward(batch)`` takes
-    ``input_ids (B, T)``, ``labels (B, T)`` (the next tokens) and ``reset`` (a 0-d bool:
-    the first window of an epoch, which starts from zeros). The final state is kept,
+    hidden state carried across batches, AR/TAR, section 4.6). The network of the
+    awd_lstm family's plan (``input_keys``): ``forward`` takes ``input_ids (B, T)``,
+    ``labels (B, T)`` (the next tokens) and ``reset`` (a 0-d bool: the first window of an
+    epoch, which starts from zeros). The loss (with AR and TAR, which read the network's
+    dropped and raw outputs) is its own; the one objective,
+    :class:`~ptm_classic.recurrent.lm_objective.NetworkLoss`, passes it on. The final state is kept,
     detached, in persistent buffers (``state_h_<l>``, ``state_c_<l>``), so a checkpoint
     holds it and a resumed run carries on exactly.
 
@@ -372,15 +376,20 @@ class AWDLSTMPretrainingModel(nn.Module):
             for i in range(len(self.lm.encoder.layers))
         ]
 
-    def forward(self, batch: dict[str, Tensor]) -> LMTrainingOutput:
-        input_ids, labels = batch["input_ids"], batch["labels"]
+    @property
+    def config(self) -> AWDLSTMConfig:
+        return self.lm.config
+
+    def forward(
+        self, input_ids: Tensor, labels: Tensor, reset: Tensor | None = None
+    ) -> LMTrainingOutput:
         if input_ids.size(0) != self.batch_size:
             raise ValueError(
                 f"BPTT batch has {input_ids.size(0)} rows, the model carries state for "
                 f"{self.batch_size}; build the batches and the model with one batch_size"
             )
         state = self._state()
-        if bool(batch.get("reset", torch.tensor(False))):
+        if reset is not None and bool(reset):
             state = [(torch.zeros_like(h), torch.zeros_like(c)) for h, c in state]
         out = self.lm(input_ids, state)
         for i, (h, c) in enumerate(out.encoder.state):

@@ -22,17 +22,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from unittest.mock import patch
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ptm_classic.kinds import ELMO
 from ptm_classic.recurrent.char_cnn import MAX_CHARACTERS, CharacterCNN, boundary_ids
 from ptm_classic.recurrent.lstmp import LstmpStack, reverse_padded
 from ptm_classic.recurrent.softmax import SOFTMAX_KINDS, WordSoftmax
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
-from ptm_core.model_kinds import ELMO, with_kind
+from ptm_core.model_kinds import with_kind
 
 BILM_FORMAT = "ptm-bilm/1"
 WEIGHTS_FILE = "model.safetensors"
@@ -100,6 +102,10 @@ class BiLMConfig:
                 f"BiLMConfig.filters: every [width, count] needs 1 <= width <= max_characters "
                 f"and count >= 1, got {self.filters}"
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields (a checkpoint's ``config.json`` records them)."""
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -296,22 +302,31 @@ class BiLM(nn.Module):
         )
 
 
-class BiLMPretrainingModel(nn.Module):
-    """What the trainer optimises: a batch dict in, :class:`BiLMLoss` out.
+class BiLMTraining(nn.Module):
+    """The biLM as the runner pre-trains it: the batch's keys in, :class:`BiLMLoss` out.
+
+    The network of the elmo family's plan (``input_keys``: ``char_ids``,
+    ``attention_mask``, ``word_targets``): the shared softmax is part of the biLM (it is
+    saved in ``final/``), so the loss is the network's own and the one objective,
+    :class:`~ptm_classic.recurrent.lm_objective.NetworkLoss`, passes it on.
 
     Args:
         bilm: the model.
 
     Shapes:
-        batch ``char_ids (B, L, C)``, ``attention_mask (B, L)``, ``word_targets (B, L)``.
+        ``char_ids (B, L, C)``, ``attention_mask (B, L)``, ``word_targets (B, L)``.
     """
 
     def __init__(self, bilm: BiLM) -> None:
         super().__init__()
         self.bilm = bilm
 
-    def forward(self, batch: dict[str, Tensor]) -> BiLMLoss:
-        return self.bilm.lm_loss(batch["char_ids"], batch["attention_mask"], batch["word_targets"])
+    @property
+    def config(self) -> BiLMConfig:
+        return self.bilm.config
+
+    def forward(self, char_ids: Tensor, attention_mask: Tensor, word_targets: Tensor) -> BiLMLoss:
+        return self.bilm.lm_loss(char_ids, attention_mask, word_targets)
 
 
 class ElmoFeatures(nn.Module):
@@ -353,6 +368,20 @@ class ElmoFeatures(nn.Module):
 
 
 # ------------------------------------------------------------------ checkpoint
+
+
+def bilm_on_meta(config: BiLMConfig) -> BiLM:
+    """A :class:`BiLM` built on the meta device: shapes and parameter counts only (no memory,
+    no weights), so that ``elmo_original`` (93.6M parameters) builds in a second.
+
+    Example:
+        >>> bilm_on_meta(BiLMConfig(vocab_size=793_471)).num_parameters()
+        93666400
+    """
+    # normal_ on meta goes through torch's reference decompositions, whose first call takes
+    # seconds; nothing is initialised on meta anyway.
+    with torch.device("meta"), patch.object(torch.nn.init, "normal_", lambda t, *a, **k: t):
+        return BiLM(config)
 
 
 def save_bilm(bilm: BiLM, directory: str | Path, vocabulary: Sequence[str]) -> Path:
@@ -463,8 +492,9 @@ __all__ = [
     "BiLM",
     "BiLMConfig",
     "BiLMLoss",
-    "BiLMPretrainingModel",
+    "BiLMTraining",
     "ElmoFeatures",
+    "bilm_on_meta",
     "load_bilm",
     "read_vocabulary",
     "save_bilm",

@@ -1,8 +1,8 @@
 """ELMo biLM pre-training: corpus -> word corpus -> biLM -> trainer -> ``final/``.
 
-Flows call :func:`pretrain_elmo` with numbers and a :class:`~ptm_classic.recurrent.bilm.BiLMConfig`
-factory; the run, the save and the result go through the one training tail
-(:func:`ptm_core.training.run.train_and_save`).
+:func:`plan_elmo` is the elmo family's ``plan_pretraining`` (``ptm pretrain
+experiment=elmo_tiny``): the runner (:mod:`ptm_core.families.runner`) trains its plan with the
+one Trainer and writes ``final/``.
 """
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ptm_classic.recurrent.bilm import BiLM, BiLMConfig, BiLMPretrainingModel, save_bilm
+from ptm_classic.recurrent.bilm import BiLM, BiLMConfig, BiLMTraining, save_bilm
+from ptm_classic.recurrent.lm_objective import network_loss
 from ptm_classic.recurrent.word_corpus import (
     ElmoBatches,
     RowSubset,
@@ -25,11 +25,12 @@ from ptm_classic.recurrent.word_corpus import (
     default_word_corpus_dir,
     prepare_word_corpus,
 )
+from ptm_classic.settings import ElmoData
 from ptm_core.atomic import atomic_write_text
+from ptm_core.families.runner import PretrainingPlan, PretrainRun
 from ptm_core.seeding import derive_seed
-from ptm_core.training import TrainerConfig
 from ptm_core.training.distributed import is_main_process
-from ptm_core.training.run import train_and_save
+from ptm_core.training.run import TrainingRun
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ EVAL_FILE = "eval.json"
 
 @dataclass
 class ElmoPretrainResult:
-    """Where an ELMo run put its outputs (the shape every recipe returns).
+    """Where an ELMo run put its outputs (the shape every run returns).
 
     Attributes:
         output_dir: the run directory.
@@ -89,64 +90,50 @@ def evaluate_perplexity(bilm: BiLM, batches: ElmoBatches) -> dict[str, float]:
     }
 
 
-def pretrain_elmo(
-    corpus: str | Path | Sequence[str | Path],
-    *,
-    model: Callable[..., BiLMConfig] | BiLMConfig,
-    trainer: TrainerConfig,
-    vocab_top_k: int = 50000,
-    min_count: int = 1,
-    max_length: int = 64,
-    lowercase: bool = False,
-    batch_size: int = 32,
-    heldout_every: int = 20,
-    seed: int = 0,
-    num_workers: int = 0,
-    word_corpus_dir: str | Path | None = None,
-    callbacks: Sequence[object] = (),
-) -> ElmoPretrainResult:
-    """Pre-train ELMo's biLM on a text corpus.
+def plan_elmo(run: PretrainRun) -> PretrainingPlan:
+    """The elmo family's ``plan_pretraining``: corpus -> word corpus -> biLM.
+
+    The runner trains the plan; its ``finish`` scores the final biLM's perplexity (full
+    softmax, both directions) on the held-out rows (or, with too few rows or
+    ``data.heldout_every=0``, on the training rows) and writes it to
+    ``<output_dir>/eval.json``.
 
     Args:
-        corpus: text-corpus file(s) or folder (any input ``ptm prepare`` reads).
-        model: a :class:`BiLMConfig`, or a factory called with ``vocab_size=``.
-        trainer: trainer settings (``output_dir`` is the run directory).
-        vocab_top_k: output words besides ``<unk>``, ``<s>``, ``</s>`` (most frequent first).
-        min_count: types seen fewer times are ``<unk>`` in the output.
-        max_length: words per row (longer sentences are split).
-        lowercase: lower-case the words.
-        batch_size: rows per micro-batch.
-        heldout_every: every this-many-th row is held out for the final perplexity
-            (0: none held out; the perplexity is then measured on the training rows).
-        seed: seed of initialisation and shuffling.
-        num_workers: DataLoader workers that build batches.
-        word_corpus_dir: where the word corpus is prepared (default ``<output_dir>/word_corpus``).
-        callbacks: trainer callbacks.
+        run: ``settings`` an :class:`~ptm_classic.settings.ElmoSettings`; ``model`` a
+            :class:`BiLMConfig` factory called with ``vocab_size=`` of the corpus.
 
     Returns:
-        :class:`ElmoPretrainResult`.
+        The plan; its result is an :class:`ElmoPretrainResult`.
     """
-    output_dir = Path(trainer.output_dir)
+    data: ElmoData = run.settings.data
+    if data.corpus is None:
+        raise ValueError("data.corpus: give the text corpus the biLM is trained on")
+    if run.model is None:
+        raise ValueError("model: give a biLM config (model=elmo_tiny or elmo_original)")
+    output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     words: WordCorpus = prepare_word_corpus(
-        corpus,
-        word_corpus_dir or default_word_corpus_dir(output_dir),
-        max_length=max_length,
-        lowercase=lowercase,
+        data.corpus,
+        data.word_corpus_dir or default_word_corpus_dir(output_dir),
+        max_length=data.max_words,
+        lowercase=data.word_lowercase,
     )
-    vocabulary = words.vocabulary(vocab_top_k, min_count)
-    config = model if isinstance(model, BiLMConfig) else model(vocab_size=len(vocabulary))
-    config.vocab_size = len(vocabulary)
-    torch.manual_seed(derive_seed(seed, "init"))
+    vocabulary = words.vocabulary(data.vocab_top_k, data.min_count)
+    config = run.model(vocab_size=len(vocabulary))
+    if not isinstance(config, BiLMConfig):
+        raise TypeError(f"model config builds {type(config).__name__}, not a BiLMConfig")
+    torch.manual_seed(derive_seed(run.seed, "init"))
     bilm = BiLM(config)
-    every = heldout_every if words.num_rows >= 2 * max(heldout_every, 1) else 0
+    every = data.heldout_every if words.num_rows >= 2 * max(data.heldout_every, 1) else 0
     train_rows = RowSubset(words.num_rows, every, held_out=False)
     common: dict[str, Any] = {
         "vocab_size": config.vocab_size,
-        "batch_size": batch_size,
+        "batch_size": data.batch_size,
         "max_characters": config.max_characters,
     }
-    batches = ElmoBatches(words, rows=train_rows, seed=seed, num_workers=num_workers, **common)
+    batches = ElmoBatches(
+        words, rows=train_rows, seed=run.seed, num_workers=data.num_workers, **common
+    )
     logger.info(
         "%d rows (%d words, %d types) -> %d training rows, output vocabulary %d, "
         "%d biLM parameters (+%d softmax)",
@@ -158,32 +145,35 @@ def pretrain_elmo(
         bilm.num_parameters(),
         bilm.num_parameters(include_softmax=True) - bilm.num_parameters(),
     )
-    run = train_and_save(
-        BiLMPretrainingModel(bilm),
-        batches,
-        trainer,
-        callbacks=callbacks,
+
+    def finish(trained: TrainingRun) -> ElmoPretrainResult:
+        final_metrics = dict(trained.final_metrics)
+        if is_main_process():
+            held = RowSubset(words.num_rows, every, held_out=True) if every else train_rows
+            evaluation = ElmoBatches(words, rows=held, shuffle=False, **common)
+            scores = evaluate_perplexity(bilm, evaluation)
+            prefix = "heldout" if every else "train"
+            evaluated: dict[str, Any] = {f"{prefix}_{k}": v for k, v in scores.items()}
+            evaluated[f"{prefix}_rows"] = len(held)
+            final_metrics.update(evaluated)
+            atomic_write_text(output_dir / EVAL_FILE, json.dumps(evaluated, indent=2) + "\n")
+            logger.info("%s perplexity %.2f (full softmax)", prefix, scores["perplexity"])
+        return ElmoPretrainResult(
+            output_dir=output_dir,
+            encoder_dir=trained.final_dir,
+            metrics_path=trained.result.metrics_path,
+            last_checkpoint=trained.result.last_checkpoint,
+            final_metrics=final_metrics,
+            num_examples=len(train_rows),
+        )
+
+    return PretrainingPlan(
+        network=BiLMTraining(bilm),
+        objectives=network_loss(),
+        data=batches,
         save_final=lambda final: save_bilm(bilm, final, vocabulary),
-    )
-    final_metrics = dict(run.final_metrics)
-    if is_main_process():
-        held = RowSubset(words.num_rows, every, held_out=True) if every else train_rows
-        evaluation = ElmoBatches(words, rows=held, shuffle=False, **common)
-        scores = evaluate_perplexity(bilm, evaluation)
-        prefix = "heldout" if every else "train"
-        evaluated = {f"{prefix}_{k}": v for k, v in scores.items()}
-        evaluated[f"{prefix}_rows"] = len(held)
-        final_metrics.update(evaluated)
-        atomic_write_text(output_dir / EVAL_FILE, json.dumps(evaluated, indent=2) + "\n")
-        logger.info("%s perplexity %.2f (full softmax)", prefix, scores["perplexity"])
-    return ElmoPretrainResult(
-        output_dir=output_dir,
-        encoder_dir=run.final_dir,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        final_metrics=final_metrics,
-        num_examples=len(train_rows),
+        finish=finish,
     )
 
 
-__all__ = ["ElmoPretrainResult", "evaluate_perplexity", "pretrain_elmo"]
+__all__ = ["ElmoPretrainResult", "evaluate_perplexity", "plan_elmo"]

@@ -334,3 +334,45 @@ def finetune_ulmfit(
         name=task.name,
         metric=str(task.metric),
     )
+
+
+def finetune_awd_lstm(run: Any) -> Any:
+    """The awd_lstm family's ``finetune`` hook (``ptm finetune task=gain_sentiment
+    model=<an AWD-LSTM final/>``): ULMFiT's classifier (concat pooling, BN/dropout/linear
+    head) on ``run.init_from``. The ULMFiT switches are the trainer's
+    (``trainer.schedule=slanted_triangular trainer.layer_lr_decay=0.3846
+    trainer.unfreeze_every=<steps>``).
+
+    Args:
+        run: a :class:`~ptm_core.families.runner.FinetuneRun`; ``settings`` an
+            :class:`~ptm_classic.settings.AWDLSTMSettings` (``task``, ``finetune``).
+
+    Raises:
+        ValueError: no ``init_from``, or a ``finetune`` switch the classifier does not have.
+    """
+    from ptm_core.finetune.task_spec import TaskSpec
+
+    settings = run.settings
+    task = TaskSpec.from_mapping(settings.task)
+    task.check_files()  # before any model is loaded
+    if not run.init_from:
+        raise ValueError(
+            "init_from: the ULMFiT classifier fine-tunes a pre-trained AWD-LSTM; give "
+            "model=<the final/ of ptm pretrain experiment=awd_lstm_tiny>"
+        )
+    options = settings.finetune
+    unsupported = [key for key in ("feature_based", "text_to_text") if getattr(options, key)]
+    if unsupported:
+        raise ValueError(
+            f"finetune.{unsupported[0]}=true is not supported for an AWD-LSTM model "
+            f"({run.init_from}); drop it (the ULMFiT classifier fine-tunes the whole encoder)"
+        )
+    return finetune_ulmfit(
+        task,
+        model_dir=run.init_from,
+        trainer=run.trainer,
+        seed=run.seed,
+        random_init=options.random_init,
+        num_workers=options.num_workers,
+        provenance={"init_from": str(run.init_from), "random_init": options.random_init},
+    )

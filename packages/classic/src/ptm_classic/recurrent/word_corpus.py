@@ -198,7 +198,7 @@ class RowSubset(Sequence[int]):
 
 class ElmoBatches(EpochBatches):
     """Deterministic, resumable biLM batches: ``char_ids``, ``attention_mask``,
-    ``word_targets`` (see :class:`~ptm_classic.recurrent.bilm.BiLMPretrainingModel`).
+    ``word_targets`` (see :class:`~ptm_classic.recurrent.bilm.BiLMTraining`).
 
     Args:
         corpus: the prepared word corpus.

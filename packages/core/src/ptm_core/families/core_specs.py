@@ -37,7 +37,9 @@ ENCODER = FamilySpec(
         "albert": "ptm_core.checkpoints.hf.albert",
         "electra": "ptm_core.checkpoints.hf.electra",
     },
-    recipes={"text": "pretrain"},
+    # `ptm finetune` (finetune.yaml): the init_from folder's family fine-tunes, this one
+    # when the folder names none (a Hugging Face BERT) or a preset is built from scratch.
+    recipes={"text": "pretrain", "finetune": "finetune"},
 )
 
 XLNET = FamilySpec(

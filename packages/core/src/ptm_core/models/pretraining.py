@@ -90,7 +90,7 @@ class PretrainingModel(nn.Module):
         self.encoder = encoder
         self.objectives = objectives
         self.input_keys = tuple(input_keys) if input_keys is not None else ENCODER_INPUTS
-        self._register_load_state_dict_pre_hook(_rename_seq2seq_wrapper)
+        self._register_load_state_dict_pre_hook(_adopt_network_checkpoint)
 
     def forward(self, batch: Batch) -> PretrainingOutput:
         for _, objective in self.objectives:
@@ -132,11 +132,12 @@ class PretrainingModel(nn.Module):
         }
 
 
-def _rename_seq2seq_wrapper(state: dict[str, Any], prefix: str, *_: Any) -> None:
-    """Checkpoints of seq2seq runs written before the family runner named the network
-    ``model`` (``model.*`` keys); this wrapper names it ``encoder``: resume them as written."""
-    old = f"{prefix}model."
-    if any(k.startswith(f"{prefix}encoder.") for k in state):
-        return
-    for key in [k for k in state if k.startswith(old)]:
-        state[f"{prefix}encoder.{key[len(old) :]}"] = state.pop(key)
+def _adopt_network_checkpoint(state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
+    # A training checkpoint of a family's own wrapper from before this one model (ELMo's
+    # biLM, AWD-LSTM's BPTT state) holds exactly the network's keys at its root: read them as
+    # the encoder's, so that an old run resumes.
+    own = (f"{prefix}encoder.", f"{prefix}objectives.")
+    keys = [key for key in state_dict if key.startswith(prefix)]
+    if keys and not any(key.startswith(own) for key in keys):
+        for key in keys:
+            state_dict[f"{prefix}encoder.{key[len(prefix) :]}"] = state_dict.pop(key)

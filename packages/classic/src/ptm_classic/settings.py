@@ -1,0 +1,148 @@
+"""Typed settings of ptm-classic's families: the config blocks they read besides the shared
+ones (``trainer``, ``objective``, ``model``, ``seed``, ``init_from``).
+
+Torch-free: the runner builds these from the composed config before any model is imported
+(:func:`flows.runner.settings_of`), so a misspelt key fails in one line naming it. Each
+default is written here once; the YAML presets (``configs/data/sample_corpus.yaml``,
+``configs/experiment/{elmo,awd_lstm}_tiny.yaml``) only set what differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CorpusData:
+    """The text-corpus keys of ``configs/data/*.yaml`` (``sample_corpus``).
+
+    Attributes:
+        corpus: text-corpus file(s) or folder (any input ``ptm prepare`` reads).
+        prepared: a folder written by ``ptm prepare`` (used instead of ``corpus``).
+        cache_dir: where raw corpora are prepared (``None``: ``$PTM_CACHE_DIR/prepared``).
+        tokenizer: a ``vocab.txt`` or tokenizer folder (``None``: WordPiece trained on the
+            corpus).
+        vocab_size: size of a trained WordPiece vocabulary.
+        lowercase: lower-case the text (WordPiece).
+        max_length: tokens per row (Transformer families; not read by the recurrent LMs).
+        batch_size: rows per micro-batch.
+        pack: pack short rows (Transformer families; not read here).
+        num_workers: DataLoader worker processes.
+    """
+
+    corpus: str | None = None
+    prepared: str | None = None
+    cache_dir: str | None = None
+    tokenizer: str | None = None
+    vocab_size: int = 4000
+    lowercase: bool = True
+    max_length: int = 128
+    batch_size: int = 16
+    pack: bool = False
+    num_workers: int = 0
+
+
+@dataclass
+class ElmoData(CorpusData):
+    """ELMo's word-level data (``configs/experiment/elmo_tiny.yaml``); the WordPiece keys
+    above are not read.
+
+    Attributes:
+        vocab_top_k: output words besides ``<unk>``, ``<s>``, ``</s>`` (most frequent first).
+        min_count: types seen fewer times are ``<unk>`` in the output.
+        max_words: words per row (longer sentences are split).
+        word_lowercase: lower-case the words.
+        heldout_every: every this-many-th row is held out for the final perplexity (0: none
+            held out; the perplexity is then measured on the training rows).
+        word_corpus_dir: where the word corpus is prepared (``None``:
+            ``<trainer.output_dir>/word_corpus``).
+    """
+
+    vocab_top_k: int = 50000
+    min_count: int = 1
+    max_words: int = 64
+    word_lowercase: bool = False
+    heldout_every: int = 20
+    word_corpus_dir: str | None = None
+
+
+@dataclass
+class ElmoSettings:
+    """The ``elmo`` family's config blocks."""
+
+    data: ElmoData = field(default_factory=ElmoData)
+
+
+@dataclass
+class AWDLSTMData(CorpusData):
+    """AWD-LSTM's BPTT data (``configs/experiment/awd_lstm_tiny.yaml``).
+
+    Attributes:
+        bptt: BPTT window (AWD-LSTM: 70).
+        variable_length: AWD-LSTM's random window lengths (70 w.p. 0.95 else 35, then
+            ``N(., 5)``).
+        valid_fraction: share of the stream's end held out for the perplexity report.
+    """
+
+    bptt: int = 70
+    variable_length: bool = True
+    valid_fraction: float = 0.05
+
+
+@dataclass
+class ULMFiTFinetune:
+    """The ``finetune`` block of ``configs/finetune.yaml`` as the ULMFiT classifier reads it.
+
+    Attributes:
+        random_init: keep the architecture, re-initialise the encoder (the baseline).
+        num_workers: DataLoader processes that featurize training batches.
+        dropout: the Transformer task head's dropout (not read: ULMFiT's head has its own).
+        feature_based: refused (the ULMFiT classifier fine-tunes the whole encoder).
+        lstm_hidden: TagLM's BiLSTM size (not read).
+        text_to_text: refused (a seq2seq switch).
+        kg: ERNIE-THU's KG (not read).
+        use_entities: ERNIE-THU's switch (not read).
+    """
+
+    random_init: bool = False
+    num_workers: int = 0
+    dropout: float = 0.1
+    feature_based: bool = False
+    lstm_hidden: int = 128
+    text_to_text: bool = False
+    kg: str | None = None
+    use_entities: bool = True
+
+
+@dataclass
+class AWDLSTMSettings:
+    """The ``awd_lstm`` family's config blocks: ``data`` (pre-training), ``task`` and
+    ``finetune`` (the ULMFiT classifier)."""
+
+    data: AWDLSTMData = field(default_factory=AWDLSTMData)
+    task: Any = None
+    finetune: ULMFiTFinetune = field(default_factory=ULMFiTFinetune)
+
+
+@dataclass
+class Probes:
+    """The sanity report of a static-embedding run (``final/metrics.json``).
+
+    Attributes:
+        neighbours: words whose nearest neighbours are listed (empty: the table's five first
+            alphabetic words).
+        analogies: ``[a, b, c, expected]`` (or ``[a, b, c]``): a is to b as c is to expected.
+    """
+
+    neighbours: list[str] = field(default_factory=list)
+    analogies: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class StaticEmbeddingsSettings:
+    """The blocks ``recipe: static_embeddings`` reads besides ``model`` (the method's trainer)
+    and ``trainer``: ``data`` (``corpus`` or ``prepared``, ``lowercase``) and ``probes``."""
+
+    data: CorpusData = field(default_factory=CorpusData)
+    probes: Probes = field(default_factory=Probes)
