@@ -23,7 +23,7 @@ the training sentences, so on dev only the KG input can carry the answer.
 
 Both arms of a model get the same seeds and budget (``--ernie-steps``/``--ernie-lr``,
 ``--kbert-steps``/``--kbert-lr``, set up front). Every run goes through
-:func:`flows.recipes.run_recipe` (the code path of ``ptm pretrain experiment=...``), in this
+:func:`flows.runner.run_composed` (the code path of ``ptm pretrain experiment=...``), in this
 process, into ``$PTM_BENCH_DIR/knowledge-gain/`` (emptied first). Reported: dev accuracy,
 mean ± sample std (n - 1) per arm, the per-seed difference (KG - kg-free), its mean ± std,
 and the seeds the KG arm won. Writes ``benchmarks/results/knowledge_gain.{md,json}``.
@@ -115,7 +115,7 @@ def transe_probe(embeddings_dir: Path) -> dict[str, Any]:
 def run_arm(model: str, kg: bool, seed: int, extra: list[str], tag: str = "") -> dict[str, Any]:
     """One fine-tuning run; returns its overrides and dev metrics."""
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     experiment, on, off = ARMS[model]
     out = WORK / (tag or model) / ("kg" if kg else "kg-free") / f"seed{seed}"
@@ -129,7 +129,7 @@ def run_arm(model: str, kg: bool, seed: int, extra: list[str], tag: str = "") ->
         "trainer.progress=false",
     ]
     start = time.perf_counter()
-    result = run_recipe(compose_config(overrides))
+    result = run_composed(compose_config(overrides))
     metrics = {k: float(v) for k, v in result.final_metrics.items() if k.startswith("dev/")}
     metrics["train/accuracy"] = float(result.final_metrics.get("accuracy", float("nan")))
     wall = time.perf_counter() - start
@@ -191,7 +191,11 @@ def render(result: dict[str, Any]) -> str:
             f"| {100 * s['difference']['mean']:+.1f} ± {100 * s['difference']['std']:.1f} "
             f"| {s['seeds_won']}/{s['seeds']} |"
         )
-    lines += ["", "Exact runs (in process, `flows.recipes.run_recipe` on the composed config):", ""]
+    lines += [
+        "",
+        "Exact runs (in process, `flows.runner.run_composed` on the composed config):",
+        "",
+    ]
     for model, row in result["models"].items():
         for arm in ("kg", "kg-free"):
             first = row["runs"][arm][0]["overrides"]

@@ -409,14 +409,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 return 0
             print(OmegaConf.to_yaml(cfg), end="")
             return 0
-        from flows.recipes import run_recipe
+        from flows.runner import run_composed
         from ptm_core.training.loggers import run_config
 
         config = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(config, dict)  # a composed root config is a mapping
         try:
             with run_config({str(k): v for k, v in config.items()}):  # MLflow: whole config
-                result = run_recipe(cfg)
+                result = run_composed(cfg)
         except ConfigError as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 2

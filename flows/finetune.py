@@ -23,7 +23,7 @@ from prefect import flow, task
 from flows.artifacts import markdown_table, publish_markdown
 from flows.config import compose_config
 from flows.hub_models import looks_like_hub_name
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 
 # The root config of `ptm finetune` (configs/finetune.yaml).
 CONFIG_NAME = "finetune"
@@ -113,7 +113,7 @@ def run_one(overrides: Sequence[str]) -> dict[str, Any]:
     cfg = compose_config(model_overrides(overrides), config_name=CONFIG_NAME)
     if not any(o.lstrip("+").partition("=")[0] == "trainer.output_dir" for o in overrides):
         cfg.trainer.output_dir = default_output_dir(cfg, overrides)
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     return {
         "overrides": list(overrides),
         "setting": setting_of(overrides),

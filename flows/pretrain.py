@@ -23,7 +23,7 @@ from flows.artifacts import (
 )
 from flows.config import compose_config
 from flows.config_schema import typed
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_core.training import find_latest_checkpoint
 
 
@@ -137,7 +137,7 @@ def _train(overrides: list[str]) -> dict[str, Any]:
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     with run_config({str(k): v for k, v in config.items()}):  # MLflow params: the whole config
-        result = run_recipe(cfg)
+        result = run_composed(cfg)
     return {
         "experiment": str(cfg.experiment_name),
         "output_dir": str(result.output_dir),

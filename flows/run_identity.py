@@ -1,7 +1,7 @@
 """What determines a composed run's result, as flat config keys, and a short hash of it.
 
 Every recipe runs inside :func:`ptm_core.training.run_folder.run_identity` with
-:func:`config_identity` of its config (see :func:`flows.recipes.run_recipe`), so the
+:func:`config_identity` of its config (see :func:`flows.runner.run_composed`), so the
 trainer's fingerprint of a run folder covers the model, the data and every setting, not
 only the trainer's own keys. A config value that names an existing file or folder (a model
 ``final/``, a corpus, a task file, a KG, a tokenizer) stands for its content, not its path.

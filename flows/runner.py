@@ -16,8 +16,11 @@ Nothing here names a family: the specs are found by entry point
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +153,7 @@ def _trainer(cfg: DictConfig, overrides: dict[str, Any]) -> Any:
 def pretrain(spec: FamilySpec, cfg: DictConfig, **trainer_overrides: Any) -> Any:
     """Pre-train ``spec``'s family as ``cfg`` says (``trainer_overrides``: TrainerConfig
     fields to change, e.g. ``output_dir``)."""
-    if not spec.has("plan_pretraining"):
+    if not (spec.has("plan_pretraining") or spec.has("pretrain")):
         raise ConfigError(f"family {spec.name!r} has no pre-training; use stage=finetune")
     objective = cfg.get("objective") or {}
     weights = OmegaConf.to_container(objective.get("weights", {}), resolve=True)
@@ -189,6 +192,44 @@ def _model_factory(cfg: DictConfig) -> Any:
     return instantiate(cfg.model)
 
 
+def run_composed(cfg: DictConfig) -> Any:
+    """Run a composed config (``ptm pretrain``/``ptm finetune``, the flows) in its run folder:
+    :func:`run` under the folder's lock and its fingerprint.
+
+    Raises:
+        ConfigError: an unknown family or recipe, or a config node that cannot be built
+            (``trainer.max_steps=abc``): the message names the node and keeps the builder's
+            own reason, without Hydra's wrapping.
+    """
+    from hydra.errors import InstantiationException
+
+    from flows.run_identity import config_identity
+    from ptm_core.training.run_folder import locked_run_folder, run_identity
+
+    output_dir = cfg.get("trainer", {}).get("output_dir")
+    try:
+        with contextlib.ExitStack() as stack:
+            # One writer per run folder from the first write (tokenizer, caches) to final/;
+            # under torchrun rank 0 holds it for all.
+            if output_dir and os.environ.get("RANK", "0") == "0":
+                stack.enter_context(locked_run_folder(output_dir))
+            # The run folder's fingerprint covers the whole config (model, data, settings).
+            stack.enter_context(run_identity(config_identity(cfg)))
+            return run(cfg)
+    except InstantiationException as exc:
+        raise ConfigError(instantiation_message(exc)) from None
+
+
+def instantiation_message(exc: Exception) -> str:
+    """One line for a config node that failed to build: ``<key>: <the builder's reason>``."""
+    found = re.search(r"^full_key: (\S+)$", str(exc), flags=re.MULTILINE)
+    key = found.group(1) if found else "config"
+    cause = exc.__cause__
+    reason = str(cause) if cause is not None else str(exc).splitlines()[0]
+    # One line however the builder worded it (a multi-line reason is joined).
+    return f"bad config at {key}: {' '.join(reason.split())}"
+
+
 def run(cfg: DictConfig, **trainer_overrides: Any) -> Any:
     """Run what ``cfg`` asks for: its family's pre-training or fine-tuning."""
     spec, stage = select(cfg)
@@ -204,7 +245,9 @@ def families_table() -> str:
     hooks = {"pretrain": "plan_pretraining", "finetune": "finetune"}
     rows = [("family", "stages", "kinds", "package", "description")]
     for spec in sorted(families().values(), key=lambda s: s.name):
-        stages = ",".join(stage for stage, hook in hooks.items() if spec.has(hook)) or "-"
+        has = {stage for stage, hook in hooks.items() if spec.has(hook)}
+        has |= {"pretrain"} if spec.has("pretrain") else set()
+        stages = ",".join(stage for stage in hooks if stage in has) or "-"
         kinds = ",".join(spec.kinds) or "-"
         rows.append((spec.name, stages, kinds, spec.package, spec.description))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

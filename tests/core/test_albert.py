@@ -138,7 +138,7 @@ CORPUS = (
 def run_preset(name: str, tmp_path: Path, *overrides: str) -> list[dict]:
     """Run ``ptm pretrain experiment=NAME`` briefly; return the metric records."""
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -155,7 +155,7 @@ def run_preset(name: str, tmp_path: Path, *overrides: str) -> list[dict]:
             *overrides,
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     return [json.loads(line) for line in Path(result.metrics_path).read_text().splitlines()]
 
 

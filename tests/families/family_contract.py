@@ -61,13 +61,12 @@ class FamilyContract:
     def saved_folder(self, tmp_path: Path) -> Path:
         """Pre-train through the runner; the ``final/`` folder."""
         from flows.config import compose_config
-        from flows.recipes import run_recipe
-        from flows.runner import select
+        from flows.runner import run_composed, select
 
         cfg = compose_config([*FAST, *self.pretrain_overrides(tmp_path)])
         spec, stage = select(cfg)
         assert (spec.name, stage) == (self.family, "pretrain")
-        result = run_recipe(cfg)
+        result = run_composed(cfg)
         losses = [
             value
             for record in _records(Path(result.metrics_path))
@@ -112,15 +111,14 @@ class FamilyContract:
 
     def _finetune(self, final: Path, out: Path) -> None:
         from flows.config import compose_config
-        from flows.recipes import run_recipe
-        from flows.runner import select
+        from flows.runner import run_composed, select
 
         cfg = compose_config(
             [*FAST, *self.finetune_overrides(out, final)], config_name=self.finetune_config
         )
         spec, stage = select(cfg)
         assert (spec.name, stage) == (self.family, "finetune")
-        result = run_recipe(cfg)
+        result = run_composed(cfg)
         assert (Path(result.encoder_dir) / "config.json").is_file()
 
 

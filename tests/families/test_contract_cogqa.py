@@ -44,14 +44,13 @@ class TestCogQAContract(FamilyContract):
 
     def saved_folder(self, tmp_path: Path) -> Path:
         from flows.config import compose_config
-        from flows.recipes import run_recipe
-        from flows.runner import select
+        from flows.runner import run_composed, select
 
         out = tmp_path / "run"
         cfg = compose_config([*FAST, *TINY, *self._data(tmp_path), f"trainer.output_dir={out}"])
         spec, stage = select(cfg)
         assert (spec.name, stage) == (FAMILY, "finetune")
-        result = run_recipe(cfg)
+        result = run_composed(cfg)
         assert result.final_metrics["num_train"] == 12
         assert result.final_metrics["num_dev"] > 0
         for phase in ("system1", "system2"):  # both systems took optimiser steps

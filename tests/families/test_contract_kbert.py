@@ -32,13 +32,12 @@ def _overrides(tmp_path: Path, out: Path) -> list[str]:
 
 def _run(overrides: list[str]) -> Path:
     from flows.config import compose_config
-    from flows.recipes import run_recipe
-    from flows.runner import select
+    from flows.runner import run_composed, select
 
     cfg = compose_config([*FAST, *overrides])
     spec, stage = select(cfg)
     assert (spec.name, stage) == (FAMILY, "finetune")
-    return Path(run_recipe(cfg).encoder_dir)
+    return Path(run_composed(cfg).encoder_dir)
 
 
 class TestKBertContract(FamilyContract):

@@ -123,9 +123,9 @@ DRIVER = """
 import json, os, signal, sys, time
 from pathlib import Path
 import torch  # noqa: F401  (imported, not used: no OpenMP pool exists before the forks)
-import flows.cli, flows.finetune, flows.recipes
-for name in ("text", "seq2seq", "finetune"):
-    __import__(f"flows.recipes.{name}")
+import flows.cli, flows.finetune, flows.runner
+for name in ("ptm_core.text_pretraining", "ptm_core.seq2seq_pretraining", "ptm_core.finetune.family"):
+    __import__(name)
 
 spec = json.loads(sys.argv[1])
 

@@ -65,16 +65,16 @@ NOT_TRANSFORMER = {"static_embeddings", "elmo", "awd_lstm"}
 
 def _check_not_transformer(cfg: DictConfig) -> None:
     recipe = cfg.recipe
-    if recipe == "static_embeddings":
-        from flows.recipes.static_embeddings import instantiate_for_check as static_check
-
-        assert callable(static_check(cfg))
-        return
     from flows.runner import select, settings_of
 
     spec, _ = select(cfg)
     assert spec.name == recipe
     assert settings_of(spec, cfg) is not None  # every data key is a settings field
+    if recipe == "static_embeddings":
+        from ptm_classic.static.run import method_of
+
+        assert method_of(instantiate(cfg.model, _convert_="all")) in ("word2vec", "glove", "nnlm")
+        return
     if recipe == "elmo":
         from ptm_classic.recurrent.bilm import bilm_on_meta
 

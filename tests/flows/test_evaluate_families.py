@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("prefect_harness")]
 
@@ -18,7 +18,7 @@ def _train(experiment: str, out: Path, *extra: str) -> str:
     cfg = compose_config(
         [f"experiment={experiment}", f"trainer.output_dir={out}", "trainer.progress=false", *extra]
     )
-    return str(run_recipe(cfg).encoder_dir)
+    return str(run_composed(cfg).encoder_dir)
 
 
 def test_xlm_model_is_scored_by_retrieval_against_random_init(tmp_path: Path) -> None:

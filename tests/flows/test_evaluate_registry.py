@@ -175,7 +175,7 @@ def test_a_task_json_wins_over_ptm_model(tmp_path: Path) -> None:
 
 def _pretrain(experiment: str, out: Path) -> Path:
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -186,7 +186,7 @@ def _pretrain(experiment: str, out: Path) -> Path:
             "trainer.save_every=1000",
         ]
     )
-    return Path(run_recipe(cfg).encoder_dir)
+    return Path(run_composed(cfg).encoder_dir)
 
 
 @pytest.mark.integration
@@ -238,7 +238,7 @@ def test_a_recurrent_lm_final_scores_below_random_init(
 ) -> None:
     from flows.config import compose_config
     from flows.evaluate import evaluation_of
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -249,7 +249,7 @@ def test_a_recurrent_lm_final_scores_below_random_init(
             "trainer.save_every=1000",
         ]
     )
-    final = str(run_recipe(cfg).encoder_dir)
+    final = str(run_composed(cfg).encoder_dir)
     evaluation = evaluation_of(model_family(final))
     assert evaluation.name == experiment.removesuffix("_tiny")
     assert evaluation.metric == "perplexity" and not evaluation.higher_is_better

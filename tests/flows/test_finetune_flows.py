@@ -128,7 +128,7 @@ def test_retrain_gates_on_a_downstream_metric(tmp_path: Path) -> None:
 
 def test_evaluate_scores_a_kbert_final_with_its_kg(tmp_path: Path) -> None:
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -139,7 +139,7 @@ def test_evaluate_scores_a_kbert_final_with_its_kg(tmp_path: Path) -> None:
             f"trainer.output_dir={tmp_path / 'kbert'}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     final = str(result.encoder_dir)
     assert model_family(final) == "kbert"
     report = evaluate(final, report_path=str(tmp_path / "report.md"))

@@ -64,13 +64,13 @@ def test_device_cuda_without_a_gpu_is_one_line(
 def test_a_full_disk_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import flows.recipes
+    import flows.runner
     from ptm_core.atomic import DiskFullError
 
     def full(cfg: object) -> None:
         raise DiskFullError(tmp_path / "final", free=0)
 
-    monkeypatch.setattr(flows.recipes, "run_recipe", full)
+    monkeypatch.setattr(flows.runner, "run_composed", full)
     code = main(["pretrain", "experiment=bert_tiny", f"trainer.output_dir={tmp_path}"])
     assert code == 1
     line = _one_error_line(capsys)

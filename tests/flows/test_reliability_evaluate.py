@@ -76,7 +76,7 @@ def test_average_retrieval_means_every_pair_and_direction() -> None:
 def test_xlm_report_over_two_pairs_averages_the_pairs(tmp_path: Path) -> None:
     from flows.config import compose_config
     from flows.evaluate import evaluate
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -86,7 +86,7 @@ def test_xlm_report_over_two_pairs_averages_the_pairs(tmp_path: Path) -> None:
             "trainer.max_steps=30",
         ]
     )
-    model_dir = str(run_recipe(cfg).encoder_dir)
+    model_dir = str(run_composed(cfg).encoder_dir)
     held_out = ROOT / "data_specs" / "parallel_corpus" / "heldout"  # en-de and en-fr
     result = evaluate(model_dir, corpus=str(held_out), report_path=str(tmp_path / "r.md"))
 

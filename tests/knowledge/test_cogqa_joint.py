@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_knowledge.cogqa import training
 from ptm_knowledge.cogqa.data import generate_bridge_questions
 from ptm_knowledge.cogqa.examples import MultiHopExample
@@ -192,4 +192,4 @@ def test_recipe_reads_the_joint_switch(tmp_path: Path):
         ["experiment=cogqa_tiny", "cogqa.joint_reader_lr=-1", f"trainer.output_dir={tmp_path}"]
     )
     with pytest.raises(ValueError, match="joint_reader_lr"):
-        run_recipe(bad)
+        run_composed(bad)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_core import TransformerEncoder
 from ptm_knowledge.cogqa import generate_bridge_questions, load_cogqa
 
@@ -28,7 +28,7 @@ def test_cogqa_recipe_trains_evaluates_and_reloads(tmp_path: Path, sample_kg) ->
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     assert torch.get_num_threads() == old
     assert result.output_dir == tmp_path and result.last_checkpoint == tmp_path / "final"
     records = [json.loads(x) for x in result.metrics_path.read_text().splitlines()]

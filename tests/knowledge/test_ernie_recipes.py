@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 
 TINY = [
     "model.hidden_size=32",
@@ -30,7 +30,7 @@ def test_ernie_preset_runs(experiment: str, tmp_path: Path) -> None:
         [f"experiment={experiment}", *TINY, *extra, f"trainer.output_dir={tmp_path}"]
     )
     assert cfg.recipe == experiment.removesuffix("_tiny")
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     assert (tmp_path / "linked_corpus.jsonl").is_file()
     assert (result.encoder_dir / "model.safetensors").is_file()
     records = [json.loads(x) for x in result.metrics_path.read_text().splitlines() if x.strip()]

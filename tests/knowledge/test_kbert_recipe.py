@@ -11,7 +11,7 @@ from knowledge_sample_paths import KG_DIR, VOCAB
 from safetensors.torch import save_file
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders import bert_encoder
 from ptm_core.finetune.data.task_batches import TaskBatches
@@ -323,7 +323,7 @@ def test_preset_ablations_run_on_the_core_recipe(tmp_path: Path, override: str, 
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     record = json.loads((result.encoder_dir / TASK_JSON).read_text())
     key, value = override.removeprefix("kbert.").split("=")
     assert record[key] == value

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_core.finetune.model import TaskModel
 from ptm_knowledge.kbert import (
     KBertFeaturizer,
@@ -43,7 +43,7 @@ def test_kbert_tiny_cls_preset_trains_with_falling_loss(tmp_path: Path, one_thre
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     records = [json.loads(line) for line in result.metrics_path.read_text().splitlines()]
     losses = [r["loss"] for r in records if "loss" in r]
     print("kbert_tiny_cls losses:", [round(x, 3) for x in losses])

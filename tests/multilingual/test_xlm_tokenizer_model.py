@@ -72,7 +72,7 @@ def test_language_embeddings_enter_through_extra_embeds() -> None:
 
 def test_xlm_recipe_runs_from_the_preset(tmp_path: Path) -> None:
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -89,7 +89,7 @@ def test_xlm_recipe_runs_from_the_preset(tmp_path: Path) -> None:
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     assert result.final_metrics["step"] == 4
     assert 0.0 <= result.final_metrics["retrieval/en-fr/mean"] <= 1.0
     loaded = XLMEncoder.from_pretrained(result.encoder_dir)

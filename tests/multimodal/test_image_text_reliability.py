@@ -115,7 +115,7 @@ def test_truncated_checkpoint_weights_are_one_checkpoint_error(
     tmp_path: Path, one_thread: None
 ) -> None:
     from flows.config import compose_config
-    from flows.recipes import run_recipe
+    from flows.runner import run_composed
 
     cfg = compose_config(
         [
@@ -127,7 +127,7 @@ def test_truncated_checkpoint_weights_are_one_checkpoint_error(
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    final = run_recipe(cfg).encoder_dir
+    final = run_composed(cfg).encoder_dir
     weights = final / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(CheckpointError) as err:

@@ -9,7 +9,7 @@ import pytest
 from safetensors.torch import load_file
 
 from flows.config import compose_config
-from flows.recipes import run_recipe
+from flows.runner import run_composed
 from ptm_multimodal import (
     FeatureMismatchError,
     FeatureSpec,
@@ -36,7 +36,7 @@ def test_preset_runs_and_every_checkpoint_records_the_feature_spec(
     experiment: str, tmp_path: Path, one_thread: None
 ) -> None:
     cfg = compose_config([f"experiment={experiment}", *FAST, f"trainer.output_dir={tmp_path}"])
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     spec = detector_spec()
     for directory in (result.encoder_dir, result.last_checkpoint):
         config = json.loads((directory / "config.json").read_text())
@@ -75,5 +75,5 @@ def test_sample_spec_trains_a_step(tmp_path: Path, one_thread: None) -> None:
             f"trainer.output_dir={tmp_path}",
         ]
     )
-    result = run_recipe(cfg)
+    result = run_composed(cfg)
     assert result.evaluation["matching"]["num_pairs"] == 32

@@ -4,9 +4,10 @@
 Light on purpose: only the spec type and the kind names are imported, every hook is a ``"module:attribute"``
 string, so listing the families (``ptm families``, ``read_model_kind``) loads no torch.
 
-Static embeddings (word2vec, GloVe, NNLM) are not a family here: word2vec (gensim) and
-GloVe train in their own loops, which a ``plan_pretraining`` (a network for the one
-Trainer) cannot express; they keep their recipe (``recipe: static_embeddings``).
+Static embeddings (word2vec, GloVe, NNLM) have a ``pretrain`` hook, not a plan: word2vec
+(gensim) and GloVe train in their own loops, not a network for the one Trainer. Their
+``final/`` is a vector table (``ptm_core.data.vector_table``), which no spec loads as a
+model: the Transformer families read it through ``init_embeddings``.
 """
 
 from __future__ import annotations
@@ -45,4 +46,12 @@ ELMO = FamilySpec(
     recipes={"elmo": "pretrain"},
 )
 
-FAMILIES = (AWD_LSTM, ELMO)
+STATIC_EMBEDDINGS = FamilySpec(
+    name="static_embeddings",
+    description="Static word vectors: word2vec (gensim), GloVe, NNLM (model= picks the method)",
+    settings="ptm_classic.settings:StaticEmbeddingsSettings",
+    pretrain="ptm_classic.static.run:pretrain_static",
+    recipes={"static_embeddings": "pretrain"},
+)
+
+FAMILIES = (AWD_LSTM, ELMO, STATIC_EMBEDDINGS)

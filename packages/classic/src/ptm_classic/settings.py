@@ -141,7 +141,7 @@ class Probes:
 
 @dataclass
 class StaticEmbeddingsSettings:
-    """The blocks ``recipe: static_embeddings`` reads besides ``model`` (the method's trainer)
+    """The blocks the ``static_embeddings`` family reads besides ``model`` (the method's trainer)
     and ``trainer``: ``data`` (``corpus`` or ``prepared``, ``lowercase``) and ``probes``."""
 
     data: CorpusData = field(default_factory=CorpusData)

@@ -87,8 +87,12 @@ class PretrainingPlan:
 
 
 def run_pretraining(spec: FamilySpec, run: PretrainRun) -> Any:
-    """Pre-train ``spec``'s family as ``run`` says; returns what ``plan.finish`` returns."""
+    """Pre-train ``spec``'s family as ``run`` says; returns what ``plan.finish`` returns (or,
+    for a family that trains outside the Trainer, what its ``pretrain`` hook returns)."""
     from ptm_core.models.pretraining import PretrainingModel
+
+    if not spec.has("plan_pretraining") and spec.has("pretrain"):
+        return spec.hook("pretrain")(run)
     from ptm_core.training.run import train_and_save
 
     plan: PretrainingPlan = spec.hook("plan_pretraining")(run)

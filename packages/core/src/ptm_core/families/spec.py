@@ -23,6 +23,11 @@ Hooks (each a ``"module:attribute"`` string, ``None`` when the family has none):
     and how to save it. The runner then wraps the network and the objectives in the one
     :class:`~ptm_core.models.pretraining.PretrainingModel` (reading ``input_keys``), trains
     with the one Trainer and calls ``plan.save_final``.
+``pretrain``
+    ``pretrain(run: PretrainRun) -> result``: for a family that does not train a network
+    with the one Trainer (word2vec in gensim, GloVe's own AdaGrad loop); used when there is
+    no ``plan_pretraining``. The result has the fields every run reports (``output_dir``,
+    ``encoder_dir``, ``metrics_path``, ``last_checkpoint``, ``final_metrics``).
 ``finetune``
     ``finetune(run: FinetuneRun) -> FinetuneResult``: the family's task adapter. The
     runner picks the family from the ``init_from`` folder's ``"ptm_model"`` kind.
@@ -63,6 +68,7 @@ class FamilySpec:
         input_keys: the batch keys its network's forward reads.
         settings: ``"module:Class"`` of its typed config dataclass.
         plan_pretraining: ``"module:function"`` (see the module docstring).
+        pretrain: ``"module:function"``, for training outside the Trainer.
         finetune: ``"module:function"``.
         load: ``{kind: "module:function"}``.
         save: ``{kind: "module:function"}``.
@@ -83,6 +89,7 @@ class FamilySpec:
     input_keys: tuple[str, ...] = ()
     settings: str | None = None
     plan_pretraining: str | None = None
+    pretrain: str | None = None
     finetune: str | None = None
     load: Mapping[str, str] = field(default_factory=dict)
     save: Mapping[str, str] = field(default_factory=dict)
@@ -100,6 +107,7 @@ class FamilySpec:
         hooks = {
             "settings": self.settings,
             "plan_pretraining": self.plan_pretraining,
+            "pretrain": self.pretrain,
             "finetune": self.finetune,
             "export": self.export,
             "recognizes": self.recognizes,
@@ -118,6 +126,11 @@ class FamilySpec:
             raise ValueError(
                 f"family {self.name!r}: load/save name kinds {unknown} that are not in its "
                 f"kinds {list(self.kinds)}"
+            )
+        if self.plan_pretraining is not None and self.pretrain is not None:
+            raise ValueError(
+                f"family {self.name!r}: give plan_pretraining (the Trainer trains) or "
+                "pretrain (the family trains itself), not both"
             )
         stages = {stage for stage in self.recipes.values()} - {"pretrain", "finetune"}
         if stages:

@@ -1,18 +1,21 @@
-"""Static word embeddings (word2vec, GloVe, NNLM) from a composed config: ``recipe:
-static_embeddings`` (``ptm pretrain experiment=word2vec_tiny``, ``glove_tiny``, ``nnlm_tiny``).
+"""Static word embeddings (word2vec, GloVe, NNLM): the ``static_embeddings`` family's
+``pretrain`` hook (``ptm pretrain experiment=word2vec_tiny``, ``glove_tiny``, ``nnlm_tiny``).
 
-The ``model`` node names the method through its ``_target_`` (a partial of
-:func:`ptm_classic.static.word2vec.train_word2vec`, :func:`ptm_classic.static.glove.train_glove`
-or :func:`ptm_classic.static.nnlm.train_nnlm`; its other keys are that function's arguments),
-so ``model=glove_tiny`` switches the method of any of these experiments. ``data.corpus``
-(or ``data.prepared``) is streamed as word lists. ``<trainer.output_dir>/final/`` receives
-the :class:`~ptm_core.data.vector_table.VectorTable` and ``metrics.json`` (losses, neighbours
-and analogies of the ``probes`` node); ``metrics.jsonl`` holds one line per epoch (word2vec,
-GloVe) or per logged step (NNLM, which runs on the core Trainer).
+The ``model`` node names the method: its ``_target_`` is a partial of
+:func:`~ptm_classic.static.word2vec.train_word2vec`,
+:func:`~ptm_classic.static.glove.train_glove` or :func:`~ptm_classic.static.nnlm.train_nnlm`
+(its other keys are that function's arguments), so ``model=glove_tiny`` switches the method
+of any of these experiments. ``data.corpus`` (or ``data.prepared``) is streamed as word
+lists. ``<trainer.output_dir>/final/`` receives the
+:class:`~ptm_core.data.vector_table.VectorTable` and ``metrics.json`` (losses, neighbours and
+analogies of the ``probes`` block); ``metrics.jsonl`` holds one line per epoch (word2vec,
+GloVe) or per logged step (NNLM, which runs on the core Trainer). word2vec (gensim) and
+GloVe train in their own loops, so this family has a ``pretrain`` hook, not a plan.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -21,23 +24,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigKeyError, ValidationError
-
-from flows.config import ConfigError
 from ptm_classic.settings import CorpusData, StaticEmbeddingsSettings
 from ptm_classic.static.corpus import SentenceCorpus
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data.vector_table import VectorTable
+from ptm_core.families.runner import PretrainRun
 
 logger = logging.getLogger(__name__)
 
-#: ``model._target_`` -> method name.
+#: The trainer functions a ``model`` node may name, by method.
 METHODS = {
-    "ptm_classic.static.word2vec.train_word2vec": "word2vec",
-    "ptm_classic.static.glove.train_glove": "glove",
-    "ptm_classic.static.nnlm.train_nnlm": "nnlm",
+    "word2vec": "ptm_classic.static.word2vec:train_word2vec",
+    "glove": "ptm_classic.static.glove:train_glove",
+    "nnlm": "ptm_classic.static.nnlm:train_nnlm",
 }
 
 
@@ -64,38 +63,22 @@ class StaticEmbeddingsResult:
     report: dict[str, Any] = field(default_factory=dict)
 
 
-def method_of(cfg: DictConfig) -> str:
-    """The method the ``model`` node selects.
+def method_of(train: Callable[..., Any] | None) -> str:
+    """The method the ``model`` node's trainer function is.
 
     Raises:
-        ValueError: its ``_target_`` is not one of :data:`METHODS`; the message lists them.
+        ValueError: it is none of :data:`METHODS`; the message lists them.
     """
-    target = str(cfg.model.get("_target_", ""))
-    if target not in METHODS:
-        raise ValueError(
-            f"model._target_={target!r} is not a static-embedding trainer; recipe "
-            f"static_embeddings takes model=word2vec_tiny, glove_tiny or nnlm_tiny (targets: "
-            f"{', '.join(METHODS)})"
-        )
-    return METHODS[target]
-
-
-def settings_of(cfg: DictConfig) -> StaticEmbeddingsSettings:
-    """The typed ``data`` and ``probes`` blocks (defaults: :mod:`ptm_classic.settings`).
-
-    Raises:
-        ConfigError: an unknown key or a value of the wrong type, one line naming it.
-    """
-    given = {name: cfg[name] for name in ("data", "probes") if cfg.get(name) is not None}
-    try:
-        built = OmegaConf.to_object(
-            OmegaConf.merge(OmegaConf.structured(StaticEmbeddingsSettings), given)
-        )
-    except (ConfigKeyError, ValidationError) as exc:
-        key = getattr(exc, "full_key", "") or "config"
-        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
-    assert isinstance(built, StaticEmbeddingsSettings)
-    return built
+    function = train.func if isinstance(train, functools.partial) else train
+    name = f"{getattr(function, '__module__', '')}:{getattr(function, '__name__', '')}"
+    for method, target in METHODS.items():
+        if name == target:
+            return method
+    raise ValueError(
+        f"model is {name!r}, not a static-embedding trainer; the static_embeddings family "
+        f"takes model=word2vec_tiny, glove_tiny or nnlm_tiny (targets: "
+        f"{', '.join(t.replace(':', '.') for t in METHODS.values())})"
+    )
 
 
 def sentences_of(data: CorpusData) -> SentenceCorpus:
@@ -105,29 +88,17 @@ def sentences_of(data: CorpusData) -> SentenceCorpus:
     )
 
 
-def instantiate_for_check(cfg: DictConfig) -> Callable[..., Any]:
-    """Build the configured trainer function (a partial) without running it, for config tests."""
-    method_of(cfg)
-    built: Callable[..., Any] = instantiate(cfg.model, _convert_="all")
-    return built
-
-
-def run(cfg: DictConfig, **trainer_overrides: Any) -> StaticEmbeddingsResult:
-    """Train the configured static embeddings and write ``final/`` and the metrics.
-
-    Args:
-        cfg: a config composed by :func:`flows.config.compose_config`.
-        **trainer_overrides: TrainerConfig fields to change (``output_dir=...``).
-    """
-    method = method_of(cfg)
-    settings = settings_of(cfg)
-    trainer = instantiate(cfg.trainer, _convert_="all", **trainer_overrides)
-    output_dir = Path(trainer.output_dir)
+def pretrain_static(run: PretrainRun) -> StaticEmbeddingsResult:
+    """Train the configured static embeddings and write ``final/`` and the metrics."""
+    method = method_of(run.model)
+    settings: StaticEmbeddingsSettings = run.settings
+    trainer = run.trainer
+    output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     final_dir = output_dir / "final"
     metrics_path = output_dir / "metrics.jsonl"
     sentences = sentences_of(settings.data)
-    train = instantiate(cfg.model, _convert_="all")
+    train: Any = run.model
     logger.info("static embeddings: %s on %r", method, sentences)
     last_checkpoint: Path | None = None
     if method == "nnlm":
@@ -139,7 +110,7 @@ def run(cfg: DictConfig, **trainer_overrides: Any) -> StaticEmbeddingsResult:
         kwargs: dict[str, Any] = {}
         if method == "glove":
             kwargs["progress"] = bool(trainer.progress)
-            if cfg.model.get("cache_dir") is None:
+            if train.keywords.get("cache_dir") is None:
                 kwargs["cache_dir"] = default_glove_cache()
         table = train(sentences, **kwargs)
         records = [
