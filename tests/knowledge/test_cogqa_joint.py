@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from flows.config import compose_config
-from flows.runner import run_composed
 from ptm_knowledge.cogqa import training
 from ptm_knowledge.cogqa.data import generate_bridge_questions
 from ptm_knowledge.cogqa.examples import MultiHopExample
@@ -188,8 +187,8 @@ def test_bad_joint_settings_name_the_field(field: str, value: object):
 def test_recipe_reads_the_joint_switch(tmp_path: Path):
     cfg = compose_config(["experiment=cogqa_tiny"])
     assert cfg.cogqa.joint is False and cfg.cogqa.joint_span_weight == 1.0
-    bad = compose_config(
-        ["experiment=cogqa_tiny", "cogqa.joint_reader_lr=-1", f"trainer.output_dir={tmp_path}"]
-    )
-    with pytest.raises(ValueError, match="joint_reader_lr"):
-        run_composed(bad)
+    # The typed settings' own check runs when the config is composed, before any run.
+    with pytest.raises(ValueError, match=r"bad config at cogqa: .*joint_reader_lr must be"):
+        compose_config(
+            ["experiment=cogqa_tiny", "cogqa.joint_reader_lr=-1", f"trainer.output_dir={tmp_path}"]
+        )

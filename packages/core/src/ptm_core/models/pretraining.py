@@ -133,11 +133,17 @@ class PretrainingModel(nn.Module):
 
 
 def _adopt_network_checkpoint(state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
-    # A training checkpoint of a family's own wrapper from before this one model (ELMo's
-    # biLM, AWD-LSTM's BPTT state) holds exactly the network's keys at its root: read them as
-    # the encoder's, so that an old run resumes.
+    """Training checkpoints of the families' own wrappers from before this one model resume
+    into it: seq2seq's named the network ``model`` (``model.*`` keys), ELMo's and AWD-LSTM's
+    held exactly the network's keys at their root; both become ``encoder.*``."""
     own = (f"{prefix}encoder.", f"{prefix}objectives.")
     keys = [key for key in state_dict if key.startswith(prefix)]
-    if keys and not any(key.startswith(own) for key in keys):
-        for key in keys:
-            state_dict[f"{prefix}encoder.{key[len(prefix) :]}"] = state_dict.pop(key)
+    if not keys or any(key.startswith(own) for key in keys):
+        return
+    old = f"{prefix}model."
+    if any(key.startswith(old) for key in keys):
+        keys, strip = [key for key in keys if key.startswith(old)], len(old)
+    else:
+        strip = len(prefix)
+    for key in keys:
+        state_dict[f"{prefix}encoder.{key[strip:]}"] = state_dict.pop(key)
