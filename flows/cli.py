@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -305,42 +304,10 @@ def _run(args: argparse.Namespace) -> Any:
     raise AssertionError(args.command)
 
 
-class _CurrentStderr(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at each record (a stream captured by a test or
-    replaced by a tool), never to the one that was current when logging was set up."""
-
-    @property
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
-
-
-class _UserErrorWithoutTraceback(logging.Filter):
-    """Prefect logs a failed run's exception with its traceback; for an error in the
-    user's data or settings the one ``ptm:`` line says it all, so the traceback goes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        error = record.exc_info[1] if record.exc_info else None
-        if isinstance(error, USER_ERRORS):
-            record.exc_info, record.exc_text = None, None
-        return True
-
-
 def _setup_logging() -> None:
-    root = logging.getLogger()
-    if not any(isinstance(h, _CurrentStderr) for h in root.handlers):
-        handler = _CurrentStderr()
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    for name in ("prefect.flow_runs", "prefect.task_runs"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _UserErrorWithoutTraceback) for f in logger.filters):
-            logger.addFilter(_UserErrorWithoutTraceback())
+    from flows.cli_logging import setup_logging
+
+    setup_logging(USER_ERRORS)
 
 
 def _check_before_server(args: argparse.Namespace) -> None:
