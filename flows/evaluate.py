@@ -4,13 +4,12 @@ with a baseline, report.
 Which evaluation fits a directory: a fine-tuned ``final/`` (``task.json``) by its recipe
 or family; else the ``"ptm_model"`` kind of its ``config.json``
 (:mod:`ptm_core.model_kinds`); else, for directories written before that key (old runs,
-Hugging Face folders), the marker files of :func:`legacy_family`. Each package registers
-the evaluations of the kinds it owns (:data:`EVALUATION_MODULES`).
+Hugging Face folders), the marker files of :func:`legacy_family`. Each family's spec names
+the evaluations of the kinds it owns (``FamilySpec.evaluation``).
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -44,19 +43,10 @@ from ptm_core.evaluation.registry import (
 )
 from ptm_core.model_kinds import KIND_KEY, known_kinds
 
-#: The modules that register each package's evaluations (imported on first lookup; a
-#: package that is not installed is skipped).
-EVALUATION_MODULES = (
-    "ptm_core.evaluation.kinds",
-    "ptm_classic.evaluation_kinds",
-    "ptm_knowledge.evaluation_kinds",
-)
-
 
 def load_evaluations() -> dict[str, Evaluation]:
     """Every registered evaluation, by name: those each installed family's spec names
-    (``FamilySpec.evaluation``: one ``Evaluation`` or a sequence), then the packages'
-    registration modules not moved to a spec yet."""
+    (``FamilySpec.evaluation``: one ``Evaluation`` or a sequence)."""
     from ptm_core.families import families
 
     for spec in families().values():
@@ -64,12 +54,6 @@ def load_evaluations() -> dict[str, Evaluation]:
             named = spec.hook("evaluation")
             for evaluation in named if isinstance(named, (tuple, list)) else (named,):
                 register_evaluation(evaluation)
-    for module in EVALUATION_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module.split(".")[0]:
-                raise
     return registered_evaluations()
 
 

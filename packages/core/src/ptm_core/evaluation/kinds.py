@@ -165,7 +165,12 @@ FINETUNED = register_evaluation(
     )
 )
 
+#: The ``encoder`` family's evaluations: its pre-trained folders and the task models it
+#: fine-tunes (``task.json``).
+ENCODER_EVALUATIONS = (MASKED_LM, FINETUNED)
+
 __all__ = [
+    "ENCODER_EVALUATIONS",
     "FINETUNED",
     "MASKED_LM",
     "PERMUTATION_LM",
