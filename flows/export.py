@@ -1,23 +1,20 @@
 """``ptm export --format hf FINAL_DIR OUT_DIR``: a ptm ``final/`` as a Hugging Face folder.
 
-The conversion itself is :func:`ptm_core.checkpoints.hf.export.export_hf` for the core
-families; XLM finals (written by ``ptm pretrain experiment=xlm_*``, recognised by their
-``languages.json``), VisualBERT finals (``ptm pretrain experiment=visualbert_*``) and
-LXMERT finals (``experiment=lxmert_*``) go through :func:`export_xlm`,
-:func:`export_visualbert` and :func:`export_lxmert` here, because ptm-core does not import the
-extensions. This module checks the command's arguments and prints what was written and how
-to load it.
+The conversion is the ``export`` hook of the folder's family (its ``"ptm_model"`` kind, or
+the family that recognises an older folder): :func:`ptm_core.checkpoints.hf.export.export_hf`
+for the core families and ERNIE-THU, ``ptm_multilingual.hf_export`` for XLM,
+``ptm_multimodal.hf_export`` for VisualBERT and LXMERT. This module checks the command's
+arguments and prints what was written and how to load it.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from ptm_core.atomic import atomic_write_text, check_output_directory
+from ptm_core.atomic import check_output_directory
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.checkpoints.hf.export import HEADS_FILE, HFExport, export_hf
+from ptm_core.checkpoints.hf.export import HFExport, export_hf
 from ptm_core.checkpoints.hf.knowledge_export import NOTE_FILE
 
 FORMATS = ("hf",)
@@ -68,14 +65,7 @@ def export(
             f"{target}: the output folder must not be {source} or inside it; give another one"
         )
     check_output_directory(target, kind="export", overwrite=overwrite, option="--overwrite")
-    if is_xlm_final(source):
-        result = export_xlm(source, target)
-    elif is_visualbert_final(source):
-        result = export_visualbert(source, target)
-    elif is_lxmert_final(source):
-        result = export_lxmert(source, target)
-    else:
-        result = export_hf(source, target, text_layers_only=text_layers_only)
+    result = exporter(source)(source, target, text_layers_only=text_layers_only)
     print(f"exported       {source} -> {result.directory}")
     print(f"family         {result.family}")
     print(f"architecture   {result.architecture}")
@@ -99,230 +89,31 @@ def export(
     return result
 
 
-def _read_config(source: Path) -> dict[str, Any]:
-    config = source / "config.json"
-    if not config.is_file():
-        return {}
-    try:
-        raw = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
+def exporter(source: Path) -> Callable[..., HFExport]:
+    """The ``export`` hook of the family ``source`` belongs to.
 
-
-def is_xlm_final(source: Path) -> bool:
-    """Whether ``source`` is an XLM folder (``XLMEncoder.save_pretrained`` + tokenizer)."""
-    return str(_read_config(source).get("ptm_format", "")).startswith("ptm-xlm")
-
-
-def is_visualbert_final(source: Path) -> bool:
-    """Whether ``source`` is a VisualBERT ``final/`` of ``ptm pretrain`` (multimodal)."""
-    return _read_config(source).get("architecture") == "visualbert"
-
-
-def is_lxmert_final(source: Path) -> bool:
-    """Whether ``source`` is an LXMERT ``final/`` of ``ptm pretrain`` (multimodal)."""
-    return _read_config(source).get("architecture") == "lxmert"
-
-
-def export_lxmert(source: Path, target: Path) -> HFExport:
-    """Write an LXMERT ``final/`` as a transformers LXMERT folder with its tokenizer.
-
-    With the ``lm`` and ``itm`` heads the folder is an ``LxmertForPreTraining``
-    (``AutoModelForPreTraining``, with the object and QA heads when trained); otherwise an
-    ``LxmertModel``.
+    A folder no family claims (a Hugging Face folder, a broken one) goes to core's
+    :func:`export_hf`, whose refusal names what the folder is.
 
     Raises:
-        CheckpointError: a model Hugging Face cannot express, or weights that do not fit.
+        CheckpointError: the folder's family has no Hugging Face export (the message names
+            the family and the ones that have one).
     """
-    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
-    from ptm_multimodal.lxmert_hf import save_hf_lxmert
-    from ptm_multimodal.lxmert_loading import load_lxmert
+    from flows.config_errors import ConfigError
+    from flows.runner import family_of_folder
+    from ptm_core.families import families
 
-    wrapped, tokenizer = load_lxmert(source)
     try:
-        architecture = save_hf_lxmert(wrapped, target)
-    except CheckpointError as exc:
-        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
-    positions = int(getattr(wrapped.encoder, "hyperparameters", {}).get("max_positions", 512))
-    write_hf_tokenizer_files(tokenizer, target, model_max_length=positions)
-    names = [name for name, _ in wrapped.objectives]
-    pretraining = architecture == "LxmertForPreTraining"
-    return HFExport(
-        directory=target,
-        family="lxmert",
-        architecture=architecture,
-        auto_class="AutoModelForPreTraining" if pretraining else "AutoModel",
-        heads=names if pretraining else [],
-        skipped=[] if pretraining else names,
-    )
-
-
-def export_visualbert(source: Path, target: Path) -> HFExport:
-    """Write a VisualBERT ``final/`` as a transformers VisualBERT folder with its tokenizer.
-
-    With both the ``mlm`` and ``itm`` objectives the folder is a
-    ``VisualBertForPreTraining`` (``AutoModelForPreTraining``); otherwise a
-    ``VisualBertModel``. Other objectives (masked regions, alignment) have no Hugging Face
-    counterpart and are listed as skipped. The tokenizer is the WordPiece one, written by
-    :func:`~ptm_core.checkpoints.hf.tokenizer_files.write_hf_tokenizer_files`.
-
-    Args:
-        source: a ``final/`` with ``config.json`` (``architecture: visualbert``),
-            ``model.safetensors`` and the WordPiece tokenizer.
-        target: the folder to write (replaced as a whole).
-
-    Raises:
-        CheckpointError: ``box_position: true`` (no Hugging Face counterpart) or weights
-            that do not fit.
-    """
-    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
-    from ptm_multimodal.loading import load_multimodal
-    from ptm_multimodal.visualbert_hf_export import save_hf_visualbert
-
-    wrapped, tokenizer = load_multimodal(source)
-    try:
-        architecture = save_hf_visualbert(wrapped, target)
-    except CheckpointError as exc:
-        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
-    write_hf_tokenizer_files(
-        tokenizer, target, model_max_length=int(getattr(wrapped.encoder, "text_positions", 512))
-    )
-    names = [name for name, _ in wrapped.objectives]
-    exported = [n for n in names if n in ("mlm", "itm")]
-    pretraining = architecture == "VisualBertForPreTraining"
-    return HFExport(
-        directory=target,
-        family="visualbert",
-        architecture=architecture,
-        auto_class="AutoModelForPreTraining" if pretraining else "AutoModel",
-        heads=exported if pretraining else [n for n in exported if n == "itm"],
-        skipped=[n for n in names if n not in exported]
-        + ([] if pretraining else [n for n in exported if n == "mlm"]),
-    )
-
-
-def _xlm_tokenizer_files(tokenizer: Any, target: Path) -> None:
-    """``tokenizer.json`` + ``tokenizer_config.json`` for ``PreTrainedTokenizerFast``.
-
-    ptm's :meth:`~ptm_multilingual.tokenizer.SharedBPETokenizer.encode` adds no special
-    tokens, so the written ``tokenizer.json`` has no post-processor: ``AutoTokenizer`` gives
-    the same ids with its default ``add_special_tokens=True``.
-    """
-    state = json.loads(tokenizer.tokenizer.to_str())
-    state["post_processor"] = None
-    state["truncation"] = None
-    state["padding"] = None
-    atomic_write_text(target / "tokenizer.json", json.dumps(state, ensure_ascii=False))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>",
-        "eos_token": "</s>",
-        "cls_token": "<s>",
-        "sep_token": "</s>",
-        "pad_token": "<pad>",
-        "unk_token": "<unk>",
-        "mask_token": "<mask>",
-        "languages": list(tokenizer.languages),
-    }
-    atomic_write_text(target / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
-
-
-def export_xlm(source: Path, target: Path) -> HFExport:
-    """Write an XLM ``final/`` as a ``transformers`` XLM folder with its tokenizer.
-
-    A ``final/`` from XLM pre-training keeps its MLM output bias in ``heads.safetensors``
-    (the output weight is the tied token table), and is written as an
-    ``XLMWithLMHeadModel``: the same MLM logits as ptm. A folder without it (an encoder
-    saved alone, or pre-trained before the heads were saved) is written as an ``XLMModel``:
-    hidden states only. Language ids keep ptm's numbering (``languages.json`` order, also
-    written as ``lang2id`` in ``config.json``).
-
-    Args:
-        source: folder with ``config.json`` (``ptm_format`` ``ptm-xlm-1``),
-            ``model.safetensors``, ``tokenizer.json`` and ``languages.json`` (and
-            ``heads.safetensors`` for the MLM head).
-        target: the folder to write (replaced as a whole).
-
-    Returns:
-        What was written.
-
-    Raises:
-        CheckpointError: the folder lacks the tokenizer, or the encoder has a shape XLM
-            cannot express.
-    """
-    from ptm_multilingual.hf_xlm import save_hf_xlm
-    from ptm_multilingual.model import XLMEncoder
-    from ptm_multilingual.tokenizer import SharedBPETokenizer
-
-    encoder = XLMEncoder.from_pretrained(source)
-    try:
-        tokenizer = SharedBPETokenizer.from_directory(source)
-    except FileNotFoundError as exc:
-        raise CheckpointError(f"{source}: no XLM tokenizer to export ({exc})") from exc
-    vocab = tokenizer.vocab_info
-    if vocab.vocab_size != encoder.vocab_size:
+        spec = family_of_folder(source)
+    except ConfigError as exc:  # a kind no installed family knows
+        raise CheckpointError(str(exc)) from None
+    if spec is None:
+        return export_hf
+    if not spec.has("export"):
+        exporting = sorted(s.name for s in families().values() if s.has("export"))
         raise CheckpointError(
-            f"{source / 'tokenizer.json'}: {vocab.vocab_size} tokens but the model's "
-            f"vocab_size is {encoder.vocab_size}; export the folder they were saved in"
+            f"{source}: a {spec.name} model has no Hugging Face counterpart to export to; "
+            f"families that export: {', '.join(exporting)}"
         )
-    model, heads = _xlm_with_head(source, encoder)
-    try:
-        save_hf_xlm(
-            model,
-            target,
-            bos_index=vocab.cls_id,
-            eos_index=vocab.sep_id,
-            pad_index=vocab.pad_id,
-            unk_index=vocab.unk_id,
-            mask_index=vocab.mask_id,
-        )
-    except ValueError as exc:
-        raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
-    _xlm_tokenizer_files(tokenizer, target)
-    return HFExport(
-        directory=target,
-        family="xlm",
-        architecture="XLMWithLMHeadModel" if heads else "XLMModel",
-        auto_class="AutoModelForMaskedLM" if heads else "AutoModel",
-        heads=heads,
-        skipped=[],
-    )
-
-
-def _xlm_with_head(source: Path, encoder: Any) -> tuple[Any, list[str]]:
-    """``(XLMForMaskedLM with the saved output bias, [objective])`` when ``source`` has an
-    XLM MLM head in ``heads.safetensors``; ``(encoder, [])`` when it has none."""
-    import torch
-    from safetensors.torch import load_file
-
-    from ptm_multilingual.model import XLMForMaskedLM
-
-    path = source / HEADS_FILE
-    if not path.is_file():
-        return encoder, []
-    try:
-        state = load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types for a broken file
-        raise CheckpointError(
-            f"{path}: cannot read ({exc}); copy it again from the run's final/, or remove it "
-            "to export the encoder alone as an XLMModel"
-        ) from exc
-    biases = {k: v for k, v in state.items() if k.endswith(".head.proj.bias")}
-    if not biases:
-        return encoder, []
-    if len(biases) > 1:
-        raise CheckpointError(
-            f"{path}: {len(biases)} XLM output layers ({', '.join(sorted(biases))}); "
-            "transformers' XLMWithLMHeadModel has one"
-        )
-    ((name, bias),) = biases.items()
-    if tuple(bias.shape) != (encoder.vocab_size,):
-        raise CheckpointError(
-            f"{path}: {name} has shape {tuple(bias.shape)}, the model's vocabulary needs "
-            f"({encoder.vocab_size},); the heads belong to another checkpoint"
-        )
-    model = XLMForMaskedLM(encoder)
-    with torch.no_grad():
-        model.head.proj.bias.copy_(bias)
-    return model, [name.split(".")[1]]
+    hook: Callable[..., HFExport] = spec.hook("export")
+    return hook

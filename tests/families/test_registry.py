@@ -184,3 +184,15 @@ def test_an_extensions_family_recognises_old_folders_before_cores(tmp_path: Path
     finally:
         for name in ("toy_core", "toy_ext", "toy_other"):
             registry.unregister(name)
+
+
+def test_export_goes_through_the_folders_family(toy: FamilySpec, tmp_path: Path) -> None:
+    from flows.export import exporter
+    from ptm_core.checkpoints import CheckpointError
+    from ptm_core.checkpoints.hf.export import export_hf
+
+    checkpoints.save("toy_kind", object(), tmp_path / "final")
+    with pytest.raises(CheckpointError, match=r"a toy model has no Hugging Face .* encoder"):
+        exporter(tmp_path / "final")
+    (tmp_path / "stranger").mkdir()
+    assert exporter(tmp_path / "stranger") is export_hf  # its refusal names what it is

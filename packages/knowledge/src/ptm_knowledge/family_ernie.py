@@ -144,6 +144,8 @@ ERNIE_THU = FamilySpec(
     finetune="ptm_knowledge.ernie.family_hooks:finetune",
     load={ERNIE_THU_KIND: "ptm_knowledge.ernie.family_hooks:load"},
     save={ERNIE_THU_KIND: "ptm_knowledge.ernie.family_hooks:save"},
+    # Refused with the flag to use, or (text_layers_only) the T-Encoder as a BertModel.
+    export="ptm_core.checkpoints.hf.export:export_hf",
     evaluation=(
         "ptm_knowledge.evaluation_kinds:ERNIE_THU",
         "ptm_knowledge.evaluation_kinds:ERNIE_FINETUNED",

@@ -51,6 +51,7 @@ XLM = FamilySpec(
     load={kinds.XLM: "ptm_multilingual.checkpoint:load_xlm"},
     save={kinds.XLM: "ptm_multilingual.checkpoint:save_xlm"},
     evaluation="ptm_multilingual.evaluation_kinds:XLM",
+    export="ptm_multilingual.hf_export:export_xlm",
     recognizes="ptm_multilingual.families:recognizes_xlm",
     recipes={"xlm": "pretrain", "xlm_finetune": "finetune"},
 )

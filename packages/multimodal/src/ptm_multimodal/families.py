@@ -38,6 +38,7 @@ VISUALBERT = FamilySpec(
     save={"visualbert": _SAVE},
     recognizes="ptm_multimodal.checkpoint_kinds:is_visualbert",
     evaluation="ptm_multimodal.evaluation_kinds:EVALUATIONS",
+    export="ptm_multimodal.hf_export:export_visualbert",
     recipes={"visualbert": "pretrain", "multimodal_finetune": "finetune"},
 )
 VILBERT = FamilySpec(
@@ -65,6 +66,7 @@ LXMERT = FamilySpec(
     save={"lxmert": _SAVE},
     recognizes="ptm_multimodal.checkpoint_kinds:is_lxmert",
     evaluation="ptm_multimodal.evaluation_kinds:MULTIMODAL",
+    export="ptm_multimodal.hf_export:export_lxmert",
     recipes={"lxmert": "pretrain"},
 )
 FAMILIES = (VISUALBERT, VILBERT, LXMERT)
