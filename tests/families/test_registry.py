@@ -105,7 +105,7 @@ def test_a_spec_checks_its_hooks_when_written() -> None:
         FamilySpec(name="bad", description="", plan_pretraining="no colon")
     with pytest.raises(ValueError, match="not in its kinds"):
         FamilySpec(name="bad", description="", load={"elsewhere": "m:f"})
-    with pytest.raises(ValueError, match="plan_pretraining .* or pretrain .*, not both"):
+    with pytest.raises(ValueError, match=r"plan_pretraining .* or pretrain .*, not both"):
         FamilySpec(name="bad", description="", plan_pretraining="m:plan", pretrain="m:train")
     with pytest.raises(ValueError, match="identifier"):
         FamilySpec(name="not-a-name", description="")
