@@ -149,7 +149,9 @@ def test_pretrain_second_writer_seed_change_and_ctrl_c_are_one_line(
     (line,) = [x for x in err.splitlines() if x.startswith("ptm: ")]
     step, resume = map(int, re.findall(r"step (\d+)", line))
     assert line == f"ptm: interrupted at step {step}; the same command resumes from step {resume}"
-    assert resume == step - step % 5
+    # The newest checkpoint on disk (every 5 steps): at a multiple of 5 the Ctrl-C may come
+    # after the step and before its checkpoint is written, and the message says so.
+    assert resume % 5 == 0 and 0 <= step - resume <= 5
     latest = (out / "checkpoints" / "latest").read_text().strip()
     assert latest == f"step-{resume:08d}"
 
