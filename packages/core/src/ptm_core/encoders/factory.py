@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.encoders.xlnet import XLNetEncoder
+from ptm_core.encoders.xlnet import XLNetConfig, XLNetEncoder
 from ptm_core.modules.execution import ExecutionSettings
 
 
 def encoder_class(config: EncoderConfig) -> type[TransformerEncoder]:
     """:class:`XLNetEncoder` for Transformer-XL relative positions, else
     :class:`TransformerEncoder` (absolute positions, or T5's bucketed bias)."""
-    return XLNetEncoder if config.relative else TransformerEncoder
+    return XLNetEncoder if isinstance(config, XLNetConfig) else TransformerEncoder
 
 
 def encoder_from_config(
@@ -23,4 +23,6 @@ def encoder_from_config(
     Loaders and recipes call this instead of ``TransformerEncoder(config)``, so a
     ``config.json`` of any family comes back as its own class.
     """
-    return encoder_class(config)(config, settings=settings)
+    if isinstance(config, XLNetConfig):
+        return XLNetEncoder(config, settings=settings)
+    return TransformerEncoder(config, settings=settings)

@@ -186,13 +186,7 @@ def check_bert_layout(config: EncoderConfig, format: str) -> None:
     defaults = EncoderConfig()
     switches = (
         "position_encoding",
-        "segment_encoding",
-        "memory_length",
         "embedding_layer_norm",
-        "norm_type",
-        "bias",
-        "attention_scale",
-        "gated_feed_forward",
         # Pruned heads (`ptm compress --method prune-heads`): layers of different widths.
         "heads_per_layer",
     )
