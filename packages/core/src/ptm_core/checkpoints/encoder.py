@@ -31,6 +31,7 @@ from ptm_core.checkpoints.io import (
     write_json,
     write_weights,
 )
+from ptm_core.compress.pruned import encoder_config_from_dict
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.model_kinds import ENCODER, KIND_KEY, XLNET, with_kind
@@ -66,7 +67,7 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     else:
         fields = {k: v for k, v in raw.items() if k != KIND_KEY}
         try:
-            config = EncoderConfig.from_dict(fields, source=str(config_path))
+            config = encoder_config_from_dict(fields, source=str(config_path))
         except (TypeError, ValueError) as exc:
             raise CheckpointError(str(exc)) from None
         config = _apply_overrides(config, overrides, source=str(config_path))
@@ -107,7 +108,7 @@ def _apply_overrides(
 ) -> EncoderConfig:
     if not overrides:
         return config
-    return EncoderConfig.from_dict({**config.to_dict(), **overrides}, source=source)
+    return encoder_config_from_dict({**config.to_dict(), **overrides}, source=source)
 
 
 def save_encoder(

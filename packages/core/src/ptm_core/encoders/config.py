@@ -33,6 +33,9 @@ LEGACY_SWITCHES: dict[str, tuple[object, str]] = {
     "bias": (True, "the encoder-decoder's T5Blocks"),
     "attention_scale": (True, "the encoder-decoder's T5Blocks"),
     "gated_feed_forward": (False, "the encoder-decoder's T5Blocks"),
+    # Written as null by some callers; a pruned encoder's list makes it a
+    # PrunedEncoderConfig (ptm_core.compress.pruned), which claims the dict first.
+    "heads_per_layer": (None, "PrunedEncoderConfig (ptm_core.compress.pruned)"),
 }
 
 
@@ -81,11 +84,6 @@ class EncoderConfig:
         embedding_layer_norm: LayerNorm on the embedding sum (BERT yes; XLNet and T5's
             encoder no). It stays here because two families set it and the encoder builds
             its embeddings itself (no block is passed in for them).
-        heads_per_layer: after attention-head pruning (Michel et al., 2019), the number of
-            heads each layer kept (``num_layers`` integers, each ``1..num_heads``); every
-            head keeps the width ``hidden_size / num_heads``. ``None`` = ``num_heads`` in
-            every layer (an unpruned encoder). Absolute positions without layer sharing
-            only (written by :mod:`ptm_core.compress.prune`).
     """
 
     vocab_size: int = 30522
@@ -106,7 +104,6 @@ class EncoderConfig:
     share_layers: LayerSharing = "none"
     position_encoding: PositionEncoding = "absolute"
     embedding_layer_norm: bool = True
-    heads_per_layer: list[int] | None = None
 
     # Whether this class describes Transformer-XL relative positions (XLNetConfig does).
     RELATIVE_FAMILY: ClassVar[bool] = False
@@ -158,32 +155,6 @@ class EncoderConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
-        if self.heads_per_layer is not None:
-            self._check_heads_per_layer()
-
-    def _check_heads_per_layer(self) -> None:
-        heads = self.heads_per_layer
-        if (
-            not isinstance(heads, list | tuple)
-            or len(heads) != self.num_layers
-            or not all(isinstance(h, int) and 1 <= h <= self.num_heads for h in heads)
-        ):
-            raise ValueError(
-                f"EncoderConfig.heads_per_layer must be a list of num_layers={self.num_layers} "
-                f"integers in 1..num_heads={self.num_heads}, got {heads!r}; use null for an "
-                "unpruned encoder"
-            )
-        if self.position_encoding != "absolute" or self.share_layers != "none":
-            raise ValueError(
-                "EncoderConfig.heads_per_layer (pruned heads) needs position_encoding="
-                f"'absolute' and share_layers='none', got {self.position_encoding!r} and "
-                f"{self.share_layers!r}; set heads_per_layer to null"
-            )
-        self.heads_per_layer = list(heads)
-
-    def layer_heads(self, index: int) -> int:
-        """Heads of layer ``index``: ``heads_per_layer[index]``, else ``num_heads``."""
-        return self.num_heads if self.heads_per_layer is None else self.heads_per_layer[index]
 
     @property
     def factorised(self) -> bool:
@@ -211,12 +182,14 @@ class EncoderConfig:
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field (``heads_per_layer`` only when heads were pruned, so
-        an unpruned encoder's ``config.json`` is what earlier ptm versions wrote and read)."""
-        data = dataclasses.asdict(self)
-        if data["heads_per_layer"] is None:
-            del data["heads_per_layer"]
-        return data
+        """JSON-ready dict of every field (the keys of ``config.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def claims(cls, data: dict[str, Any]) -> bool:
+        """Whether a saved dict describes this class rather than its base (a family config
+        subclass overrides this; :meth:`from_dict` asks every subclass)."""
+        return False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> EncoderConfig:
@@ -237,7 +210,7 @@ class EncoderConfig:
                 "`ptm compress`), which a float encoder cannot load; load it with "
                 "ptm_core.compress.load_compressed"
             )
-        target = cls._family_of(data)
+        target = cls.family_of(data)
         names = {f.name for f in dataclasses.fields(target)}
         values: dict[str, Any] = {}
         unknown = []
@@ -263,12 +236,16 @@ class EncoderConfig:
         return target(**values)
 
     @classmethod
-    def _family_of(cls, data: dict[str, Any]) -> type[EncoderConfig]:
-        # XLNetConfig subclasses this class in ptm_core.encoders.xlnet (imported with the
-        # package), so the base class finds it without importing its owner.
-        if data.get("position_encoding") != "relative" or cls.RELATIVE_FAMILY:
-            return cls
+    def family_of(cls, data: dict[str, Any]) -> type[EncoderConfig]:
+        """The config class of a saved dict: the subclass of ``cls`` that
+        :meth:`claims` it, else ``cls``.
+
+        Family configs subclass this one where the family lives:
+        :class:`~ptm_core.encoders.xlnet.XLNetConfig` (imported with
+        :mod:`ptm_core.encoders`), :class:`~ptm_core.compress.pruned.PrunedEncoderConfig`
+        (imported by the encoder checkpoint loader); the base class does not import them.
+        """
         for subclass in cls.__subclasses__():
-            if subclass.RELATIVE_FAMILY:
-                return subclass
+            if subclass.claims(data):
+                return subclass.family_of(data)
         return cls

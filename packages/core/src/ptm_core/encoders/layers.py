@@ -118,22 +118,26 @@ def standard_attention(
     *,
     bias: bool = True,
     scale: bool = True,
+    heads: int | None = None,
+    head_dim: int | None = None,
 ) -> nn.Module:
-    """Layer ``index``'s multi-head self-attention (BERT; pruned heads as the config says).
+    """Layer ``index``'s multi-head self-attention (BERT).
 
     ``bias=False`` drops the projection biases and ``scale=False`` the ``1/sqrt(d)`` of
     ``QK^T`` (T5, whose initialisation absorbs it; see
-    :class:`~ptm_core.encoders.encoder_decoder_config.T5Blocks`).
+    :class:`~ptm_core.encoders.encoder_decoder_config.T5Blocks`). ``heads`` (default
+    ``num_heads``) of width ``head_dim`` (default ``hidden_size / heads``): a pruned layer
+    (:class:`~ptm_core.compress.pruned.PrunedEncoderConfig`) keeps fewer heads of the
+    unpruned width.
     """
     settings = settings or ExecutionSettings()
     return MultiHeadSelfAttention(
         config.hidden_size,
-        config.layer_heads(index),
+        heads or config.num_heads,
         dropout=config.attention_dropout,
         bias=bias,
         scale=scale,
-        # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
-        head_dim=None if config.heads_per_layer is None else config.hidden_size // config.num_heads,
+        head_dim=head_dim,
         backend=settings.attention_backend,
         dropout_kernel=settings.dropout_kernel,
     )

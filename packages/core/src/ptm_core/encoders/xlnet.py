@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -45,6 +45,11 @@ class XLNetConfig(EncoderConfig):
     memory_length: int = 0
 
     RELATIVE_FAMILY: ClassVar[bool] = True
+
+    @classmethod
+    def claims(cls, data: dict[str, Any]) -> bool:
+        """A dict with ``position_encoding="relative"`` is an XLNet encoder's."""
+        return data.get("position_encoding") == "relative"
 
     def __post_init__(self) -> None:
         super().__post_init__()

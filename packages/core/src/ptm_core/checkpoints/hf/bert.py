@@ -187,13 +187,14 @@ def check_bert_layout(config: EncoderConfig, format: str) -> None:
     switches = (
         "position_encoding",
         "embedding_layer_norm",
-        # Pruned heads (`ptm compress --method prune-heads`): layers of different widths.
+        # Pruned heads (`ptm compress --method prune-heads`, a PrunedEncoderConfig's
+        # field): layers of different widths.
         "heads_per_layer",
     )
     changed = [
         f"{name}={getattr(config, name)!r}"
         for name in switches
-        if getattr(config, name) != getattr(defaults, name)
+        if getattr(config, name, None) != getattr(defaults, name, None)
     ]
     if changed:
         raise CheckpointError(
