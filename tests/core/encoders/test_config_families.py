@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from ptm_core.checkpoints import CheckpointError, unique_state, write_weights
-from ptm_core.compress.pruned import PrunedEncoderConfig
 from ptm_core.compress.prune import prune_heads
+from ptm_core.compress.pruned import PrunedEncoderConfig
 from ptm_core.encoders import (
     EncoderConfig,
     TransformerEncoder,
