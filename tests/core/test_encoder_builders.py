@@ -18,6 +18,7 @@ from ptm_core.encoders import (
     EncoderConfig,
     TransformerEncoder,
     TransformerSize,
+    XLNetConfig,
     XLNetEncoder,
     albert_encoder,
     albert_tiny,
@@ -78,9 +79,9 @@ def test_presets_build_the_former_weights(name: str) -> None:
     assert got[2] == pytest.approx(total, rel=1e-12)
 
 
-def _xlnet_config(**numbers: int) -> EncoderConfig:
+def _xlnet_config(**numbers: int) -> XLNetConfig:
     """The config the former ``xlnet_encoder`` wrote, field by field."""
-    return EncoderConfig(
+    return XLNetConfig(
         **numbers,
         intermediate_size=4 * numbers["hidden_size"],
         type_vocab_size=2,

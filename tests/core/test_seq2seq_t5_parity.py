@@ -15,6 +15,11 @@ from ptm_core.checkpoints import CheckpointError, fill_shared_tensors
 from ptm_core.checkpoints.hf.t5 import hf_config_to_seq2seq, hf_t5_to_ptm
 from ptm_core.encoders import EncoderConfig, TransformerEncoder, build_encoder_decoder
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
+from ptm_core.encoders.transformer import (
+    standard_attention,
+    standard_feed_forward,
+    standard_norm,
+)
 from ptm_core.modules.positions import RelativePositionBias, relative_position_bucket
 
 transformers = pytest.importorskip("transformers")
@@ -348,13 +353,16 @@ def test_bucketed_encoder_keeps_the_other_encodings() -> None:
         num_heads=2,
         intermediate_size=32,
         position_encoding="bucketed",
-        norm_type="rmsnorm",
         norm_position="pre",
-        bias=False,
-        attention_scale=False,
         type_vocab_size=0,
     )
-    encoder = TransformerEncoder(config).eval()
+    # T5's blocks are passed in; the shape knows nothing of them.
+    encoder = TransformerEncoder(
+        config,
+        attention=lambda index: standard_attention(config, index, bias=False, scale=False),
+        feed_forward=lambda: standard_feed_forward(config, bias=False),
+        norm=lambda: standard_norm(config, "rmsnorm"),
+    ).eval()
     assert encoder.embeddings.position is None and encoder.relative_position_bias is not None
     ids = torch.randint(0, 50, (2, 6))
     mask = torch.ones_like(ids)
@@ -366,10 +374,13 @@ def test_bucketed_encoder_keeps_the_other_encodings() -> None:
     assert out.attention_scores is not None and out.attention_scores[0].shape == (2, 2, 6, 6)
     with pytest.raises(ValueError, match=r"or 'bucketed' \(T5\)"):
         EncoderConfig(position_encoding=_any("t5"))
-    with pytest.raises(ValueError, match="segment_encoding must be 'absolute' or 'relative'"):
-        EncoderConfig(segment_encoding=_any("bucketed"))
-    with pytest.raises(ValueError, match="norm_type"):
-        EncoderConfig(norm_type=_any("batchnorm"))
+    with pytest.raises(ValueError, match="unknown norm_type 'batchnorm'"):
+        standard_norm(config, "batchnorm")
+    with pytest.raises(ValueError, match="position_bias is T5's bucketed bias"):
+        TransformerEncoder(
+            EncoderConfig(**{**config.to_dict(), "position_encoding": "absolute"}),
+            position_bias=lambda: RelativePositionBias(2, bidirectional=True),
+        )
 
 
 def test_export_of_other_layouts_and_wide_attention_is_refused(tmp_path: Path) -> None:

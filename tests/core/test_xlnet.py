@@ -9,7 +9,7 @@ import torch
 
 from ptm_core import TransformerEncoder
 from ptm_core.checkpoints import CheckpointError
-from ptm_core.encoders import EncoderConfig, xlnet_encoder
+from ptm_core.encoders import EncoderConfig, XLNetConfig, xlnet_encoder
 from ptm_core.modules.attention_masks import permutation_masks
 from ptm_core.objectives.inputs import build_objective
 
@@ -266,10 +266,20 @@ def test_memory_must_match_the_layers() -> None:
 
 
 def test_relative_options_need_relative_positions() -> None:
-    with pytest.raises(ValueError, match="position_encoding='relative'"):
-        EncoderConfig(segment_encoding="relative")
-    with pytest.raises(ValueError, match="position_encoding='relative'"):
-        EncoderConfig(memory_length=8)
+    # XLNet's switches are XLNetConfig's fields, not every encoder's.
+    assert not {"segment_encoding", "memory_length"} & set(EncoderConfig().to_dict())
+    with pytest.raises(ValueError, match="must be 'relative'"):
+        XLNetConfig(position_encoding="absolute")
+    with pytest.raises(ValueError, match="build an XLNetConfig"):
+        EncoderConfig(position_encoding="relative")
+    with pytest.raises(ValueError, match="segment_encoding must be 'absolute' or 'relative'"):
+        XLNetConfig(segment_encoding="bucketed")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_length must be an integer >= 0"):
+        XLNetConfig(memory_length=-1)
+    # An absolute-position config.json that sets them is refused, naming their owner.
+    for key, value in (("segment_encoding", "relative"), ("memory_length", 8)):
+        with pytest.raises(ValueError, match=rf"c.json: {key}=.*belongs to XLNetConfig"):
+            EncoderConfig.from_dict({key: value}, source="c.json")
     with pytest.raises(ValueError, match="must be 'absolute' or 'relative'"):
         EncoderConfig(position_encoding="rotary")  # type: ignore[arg-type]
 
@@ -352,11 +362,9 @@ def test_encoders_without_bert_layout_refuse_bert_family_exports(tmp_path: Path)
         vocab_size=50, hidden_size=32, num_layers=1, num_heads=2, norm_position="post"
     )
     t5_like = TransformerEncoder(
-        EncoderConfig(
-            **{**t5_like.config.to_dict(), "position_encoding": "bucketed", "bias": False}
-        )
+        EncoderConfig(**{**t5_like.config.to_dict(), "position_encoding": "bucketed"})
     )
     for fmt in ("hf", "hf-bert", "hf-electra"):
-        with pytest.raises(CheckpointError, match="position_encoding='bucketed', bias=False"):
+        with pytest.raises(CheckpointError, match="position_encoding='bucketed'"):
             t5_like.save_pretrained(tmp_path / fmt, format=fmt)
         assert not (tmp_path / fmt).exists()

@@ -9,6 +9,7 @@ import torch
 
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
 from ptm_core.encoders.presets import bert_encoder
+from ptm_core.encoders.transformer import standard_norm
 from ptm_core.encoders.unpadding import AUTO_MIN_PADDING, UNPADDING_MODES
 from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_core.modules.unpadding import UnpadLayout
@@ -136,11 +137,8 @@ def test_paths_that_keep_padding() -> None:
         out = model(ids, mask, output_attention_scores=True)
         assert out.attention_scores is not None
         assert out.last_hidden_state[~mask].abs().sum() > 0
-        t5 = TransformerEncoder(
-            EncoderConfig(
-                **SIZE, position_encoding="bucketed", norm_position="pre", norm_type="rmsnorm"
-            )
-        ).eval()
+        bucketed = EncoderConfig(**SIZE, position_encoding="bucketed", norm_position="pre")
+        t5 = TransformerEncoder(bucketed, norm=lambda: standard_norm(bucketed, "rmsnorm")).eval()
         apply_execution_settings(t5, ExecutionSettings(unpadding="on"))
         assert t5(ids, mask).last_hidden_state[~mask].abs().sum() > 0
 

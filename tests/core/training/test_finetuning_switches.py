@@ -11,7 +11,7 @@ from torch import nn
 
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.presets import albert_tiny, bert_encoder, bert_tiny, xlnet_tiny
-from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.encoders.transformer import TransformerEncoder, standard_norm
 from ptm_core.training.finetuning import (
     LAYER_DECAY_PRESETS,
     GradualUnfreezing,
@@ -106,18 +106,16 @@ def test_depths_of_xlnet_and_t5_style_encoders() -> None:
     depths = {name: d for name, _, d in parameter_depths(xlnet_tiny(), prefix="")}
     assert depths["query_embedding"] == 0
     assert depths["layers.1.attention.content_bias"] == 2
-    t5_like = TransformerEncoder(
-        EncoderConfig(
-            vocab_size=50,
-            hidden_size=16,
-            num_layers=2,
-            num_heads=2,
-            intermediate_size=32,
-            position_encoding="bucketed",
-            norm_position="pre",
-            norm_type="rmsnorm",
-        )
+    shape = EncoderConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_layers=2,
+        num_heads=2,
+        intermediate_size=32,
+        position_encoding="bucketed",
+        norm_position="pre",
     )
+    t5_like = TransformerEncoder(shape, norm=lambda: standard_norm(shape, "rmsnorm"))
     t5_depths = {name: d for name, _, d in parameter_depths(t5_like, prefix="")}
     bias = [n for n in t5_depths if n.startswith("relative_position_bias.")]
     assert bias and {t5_depths[n] for n in bias} == {2}

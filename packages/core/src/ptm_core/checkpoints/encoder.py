@@ -31,8 +31,9 @@ from ptm_core.checkpoints.io import (
     write_json,
     write_weights,
 )
+from ptm_core.compress.pruned import encoder_config_from_dict
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.factory import encoder_from_config
+from ptm_core.encoders.factory import encoder_class, encoder_from_config
 from ptm_core.model_kinds import ENCODER, KIND_KEY, XLNET, with_kind
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
     else:
         fields = {k: v for k, v in raw.items() if k != KIND_KEY}
         try:
-            config = EncoderConfig.from_dict(fields, source=str(config_path))
+            config = encoder_config_from_dict(fields, source=str(config_path))
         except (TypeError, ValueError) as exc:
             raise CheckpointError(str(exc)) from None
         config = _apply_overrides(config, overrides, source=str(config_path))
@@ -107,7 +108,7 @@ def _apply_overrides(
 ) -> EncoderConfig:
     if not overrides:
         return config
-    return EncoderConfig.from_dict({**config.to_dict(), **overrides}, source=source)
+    return encoder_config_from_dict({**config.to_dict(), **overrides}, source=source)
 
 
 def save_encoder(
@@ -151,6 +152,7 @@ def save_encoder(
     if format not in formats:
         raise ValueError(f"unknown checkpoint format {format!r}; valid: {', '.join(formats)}")
     config = encoder.config
+    check_rebuilds(encoder)
     if format == "hf":
         format = default_hf_format(config)
     family = None if format == "ptm" else registry.hf_encoder_family(format.removeprefix("hf-"))
@@ -223,6 +225,43 @@ def _own_head_tensors(
         for name, tensor in state.items()
         if tensor.data_ptr() not in shared
     }
+
+
+# The parts of the stack whose blocks a builder may pass in (attention=, feed_forward=,
+# norm=, position_bias=); inserted modules are the wrapping model's to save.
+_BLOCK_PREFIXES = ("layers.", "final_norm", "relative_position_bias")
+
+
+def _blocks(encoder: torch.nn.Module) -> list[tuple[str, str, object]]:
+    return [
+        (name, type(module).__qualname__, getattr(module, "scale", None))
+        for name, module in encoder.named_modules()
+        if name.startswith(_BLOCK_PREFIXES)
+    ] + [
+        (name, "parameter", tuple(tensor.shape))
+        for name, tensor in encoder.named_parameters()
+        if name.startswith(_BLOCK_PREFIXES)
+    ]
+
+
+def check_rebuilds(encoder: TransformerEncoder) -> None:
+    """Raise unless ``encoder``'s blocks are what its ``config.json`` rebuilds.
+
+    A config holds the shape; blocks passed in by a family that the config does not
+    record (the T5 encoder half of an encoder-decoder: RMS norms, unscaled bias-free
+    attention) would load back as BERT blocks, so such an encoder is saved by the model
+    that owns it, never alone.
+    """
+    if type(encoder) is not encoder_class(encoder.config):
+        return
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        reference = encoder_from_config(encoder.config)
+    if _blocks(reference) != _blocks(encoder):
+        raise CheckpointError(
+            "this encoder's blocks (attention, feed-forward, norms) were passed in by the "
+            "model that built it (e.g. T5's, by EncoderDecoderModel) and its config.json "
+            "would rebuild other ones; save the owning model instead"
+        )
 
 
 def encoder_kind(config: EncoderConfig) -> str:

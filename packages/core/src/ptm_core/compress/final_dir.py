@@ -242,13 +242,13 @@ def load_compressed(directory: str | Path) -> FinalModel:
     """
     from safetensors.torch import load_file
 
+    from ptm_core.compress.pruned import encoder_config_from_dict
     from ptm_core.compress.quantize import (
         WeightBits,
         load_dynamic_int8_state,
         quantize_dynamic_int8,
         weight_only_shell,
     )
-    from ptm_core.encoders.config import EncoderConfig
     from ptm_core.finetune.model import build_task_model, read_task_json
 
     directory = Path(directory)
@@ -261,7 +261,7 @@ def load_compressed(directory: str | Path) -> FinalModel:
     raw = _read_json(config_path)
     raw.pop("ptm_quantization", None)
     try:
-        config = EncoderConfig.from_dict(raw, source=str(config_path))
+        config = encoder_config_from_dict(raw, source=str(config_path))
     except (TypeError, ValueError) as exc:
         raise CheckpointError(str(exc)) from None
     encoder = encoder_from_config(config)

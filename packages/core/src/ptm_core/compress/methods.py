@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.compress.final_dir import (
@@ -29,6 +29,7 @@ from ptm_core.compress.final_dir import (
     save_quantized_final,
     weight_bytes,
 )
+from ptm_core.compress.pruned import PrunedEncoderConfig
 from ptm_core.finetune.model import TASK_JSON, TaskModel
 
 METHODS: tuple[str, ...] = (
@@ -169,15 +170,14 @@ def compress_final(
         )
         total = sum(len(s) for s in importance)
         removed = sum(len(h) for h in heads.values())
+        pruned_heads = cast(PrunedEncoderConfig, encoder.config).heads_per_layer
         record.update(
             fraction=fraction,
             pruned_heads={str(k): v for k, v in heads.items()},
             importance=[s.tolist() for s in importance],
-            heads_per_layer=encoder.config.heads_per_layer,
+            heads_per_layer=pruned_heads,
         )
-        details["summary"] = (
-            f"pruned {removed}/{total} heads, per layer {encoder.config.heads_per_layer}"
-        )
+        details["summary"] = f"pruned {removed}/{total} heads, per layer {pruned_heads}"
         params_after = prune.parameter_count(final.model)
         save_float_final(final, output, record)
     elif method == "drop-layers":

@@ -6,7 +6,7 @@ the gate, ``I_h = E_x |dL(x) / d xi_h|`` over a dev set; scores are normalised p
 (l2, after Molchanov et al., 2017). The least important heads are removed globally: a pruned
 model is physically smaller (the head's rows of the fused Q/K/V projection and its columns of
 the output projection are sliced away), so layers may keep different numbers of heads
-(``EncoderConfig.heads_per_layer``). Removing a head gives exactly what gating it to 0 gives.
+(:class:`~ptm_core.compress.pruned.PrunedEncoderConfig`). Removing a head gives exactly what gating it to 0 gives.
 
 Layer dropping (Sajjad et al., 2020, "Poor Man's BERT"; Fan et al., 2020, LayerDrop at
 inference) keeps a chosen subset of layers: ``bottom:K`` (drop the top layers, Sajjad et
@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ptm_core.compress.pruned import PrunedEncoderConfig
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.encoders.transformer import TransformerEncoder
@@ -252,7 +253,7 @@ def prune_heads(encoder: TransformerEncoder, heads: dict[int, list[int]]) -> Tra
         pruned.layers[layer].attention = _slice_attention(modules[layer], keep)
         counts[layer] = len(keep)
     values = {**encoder.config.to_dict(), "heads_per_layer": counts}
-    pruned.config = EncoderConfig.from_dict(values)
+    pruned.config = PrunedEncoderConfig.from_dict(values)
     return pruned
 
 
@@ -320,7 +321,7 @@ def drop_layers(encoder: TransformerEncoder, keep: Sequence[int]) -> Transformer
     """
     config = encoder.config
     values: dict[str, Any] = {**config.to_dict(), "num_layers": len(keep)}
-    if config.heads_per_layer is not None:
+    if isinstance(config, PrunedEncoderConfig):
         values["heads_per_layer"] = [config.heads_per_layer[i] for i in keep]
     new = encoder_from_config(EncoderConfig.from_dict(values))
     new.load_state_dict(

@@ -7,6 +7,7 @@ from ptm_core.encoders.encoder_decoder import (
     EncoderDecoderModel,
     Seq2SeqOutput,
     build_encoder_decoder,
+    seq2seq_encoder,
 )
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 from ptm_core.encoders.factory import encoder_class, encoder_from_config
@@ -32,7 +33,7 @@ from ptm_core.encoders.transformer import (
     TransformerLayer,
     build_layers,
 )
-from ptm_core.encoders.xlnet import XLNetEncoder
+from ptm_core.encoders.xlnet import XLNetConfig, XLNetEncoder
 
 __all__ = [
     "DecoderCache",
@@ -47,6 +48,7 @@ __all__ = [
     "TransformerEncoder",
     "TransformerLayer",
     "TransformerSize",
+    "XLNetConfig",
     "XLNetEncoder",
     "albert_base",
     "albert_encoder",
@@ -63,6 +65,7 @@ __all__ = [
     "electra_tiny",
     "encoder_class",
     "encoder_from_config",
+    "seq2seq_encoder",
     "xlnet_base",
     "xlnet_encoder",
     "xlnet_tiny",

@@ -6,9 +6,13 @@ modules. Presets (:mod:`ptm_core.encoders.presets`) are sizes handed to these bu
 extension packages (XLM, VisualBERT, ViLBERT) call them for their text stack.
 
 Every encoder is rebuilt from its ``config.json`` alone, so a builder's output is an
-encoder class given an :class:`EncoderConfig`; what differs between families below the
-config (the attention block) is passed into the shared layer stack by the class
-(:func:`~ptm_core.encoders.transformer.build_layers`'s ``attention``).
+encoder class given its family's config (:class:`EncoderConfig`, the shape every family
+shares, or a family's subclass such as :class:`~ptm_core.encoders.xlnet.XLNetConfig`);
+what differs between families below the shape (the attention, feed-forward and norm
+blocks) is passed into the shared layer stack
+(:func:`~ptm_core.encoders.transformer.build_layers`'s ``attention=``, ``feed_forward=``,
+``norm=``): by :class:`~ptm_core.encoders.XLNetEncoder`, by the encoder-decoder for T5
+(:func:`~ptm_core.encoders.encoder_decoder.seq2seq_encoder`).
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ptm_core.encoders.config import EncoderConfig, LayerSharing, NormPosition
 from ptm_core.encoders.transformer import TransformerEncoder
-from ptm_core.encoders.xlnet import XLNetEncoder
+from ptm_core.encoders.xlnet import XLNetConfig, XLNetEncoder
 from ptm_core.modules.execution import ExecutionSettings
 
 
@@ -52,11 +56,12 @@ class TransformerSize:
         names = {field.name for field in dataclasses.fields(cls)}
         return cls(**{**{k: v for k, v in values.items() if k in names}, **overrides})
 
-    def config(self, **switches: Any) -> EncoderConfig:
-        """The :class:`EncoderConfig` of these sizes with a family's ``switches``."""
+    def config(self, kind: type[EncoderConfig] = EncoderConfig, **switches: Any) -> EncoderConfig:
+        """The config of these sizes with a family's ``switches``: an :class:`EncoderConfig`,
+        or the family's subclass ``kind`` (:class:`~ptm_core.encoders.xlnet.XLNetConfig`)."""
         fields = dataclasses.asdict(self)
         fields["intermediate_size"] = self.intermediate_size or 4 * self.hidden_size
-        return EncoderConfig(**fields, **switches)
+        return kind(**fields, **switches)
 
 
 def bert(
@@ -117,14 +122,13 @@ def xlnet(
     """XLNet (Yang et al., 2019): Transformer-XL relative positions and segments, no
     embedding LayerNorm, post-LN layers; ``memory_length > 0`` turns on recurrence.
     ``size.max_positions`` is unused (no position table)."""
-    return XLNetEncoder(
-        size.config(
-            type_vocab_size=2,
-            norm_position="post",
-            position_encoding="relative",
-            segment_encoding="relative",
-            memory_length=memory_length,
-            embedding_layer_norm=False,
-        ),
-        settings=settings,
+    config = size.config(
+        XLNetConfig,
+        type_vocab_size=2,
+        norm_position="post",
+        position_encoding="relative",
+        segment_encoding="relative",
+        memory_length=memory_length,
+        embedding_layer_norm=False,
     )
+    return XLNetEncoder(cast(XLNetConfig, config), settings=settings)

@@ -4,32 +4,52 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ptm_core.modules.feed_forward import ACTIVATIONS
-from ptm_core.modules.norms import NORM_TYPES
 
 NormPosition = Literal["post", "pre"]
 # What consecutive layers share (ALBERT, Lan et al., 2020): nothing (BERT), every
 # parameter of a layer, only the attention block, or only the feed-forward block.
 LayerSharing = Literal["none", "all", "attention", "ffn"]
 LAYER_SHARING = ("none", "all", "attention", "ffn")
-# Where positions (and segments) enter: learned absolute embeddings added to the input
-# (BERT), or Transformer-XL / XLNet relative encodings inside every attention layer.
-Encoding = Literal["absolute", "relative"]
-ENCODINGS = ("absolute", "relative")
-# Positions also have T5's bucketed relative bias (Raffel et al., 2020): no table, one
-# learned scalar per head and distance bucket added to every layer's attention logits.
+# Where positions enter: learned absolute embeddings added to the input (BERT),
+# Transformer-XL / XLNet relative encodings inside every attention layer, or T5's bucketed
+# relative bias (Raffel et al., 2020): no table, one learned scalar per head and distance
+# bucket added to every layer's attention logits.
 PositionEncoding = Literal["absolute", "relative", "bucketed"]
 POSITION_ENCODINGS = ("absolute", "relative", "bucketed")
-NormType = Literal["layernorm", "rmsnorm"]
+
+# Paper switches that earlier versions wrote into every encoder's config.json (27 keys),
+# with the value every encoder but T5's / XLNet's had, and where each lives now. A saved
+# config holding the default value loads as if the key were absent; any other value is
+# refused by a config class that does not own the switch (see EncoderConfig.from_dict).
+LEGACY_SWITCHES: dict[str, tuple[object, str]] = {
+    "segment_encoding": ("absolute", "XLNetConfig (position_encoding='relative')"),
+    "memory_length": (0, "XLNetConfig (position_encoding='relative')"),
+    "relative_attention_num_buckets": (32, "the encoder-decoder's RelativeBuckets"),
+    "relative_attention_max_distance": (128, "the encoder-decoder's RelativeBuckets"),
+    "norm_type": ("layernorm", "the encoder-decoder's T5Blocks"),
+    "bias": (True, "the encoder-decoder's T5Blocks"),
+    "attention_scale": (True, "the encoder-decoder's T5Blocks"),
+    "gated_feed_forward": (False, "the encoder-decoder's T5Blocks"),
+    # Written as null by some callers; a pruned encoder's list makes it a
+    # PrunedEncoderConfig (ptm_core.compress.pruned), which claims the dict first.
+    "heads_per_layer": (None, "PrunedEncoderConfig (ptm_core.compress.pruned)"),
+}
 
 
 @dataclass
 class EncoderConfig:
     """Hyper-parameters of :class:`~ptm_core.encoders.TransformerEncoder`.
 
-    Field names are the builder's argument names and the keys of ``config.json``.
+    Field names are the builder's argument names and the keys of ``config.json``. This is
+    the shape every family shares; a paper's switches are arguments of its builder and
+    block factories (T5's norms, biases, scaling and gated MLP:
+    :class:`~ptm_core.encoders.encoder_decoder_config.T5Blocks`), or fields of its own
+    config subclass (XLNet's relative segments and memory:
+    :class:`~ptm_core.encoders.xlnet.XLNetConfig`). :meth:`from_dict` reads the 27-key
+    ``config.json`` earlier versions wrote (see :data:`LEGACY_SWITCHES`).
 
     Args:
         vocab_size: number of token ids.
@@ -61,29 +81,9 @@ class EncoderConfig:
             (T5, Raffel et al., 2020): no position table; a learned scalar per head and
             log-spaced distance bucket (bidirectional) is computed once per forward pass
             and added to the attention logits of every layer.
-        segment_encoding: ``"absolute"`` (token-type table, BERT) or ``"relative"``
-            (XLNet: attention scores whether query and key are in the same segment; no
-            token-type table). ``"relative"`` needs ``position_encoding="relative"``.
-        memory_length: Transformer-XL segment-level recurrence: how many hidden states
-            of earlier segments each layer keeps as memory (``0`` = no recurrence). The
-            encoder returns the new memory; it is detached (no gradient flows into it).
-            Needs ``position_encoding="relative"``.
-        embedding_layer_norm: LayerNorm on the embedding sum (BERT yes, XLNet no).
-        relative_attention_num_buckets: ``"bucketed"`` positions: distance buckets (T5: 32).
-        relative_attention_max_distance: ``"bucketed"`` positions: distance from which all
-            keys share the last bucket (T5: 128).
-        norm_type: ``"layernorm"`` (BERT) or ``"rmsnorm"`` (T5: scale only, no mean, no
-            bias) for the layer norms and the final norm.
-        bias: biases on the attention and feed-forward linears (T5: no).
-        attention_scale: divide ``QK^T`` by ``sqrt(d)`` (T5: no, its initialisation
-            absorbs the factor).
-        gated_feed_forward: ``W_out(act(W_gate x) * W_in x)`` instead of the two-layer MLP
-            (T5 v1.1 gated-GELU).
-        heads_per_layer: after attention-head pruning (Michel et al., 2019), the number of
-            heads each layer kept (``num_layers`` integers, each ``1..num_heads``); every
-            head keeps the width ``hidden_size / num_heads``. ``None`` = ``num_heads`` in
-            every layer (an unpruned encoder). Absolute positions without layer sharing
-            only (written by :mod:`ptm_core.compress.prune`).
+        embedding_layer_norm: LayerNorm on the embedding sum (BERT yes; XLNet and T5's
+            encoder no). It stays here because two families set it and the encoder builds
+            its embeddings itself (no block is passed in for them).
     """
 
     vocab_size: int = 30522
@@ -103,16 +103,10 @@ class EncoderConfig:
     embedding_size: int | None = None
     share_layers: LayerSharing = "none"
     position_encoding: PositionEncoding = "absolute"
-    segment_encoding: Encoding = "absolute"
-    memory_length: int = 0
     embedding_layer_norm: bool = True
-    relative_attention_num_buckets: int = 32
-    relative_attention_max_distance: int = 128
-    norm_type: NormType = "layernorm"
-    bias: bool = True
-    attention_scale: bool = True
-    gated_feed_forward: bool = False
-    heads_per_layer: list[int] | None = None
+
+    # Whether this class describes Transformer-XL relative positions (XLNetConfig does).
+    RELATIVE_FAMILY: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -151,71 +145,16 @@ class EncoderConfig:
                 "EncoderConfig.position_encoding must be 'absolute' or 'relative' "
                 f"(Transformer-XL), or 'bucketed' (T5), got {self.position_encoding!r}"
             )
-        if self.segment_encoding not in ENCODINGS:
+        if self.relative and not self.RELATIVE_FAMILY:
             raise ValueError(
-                "EncoderConfig.segment_encoding must be 'absolute' or 'relative', "
-                f"got {self.segment_encoding!r}"
-            )
-        if self.norm_type not in NORM_TYPES:
-            raise ValueError(
-                f"EncoderConfig.norm_type must be one of {', '.join(NORM_TYPES)}, "
-                f"got {self.norm_type!r}"
-            )
-        for name in ("relative_attention_num_buckets", "relative_attention_max_distance"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 2:
-                raise ValueError(f"EncoderConfig.{name} must be an integer >= 2, got {value!r}")
-        if self.relative and (
-            self.norm_type != "layernorm"
-            or not self.bias
-            or not self.attention_scale
-            or self.gated_feed_forward
-        ):
-            raise ValueError(
-                "EncoderConfig.norm_type, bias, attention_scale and gated_feed_forward are "
-                "switches of the standard attention layers; position_encoding='relative' "
-                "(Transformer-XL) keeps their defaults"
-            )
-        if not isinstance(self.memory_length, int) or self.memory_length < 0:
-            raise ValueError(
-                f"EncoderConfig.memory_length must be an integer >= 0, got {self.memory_length!r}"
-            )
-        if not self.relative and (self.segment_encoding == "relative" or self.memory_length):
-            raise ValueError(
-                "EncoderConfig.segment_encoding='relative' and memory_length > 0 need "
-                "position_encoding='relative' (Transformer-XL attention); set "
-                "position_encoding='relative' or turn them off"
+                "EncoderConfig.position_encoding='relative' is XLNet's encoder: build an "
+                "XLNetConfig (ptm_core.encoders.xlnet), or use EncoderConfig.from_dict, "
+                "which does so for such a config.json"
             )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"EncoderConfig.{name} must be in [0, 1), got {value!r}")
-        if self.heads_per_layer is not None:
-            self._check_heads_per_layer()
-
-    def _check_heads_per_layer(self) -> None:
-        heads = self.heads_per_layer
-        if (
-            not isinstance(heads, list | tuple)
-            or len(heads) != self.num_layers
-            or not all(isinstance(h, int) and 1 <= h <= self.num_heads for h in heads)
-        ):
-            raise ValueError(
-                f"EncoderConfig.heads_per_layer must be a list of num_layers={self.num_layers} "
-                f"integers in 1..num_heads={self.num_heads}, got {heads!r}; use null for an "
-                "unpruned encoder"
-            )
-        if self.position_encoding != "absolute" or self.share_layers != "none":
-            raise ValueError(
-                "EncoderConfig.heads_per_layer (pruned heads) needs position_encoding="
-                f"'absolute' and share_layers='none', got {self.position_encoding!r} and "
-                f"{self.share_layers!r}; set heads_per_layer to null"
-            )
-        self.heads_per_layer = list(heads)
-
-    def layer_heads(self, index: int) -> int:
-        """Heads of layer ``index``: ``heads_per_layer[index]``, else ``num_heads``."""
-        return self.num_heads if self.heads_per_layer is None else self.heads_per_layer[index]
 
     @property
     def factorised(self) -> bool:
@@ -233,21 +172,33 @@ class EncoderConfig:
         return self.position_encoding == "bucketed"
 
     @property
+    def segment_table_size(self) -> int:
+        """Rows of the token-type table: ``type_vocab_size`` (XLNet's relative segments: 0)."""
+        return self.type_vocab_size
+
+    @property
     def embedding_width(self) -> int:
         """``E``: the width of the embedding tables (``hidden_size`` unless factorised)."""
         return self.embedding_size if self.embedding_size is not None else self.hidden_size
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of every field (``heads_per_layer`` only when heads were pruned, so
-        an unpruned encoder's ``config.json`` is what earlier ptm versions wrote and read)."""
-        data = dataclasses.asdict(self)
-        if data["heads_per_layer"] is None:
-            del data["heads_per_layer"]
-        return data
+        """JSON-ready dict of every field (the keys of ``config.json``)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def claims(cls, data: dict[str, Any]) -> bool:
+        """Whether a saved dict describes this class rather than its base (a family config
+        subclass overrides this; :meth:`from_dict` asks every subclass)."""
+        return False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, source: str = "config") -> EncoderConfig:
         """Build from a dict, rejecting unknown keys with a message naming them.
+
+        ``position_encoding="relative"`` gives an :class:`~ptm_core.encoders.xlnet.XLNetConfig`.
+        A key of :data:`LEGACY_SWITCHES` (written by earlier versions into every config) is
+        dropped when it holds the value every other family had, and refused, naming where
+        the switch lives now, otherwise.
 
         Args:
             data: the fields; extra bookkeeping keys starting with ``ptm_`` are ignored.
@@ -259,11 +210,42 @@ class EncoderConfig:
                 "`ptm compress`), which a float encoder cannot load; load it with "
                 "ptm_core.compress.load_compressed"
             )
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(k for k in data if k not in names and not k.startswith("ptm_"))
+        target = cls.family_of(data)
+        names = {f.name for f in dataclasses.fields(target)}
+        values: dict[str, Any] = {}
+        unknown = []
+        for key, value in data.items():
+            if key in names:
+                values[key] = value
+            elif key in LEGACY_SWITCHES:
+                default, owner = LEGACY_SWITCHES[key]
+                if value != default:
+                    raise ValueError(
+                        f"{source}: {key}={value!r} is not a switch of {target.__name__} "
+                        f"(position_encoding={data.get('position_encoding', 'absolute')!r}); "
+                        f"it belongs to {owner}. Build that model instead, or set {key} to "
+                        f"{default!r}"
+                    )
+            elif not key.startswith("ptm_"):
+                unknown.append(key)
         if unknown:
             raise ValueError(
-                f"{source}: unknown encoder config field(s) {unknown}; valid fields: "
+                f"{source}: unknown encoder config field(s) {sorted(unknown)}; valid fields: "
                 f"{sorted(names)}"
             )
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return target(**values)
+
+    @classmethod
+    def family_of(cls, data: dict[str, Any]) -> type[EncoderConfig]:
+        """The config class of a saved dict: the subclass of ``cls`` that
+        :meth:`claims` it, else ``cls``.
+
+        Family configs subclass this one where the family lives:
+        :class:`~ptm_core.encoders.xlnet.XLNetConfig` (imported with
+        :mod:`ptm_core.encoders`), :class:`~ptm_core.compress.pruned.PrunedEncoderConfig`
+        (imported by the encoder checkpoint loader); the base class does not import them.
+        """
+        for subclass in cls.__subclasses__():
+            if subclass.claims(data):
+                return subclass.family_of(data)
+        return cls

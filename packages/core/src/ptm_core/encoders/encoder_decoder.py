@@ -20,13 +20,49 @@ from ptm_core.checkpoints import registry
 from ptm_core.encoders import generation
 from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
-from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.transformer import (
+    EncoderOutput,
+    TransformerEncoder,
+    standard_attention,
+    standard_feed_forward,
+    standard_norm,
+)
 from ptm_core.model_kinds import ENCODER_DECODER
 from ptm_core.modules.initialization import init_bert_weights, init_t5_weights
+from ptm_core.modules.positions import RelativePositionBias
 
 #: The checkpoint module that saves and loads :class:`EncoderDecoderModel` (resolved by name).
 
-__all__ = ["EncoderDecoderModel", "Seq2SeqOutput", "build_encoder_decoder"]
+__all__ = ["EncoderDecoderModel", "Seq2SeqOutput", "build_encoder_decoder", "seq2seq_encoder"]
+
+
+def seq2seq_encoder(config: Seq2SeqConfig) -> TransformerEncoder:
+    """The encoder half: the core encoder of :meth:`Seq2SeqConfig.encoder_config`'s shape,
+    with the blocks of :meth:`Seq2SeqConfig.blocks` (BART's, or T5's RMS norms, bias-free
+    unscaled attention, gated MLP) and, for ``"t5_buckets"``, the bidirectional bias of
+    :meth:`Seq2SeqConfig.buckets`, passed in."""
+    shape = config.encoder_config()
+    blocks = config.blocks()
+    buckets = config.buckets()
+    return TransformerEncoder(
+        shape,
+        attention=lambda index: standard_attention(
+            shape, index, bias=blocks.bias, scale=blocks.attention_scale
+        ),
+        feed_forward=lambda: standard_feed_forward(
+            shape, bias=blocks.bias, gated=blocks.gated_feed_forward
+        ),
+        norm=lambda: standard_norm(shape, blocks.norm_type),
+        position_bias=(
+            (
+                lambda: RelativePositionBias(
+                    shape.num_heads, buckets.num_buckets, buckets.max_distance, bidirectional=True
+                )
+            )
+            if config.bucketed
+            else None
+        ),
+    )
 
 
 @dataclass
@@ -65,7 +101,7 @@ class EncoderDecoderModel(nn.Module):
     def __init__(self, config: Seq2SeqConfig) -> None:
         super().__init__()
         self.config = config
-        self.encoder = TransformerEncoder(config.encoder_config())
+        self.encoder = seq2seq_encoder(config)
         self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.decoder = TransformerDecoder(
             config.vocab_size,

@@ -18,6 +18,42 @@ from ptm_core.modules.norms import NORM_TYPES
 INITIALIZATIONS = ("bert", "t5")
 
 
+@dataclass(frozen=True)
+class T5Blocks:
+    """The switches of T5's layer blocks (Raffel et al., 2020), the same in the encoder and
+    the decoder; the defaults are BERT's / BART's blocks.
+
+    The core encoder does not carry them: the encoder-decoder passes blocks built with
+    them into :class:`~ptm_core.encoders.TransformerEncoder` (``attention=``,
+    ``feed_forward=``, ``norm=``; see :func:`~ptm_core.encoders.encoder_decoder.seq2seq_encoder`).
+
+    Args:
+        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5: scale only, no mean, no bias).
+        bias: biases on the attention and feed-forward linears (T5: no).
+        attention_scale: divide ``QK^T`` by ``sqrt(d)`` (T5: no; its initialisation absorbs it).
+        gated_feed_forward: ``W_out(act(W_gate x) * W_in x)`` (T5 v1.1 gated-GELU).
+    """
+
+    norm_type: str = "layernorm"
+    bias: bool = True
+    attention_scale: bool = True
+    gated_feed_forward: bool = False
+
+
+@dataclass(frozen=True)
+class RelativeBuckets:
+    """T5's bucketed relative position bias: a learned scalar per head and log-spaced
+    distance bucket, added to every layer's attention logits.
+
+    Args:
+        num_buckets: distance buckets (T5: 32).
+        max_distance: distance from which every key shares the last bucket (T5: 128).
+    """
+
+    num_buckets: int = 32
+    max_distance: int = 128
+
+
 @dataclass
 class Seq2SeqConfig:
     """Hyper-parameters of :class:`EncoderDecoderModel`, serialised as ``config.json``.
@@ -147,9 +183,24 @@ class Seq2SeqConfig:
         """Whether positions are T5's bucketed relative bias (no position tables)."""
         return self.position_encoding == "t5_buckets"
 
+    def blocks(self) -> T5Blocks:
+        """The layer-block switches (T5's, or BART's defaults) of encoder and decoder."""
+        return T5Blocks(
+            norm_type=self.norm_type,
+            bias=self.bias,
+            attention_scale=self.attention_scale,
+            gated_feed_forward=self.gated_feed_forward,
+        )
+
+    def buckets(self) -> RelativeBuckets:
+        """The bucket numbers of ``position_encoding="t5_buckets"``."""
+        return RelativeBuckets(
+            self.relative_attention_num_buckets, self.relative_attention_max_distance
+        )
+
     def encoder_config(self) -> EncoderConfig:
-        """The core encoder's config (no segment embeddings, offset position table or T5's
-        bucketed bias)."""
+        """The core encoder's shape (no segment embeddings; the offset position table or
+        T5's bucketed bias). Its blocks are :meth:`blocks`, passed in by the model."""
         return EncoderConfig(
             vocab_size=self.vocab_size,
             hidden_size=self.hidden_size,
@@ -167,12 +218,6 @@ class Seq2SeqConfig:
             initializer_range=self.initializer_range,
             position_encoding="bucketed" if self.bucketed else "absolute",
             embedding_layer_norm=self.embedding_layer_norm,
-            relative_attention_num_buckets=self.relative_attention_num_buckets,
-            relative_attention_max_distance=self.relative_attention_max_distance,
-            norm_type=self.norm_type,  # type: ignore[arg-type]
-            bias=self.bias,
-            attention_scale=self.attention_scale,
-            gated_feed_forward=self.gated_feed_forward,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,7 +30,8 @@ class TransformerLayer(nn.Module):
         dropout: dropout on each sub-layer output.
         layer_norm_eps: LayerNorm epsilon.
         norm_position: ``"post"`` or ``"pre"``.
-        norm_type: ``"layernorm"`` or ``"rmsnorm"`` (T5).
+        norm: builds each of the two norms (T5 passes an RMSNorm); default a LayerNorm of
+            ``hidden_size`` and ``layer_norm_eps``.
         dropout_kernel: the kernel of the sub-layer dropout (:mod:`ptm_core.modules.dropout`);
             ``None`` = the default.
 
@@ -48,15 +49,16 @@ class TransformerLayer(nn.Module):
         dropout: float = 0.1,
         layer_norm_eps: float = 1e-12,
         norm_position: str = "post",
-        norm_type: str = "layernorm",
         *,
+        norm: Callable[[], nn.Module] | None = None,
         dropout_kernel: str | None = None,
     ) -> None:
         super().__init__()
+        make = norm or (lambda: make_norm("layernorm", hidden_size, layer_norm_eps))
         self.attention = attention
-        self.attention_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
+        self.attention_norm = make()
         self.feed_forward = feed_forward
-        self.ffn_norm = make_norm(norm_type, hidden_size, layer_norm_eps)
+        self.ffn_norm = make()
         self.dropout = Dropout(dropout, kernel=dropout_kernel)
         self.pre_norm = norm_position == "pre"
 
@@ -110,30 +112,53 @@ class TransformerLayer(nn.Module):
 
 
 def standard_attention(
-    config: EncoderConfig, index: int = 0, settings: ExecutionSettings | None = None
+    config: EncoderConfig,
+    index: int = 0,
+    settings: ExecutionSettings | None = None,
+    *,
+    bias: bool = True,
+    scale: bool = True,
+    heads: int | None = None,
+    head_dim: int | None = None,
 ) -> nn.Module:
-    """Layer ``index``'s multi-head self-attention (BERT; T5's switches; pruned heads)."""
+    """Layer ``index``'s multi-head self-attention (BERT).
+
+    ``bias=False`` drops the projection biases and ``scale=False`` the ``1/sqrt(d)`` of
+    ``QK^T`` (T5, whose initialisation absorbs it; see
+    :class:`~ptm_core.encoders.encoder_decoder_config.T5Blocks`). ``heads`` (default
+    ``num_heads``) of width ``head_dim`` (default ``hidden_size / heads``): a pruned layer
+    (:class:`~ptm_core.compress.pruned.PrunedEncoderConfig`) keeps fewer heads of the
+    unpruned width.
+    """
     settings = settings or ExecutionSettings()
     return MultiHeadSelfAttention(
         config.hidden_size,
-        config.layer_heads(index),
+        heads or config.num_heads,
         dropout=config.attention_dropout,
-        bias=config.bias,
-        scale=config.attention_scale,
-        # Pruned heads (Michel et al., 2019) keep the unpruned width D / h.
-        head_dim=None if config.heads_per_layer is None else config.hidden_size // config.num_heads,
+        bias=bias,
+        scale=scale,
+        head_dim=head_dim,
         backend=settings.attention_backend,
         dropout_kernel=settings.dropout_kernel,
     )
 
 
-def standard_feed_forward(config: EncoderConfig) -> nn.Module:
-    """The position-wise MLP of a layer (T5 v1.1's gated one when the config says so)."""
-    if config.gated_feed_forward:
+def standard_feed_forward(
+    config: EncoderConfig, *, bias: bool = True, gated: bool = False
+) -> nn.Module:
+    """The position-wise MLP of a layer; ``gated`` is T5 v1.1's
+    ``W_out(act(W_gate x) * W_in x)``, ``bias=False`` T5's bias-free linears."""
+    if gated:
         return GatedFeedForward(
-            config.hidden_size, config.intermediate_size, config.activation, config.bias
+            config.hidden_size, config.intermediate_size, config.activation, bias
         )
-    return FeedForward(config.hidden_size, config.intermediate_size, config.activation, config.bias)
+    return FeedForward(config.hidden_size, config.intermediate_size, config.activation, bias)
+
+
+def standard_norm(config: EncoderConfig, norm_type: str = "layernorm") -> nn.Module:
+    """A norm of width ``hidden_size`` and epsilon ``layer_norm_eps``: LayerNorm (BERT) or
+    ``norm_type="rmsnorm"`` (T5)."""
+    return make_norm(norm_type, config.hidden_size, config.layer_norm_eps)
 
 
 def build_layers(
@@ -141,15 +166,18 @@ def build_layers(
     attention: Callable[[int], nn.Module] | None = None,
     *,
     feed_forward: Callable[[], nn.Module] | None = None,
+    norm: Callable[[], nn.Module] | None = None,
     settings: ExecutionSettings | None = None,
 ) -> nn.ModuleList:
     """The ``num_layers`` layers of an encoder, sharing parameters as ``config.share_layers`` says.
 
+    The blocks are passed in, as torchtune's builders pass ``attn=``/``mlp=``/``norm=``:
     ``attention(index)`` builds layer ``index``'s attention block (default
     :func:`standard_attention`; :class:`~ptm_core.encoders.XLNetEncoder` passes its
-    relative-position attention), so every encoder class shares this one layer stack;
-    ``feed_forward()`` builds a feed-forward block (default :func:`standard_feed_forward`).
-    ``settings`` are the layers' kernels (:class:`ExecutionSettings`).
+    relative-position attention, T5 an unscaled bias-free one), ``feed_forward()`` a
+    feed-forward block (default :func:`standard_feed_forward`), ``norm()`` a norm (default
+    :func:`standard_norm`, a LayerNorm). ``settings`` are the layers' kernels
+    (:class:`ExecutionSettings`).
 
     ALBERT (Lan et al., 2020) shares parameters across layers: ``"all"`` puts the *same*
     layer module in every slot (one set of weights applied ``num_layers`` times);
@@ -166,6 +194,7 @@ def build_layers(
     settings = settings or ExecutionSettings()
     make_attention = attention or (lambda index: standard_attention(config, index, settings))
     make_ffn = feed_forward or (lambda: standard_feed_forward(config))
+    make_layer_norm = norm or (lambda: standard_norm(config))
 
     def layer(attention_module: nn.Module, ffn_module: nn.Module) -> TransformerLayer:
         return TransformerLayer(
@@ -175,7 +204,7 @@ def build_layers(
             dropout=config.dropout,
             layer_norm_eps=config.layer_norm_eps,
             norm_position=config.norm_position,
-            norm_type=config.norm_type,
+            norm=make_layer_norm,
             dropout_kernel=settings.dropout_kernel,
         )
 

@@ -16,6 +16,7 @@ from ptm_core.encoders.layers import (
     build_layers,
     standard_attention,
     standard_feed_forward,
+    standard_norm,
 )
 from ptm_core.encoders.output import EncoderOutput
 from ptm_core.encoders.stack_state import LayerMasks, StackState, mask_of_layer
@@ -27,7 +28,6 @@ from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.modules.embeddings import TextEmbeddings
 from ptm_core.modules.execution import ExecutionConfigurable, ExecutionSettings
 from ptm_core.modules.initialization import init_bert_weights
-from ptm_core.modules.norms import make_norm
 from ptm_core.modules.positions import RelativePositionBias, bias_mask
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ __all__ = [
     "build_layers",
     "standard_attention",
     "standard_feed_forward",
+    "standard_norm",
 ]
 
 
@@ -84,6 +85,12 @@ class TransformerEncoder(nn.Module):
         attention: builds layer ``index``'s attention block (see :func:`build_layers`);
             default :func:`standard_attention`. Subclasses pass their own.
         feed_forward: builds a feed-forward block; default :func:`standard_feed_forward`.
+        norm: builds each layer's norms and the pre-LN final norm; default
+            :func:`standard_norm` (LayerNorm). T5 passes RMSNorm.
+        position_bias: ``position_encoding="bucketed"`` only: builds the stack's bucketed
+            bias ``(L, L) -> (1, h, L, L)``; default T5's
+            :class:`~ptm_core.modules.positions.RelativePositionBias` (32 buckets, distance
+            128, bidirectional). The encoder-decoder passes its own bucket numbers.
         insert: modules run between layers (see Seams); their parameters are the
             encoder's (``inserted.<k>.*`` in the state dict).
         settings: the kernels it runs with (:class:`ExecutionSettings`: attention backend,
@@ -110,6 +117,8 @@ class TransformerEncoder(nn.Module):
         *,
         attention: Callable[[int], nn.Module] | None = None,
         feed_forward: Callable[[], nn.Module] | None = None,
+        norm: Callable[[], nn.Module] | None = None,
+        position_bias: Callable[[], nn.Module] | None = None,
         insert: Mapping[int, nn.Module] | None = None,
         settings: ExecutionSettings | None = None,
     ) -> None:
@@ -120,7 +129,7 @@ class TransformerEncoder(nn.Module):
             vocab_size=config.vocab_size,
             hidden_size=config.embedding_width,
             max_positions=config.max_positions,
-            type_vocab_size=config.type_vocab_size if config.segment_encoding == "absolute" else 0,
+            type_vocab_size=config.segment_table_size,
             dropout=config.dropout,
             layer_norm_eps=config.layer_norm_eps,
             layer_norm=config.embedding_layer_norm,
@@ -130,22 +139,22 @@ class TransformerEncoder(nn.Module):
         self.embedding_projection = (
             nn.Linear(config.embedding_width, config.hidden_size) if config.factorised else None
         )
+        make_norm = norm or (lambda: standard_norm(config))
         self.layers = build_layers(
-            config, attention, feed_forward=feed_forward, settings=self.settings
+            config, attention, feed_forward=feed_forward, norm=make_norm, settings=self.settings
         )
-        self.final_norm = (
-            make_norm(config.norm_type, config.hidden_size, config.layer_norm_eps)
-            if config.norm_position == "pre"
-            else None
-        )
+        self.final_norm = make_norm() if config.norm_position == "pre" else None
+        if position_bias is not None and not config.bucketed:
+            raise ValueError(
+                "TransformerEncoder: position_bias is T5's bucketed bias; it needs "
+                f"position_encoding='bucketed', got {config.position_encoding!r}"
+            )
         # T5: one bucketed position bias for the whole stack, added in every layer.
         self.relative_position_bias = (
-            RelativePositionBias(
-                config.num_heads,
-                config.relative_attention_num_buckets,
-                config.relative_attention_max_distance,
-                bidirectional=True,
-            )
+            (
+                position_bias
+                or (lambda: RelativePositionBias(config.num_heads, bidirectional=True))
+            )()
             if config.bucketed
             else None
         )

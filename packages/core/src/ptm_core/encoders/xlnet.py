@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -20,8 +21,60 @@ from ptm_core.modules.relative_attention import (
     sinusoid_relative_positions,
 )
 
+SEGMENT_ENCODINGS = ("absolute", "relative")
 
-def relative_attention(config: EncoderConfig) -> RelativeMultiHeadAttention:
+
+@dataclass
+class XLNetConfig(EncoderConfig):
+    """An :class:`EncoderConfig` with Transformer-XL relative positions and XLNet's switches.
+
+    ``position_encoding`` is ``"relative"`` (the default here);
+    :meth:`EncoderConfig.from_dict` builds this class for such a ``config.json``.
+
+    Args:
+        segment_encoding: ``"absolute"`` (token-type table, BERT) or ``"relative"``
+            (XLNet: attention scores whether query and key are in the same segment; no
+            token-type table).
+        memory_length: Transformer-XL segment-level recurrence: how many hidden states
+            of earlier segments each layer keeps as memory (``0`` = no recurrence). The
+            encoder returns the new memory; it is detached (no gradient flows into it).
+    """
+
+    position_encoding: Literal["absolute", "relative", "bucketed"] = "relative"
+    segment_encoding: Literal["absolute", "relative"] = "absolute"
+    memory_length: int = 0
+
+    RELATIVE_FAMILY: ClassVar[bool] = True
+
+    @classmethod
+    def claims(cls, data: dict[str, Any]) -> bool:
+        """A dict with ``position_encoding="relative"`` is an XLNet encoder's."""
+        return data.get("position_encoding") == "relative"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.relative:
+            raise ValueError(
+                "XLNetConfig.position_encoding must be 'relative' (Transformer-XL), got "
+                f"{self.position_encoding!r}; other encoders are an EncoderConfig"
+            )
+        if self.segment_encoding not in SEGMENT_ENCODINGS:
+            raise ValueError(
+                "XLNetConfig.segment_encoding must be 'absolute' or 'relative', "
+                f"got {self.segment_encoding!r}"
+            )
+        if not isinstance(self.memory_length, int) or self.memory_length < 0:
+            raise ValueError(
+                f"XLNetConfig.memory_length must be an integer >= 0, got {self.memory_length!r}"
+            )
+
+    @property
+    def segment_table_size(self) -> int:
+        """No token-type table with relative segments (they enter every attention layer)."""
+        return 0 if self.segment_encoding == "relative" else self.type_vocab_size
+
+
+def relative_attention(config: XLNetConfig) -> RelativeMultiHeadAttention:
     """One layer's Transformer-XL attention (with XLNet's relative segments when set)."""
     return RelativeMultiHeadAttention(
         config.hidden_size,
@@ -43,15 +96,18 @@ class XLNetEncoder(TransformerEncoder):
     the content stream.
 
     Args:
-        config: an :class:`EncoderConfig` with ``position_encoding="relative"``.
+        config: an :class:`XLNetConfig`.
         settings: the kernels it runs with (see :class:`TransformerEncoder`).
     """
 
-    def __init__(self, config: EncoderConfig, *, settings: ExecutionSettings | None = None) -> None:
-        if not config.relative:
+    config: XLNetConfig
+
+    def __init__(self, config: XLNetConfig, *, settings: ExecutionSettings | None = None) -> None:
+        if not isinstance(config, XLNetConfig):
             raise ValueError(
-                "XLNetEncoder needs position_encoding='relative', got "
-                f"{config.position_encoding!r}; build it with encoder_from_config(config)"
+                "XLNetEncoder needs an XLNetConfig (position_encoding='relative'), got "
+                f"position_encoding={config.position_encoding!r}; build it with "
+                "encoder_from_config(config)"
             )
         super().__init__(
             config, attention=lambda index: relative_attention(config), settings=settings

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
+from ptm_core.encoders.xlnet import XLNetConfig
 from ptm_core.modules.attention_masks import permutation_masks
 from ptm_core.objectives.base import IGNORE_INDEX, Batch, Objective, ObjectiveOutput, accuracy
 from ptm_core.objectives.causal_lm import padding_of
@@ -196,7 +197,7 @@ class PermutationLMObjective(Objective):
     ) -> None:
         super().__init__()
         config = encoder_config
-        if not config.relative:
+        if not isinstance(config, XLNetConfig):
             raise ValueError(
                 "permutation LM needs an encoder with position_encoding='relative': the query "
                 "stream learns a token's position only through relative attention. Use the "

@@ -186,20 +186,15 @@ def check_bert_layout(config: EncoderConfig, format: str) -> None:
     defaults = EncoderConfig()
     switches = (
         "position_encoding",
-        "segment_encoding",
-        "memory_length",
         "embedding_layer_norm",
-        "norm_type",
-        "bias",
-        "attention_scale",
-        "gated_feed_forward",
-        # Pruned heads (`ptm compress --method prune-heads`): layers of different widths.
+        # Pruned heads (`ptm compress --method prune-heads`, a PrunedEncoderConfig's
+        # field): layers of different widths.
         "heads_per_layer",
     )
     changed = [
         f"{name}={getattr(config, name)!r}"
         for name in switches
-        if getattr(config, name) != getattr(defaults, name)
+        if getattr(config, name, None) != getattr(defaults, name, None)
     ]
     if changed:
         raise CheckpointError(

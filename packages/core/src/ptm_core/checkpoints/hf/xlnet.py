@@ -34,6 +34,7 @@ from torch import Tensor
 
 from ptm_core.checkpoints.io import CheckpointError, read_weights
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.xlnet import XLNetConfig
 
 if TYPE_CHECKING:
     from ptm_core.objectives.permutation_lm import PermutationLMObjective
@@ -65,8 +66,9 @@ _MODULES = {
 _HEAD_PREFIXES = ("lm_loss.",)
 
 
-def config_from_hf(config: dict[str, Any], *, source: str) -> EncoderConfig:
-    """An :class:`EncoderConfig` for an ``XLNetConfig`` dict (bidirectional attention)."""
+def config_from_hf(config: dict[str, Any], *, source: str) -> XLNetConfig:
+    """Our :class:`XLNetConfig` for a Hugging Face ``XLNetConfig`` dict (bidirectional
+    attention)."""
     if config.get("attn_type", "bi") != "bi":
         raise CheckpointError(
             f"{source}: attn_type {config.get('attn_type')!r} is not supported; ptm loads "
@@ -93,7 +95,7 @@ def config_from_hf(config: dict[str, Any], *, source: str) -> EncoderConfig:
     values["pad_token_id"] = config.get("pad_token_id") or 0
     values["memory_length"] = config.get("mem_len") or 0
     try:
-        return EncoderConfig(
+        return XLNetConfig(
             **values,
             position_encoding="relative",
             segment_encoding="relative",
@@ -107,7 +109,7 @@ def config_from_hf(config: dict[str, Any], *, source: str) -> EncoderConfig:
 def check_exportable(config: EncoderConfig) -> None:
     """Raise unless ``config`` is an XLNet-shaped encoder (see the module table)."""
     problems = []
-    if not (config.relative and config.segment_encoding == "relative"):
+    if not (isinstance(config, XLNetConfig) and config.segment_encoding == "relative"):
         problems.append("position_encoding and segment_encoding must both be 'relative'")
     if config.embedding_layer_norm:
         problems.append("embedding_layer_norm must be false")
@@ -125,6 +127,7 @@ def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
     """An ``XLNetConfig`` dict for an XLNet-shaped ``config``."""
     check_exportable(config)
     hf: dict[str, Any] = {theirs: getattr(config, ours) for theirs, ours in _CONFIG_KEYS.items()}
+    assert isinstance(config, XLNetConfig)  # check_exportable
     hf.update(
         d_head=config.hidden_size // config.num_heads,
         attn_type="bi",
