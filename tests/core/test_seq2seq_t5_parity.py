@@ -15,11 +15,7 @@ from ptm_core.checkpoints import CheckpointError, fill_shared_tensors
 from ptm_core.checkpoints.hf.t5 import hf_config_to_seq2seq, hf_t5_to_ptm
 from ptm_core.encoders import EncoderConfig, TransformerEncoder, build_encoder_decoder
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.encoders.transformer import (
-    standard_attention,
-    standard_feed_forward,
-    standard_norm,
-)
+from ptm_core.encoders.layers import standard_attention, standard_feed_forward, standard_norm
 from ptm_core.modules.positions import RelativePositionBias, relative_position_bucket
 
 transformers = pytest.importorskip("transformers")

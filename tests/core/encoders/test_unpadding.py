@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
+from ptm_core.encoders.layers import standard_norm
 from ptm_core.encoders.presets import bert_encoder
-from ptm_core.encoders.transformer import standard_norm
 from ptm_core.encoders.unpadding import AUTO_MIN_PADDING, UNPADDING_MODES
 from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 from ptm_core.modules.unpadding import UnpadLayout

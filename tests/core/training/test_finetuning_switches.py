@@ -10,8 +10,9 @@ import torch
 from torch import nn
 
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.encoders.layers import standard_norm
 from ptm_core.encoders.presets import albert_tiny, bert_encoder, bert_tiny, xlnet_tiny
-from ptm_core.encoders.transformer import TransformerEncoder, standard_norm
+from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.training.finetuning import (
     LAYER_DECAY_PRESETS,
     GradualUnfreezing,

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.transformer import TransformerEncoder, standard_attention
+from ptm_core.encoders.layers import standard_attention
+from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.modules.execution import ExecutionSettings
 
 

@@ -20,13 +20,8 @@ from ptm_core.checkpoints import registry
 from ptm_core.encoders import generation
 from ptm_core.encoders.decoder import DecoderCache, TransformerDecoder
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
-from ptm_core.encoders.transformer import (
-    EncoderOutput,
-    TransformerEncoder,
-    standard_attention,
-    standard_feed_forward,
-    standard_norm,
-)
+from ptm_core.encoders.layers import standard_attention, standard_feed_forward, standard_norm
+from ptm_core.encoders.transformer import EncoderOutput, TransformerEncoder
 from ptm_core.model_kinds import ENCODER_DECODER
 from ptm_core.modules.initialization import init_bert_weights, init_t5_weights
 from ptm_core.modules.positions import RelativePositionBias

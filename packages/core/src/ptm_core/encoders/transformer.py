@@ -11,13 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.encoders.config import EncoderConfig
-from ptm_core.encoders.layers import (
-    TransformerLayer,
-    build_layers,
-    standard_attention,
-    standard_feed_forward,
-    standard_norm,
-)
+from ptm_core.encoders.layers import TransformerLayer, build_layers, standard_norm
 from ptm_core.encoders.output import EncoderOutput
 from ptm_core.encoders.stack_state import LayerMasks, StackState, mask_of_layer
 from ptm_core.encoders.unpadding import unpad_layout
@@ -33,15 +27,7 @@ from ptm_core.modules.positions import RelativePositionBias, bias_mask
 if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
 
-__all__ = [
-    "EncoderOutput",
-    "TransformerEncoder",
-    "TransformerLayer",
-    "build_layers",
-    "standard_attention",
-    "standard_feed_forward",
-    "standard_norm",
-]
+__all__ = ["EncoderOutput", "TransformerEncoder", "TransformerLayer", "build_layers"]
 
 
 class TransformerEncoder(nn.Module):
@@ -87,10 +73,8 @@ class TransformerEncoder(nn.Module):
         feed_forward: builds a feed-forward block; default :func:`standard_feed_forward`.
         norm: builds each layer's norms and the pre-LN final norm; default
             :func:`standard_norm` (LayerNorm). T5 passes RMSNorm.
-        position_bias: ``position_encoding="bucketed"`` only: builds the stack's bucketed
-            bias ``(L, L) -> (1, h, L, L)``; default T5's
-            :class:`~ptm_core.modules.positions.RelativePositionBias` (32 buckets, distance
-            128, bidirectional). The encoder-decoder passes its own bucket numbers.
+        position_bias: builds the bucketed bias of ``position_encoding="bucketed"``; default
+            T5's :class:`~ptm_core.modules.positions.RelativePositionBias` (32 buckets, 128).
         insert: modules run between layers (see Seams); their parameters are the
             encoder's (``inserted.<k>.*`` in the state dict).
         settings: the kernels it runs with (:class:`ExecutionSettings`: attention backend,
@@ -150,14 +134,8 @@ class TransformerEncoder(nn.Module):
                 f"position_encoding='bucketed', got {config.position_encoding!r}"
             )
         # T5: one bucketed position bias for the whole stack, added in every layer.
-        self.relative_position_bias = (
-            (
-                position_bias
-                or (lambda: RelativePositionBias(config.num_heads, bidirectional=True))
-            )()
-            if config.bucketed
-            else None
-        )
+        bias = position_bias or (lambda: RelativePositionBias(config.num_heads, bidirectional=True))
+        self.relative_position_bias = bias() if config.bucketed else None
         init_bert_weights(self, config.initializer_range)
         # Inserted after the stack's own initialisation: an inserted module keeps the
         # weights it was built with, and the stack's own weights do not depend on it.
