@@ -195,3 +195,17 @@ def test_missing_directory_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_unknown_part_of_speech() -> None:
     with pytest.raises(ValueError, match="unknown part of speech"):
         read_wordnet(FIXTURE, pos=("x",))
+
+
+def test_real_database_tests_fail_on_ci_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wordnet_paths
+
+    monkeypatch.setattr(wordnet_paths, "SYSTEM", tmp_path / "absent")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"CI: .* is missing"):
+        wordnet_paths.system_wordnet()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install wordnet-base"):
+        wordnet_paths.system_wordnet()
