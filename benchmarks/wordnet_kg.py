@@ -11,8 +11,8 @@ times; the table gives the median wall times and the largest peak:
   split, five files);
 - **ptm wordnet-kg**: the command line, end to end (``--style wn18rr``), polled for memory.
 
-The memory a stage adds is its peak minus the RSS right after the imports (importing
-``ptm_knowledge.kg`` pulls in torch for the KG-embedding module). Writes
+The memory a stage adds is its peak minus the RSS right after the imports (torch is not
+among them: ``ptm_knowledge.kg`` loads its embedding module on first use). Writes
 ``benchmarks/results/wordnet_kg.{md,json}``.
 """
 
@@ -101,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "# WordNet 3.0 -> KG: time and peak memory",
         "",
         f"`{results['command']}` (median of {args.repeats} fresh processes; shared 2-core "
-        "machine). Peak = the process's peak RSS; added = peak minus the RSS after the imports "
-        "(torch comes with `ptm_knowledge.kg`).",
+        "machine). Peak = the process's peak RSS; added = peak minus the RSS after the imports.",
         "",
         "| stage | synsets | output | import s | read s | write s | peak MiB | added MiB |",
         "|---|---:|---|---:|---:|---:|---:|---:|",
