@@ -103,7 +103,9 @@ def _write(args: argparse.Namespace) -> list[str]:
                 f"{key:<10} {summary[key]} (WN18RR: {WN18RR_PUBLISHED[key]})"
                 for key in ("entities", "train", "valid", "test")
             ]
-            lines.append(f"relations  {len(summary['relations'])}")
+            split = built.split
+            relations = {r for part in (split.train, split.valid, split.test) for _, r, _ in part}
+            lines.append(f"relations  {len(relations)}")
             names = ["entities.tsv", "triples.tsv (= train)", "train.tsv", "valid.tsv"]
             names += ["test.tsv", "wn18rr.json"]
     lines.append(f"written    {output}/: {', '.join(names)}")
