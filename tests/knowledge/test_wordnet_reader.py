@@ -152,6 +152,8 @@ def _line_of(path: Path, needle: str) -> int:
             "pointer",
         ),
         ("00005899 05 n 01 flag", "00005899 05 v 01 flag", "ss_type"),
+        ("+ 00003272 v 0101 |", "+ 00003272 v 0301 |", "source/target"),
+        ("+ 00003272 v 0101 |", "+ 00003272 v 01 |", "source/target"),
         (
             "00005899 05 n 01 flag 0 001 #p 00004610 n 0000 |",
             "00005899 05 n 01 flag 0 001 #p 00004610 n 0000 ",

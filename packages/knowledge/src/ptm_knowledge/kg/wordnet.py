@@ -19,9 +19,8 @@ from pathlib import Path
 from ptm_core.atomic import atomic_file
 from ptm_knowledge.kg.graph import ENTITY_COLUMNS
 from ptm_knowledge.kg.wordnet_files import (
-    ADVERB_BACKSLASH,
-    POINTER_RELATIONS,
     POS_FILES,
+    Pointer,
     WordNetError,
     iter_raw_lines,
     parse_cntlist_line,
@@ -49,31 +48,6 @@ __all__ = [
 #: Where Debian's ``wordnet-base`` installs the database; ``$WNSEARCHDIR`` overrides it.
 DEFAULT_WORDNET_DIR = Path("/usr/share/wordnet")
 ALL_POS = tuple(POS_FILES)
-
-
-@dataclass(frozen=True, slots=True)
-class Pointer:
-    """A relation from a synset (or one of its words) to another synset.
-
-    Args:
-        symbol: WordNet's pointer symbol (``@``, ``%p``, ``+``, ...).
-        relation: its name (``hypernym``, ``has_part``, ...; WN18's spelling without the
-            leading underscore where WN18 has the relation).
-        target: the target synset's id (``n02083346``).
-        source_word, target_word: 1-based word numbers of a lexical pointer (between two
-            words of the synsets); ``0`` for a semantic pointer (between the synsets).
-    """
-
-    symbol: str
-    relation: str
-    target: str
-    source_word: int = 0
-    target_word: int = 0
-
-    @property
-    def lexical(self) -> bool:
-        """Whether the pointer links two words rather than two synsets."""
-        return self.source_word != 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,21 +272,6 @@ def _synset(
             f"lexicographer file {line.lex_filenum} is not in lexnames",
             "use the lexnames file of the same WordNet version",
         )
-    pointers = []
-    for raw in line.pointers:
-        if raw.source_word > len(line.lemmas):
-            raise WordNetError(
-                path,
-                number,
-                "source/target",
-                f"pointer {raw.symbol} {raw.target} from word {raw.source_word} of "
-                f"{len(line.lemmas)}",
-                "the file is not a WordNet 3.0 database file: reinstall it",
-            )
-        relation = POINTER_RELATIONS[raw.symbol]
-        if raw.symbol == "\\" and pos == "r":
-            relation = ADVERB_BACKSLASH
-        pointers.append(Pointer(raw.symbol, relation, raw.target, raw.source_word, raw.target_word))
     definition, examples = split_gloss(line.gloss)
     return Synset(
         line.id,
@@ -321,7 +280,7 @@ def _synset(
         line.lemmas,
         definition,
         examples,
-        tuple(pointers),
+        line.pointers,
     )
 
 

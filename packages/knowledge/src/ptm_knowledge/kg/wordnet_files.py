@@ -71,6 +71,11 @@ POINTER_RELATIONS = {
 #: ``\`` means "pertains to noun" on adjectives and "derived from adjective" on adverbs.
 ADVERB_BACKSLASH = "derived_from_adjective"
 
+# Pointer symbol -> relation name, by the part of speech of the line that holds it.
+_RELATIONS_OF = {
+    pos: {**POINTER_RELATIONS, **({"\\": ADVERB_BACKSLASH} if pos == "r" else {})}
+    for pos in POS_FILES
+}
 # Syntactic markers on adjective lemmas in data.adj: "galore(ip)", "outback(a)".
 _ADJ_MARKER = re.compile(r"\((?:a|p|ip)\)$")
 _OFFSET = re.compile(r"\d{8}")
@@ -86,13 +91,28 @@ class WordNetError(DataError):
 
 
 @dataclass(frozen=True, slots=True)
-class RawPointer:
-    """A pointer as written in a ``data.*`` line (resolved to a synset id by the reader)."""
+class Pointer:
+    """A relation from a synset (or one of its words) to another synset.
+
+    Args:
+        symbol: WordNet's pointer symbol (``@``, ``%p``, ``+``, ...).
+        relation: its name (``hypernym``, ``has_part``, ...; WN18's spelling without the
+            leading underscore where WN18 has the relation).
+        target: the target synset's id (``n02083346``).
+        source_word, target_word: 1-based word numbers of a lexical pointer (between two
+            words of the synsets); ``0`` for a semantic pointer (between the synsets).
+    """
 
     symbol: str
+    relation: str
     target: str
-    source_word: int
-    target_word: int
+    source_word: int = 0
+    target_word: int = 0
+
+    @property
+    def lexical(self) -> bool:
+        """Whether the pointer links two words rather than two synsets."""
+        return self.source_word != 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +123,7 @@ class DataLine:
     ss_type: str
     lex_filenum: int
     lemmas: tuple[str, ...]
-    pointers: tuple[RawPointer, ...]
+    pointers: tuple[Pointer, ...]
     gloss: str
 
 
@@ -170,23 +190,26 @@ def parse_data_line(path: Path, number: int, offset: int, text: str, pos: str) -
     at += 1
     if len(tokens) < at + 4 * p_cnt:
         raise _fail(path, number, "p_cnt", f"{p_cnt} pointers declared, fewer written")
+    names = _RELATIONS_OF[pos]
     pointers = []
     for i in range(at, at + 4 * p_cnt, 4):
         symbol, target, target_pos, words = tokens[i : i + 4]
-        if symbol not in POINTER_RELATIONS:
+        relation = names.get(symbol)
+        if relation is None:
             raise _fail(path, number, "pointer_symbol", f"unknown pointer symbol {symbol!r}")
-        if not _OFFSET.fullmatch(target) or target_pos not in SYNSET_TYPES:
+        if len(target) != 8 or not target.isdigit() or target_pos not in SYNSET_TYPES:
             raise _fail(path, number, "pointer", f"bad pointer {' '.join(tokens[i : i + 4])!r}")
-        if len(words) != 4:
-            raise _fail(path, number, "source/target", f"expected 4 hex digits, got {words!r}")
-        pointers.append(
-            RawPointer(
-                symbol,
-                ("a" if target_pos == "s" else target_pos) + target,
-                _int(path, number, "source/target", words[:2], 16),
-                _int(path, number, "source/target", words[2:], 16),
+        both = _int(path, number, "source/target", words, 16) if len(words) == 4 else -1
+        source, target_word = divmod(both, 256)
+        if both < 0 or source > count:
+            raise _fail(
+                path,
+                number,
+                "source/target",
+                f"expected 4 hex digits naming one of the {count} words, got {words!r}",
             )
-        )
+        target_id = ("a" if target_pos == "s" else target_pos) + target
+        pointers.append(Pointer(symbol, relation, target_id, source, target_word))
     at += 4 * p_cnt
     rest = tokens[at:]
     if pos == "v" and rest:  # verb frames: f_cnt + f_num w_num ...
