@@ -175,6 +175,8 @@ class TaskPredictor:
 
     def _forward(self, batch: dict[str, torch.Tensor]) -> Any:
         inputs = {k: v.to(self.device) for k, v in batch.items() if k not in _TARGET_KEYS}
+        if self.kind == "tagging":  # the tag 0 of every word only marked its first piece
+            inputs["first_piece_mask"] = (batch["labels"] != -100).to(self.device)
         return self.model(inputs)
 
     def _scored(self, examples: Sequence[Any]) -> list[dict[str, Any]]:
