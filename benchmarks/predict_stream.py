@@ -121,9 +121,14 @@ def markdown(results: dict[str, Any], command: str) -> str:
         f"{os.cpu_count()} cores (shared), one thread. Each row is a fresh `ptm predict MODEL "
         f"INPUT --output OUT --batch-size {results['batch']}` (start-up and model loading "
         "included in 'wall'); 'predict' is the command's own timer from the first row read "
-        "to the output in place. The model is a tiny BERT (hidden 64, 2 layers, 128 pieces), "
-        "so the rate is a ceiling set by tokenization, batching and writing more than by the "
-        "network. Peak RSS is the command's process (polled every 0.2 s).",
+        "to the output in place. The model is a tiny BERT (hidden 64, 2 layers, 128 pieces); "
+        "a profile of the 1 MB run puts about 55% of the time in the network's forward, 25% "
+        "in tokenization and the rest in reading, batching and writing. Peak RSS is the "
+        "command's process (polled every 0.2 s); the input's size does not move it.",
+        "",
+        "1 GB (about 3.7M rows) was not run: at these rates it takes 45-55 minutes of one "
+        "shared CPU thread. Memory does not depend on it: rows are read, scored and written "
+        "in chunks of 16 batches (`ptm_core.finetune.predict_output.predict_file`).",
         "",
         "| input | rows | wall (s) | predict (s) | examples/s | peak RSS (MiB) | tree PSS (MiB) |",
         "|---|---|---|---|---|---|---|",
@@ -135,6 +140,12 @@ def markdown(results: dict[str, Any], command: str) -> str:
             f"{row['peak_rss_mb']:,.0f} | {row['peak_tree_pss_mb']:,.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def render() -> None:
+    """Rewrite the Markdown from the saved JSON (after editing the text above)."""
+    results = json.loads((RESULTS / "predict_stream.json").read_text())
+    (RESULTS / "predict_stream.md").write_text(markdown(results, results["command"]))
 
 
 def main() -> None:
@@ -149,7 +160,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     results = run([s.strip() for s in args.sizes.split(",")], args.root, args.timeout)
-    command = "python -m benchmarks.predict_stream " + " ".join(sys.argv[1:])
+    niced = f"nice -n {os.nice(0)} " if os.nice(0) > 0 else ""
+    command = f"{niced}python -m benchmarks.predict_stream " + " ".join(sys.argv[1:])
     for row in results["rows"]:
         row["command"] = command.strip()
     saved = RESULTS / "predict_stream.json"

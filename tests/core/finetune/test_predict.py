@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from task_tables import rows_of, write_as
 
 from ptm_core.atomic import OutputExistsError
 from ptm_core.data.errors import DataError
@@ -208,3 +209,14 @@ def test_folders_without_a_predictor_say_so_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "task.json").write_text(json.dumps({"recipe": "kbert", "kind": "classification"}))
     with pytest.raises(PredictorError, match=r"no predictor for this kind \(recipe 'kbert'\)"):
         TaskPredictor(tmp_path)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "parquet", "datasets"])
+def test_every_input_format_predicts_as_the_tsv(
+    models: dict[str, Path], tmp_path: Path, fmt: str
+) -> None:
+    source = SPECS / "glue_classification/dev.tsv"
+    converted = write_as(rows_of(source), tmp_path / "in", fmt)
+    predict_file(models["classification"], source, tmp_path / "tsv.jsonl")
+    predict_file(models["classification"], converted, tmp_path / "other.jsonl")
+    assert _jsonl(tmp_path / "other.jsonl") == _jsonl(tmp_path / "tsv.jsonl")

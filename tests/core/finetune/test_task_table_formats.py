@@ -5,15 +5,13 @@ as the TSV they were written from; bad rows get one line naming file, line or ro
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import datasets
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 from safetensors.torch import load_file
+from task_tables import rows_of, write_as
 
 from ptm_core.data.errors import DataError
 from ptm_core.encoders.presets import bert_encoder
@@ -30,35 +28,6 @@ SPECS = Path(__file__).resolve().parents[3] / "data_specs"
 TSV = SPECS / "glue_classification/train.tsv"
 DEV = SPECS / "glue_classification/dev.tsv"
 FORMATS = ("csv", "jsonl", "json", "parquet", "datasets")
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-
-
-def write_as(rows: list[dict[str, object]], folder: Path, fmt: str) -> Path:
-    """``rows`` written in ``fmt`` (the way a user would: csv, pandas-like, datasets)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if fmt == "csv":
-        path = folder / "train.csv"
-        with path.open("w", encoding="utf-8", newline="") as handle:
-            writer = csv.DictWriter(handle, list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    elif fmt == "jsonl":
-        path = folder / "train.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    elif fmt == "json":
-        path = folder / "train.json"
-        path.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    elif fmt == "parquet":
-        path = folder / "train.parquet"
-        pq.write_table(pa.Table.from_pylist(rows), path)
-    else:
-        path = folder / "train_ds"
-        datasets.Dataset.from_list(rows).save_to_disk(str(path))
-    return path
 
 
 def _task(train: Path) -> TaskSpec:
@@ -78,7 +47,7 @@ def _batches(train: Path) -> list[dict[str, torch.Tensor]]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_format_gives_the_tsv_batches(tmp_path: Path, fmt: str) -> None:
-    source = write_as(_rows(TSV), tmp_path, fmt)  # type: ignore[arg-type]
+    source = write_as(rows_of(TSV), tmp_path, fmt)
     expected, got = _batches(TSV), _batches(source)
     assert len(got) == len(expected) > 3
     for a, b in zip(expected, got, strict=True):
@@ -91,7 +60,7 @@ def test_every_format_gives_the_tsv_batches(tmp_path: Path, fmt: str) -> None:
 def test_json_values_that_are_not_strings_still_read(tmp_path: Path) -> None:
     rows = [{"id": i, "sentence": f"row {i}", "label": i % 2} for i in range(4)]
     for fmt in ("parquet", "datasets", "jsonl"):
-        examples = read_glue(write_as(rows, tmp_path / fmt, fmt))  # type: ignore[arg-type]
+        examples = read_glue(write_as(rows, tmp_path / fmt, fmt))
         assert examples.label_names == ["0", "1"] and [e.id for e in examples] == [
             "0",
             "1",
@@ -116,7 +85,7 @@ def test_fine_tuning_from_the_format_trains_the_same_head(tmp_path: Path, fmt: s
         )
         return load_file(str(result.encoder_dir / "task_head.safetensors"))
 
-    source = write_as(_rows(TSV), tmp_path / "data", fmt)  # type: ignore[arg-type]
+    source = write_as(rows_of(TSV), tmp_path / "data", fmt)
     expected, got = head(TSV, tmp_path / "tsv"), head(source, tmp_path / fmt)
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
@@ -126,7 +95,7 @@ def test_swag_columns_in_parquet_read_as_the_csv(tmp_path: Path) -> None:
     source = SPECS / "multiple_choice/dev.csv"
     with source.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle))
-    parquet = write_as(rows, tmp_path, "parquet")  # type: ignore[arg-type]
+    parquet = write_as(rows, tmp_path, "parquet")
     assert list(read_swag(parquet)) == [
         type(e)(**{**e.__dict__, "line": i + 1}) for i, e in enumerate(read_swag(source))
     ]
@@ -171,7 +140,7 @@ def test_bad_rows_name_file_line_or_row_and_key(tmp_path: Path) -> None:
     csv_path.write_text('sentence,label\n"never closed,pos\n')
     fails(r"t.csv:2: .*field 'csv'", read_glue, csv_path)
     rows = [{"sentence": "fine", "score": 1.5}, {"sentence": None, "score": 2.0}]
-    parquet = write_as(rows, tmp_path / "p", "parquet")  # type: ignore[arg-type]
+    parquet = write_as(rows, tmp_path / "p", "parquet")
     fails(
         r"train.parquet row 2: expected a string, got NoneType \(field 'sentence'\)",
         read_glue,
@@ -180,7 +149,7 @@ def test_bad_rows_name_file_line_or_row_and_key(tmp_path: Path) -> None:
         label_field="score",
     )
     rows = [{"sentence": "fine", "score": "1.5"}, {"sentence": "ok", "score": "high"}]
-    folder = write_as(rows, tmp_path / "d", "datasets")  # type: ignore[arg-type]
+    folder = write_as(rows, tmp_path / "d", "datasets")
     fails(
         r"train_ds row 2: regression label 'high' is not a number \(field 'score'\)",
         read_glue,
@@ -188,7 +157,7 @@ def test_bad_rows_name_file_line_or_row_and_key(tmp_path: Path) -> None:
         kind="regression",
         label_field="score",
     )
-    dev = write_as([{"sentence": "a", "label": "maybe"}], tmp_path / "j", "json")  # type: ignore[arg-type]
+    dev = write_as([{"sentence": "a", "label": "maybe"}], tmp_path / "j", "json")
     fails(
         r"train.json row 1: label 'maybe' is not one of the 2 train labels",
         read_glue,
