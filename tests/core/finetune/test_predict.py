@@ -220,3 +220,31 @@ def test_every_input_format_predicts_as_the_tsv(
     predict_file(models["classification"], source, tmp_path / "tsv.jsonl")
     predict_file(models["classification"], converted, tmp_path / "other.jsonl")
     assert _jsonl(tmp_path / "other.jsonl") == _jsonl(tmp_path / "tsv.jsonl")
+
+
+def test_bad_tagging_and_qa_rows_name_row_and_key(models: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    rows = write_as([{"tokens": ["a", "b"]}, {"tokens": None}], tmp_path / "t", "parquet")
+    with pytest.raises(DataError, match=r"train.parquet row 2: expected a list of words.*'tokens'"):
+        predict_file(models["tagging"], rows, out)
+    nocol = tmp_path / "n.jsonl"
+    nocol.write_text('{"body": "x"}\n')
+    with pytest.raises(DataError, match=r"n.jsonl:1: the first object has no tokens, words, text"):
+        predict_file(models["tagging"], nocol, out)
+    qa = tmp_path / "q.csv"
+    qa.write_text("id,question,context\nq1,Who?,\n")
+    with pytest.raises(DataError, match=r"q.csv:2: expected a non-empty string.*'context'"):
+        predict_file(models["qa"], qa, out)
+    assert not out.exists()
+
+
+def test_a_device_that_is_not_here_is_one_line(models: dict[str, Path], tmp_path: Path) -> None:
+    if torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    with pytest.raises(PredictorError, match=r"--device cuda:7: no such CUDA device here"):
+        predict_file(
+            models["classification"],
+            SPECS / "glue_classification/dev.tsv",
+            tmp_path / "o.jsonl",
+            device="cuda:7",
+        )

@@ -51,7 +51,6 @@ UNSUPPORTED = {
     ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features",
     ("family", "xlm"): "an XLM classifier reads language ids with its text",
 }
-OUTPUT_FIELDS = ("prediction", "score", "scores", "words", "start", "end")
 
 
 class PredictorError(ValueError):
@@ -90,6 +89,22 @@ def check_predictable(directory: str | Path) -> dict[str, Any]:
     return dict(record)
 
 
+def check_device(device: str) -> torch.device:
+    """``device`` as a :class:`torch.device`, refused in one line when it is not here."""
+    try:
+        where = torch.device(device)
+    except RuntimeError as exc:
+        raise PredictorError(f"--device {device!r}: {exc}; use cpu, cuda or cuda:N") from None
+    if where.type == "cuda" and (
+        not torch.cuda.is_available() or (where.index or 0) >= torch.cuda.device_count()
+    ):
+        raise PredictorError(
+            f"--device {device}: no such CUDA device here "
+            f"({torch.cuda.device_count()} visible); use --device cpu"
+        )
+    return where
+
+
 class TaskPredictor:
     """A fine-tuned model, loaded once, that predicts on rows of its task.
 
@@ -117,6 +132,7 @@ class TaskPredictor:
         from ptm_core.finetune.recipe import load_finetuned
 
         check_predictable(directory)
+        check_device(device)
         model, tokenizer, task, record = load_finetuned(directory)
         self.model = model.to(device).eval()
         self.tokenizer: TaskTokenizer = tokenizer
@@ -309,4 +325,9 @@ def _record(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-__all__ = ["OUTPUT_FIELDS", "PredictorError", "TaskPredictor", "check_predictable"]
+__all__ = [
+    "PredictorError",
+    "TaskPredictor",
+    "check_device",
+    "check_predictable",
+]

@@ -146,7 +146,7 @@ def predict_file(
         PredictorError: the folder is not a fine-tuned model, or its kind has none.
         DataError: a bad input row (file, line or row, column).
     """
-    from ptm_core.finetune.predict import TaskPredictor, check_predictable
+    from ptm_core.finetune.predict import TaskPredictor, check_device, check_predictable
 
     if not Path(input_path).exists():
         raise FileNotFoundError(f"{input_path}: input file not found")
@@ -155,6 +155,7 @@ def predict_file(
         output if output is not None else default_output(input_path, fmt), input_path, overwrite
     )
     check_predictable(model_dir)
+    check_device(device)
     predictor = TaskPredictor(model_dir, device=device, batch_size=batch_size, bf16=bf16)
     size = chunk_rows or predictor.batch_size * 16
     start = time.perf_counter()
