@@ -14,6 +14,14 @@ import sys
 from typing import Any
 
 HELP = "predict with a fine-tuned final/ on a file (JSONL or CSV out, streamed)"
+DESCRIPTION = """Predict with a fine-tuned final/ on every row of INPUT; write one record per row
+(the row's columns, the prediction and its scores) as JSON Lines or CSV. Rows are read,
+scored and written in chunks, so memory does not grow with the input.
+
+  ptm predict runs/kg_pair/final data/pairs.csv --output predictions.jsonl
+  ptm predict runs/kg_ner/final sentences.conll --format csv --batch-size 64
+
+Guide: docs/guides/predict.md"""
 
 
 def _positive_int(text: str) -> int:
@@ -31,7 +39,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "predict",
         help=HELP,
-        description=__doc__,
+        description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", help="a fine-tuned final/ folder (ptm finetune wrote it)")
