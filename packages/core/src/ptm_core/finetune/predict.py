@@ -42,6 +42,7 @@ from ptm_core.finetune.data.squad import read_squad
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.finetune.predict_inputs import Row, prediction_rows
 from ptm_core.finetune.task_data import TaskData
+from ptm_core.finetune.task_loaders import family_predictor
 from ptm_core.finetune.task_spec import TaskSpec
 
 #: What ``task.json`` says of a fine-tuned folder that has no predictor, and why.
@@ -75,8 +76,12 @@ def check_predictable(directory: str | Path) -> dict[str, Any]:
         record = json.loads(task_json.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise PredictorError(f"{task_json}: not valid JSON ({exc}); fine-tune again") from None
+    if not isinstance(record, dict):
+        raise PredictorError(f"{task_json}: not a JSON object; fine-tune again")
+    if family_predictor(record) is not None:
+        return dict(record)
     for (key, value), why in UNSUPPORTED.items():
-        if isinstance(record, dict) and record.get(key) == value:
+        if record.get(key) == value:
             raise PredictorError(
                 f"{directory}: no predictor for this kind ({key} {value!r}): {why}; score "
                 "its dev file with `ptm evaluate` instead"
@@ -172,7 +177,7 @@ class TaskPredictor:
                 results = self._answers(examples)
             else:
                 results = self._scored(examples)
-        return [_record(values, result) for (values, _e), result in zip(rows, results, strict=True)]
+        return [record_of(values, r) for (values, _e), r in zip(rows, results, strict=True)]
 
     # -- per kind ----------------------------------------------------------------------
 
@@ -318,7 +323,7 @@ def _length(example: Any) -> int:
     return len(example.text) + len(example.pair or "")
 
 
-def _record(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+def record_of(values: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
     """The input row's values (a clashing name kept as ``input_<name>``), then the result."""
     record = {(f"input_{k}" if k in result else k): v for k, v in values.items()}
     record.update(result)
@@ -330,4 +335,5 @@ __all__ = [
     "TaskPredictor",
     "check_device",
     "check_predictable",
+    "record_of",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -146,7 +146,8 @@ def predict_file(
         PredictorError: the folder is not a fine-tuned model, or its kind has none.
         DataError: a bad input row (file, line or row, column).
     """
-    from ptm_core.finetune.predict import TaskPredictor, check_device, check_predictable
+    from ptm_core.finetune.predict import check_device, check_predictable
+    from ptm_core.finetune.task_loaders import family_predictor
 
     if not Path(input_path).exists():
         raise FileNotFoundError(f"{input_path}: input file not found")
@@ -154,35 +155,70 @@ def predict_file(
     target = check_output_file(
         output if output is not None else default_output(input_path, fmt), input_path, overwrite
     )
-    check_predictable(model_dir)
+    record = check_predictable(model_dir)
     check_device(device)
-    predictor = TaskPredictor(model_dir, device=device, batch_size=batch_size, bf16=bf16)
-    size = chunk_rows or predictor.batch_size * 16
+    hook = family_predictor(record)
+    if hook is not None:  # an extension's model that reads more than text (ERNIE-THU)
+        source = hook(Path(model_dir), Path(input_path), device=device, batch_size=batch_size)
+        kind, chunks = str(source.kind), _chunks(source.records(), chunk_rows or 1024)
+    else:
+        kind, chunks = _task_chunks(model_dir, input_path, device, batch_size, bf16, chunk_rows)
     start = time.perf_counter()
     count = 0
     with atomic_file(target) as tmp, tmp.open("w", encoding="utf-8", newline="") as handle:
         writer = PredictionWriter(handle, fmt)
-        buffer = []
-        for row in predictor.rows(input_path):
-            buffer.append(row)
-            if len(buffer) >= size:
-                count += writer.write(predictor.predict(buffer))
-                buffer = []
-                if progress is not None:
-                    progress(count, time.perf_counter() - start)
-        count += writer.write(predictor.predict(buffer))
+        for records in chunks:
+            count += writer.write(records)
+            if progress is not None:
+                progress(count, time.perf_counter() - start)
         if count == 0:
             raise ValueError(f"{input_path}: no rows to predict on; give a file with rows")
     seconds = time.perf_counter() - start
-    if progress is not None:
-        progress(count, seconds)
     return PredictionStats(
         output=target,
         examples=count,
         seconds=seconds,
         examples_per_second=count / seconds if seconds > 0 else float("inf"),
-        kind=predictor.kind,
+        kind=kind,
     )
+
+
+def _task_chunks(
+    model_dir: str | Path,
+    input_path: str | Path,
+    device: str,
+    batch_size: int | None,
+    bf16: bool,
+    chunk_rows: int,
+) -> tuple[str, Iterator[list[dict[str, Any]]]]:
+    """The task kind, and the records of ``input_path`` chunk by chunk (model loaded now)."""
+    from ptm_core.finetune.predict import TaskPredictor
+
+    predictor = TaskPredictor(model_dir, device=device, batch_size=batch_size, bf16=bf16)
+    size = chunk_rows or predictor.batch_size * 16
+
+    def chunks() -> Iterator[list[dict[str, Any]]]:
+        buffer = []
+        for row in predictor.rows(input_path):
+            buffer.append(row)
+            if len(buffer) >= size:
+                yield predictor.predict(buffer)
+                buffer = []
+        if buffer:
+            yield predictor.predict(buffer)
+
+    return predictor.kind, chunks()
+
+
+def _chunks(records: Iterable[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    buffer: list[dict[str, Any]] = []
+    for record in records:
+        buffer.append(record)
+        if len(buffer) >= size:
+            yield buffer
+            buffer = []
+    if buffer:
+        yield buffer
 
 
 __all__ = [
