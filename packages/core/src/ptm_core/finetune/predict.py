@@ -48,7 +48,8 @@ from ptm_core.finetune.task_spec import TaskSpec
 #: What ``task.json`` says of a fine-tuned folder that has no predictor, and why.
 UNSUPPORTED = {
     ("recipe", "kbert"): "a K-BERT model reads each sentence with its knowledge graph",
-    ("recipe", "ernie_thu_finetune"): "an ERNIE-THU model reads entity links to its graph",
+    ("recipe", "ernie_thu_finetune"): "an ERNIE-THU model reads entity links to its graph "
+    "(install ptm-knowledge, whose family predicts with it)",
     ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features",
     ("family", "xlm"): "an XLM classifier reads language ids with its text",
 }
