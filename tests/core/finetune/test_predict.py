@@ -206,9 +206,10 @@ def test_a_bad_row_names_file_line_and_key_and_leaves_no_output(
 def test_folders_without_a_predictor_say_so_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(PredictorError, match=r"has no task\.json"):
         TaskPredictor(tmp_path)
-    (tmp_path / "task.json").write_text(json.dumps({"recipe": "kbert", "kind": "classification"}))
-    with pytest.raises(PredictorError, match=r"no predictor for this kind \(recipe 'kbert'\)"):
-        TaskPredictor(tmp_path)
+    (tmp_path / "task.json").write_text(json.dumps({"family": "multimodal", "kind": "x"}))
+    with pytest.raises(PredictorError, match=r"no predictor for this kind \(family 'multimodal'\)"):
+        predict_file(tmp_path, SPECS / "glue_classification/dev.tsv", tmp_path / "o.jsonl")
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "json", "parquet", "datasets"])

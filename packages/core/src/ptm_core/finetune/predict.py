@@ -47,7 +47,8 @@ from ptm_core.finetune.task_spec import TaskSpec
 
 #: What ``task.json`` says of a fine-tuned folder that has no predictor, and why.
 UNSUPPORTED = {
-    ("recipe", "kbert"): "a K-BERT model reads each sentence with its knowledge graph",
+    ("recipe", "kbert"): "a K-BERT model reads each sentence with its knowledge graph "
+    "(install ptm-knowledge, whose family predicts with it)",
     ("recipe", "ernie_thu_finetune"): "an ERNIE-THU model reads entity links to its graph "
     "(install ptm-knowledge, whose family predicts with it)",
     ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features",
@@ -137,7 +138,11 @@ class TaskPredictor:
     ) -> None:
         from ptm_core.finetune.recipe import load_finetuned
 
-        check_predictable(directory)
+        if family_predictor(check_predictable(directory)) is not None:
+            raise PredictorError(
+                f"{directory}: its family predicts with its own hook (the model reads more "
+                "than text); use ptm_core.finetune.predict_output.predict_file"
+            )
         check_device(device)
         model, tokenizer, task, record = load_finetuned(directory)
         self.model = model.to(device).eval()
