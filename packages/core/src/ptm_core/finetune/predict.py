@@ -52,7 +52,8 @@ UNSUPPORTED = {
     ("recipe", "ernie_thu_finetune"): "an ERNIE-THU model reads entity links to its graph "
     "(install ptm-knowledge, whose family predicts with it)",
     ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features",
-    ("family", "xlm"): "an XLM classifier reads language ids with its text",
+    ("family", "xlm"): "an XLM classifier reads language ids with its text "
+    "(install ptm-multilingual, whose family predicts with it)",
 }
 
 
