@@ -206,8 +206,9 @@ def test_a_bad_row_names_file_line_and_key_and_leaves_no_output(
 def test_folders_without_a_predictor_say_so_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(PredictorError, match=r"has no task\.json"):
         TaskPredictor(tmp_path)
-    (tmp_path / "task.json").write_text(json.dumps({"family": "multimodal", "kind": "x"}))
-    with pytest.raises(PredictorError, match=r"no predictor for this kind \(family 'multimodal'\)"):
+    (tmp_path / "task.json").write_text(json.dumps({"kind": "x"}))
+    (tmp_path / "cogqa.json").write_text("{}")
+    with pytest.raises(PredictorError, match=r"no predictor for CogQA"):
         predict_file(tmp_path, SPECS / "glue_classification/dev.tsv", tmp_path / "o.jsonl")
     assert not (tmp_path / "o.jsonl").exists()
 

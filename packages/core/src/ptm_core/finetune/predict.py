@@ -51,7 +51,8 @@ UNSUPPORTED = {
     "(install ptm-knowledge, whose family predicts with it)",
     ("recipe", "ernie_thu_finetune"): "an ERNIE-THU model reads entity links to its graph "
     "(install ptm-knowledge, whose family predicts with it)",
-    ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features",
+    ("family", "multimodal"): "a VisualBERT/ViLBERT model reads image region features "
+    "(install ptm-multimodal, whose family predicts with it)",
     ("family", "xlm"): "an XLM classifier reads language ids with its text "
     "(install ptm-multilingual, whose family predicts with it)",
 }
