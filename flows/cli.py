@@ -9,6 +9,7 @@ ptm demo                                                 # end-to-end demo flow
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
 ptm evaluate runs/demo/pretrain/final                    # evaluate flow + report
 ptm export --format hf runs/demo/pretrain/final hf_model/  # a transformers folder
+ptm predict runs/kg_pair/final rows.csv --output predictions.jsonl  # batched inference
 ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]
 ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
 ptm retrain --corpus data/ --gate-task kg_pair experiment=bert_tiny   # gate on a downstream task
@@ -23,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flows import cli_wordnet
+from flows import cli_predict, cli_wordnet
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -192,6 +193,7 @@ def _parser() -> argparse.ArgumentParser:
         help="promote on this task preset's dev metric (fine-tunes candidate and champion)",
     )
     retrain.add_argument("overrides", nargs="*", help="Hydra overrides for the pre-training")
+    cli_predict.add_parser(commands)
     deploy = commands.add_parser("deploy", help="schedule a flow with cron")
     deploy.add_argument("flow_name", choices=["retrain", "pretrain", "evaluate"])
     deploy.add_argument("--cron", required=True, help='e.g. "0 3 * * *"')
@@ -404,6 +406,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return _finetune(args)
     if args.command == cli_wordnet.KIND:
         return cli_wordnet.run(args)
+    if args.command == "predict":
+        return cli_predict.run(args)
     if args.command == "compress":
         from flows.compress import compress
 

@@ -241,3 +241,22 @@ def test_non_ernie_final_is_refused(tmp_path):
     with pytest.raises(CheckpointError, match="not 'ernie_thu_finetune'"):
         load_ernie_task_model(tmp_path)
     assert not is_ernie_finetuned(tmp_path)
+
+
+def test_ptm_predict_links_rows_and_agrees_with_predict_ernie(tmp_path, task, ernie_final):
+    from ptm_core.finetune.predict_output import predict_file
+
+    trainer = TrainerConfig(output_dir=str(tmp_path / "run"), max_steps=2, progress=False)
+    final = finetune_ernie_thu(
+        task, model_dir=ernie_final, kg=KG_DIR, trainer=trainer, cache_dir=tmp_path / "links"
+    ).encoder_dir
+    rows = tmp_path / "rows.csv"
+    rows.write_text("id,sentence\na,We argued about Milan for an hour.\nb,Ada Lovelace.\n")
+    stats = predict_file(final, rows, tmp_path / "out.jsonl", batch_size=1)
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    _, expected = predict_ernie(final, rows, labelled=False)
+    assert stats.kind == "classification" and [r["id"] for r in records] == ["a", "b"]
+    assert [r["prediction"] for r in records] == expected
+    for record in records:
+        assert set(record["scores"]) == {"city", "country", "person"}
+        assert sum(record["scores"].values()) == pytest.approx(1, abs=1e-4)

@@ -370,3 +370,28 @@ def test_attention_structured_masks_reaches_the_kbert_featurizer(
         scores[structured] = json.loads((result.output_dir / "eval.json").read_text())
     assert flags[0] is False and flags[-1] is True
     assert scores[True]["dev/loss"] == pytest.approx(scores[False]["dev/loss"], abs=1e-5)
+
+
+def test_ptm_predict_on_a_kbert_classifier(tmp_path: Path, tokenizer, knowledge, one_thread):
+    from ptm_core.finetune.predict_output import predict_file
+
+    train, labels = read_labeled_tsv(SAMPLE / "train.tsv")
+    dev, _ = read_labeled_tsv(SAMPLE / "dev.tsv", labels)
+    final = finetune_kbert(
+        train,
+        dev,
+        encoder=_encoder(tokenizer),
+        tokenizer=tokenizer,
+        knowledge=knowledge,
+        label_names=labels,
+        trainer=_trainer(tmp_path / "run", 2),
+        max_length=48,
+        batch_size=8,
+        provenance={"kg_path": str(KG_DIR), "dev": str(SAMPLE / "dev.tsv")},
+    ).encoder_dir
+    stats = predict_file(final, SAMPLE / "dev.tsv", tmp_path / "out.jsonl", batch_size=5)
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    _, expected = predict_kbert(final, dev, knowledge)
+    assert stats.examples == len(records) == len(dev)
+    assert [r["prediction"] for r in records] == expected
+    assert all(set(r["scores"]) == set(labels) and "text_a" in r for r in records)

@@ -182,3 +182,33 @@ def test_recipe_runs_from_the_experiment_config(xlm_dir: Path, tmp_path: Path) -
     missing = compose_config(["experiment=xlm_zero_shot", f"trainer.output_dir={tmp_path}"])
     with pytest.raises(FileNotFoundError, match="init_from=None: experiment=xlm_zero_shot"):
         runner.run(missing)
+
+
+def test_ptm_predict_reads_text_and_lang_columns(run: object, tmp_path: Path) -> None:
+    import csv
+
+    from ptm_core.finetune.predict_output import predict_file
+    from ptm_multilingual.finetune import evaluate_xlm_classifier
+
+    final = run.encoder_dir  # type: ignore[attr-defined]
+    model, tokenizer, record = load_xlm_classifier(final)
+    rows, expected = [], []
+    for lang in ("fr", "en"):
+        examples, _ = read_language_tsv(CLS / f"{lang}.tsv", record["label_names"])
+        featurizer = XLMSentenceFeaturizer(tokenizer, lang, record["max_length"])
+        _, predicted = evaluate_xlm_classifier(model, examples[:10], featurizer)
+        expected += [record["label_names"][i] for i in predicted]
+        rows += [{"lang": lang, "text": e.text} for e in examples[:10]]
+    source = tmp_path / "rows.csv"
+    with source.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, ["lang", "text"])
+        writer.writeheader()
+        writer.writerows(rows)
+    stats = predict_file(final, source, tmp_path / "out.jsonl", batch_size=4)
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert stats.examples == 20 and [r["lang"] for r in records] == [r["lang"] for r in rows]
+    assert [r["prediction"] for r in records] == expected
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lang,text\nxx,bonjour\n")
+    with pytest.raises(DataError, match=r"bad.csv:2: language 'xx' is not one of the model's"):
+        predict_file(final, bad, tmp_path / "bad.jsonl")

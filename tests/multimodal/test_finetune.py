@@ -374,3 +374,21 @@ def test_freeze_backbone_trains_the_head_only(
             start.state_dict().values(), moved.encoder.state_dict().values(), strict=True
         )
     )
+
+
+@pytest.mark.parametrize("kind", ["classification", "vqa"])
+def test_ptm_predict_scores_rows_with_their_regions(
+    kind: str, pretrained: dict[str, Path], tmp_path: Path, one_thread: None
+) -> None:
+    from ptm_core.finetune.predict_output import predict_file
+
+    task = _task(kind)
+    final = finetune_image_text(
+        task, init_from=pretrained["visualbert"], trainer=_trainer(tmp_path / "run")
+    ).encoder_dir
+    stats = predict_file(final, task.dev, tmp_path / "out.jsonl", batch_size=3)
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    _, expected = predict_image_text(final)
+    assert stats.examples == len(records) == len(expected)
+    assert [r["prediction"] for r in records] == expected
+    assert all("image_id" in r and r["score"] == max(r["scores"].values()) for r in records)

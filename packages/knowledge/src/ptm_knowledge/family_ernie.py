@@ -142,6 +142,7 @@ ERNIE_THU = FamilySpec(
     settings="ptm_knowledge.family_ernie:ErnieThuSettings",
     plan_pretraining="ptm_knowledge.ernie.plans:plan_ernie_thu",
     finetune="ptm_knowledge.ernie.family_hooks:finetune",
+    predictors={"ernie_thu_finetune": "ptm_knowledge.ernie.predict_rows:predict_ernie_rows"},
     load={ERNIE_THU_KIND: "ptm_knowledge.ernie.family_hooks:load"},
     save={ERNIE_THU_KIND: "ptm_knowledge.ernie.family_hooks:save"},
     # Refused with the flag to use, or (text_layers_only) the T-Encoder as a BertModel.

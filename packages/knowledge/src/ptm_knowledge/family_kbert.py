@@ -78,6 +78,7 @@ KBERT = FamilySpec(
     "soft positions, visible matrix)",
     settings="ptm_knowledge.family_kbert:KBertSettings",
     finetune="ptm_knowledge.kbert.family_hooks:finetune",
+    predictors={"kbert": "ptm_knowledge.kbert.predict_rows:predict_kbert_rows"},
     evaluation="ptm_knowledge.evaluation_kinds:KBERT",
     recipes={"kbert": "finetune"},
 )

@@ -48,6 +48,7 @@ XLM = FamilySpec(
     settings="ptm_multilingual.settings:XLMSettings",
     plan_pretraining="ptm_multilingual.pretraining:plan_xlm_pretraining",
     finetune="ptm_multilingual.finetune_run:finetune_xlm",
+    predictors={"xlm": "ptm_multilingual.predict_rows:predict_xlm_rows"},
     load={kinds.XLM: "ptm_multilingual.checkpoint:load_xlm"},
     save={kinds.XLM: "ptm_multilingual.checkpoint:save_xlm"},
     evaluation="ptm_multilingual.evaluation_kinds:XLM",

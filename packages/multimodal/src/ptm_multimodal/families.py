@@ -34,6 +34,7 @@ VISUALBERT = FamilySpec(
     settings=_SETTINGS,
     plan_pretraining=_PLAN,
     finetune="ptm_multimodal.finetune:finetune_visualbert",
+    predictors={"multimodal": "ptm_multimodal.predict_rows:predict_image_text_rows"},
     load={"visualbert": _LOAD},
     save={"visualbert": _SAVE},
     recognizes="ptm_multimodal.checkpoint_kinds:is_visualbert",

@@ -46,6 +46,12 @@ Hooks (each a ``"module:attribute"`` string, ``None`` when the family has none):
     ``{marker: "module:function"}``: fine-tuned ``final/`` folders whose model is not a
     core ``TaskModel`` (ULMFiT's classifier) carry ``marker: true`` in ``task.json``;
     ``load(directory) -> nn.Module`` reads them.
+``predictors``
+    ``{recipe or family: "module:function"}``: ``ptm predict`` on a fine-tuned ``final/``
+    whose ``task.json`` ``recipe`` (or ``family``) is the key, for models that read more
+    than text (ERNIE-THU's entity links). ``function(directory, path, *, device,
+    batch_size)`` returns an object with ``kind`` and ``records() -> Iterator[dict]``: one
+    record per input row, in order (the row's values plus ``prediction`` and its scores).
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ class FamilySpec:
         export: ``"module:function"``.
         recognizes: ``"module:function"``.
         task_loaders: ``task.json`` marker -> ``"module:function"`` (see above).
+        predictors: ``task.json`` recipe or family -> ``"module:function"`` (see above).
         hf_model_types: Hugging Face ``model_type`` -> converter module (``config_from_hf``,
             ``config_to_hf``, ``state_from_hf``, ``state_to_hf``, ``check_exportable``).
         recipes: the older ``recipe:`` names this family answers to (configs written before
@@ -97,6 +104,7 @@ class FamilySpec:
     export: str | None = None
     recognizes: str | None = None
     task_loaders: Mapping[str, str] = field(default_factory=dict)
+    predictors: Mapping[str, str] = field(default_factory=dict)
     hf_model_types: Mapping[str, str] = field(default_factory=dict)
     recipes: Mapping[str, str] = field(default_factory=dict)
     package: str = ""
@@ -115,6 +123,7 @@ class FamilySpec:
             **{f"save[{k}]": v for k, v in self.save.items()},
             **{f"evaluation[{i}]": v for i, v in enumerate(self.evaluations)},
             **{f"task_loaders[{k}]": v for k, v in self.task_loaders.items()},
+            **{f"predictors[{k}]": v for k, v in self.predictors.items()},
         }
         for hook, target in hooks.items():
             if target is not None:

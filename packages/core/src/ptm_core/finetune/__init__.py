@@ -9,6 +9,8 @@
 - :mod:`ptm_core.finetune.feature_based`: TagLM/ELMo's frozen encoder + BiLSTM-CRF tagger.
 - :mod:`ptm_core.finetune.recipe`: :func:`finetune`, :func:`evaluate_task`,
   :func:`load_finetuned`, :func:`predict` (what ``ptm finetune`` runs).
+- :mod:`ptm_core.finetune.predict`, :mod:`ptm_core.finetune.predict_output`:
+  :class:`TaskPredictor` and :func:`predict_file` (what ``ptm predict`` runs).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ _EXPORTS = {
     "evaluate_task": "ptm_core.finetune.scoring",
     "load_finetuned": "ptm_core.finetune.recipe",
     "predict": "ptm_core.finetune.recipe",
+    "TaskPredictor": "ptm_core.finetune.predict",
+    "predict_file": "ptm_core.finetune.predict_output",
     "read_task": "ptm_core.finetune.task_data",
     "compute_metrics": "ptm_core.finetune.metrics",
 }
@@ -50,6 +54,8 @@ if TYPE_CHECKING:
         load_task_model,
         save_task_model,
     )
+    from ptm_core.finetune.predict import TaskPredictor
+    from ptm_core.finetune.predict_output import predict_file
     from ptm_core.finetune.recipe import finetune, load_finetuned, predict
     from ptm_core.finetune.scoring import FinetuneResult, evaluate_task
     from ptm_core.finetune.task_data import read_task
@@ -61,6 +67,7 @@ __all__ = [
     "FinetuneResult",
     "TaskModel",
     "TaskOutput",
+    "TaskPredictor",
     "TaskSpec",
     "build_task_model",
     "compute_metrics",
@@ -70,6 +77,7 @@ __all__ = [
     "load_finetuned",
     "load_task_model",
     "predict",
+    "predict_file",
     "read_task",
     "save_feature_based_tagger",
     "save_task_model",

@@ -23,6 +23,8 @@ from torch import nn
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.finetune.data.swag import swag_table
+from ptm_core.finetune.data.tables import TableFile
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
@@ -379,17 +381,16 @@ def predict(
 
 
 def _has_labels(task: TaskSpec, path: Path) -> bool:
-    """Whether a prediction file carries gold labels (its header, or its column count)."""
+    """Whether a prediction file carries gold labels (its columns, or its column count)."""
     if task.format == "squad":
         return True  # SQuAD files without answers are read as unanswerable questions
-    with path.open(encoding="utf-8-sig") as handle:
-        first = next(
-            (line for line in handle if line.strip() and not line.startswith("-DOCSTART-")), ""
-        )
     if task.format == "conll":
+        with path.open(encoding="utf-8-sig") as handle:
+            first = next(
+                (line for line in handle if line.strip() and not line.startswith("-DOCSTART-")),
+                "",
+            )
         return len(first.split()) > 1
     if task.format == "swag":
-        return "label" in first.rstrip("\n").split(",")
-    if path.suffix in (".jsonl", ".json", ".ndjson"):
-        return f'"{task.label_field}"' in first
-    return task.label_field in first.rstrip("\n").split("\t")
+        return "label" in swag_table(path).columns
+    return task.label_field in TableFile(path).columns

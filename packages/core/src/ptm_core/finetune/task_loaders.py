@@ -35,4 +35,16 @@ def task_loader(record: Mapping[str, Any]) -> TaskLoader | None:
     return None
 
 
-__all__ = ["TaskLoader", "task_loader"]
+def family_predictor(record: Mapping[str, Any]) -> Callable[..., Any] | None:
+    """The ``ptm predict`` hook a registered family declares for a ``task.json`` record
+    (by its ``recipe`` or ``family``), or ``None``."""
+    names = {record.get("recipe"), record.get("family")} - {None}
+    for spec in families().values():
+        for name, target in spec.predictors.items():
+            if name in names:
+                hook: Callable[..., Any] = resolve(target)
+                return hook
+    return None
+
+
+__all__ = ["TaskLoader", "family_predictor", "task_loader"]

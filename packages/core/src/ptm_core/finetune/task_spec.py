@@ -37,8 +37,10 @@ class TaskSpec:
             ``multiple_choice``.
         train: the training file.
         dev: the evaluation file (scored after training, and by ``ptm evaluate``).
-        format: ``glue`` (TSV/JSONL), ``conll`` (CoNLL-2003 columns), ``squad`` (SQuAD
-            v1.1/v2.0 JSON) or ``swag`` (SWAG CSV); default from ``kind``.
+        format: ``glue`` (columns by name, in a TSV, CSV, JSONL, JSON, Parquet file or a
+            ``datasets`` folder), ``conll`` (CoNLL-2003 columns), ``squad`` (SQuAD
+            v1.1/v2.0 JSON) or ``swag`` (SWAG columns, CSV or any table format above);
+            default from ``kind``.
         text_fields: GLUE columns holding the text (one, or two for a pair); ``None`` =
             the first known pair/single column set the file has.
         label_field: GLUE label column.
@@ -117,7 +119,8 @@ class TaskSpec:
         """Fail before any model is built when a data file is missing."""
         for split in ("train", "dev"):
             path = Path(getattr(self, split))
-            if not path.is_file():
+            if not path.is_file() and not (path.is_dir() and self.format in ("glue", "swag")):
                 raise FileNotFoundError(
-                    f"task {self.name}: {split} file {path} not found; set task.{split}=<file>"
+                    f"task {self.name}: {split} file {path} not found; set task.{split}=<file> "
+                    "(a .tsv, .csv, .jsonl, .json, .parquet file or a datasets folder)"
                 )

@@ -267,6 +267,7 @@ def postprocess_qa(
     max_answer_length: int = 30,
     null_threshold: float = 0.0,
     version_2: bool = False,
+    details: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, str]:
     """Answer text per question from the start/end logits of its windows.
 
@@ -289,6 +290,10 @@ def postprocess_qa(
         max_answer_length: longest answer, in tokens.
         null_threshold: how much the null score must beat the best span (v2.0).
         version_2: predict "no answer" (SQuAD v2.0).
+        details: when given, filled with ``{question id: {"score", "start", "end"}}``:
+            the answer's probability (the softmax of its window's start logits at the
+            start times that of its end logits at the end, as a ``transformers`` QA
+            pipeline scores), its character span in the context (``None`` for ``""``).
 
     Returns:
         ``{question id: answer text}`` for every example of ``features``.
@@ -301,6 +306,7 @@ def postprocess_qa(
     answers: dict[str, str] = {}
     for example_index, example in enumerate(features.examples):
         best: tuple[float, int, int] | None = None
+        probability = 0.0
         null_score: float | None = None
         for position in features.windows_of(example_index):
             window = features[position]
@@ -309,6 +315,9 @@ def postprocess_qa(
             ends = _logits_row(end_logits[position], size, position)
             null = float(starts[window.null_index] + ends[window.null_index])
             null_score = null if null_score is None else min(null_score, null)
+            if details is not None:
+                log_starts = starts - np.logaddexp.reduce(starts)
+                log_ends = ends - np.logaddexp.reduce(ends)
             top_starts = np.argsort(starts, kind="stable")[::-1][:n_best]
             top_ends = np.argsort(ends, kind="stable")[::-1][:n_best]
             for s in top_starts.tolist():
@@ -322,12 +331,18 @@ def postprocess_qa(
                     score = float(starts[s] + ends[e])
                     if best is None or score > best[0]:
                         best = (score, start_span[0], end_span[1])
+                        if details is not None:
+                            probability = float(np.exp(log_starts[s] + log_ends[e]))
         if best is None or (
             version_2 and null_score is not None and null_score - best[0] > null_threshold
         ):
             answers[example.id] = ""
+            if details is not None:
+                details[example.id] = {"score": None, "start": None, "end": None}
         else:
             answers[example.id] = example.context[best[1] : best[2]]
+            if details is not None:
+                details[example.id] = {"score": probability, "start": best[1], "end": best[2]}
     return answers
 
 

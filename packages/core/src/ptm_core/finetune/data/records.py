@@ -19,7 +19,9 @@ import numpy as np
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.file_records import FileRecords
+from ptm_core.data.layouts import LazyRows
 from ptm_core.data.lines import decode_line
+from ptm_core.finetune.data.tables import TableFile
 
 #: ``(handle, byte offset, line number) -> example``: parses one record of a validated file.
 RecordParser = Callable[[IO[bytes], int, int], Any]
@@ -55,6 +57,45 @@ class TaskRecords(FileRecords):
 
     def _build(self, index: int) -> Any:
         return self._parse(self.handle(), int(self.offsets[index]), int(self.lines[index]))
+
+
+class TableRecords(LazyRows):
+    """The examples of one validated :class:`~ptm_core.finetune.data.tables.TableFile`,
+    parsed when indexed (what the row-based task readers return, in any table format).
+
+    Args:
+        table: the file.
+        keys: ``(N,)`` int64 where each example is (:meth:`TableFile.row`'s key).
+        lines: ``(N,)`` int64 its line (or row) number, for errors.
+        parse: ``(values, number) -> example`` (picklable).
+        label_names: label names, index order; empty for regression and multiple choice.
+    """
+
+    def __init__(
+        self,
+        table: TableFile,
+        keys: np.ndarray,
+        lines: np.ndarray,
+        parse: Callable[[dict[str, Any], int], Any],
+        label_names: Sequence[str] = (),
+    ) -> None:
+        self.table, self.keys, self.lines, self._parse = table, keys, lines, parse
+        self.label_names = list(label_names)
+
+    @property
+    def path(self) -> Path:
+        """The file (or ``datasets`` folder)."""
+        return self.table.path
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def _build(self, index: int) -> Any:
+        number = int(self.lines[index])
+        return self._parse(self.table.row(int(self.keys[index]), number), number)
+
+    def __repr__(self) -> str:
+        return f"TableRecords({str(self.path)!r}, {len(self)} examples)"
 
 
 class ExampleList(Sequence[Any]):
@@ -136,6 +177,7 @@ def to_int64(values: array) -> np.ndarray:
 __all__ = [
     "ExampleList",
     "RecordParser",
+    "TableRecords",
     "TaskRecords",
     "lines_at",
     "no_examples",
