@@ -13,7 +13,14 @@ import dataclasses
 import pytest
 
 from flows.cli import _parser
-from tools.docs_site import api_reference, cli_reference, config_reference, hooks, pages
+from tools.docs_site import (
+    api_reference,
+    cli_reference,
+    config_reference,
+    hooks,
+    pages,
+    target_reference,
+)
 from tools.docs_site.pages import ROOT
 
 
@@ -78,6 +85,19 @@ def test_nested_settings_become_dotted_keys_with_their_docs() -> None:
         "| `inner.depth` | int | `3` | how deep; a long description that goes on on the "
         "next line. |",
     ]
+
+
+def test_every_model_and_objective_preset_has_its_targets_keys() -> None:
+    models = target_reference.presets_by_target("model")
+    assert "bert_tiny" in models["ptm_core.encoders.bert_encoder"]
+    presets = {name for names in models.values() for name in names}
+    assert presets == {path.stem for path in (ROOT / "configs" / "model").glob("*.yaml")}
+    objectives = target_reference.presets_by_target("objective")
+    assert {"mlm", "mlm_nsp"} <= set(objectives["ptm_core.objectives.MaskedLMObjective"])
+    rows = target_reference.target_rows("ptm_core.objectives.MaskedLMObjective")
+    mask_prob = next(row for row in rows if row.startswith("| `mask_prob` |"))
+    assert "| float | `0.15` |" in mask_prob
+    assert not any(row.startswith("| `_target_`") for row in rows)
 
 
 def test_every_public_module_has_an_api_page() -> None:

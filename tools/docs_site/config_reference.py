@@ -26,8 +26,9 @@ def _inline(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def field_docs(cls: type) -> dict[str, str]:
-    """Each field's description from ``cls``'s Google-style ``Args:``/``Attributes:``."""
+def field_docs(cls: object) -> dict[str, str]:
+    """Each field's (or argument's) description from the Google-style ``Args:`` or
+    ``Attributes:`` section of ``cls``'s docstring (a class, dataclass or function)."""
     docs: dict[str, str] = {}
     current, indent, inside = "", None, False
     for line in (cls.__doc__ or "").splitlines():
@@ -139,7 +140,8 @@ def page() -> str:
         "an unknown key or a wrong type is refused with one line before anything runs.",
         "`ptm config --schema experiment=NAME` prints the same schemas for one preset, and",
         "`ptm config experiment=NAME` the composed values. Model and objective nodes are",
-        "typed by their `_target_`'s signature: the keys are the builder's arguments.",
+        "typed by their `_target_`'s signature: the keys are the builder's arguments",
+        "([Models](#models), [Objectives](#objectives)).",
         "",
         *_table(
             f"Trainer (`trainer.*`, `{trainer.__qualname__}`)",
@@ -178,4 +180,6 @@ def page() -> str:
             f"presets' YAML has: {', '.join(untyped)}.",
             "",
         ]
-    return "\n".join(lines)
+    from tools.docs_site import target_reference
+
+    return "\n".join([*lines, *target_reference.sections()])
