@@ -106,9 +106,17 @@ def test_every_public_module_has_an_api_page() -> None:
     assert "reference/api/ptm_knowledge/linking/corpus.md" in api
     assert not [name for name in api.values() if "._" in name or name.startswith("_")]
     assert "flows.cli" not in api.values()  # its docstring is `ptm --help`: the CLI page
-    assert api_reference.module_page("ptm_core.encoders") == (
-        "# `ptm_core.encoders`\n\n::: ptm_core.encoders\n"
+    assert api_reference.module_page("ptm_core.encoders.layers") == (
+        "# `ptm_core.encoders.layers`\n\n::: ptm_core.encoders.layers\n"
     )
+    # a package renders what it defines; what it re-exports links to where it is rendered
+    package = api_reference.module_page("ptm_core.encoders")
+    assert "::: ptm_core.encoders\n    options:\n      members: false\n" in package
+    assert (
+        "| `TransformerEncoder` | [`ptm_core.encoders.transformer`](encoders/transformer.md) |"
+        in (package)
+    )
+    assert "| [`ptm_core.encoders.layers`](encoders/layers.md) |" in package
     index = api_reference.index_page()
     for module in api.values():
         assert f"[`{module}`]" in index
