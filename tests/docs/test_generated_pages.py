@@ -37,6 +37,8 @@ def test_the_cli_page_has_every_command_and_its_help() -> None:
             for flag in action.option_strings:
                 assert f"`{flag}`" in page, f"ptm {name} {flag}"
     assert "usage: ptm prepare [-h] --output OUTPUT" in page
+    assert "| `INPUT` | str (several) | required | files, folders, globs |" in page
+    assert "model=DIR\\|PRESET" in page  # a | in help text does not split the table cell
 
 
 def test_the_config_page_has_every_trainer_key_with_type_and_default() -> None:

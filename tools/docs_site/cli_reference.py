@@ -31,6 +31,11 @@ def _columns(width: int) -> Iterator[None]:
             os.environ["COLUMNS"] = before
 
 
+def _cell(text: str) -> str:
+    """``text`` on one line, safe inside a Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
     """``(name, one-line help, parser)`` of each subcommand of ``parser``, in order."""
     found = []
@@ -47,7 +52,8 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
-        name = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{action.dest}`"
+        positional = action.metavar if isinstance(action.metavar, str) else action.dest
+        name = ", ".join(f"`{flag}`" for flag in action.option_strings) or f"`{positional}`"
         if action.choices is not None:
             kind = " \\| ".join(f"`{choice}`" for choice in action.choices)
         elif action.nargs == 0:
@@ -62,8 +68,7 @@ def _arguments(parser: argparse.ArgumentParser) -> list[str]:
             default = ""
         else:
             default = f"`{action.default}`"
-        text = " ".join((action.help or "").split()).replace("|", "\\|")
-        rows.append(f"| {name} | {kind} | {default} | {text} |")
+        rows.append(f"| {name} | {kind} | {default} | {_cell(action.help or '')} |")
     if not rows:
         return ["No arguments.", ""]
     return ["| argument | type | default | what |", "| --- | --- | --- | --- |", *rows, ""]
@@ -87,7 +92,7 @@ def page() -> str:
     with _columns(HELP_WIDTH):
         parser = _parser()
         rows = [
-            f"| [`ptm {name}`](#ptm-{name.replace(' ', '-')}) | {text} |"
+            f"| [`ptm {name}`](#ptm-{name.replace(' ', '-')}) | {_cell(text)} |"
             for name, text, _ in subcommands(parser)
         ]
         return "\n".join(
