@@ -34,13 +34,14 @@ DEMO_ARGS :=
 CACHE_DIRS := $(PREFECT_HOME) $(PREFECT_LOCAL_STORAGE_PATH) $(HF_HOME) $(PYSTOW_HOME) \
 	$(DASK_TEMPORARY_DIRECTORY) $(PTM_CACHE_DIR)
 
-.PHONY: help setup dirs demo test test-stress test-readme-slow lint format bench clean
+.PHONY: help setup dirs demo test test-stress test-readme-slow docs lint format bench clean
 
 help:
 	@echo "make demo   set up and run the demo flow (link entities, TransE, ERNIE-THU, report)"
 	@echo "make test   set up and run the whole test suite"
 	@echo "make test-stress   run the trust suite's long cases (bad inputs, kill -9s, writers)"
-	@echo "make test-readme-slow   run the README's slow blocks (pre-training presets)"
+	@echo "make test-readme-slow   run the README's and docs' slow blocks (pre-training presets)"
+	@echo "make docs   build the docs site into site/ (mkdocs build --strict)"
 	@echo "make lint   ruff (lint + format check) and mypy on the packages"
 	@echo "make bench  ptm vs transformers, side by side (writes benchmarks/results/)"
 
@@ -65,7 +66,7 @@ test: $(SETUP) dirs
 test-stress: $(SETUP) dirs
 	$(RUN) pytest -q -n $(TEST_WORKERS) --dist loadfile -m stress
 
-# The README blocks marked `<!-- runnable slow -->` (pre-training presets; minutes each),
+# The README and docs blocks marked `<!-- runnable slow -->` (pre-training presets; minutes each),
 # which `make test` leaves out (tests/docs/conftest.py).
 test-readme-slow: $(SETUP) dirs
 	PTM_README_SLOW=1 $(RUN) pytest -q tests/docs -m readme_slow
@@ -74,6 +75,12 @@ lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy packages/core/src/ptm_core packages/classic/src/ptm_classic packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
+
+# The docs site (mkdocs.yml): guides from docs/, the reference and results pages generated
+# from the code (tools/docs_site/). `make test` builds it too (tests/docs/test_site.py).
+# NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2, which ptm does not use.
+docs: $(SETUP) dirs
+	NO_MKDOCS_2_WARNING=1 $(RUN) mkdocs build --strict
 
 bench: $(SETUP) dirs
 	$(RUN) python -m benchmarks.run

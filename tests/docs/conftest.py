@@ -1,7 +1,7 @@
-"""README blocks marked ``<!-- runnable slow -->`` run only when asked for.
+"""README and docs blocks marked ``<!-- runnable slow -->`` run only when asked for.
 
 ``make test`` runs ``pytest -q`` with every marker, and the project's ``slow`` marker is
-part of that run. The README's slow blocks (pre-training presets, Inductor compilation)
+part of that run. The slow blocks of the README and the docs pages (pre-training presets, Inductor compilation)
 would add minutes to it, so they carry their own marker, ``readme_slow``, and are
 deselected (not skipped) unless the run asks for them: ``make test-readme-slow``,
 ``PTM_README_SLOW=1`` or a ``-m`` expression that names ``readme_slow``.

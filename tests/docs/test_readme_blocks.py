@@ -1,7 +1,8 @@
-"""Every README block marked runnable runs, as written, on the bundled samples.
+"""Every README and docs block marked runnable runs, as written, on the bundled samples.
 
-The convention (also at the top of README.md's "Development" section): the line right
-before a fenced ``bash`` or ``python`` block is
+The documents: ``README.md``, ``packages/*/README.md`` and every page under ``docs/``. The
+convention (also in ``docs/development.md``): the line right before a fenced ``bash`` or
+``python`` block is
 
 - ``<!-- runnable -->``: the block runs in ``make test``;
 - ``<!-- runnable slow -->``: the block takes minutes (pre-training presets, Inductor
@@ -40,7 +41,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-READMES = [REPO / "README.md", *sorted((REPO / "packages").glob("*/README.md"))]
+READMES = [
+    REPO / "README.md",
+    *sorted((REPO / "packages").glob("*/README.md")),
+    *sorted((REPO / "docs").rglob("*.md")),
+]
 MARKER = re.compile(r"^<!--\s*runnable(?:\s+(?P<speed>\S+))?\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<info>\S*)\s*$")
 LANGUAGES = ("bash", "python")

@@ -8,7 +8,7 @@ outputs equal the eager module's to float rounding (checked to ``1e-5`` in
 ``tests/core/test_fast_path.py``). On two CPU threads at batch 8 x 128 it measured 1.04x
 (BERT-base) and 1.08x (mini) against the eager forward of ``transformers`` (eager ptm:
 1.03x / 1.06x): GEMMs are ~80% of the forward on both sides and are not made faster, only
-the element-wise remainder is (see the README's speed section).
+the element-wise remainder is (see docs/guides/speed.md).
 
 Freezing is for inference only: the compiled graph runs without gradients, and weights
 changed after the first call (fine-tuning, ``load_state_dict``) are **not** seen; compile
