@@ -61,7 +61,11 @@ class NounShare:
         if not path.is_file():
             names = ", ".join(sorted(BUILTIN_PRIORS))
             raise NounShareError(
-                path, None, "pos_prior", "no such file", f"give a TSV word<TAB>share or one of: {names}"
+                path,
+                None,
+                "pos_prior",
+                "no such file",
+                f"give a TSV word<TAB>share or one of: {names}",
             )
         shares: dict[str, float] = {}
         with path.open(encoding="utf-8") as handle:
