@@ -42,6 +42,13 @@ NOUN_PHRASE_OPENERS = frozenset(
      "our", "their", "of", "for", "by", "in", "on", "at", "from", "with", "without", "about",
      "after", "before", "during", "into", "through", "("}
 )  # fmt: skip
+_DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+# Right after a word, these open a new noun phrase: the word is a verb taking an object.
+# ("that" is left out: "the attempt that failed" is a noun and a relative clause.)
+_DETERMINERS = frozenset(
+    {"a", "an", "the", "this", "these", "those", "his", "her", "its", "their", "my", "your",
+     "our", "some", "any", "every", "each", "it", "them", "someone", "something"}
+)  # fmt: skip
 # Content words allowed between an opener and the word it opens ("a glaring blunder").
 MODIFIERS = 2
 # After a word, these may join it to a further modifier or noun ("a rapid, jerky movement",
@@ -68,8 +75,9 @@ class MentionGuard:
 
     def noun_likeness(self, doc: Any, start: int, end: int, alias: str) -> float | None:
         """``None`` when ``doc[start:end]`` (matched by KG ``alias``) must not be linked;
-        else how sure the guard is that it is a noun: 1.0 for a tagged noun or a name, the
-        noun share for an untagged word the prior lists, 1.0 for one it does not list."""
+        else how sure the guard is that it is a noun: 1.0 for a tagged noun, the noun share
+        for an untagged word the prior lists, 1.0 for one it does not list or one that ends
+        a noun phrase."""
         span = doc[start:end]
         name = _is_name(doc, start, span.text, alias)
         if not name and all(t.is_stop or t.like_num or t.is_punct or t.is_space for t in span):
@@ -77,8 +85,9 @@ class MentionGuard:
         if doc.has_annotation("POS"):
             head = span.root if doc.has_annotation("DEP") else span[-1]
             return 1.0 if head.pos_ in NOUN_TAGS else None
-        if name or self.noun_share is None:
+        if self.noun_share is None:
             return 1.0
+        # names too: "European" and "American" are mostly adjectives ("a European shrub")
         share = self.noun_share.get(span.text)
         if share is None:
             return 1.0
@@ -91,15 +100,8 @@ def _ends_noun_phrase(doc: Any, start: int, end: int) -> bool:
     """A phrase opener before ``doc[start:end]`` (at most ``MODIFIERS`` content words
     between: "a glaring *blunder*") and nothing that could continue the noun phrase (a
     content word) right after it."""
-    if end < len(doc):
-        after = doc[end]
-        ends = (
-            (after.is_stop and after.lower_ not in _JOINERS)
-            or after.is_space
-            or (after.is_punct and after.text not in _JOINERS)
-        )
-        if not ends:
-            return False
+    if end < len(doc) and not _ends_phrase(doc[end]):
+        return False
     for index in range(start - 1, max(-1, start - 2 - MODIFIERS), -1):
         token = doc[index]
         if token.lower_ in NOUN_PHRASE_OPENERS:
@@ -109,14 +111,29 @@ def _ends_noun_phrase(doc: Any, start: int, end: int) -> bool:
     return False
 
 
+def _ends_phrase(after: Any) -> bool:
+    """Whether the token after a word ends the word's noun phrase: a function word, space
+    or punctuation, but not one that joins it to more ("a rapid, jerky movement") nor a
+    determiner, which opens the object of a verb ("by signing a check")."""
+    if after.is_space:
+        return True
+    if after.text in _JOINERS or after.lower_ in _JOINERS or after.lower_ in _DETERMINERS:
+        return False
+    return bool(after.is_stop or after.is_punct)
+
+
 def _is_gerund_subject(doc: Any, start: int, end: int) -> bool:
     """A one-word "-ing" match that starts its sentence or follows a phrase opener: a
     gerund used as a noun ("*Fastening* by dowels", "the act of *saving* goods")."""
     if end - start != 1 or not doc[start].lower_.endswith("ing"):
         return False
+    if end < len(doc) and doc[end].lower_ in _DETERMINERS:
+        return False  # "by signing a check": a verb with its object
     if start == 0 or _sentence_initial(doc, start):
         return True
-    return doc[start - 1].lower_ in NOUN_PHRASE_OPENERS
+    previous = doc[start - 1].lower_
+    # "those causing influenza": after a demonstrative, "-ing" is mostly a participle
+    return previous in NOUN_PHRASE_OPENERS and previous not in _DEMONSTRATIVES
 
 
 def _sentence_initial(doc: Any, start: int) -> bool:

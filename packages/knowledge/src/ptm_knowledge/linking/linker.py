@@ -162,13 +162,15 @@ class EntityLinker:
             self.guard = MentionGuard(prior, min_noun_share)
         self.aliases = AliasTable(kg, case, tokenize=self.content_words)
         # alias key id -> the key (the KG's spelling), for the guard's name rule
-        self._alias_keys = list(self.aliases.key_index) if self.guard is not None else []
+        self._alias_keys = list(self.aliases.key_index) if self.guard or self._fold else []
         self._lower = case == "insensitive"
         # phrase (token texts joined) -> alias key id; first token -> longest phrase length
         self.phrases: dict[str, int] = {}
         self.longest: dict[str, int] = {}
         pending: list[tuple[str, int]] = []
-        for item in self.aliases.surface_variants():
+        # with the guard, a form spelt as the KG spells it beats a capitalised variant
+        self._overwrite = self.guard is not None
+        for item in self.aliases.surface_variants(exact_wins=self._overwrite):
             pending.append(item)
             if len(pending) == 4096:
                 self._add_phrases(pending)
@@ -182,7 +184,10 @@ class EntityLinker:
             words = [t.lower_ if self._lower else t.text for t in doc]
             if not words:
                 continue
-            self.phrases.setdefault(_TOKEN_JOIN.join(words), key_id)
+            if self._overwrite:
+                self.phrases[_TOKEN_JOIN.join(words)] = key_id
+            else:
+                self.phrases.setdefault(_TOKEN_JOIN.join(words), key_id)
             if len(words) > self.longest.get(words[0], 0):
                 self.longest[words[0]] = len(words)
 
@@ -226,9 +231,7 @@ class EntityLinker:
         lo = max(0, start - self.context_window)
         hi = min(len(content), end + self.context_window)
         context = {w for w in (*content[lo:start], *content[end:hi]) if w is not None}
-        entities, priors = self.aliases.candidate_rows(key_id)
-        if self._fold and len(entities) > 1:
-            priors = self._popular(entities, priors)
+        entities, priors = self._candidates(key_id)
         bags = self.aliases.context_bags
         bag_of = bags.bag if isinstance(bags, ContextBags) else None
         ids = self.kg.entities.ids
@@ -242,6 +245,26 @@ class EntityLinker:
             scored.append((entity_id, score))
         scored.sort(key=lambda item: -item[1])
         return scored
+
+    def _candidates(self, key_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """Entity indices and priors of an alias key. With context ranking, a plural alias
+        ("bones", the castanets) also offers its singular's entities ("bone"), which
+        the plural is far more often the plural of, and the priors of an ambiguous alias
+        are weighted by popularity."""
+        entities, priors = self.aliases.candidate_rows(key_id)
+        if not self._fold:
+            return entities, priors
+        key = self._alias_keys[key_id]
+        singular = self.aliases.key_index.get(key[:-1]) if _fold(key) != key else None
+        if singular is not None:
+            more, more_priors = self.aliases.candidate_rows(singular)
+            entities = np.concatenate([entities, more])
+            priors = np.concatenate([priors, more_priors]) / 2
+            entities, first = np.unique(entities, return_index=True)
+            priors = priors[first]
+        if len(entities) > 1:
+            priors = self._popular(entities, priors)
+        return entities, priors
 
     def _popular(self, entities: np.ndarray, priors: np.ndarray) -> np.ndarray:
         """Priors of an ambiguous alias scaled by entity popularity, ``1 + log(1 + degree)``
