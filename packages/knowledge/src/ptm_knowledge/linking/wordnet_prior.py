@@ -15,17 +15,13 @@ rebuild ``data/noun_share_en.tsv``.
 from __future__ import annotations
 
 import argparse
-import os
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from ptm_knowledge.kg.wordnet import WordNet, read_wordnet
 from ptm_knowledge.linking.noun_share import write_noun_share
 
-DEFAULT_WORDNET_DIR = "/usr/share/wordnet"
-_POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
-# cntlist.rev's ss_type digit -> part of speech (5 = adjective satellite)
-_SS_TYPE = {"1": "n", "2": "v", "3": "a", "4": "r", "5": "a"}
+_EXCEPTION_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
 # WordNet's morphy detachment rules (wn.h / morph.c), per part of speech.
 _RULES = {
     "n": [("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
@@ -46,67 +42,54 @@ LICENSE_HEADER = (
 )
 
 
-def wordnet_dir(directory: str | Path | None = None) -> Path:
-    """``directory``, else ``$WNSEARCHDIR``, else ``/usr/share/wordnet``; checked to exist."""
-    path = Path(directory or os.environ.get("WNSEARCHDIR") or DEFAULT_WORDNET_DIR)
-    if not (path / "index.noun").is_file():
-        raise FileNotFoundError(
-            f"no WordNet database at {path} (index.noun missing): set WNSEARCHDIR or "
-            "--wordnet-dir, or `apt-get install wordnet-base`"
-        )
-    return path
-
-
 class _Lexicon:
-    """Lemma sense counts per part of speech, and morphy's exception lists."""
+    """Lemma uses per part of speech (from :class:`WordNet`) and morphy's exception lists."""
 
-    def __init__(self, directory: Path) -> None:
-        self.senses: dict[str, dict[str, int]] = {p: {} for p in _POS_FILES}
-        self.noun_lemmas: list[str] = []
-        for pos, name in _POS_FILES.items():
-            with (directory / f"index.{name}").open(encoding="utf-8") as handle:
-                for line in handle:
-                    if line.startswith(" "):
-                        continue  # the license header
-                    fields = line.split()
-                    self.senses[pos][fields[0]] = int(fields[2])
-        self.tags: dict[tuple[str, str], int] = defaultdict(int)
-        with (directory / "cntlist.rev").open(encoding="utf-8") as handle:
-            for line in handle:
-                key, _, count = line.split()
-                lemma, _, rest = key.partition("%")
-                self.tags[(lemma, _SS_TYPE[rest[0]])] += int(count)
-        self.exceptions: dict[str, dict[str, list[str]]] = {p: {} for p in _POS_FILES}
-        for pos, name in _POS_FILES.items():
-            with (directory / f"{name}.exc").open(encoding="utf-8") as handle:
-                for line in handle:
-                    word, *bases = line.split()
-                    self.exceptions[pos][word] = bases
+    def __init__(self, wordnet: WordNet) -> None:
+        self.wordnet = wordnet
+        self.exceptions: dict[str, dict[str, list[str]]] = {p: {} for p in _EXCEPTION_FILES}
+        for pos, name in _EXCEPTION_FILES.items():
+            path = wordnet.directory / f"{name}.exc"
+            if path.is_file():  # optional: morphy's rules still apply without them
+                with path.open(encoding="utf-8") as handle:
+                    for line in handle:
+                        word, *bases = line.split()
+                        self.exceptions[pos][word] = bases
+
+    def is_lemma(self, lemma: str, pos: str) -> bool:
+        return bool(self.wordnet.index.get(lemma, {}).get(pos))
 
     def uses(self, lemma: str, pos: str) -> float:
-        senses = self.senses[pos].get(lemma, 0)
-        return self.tags.get((lemma, pos), 0) + UNTAGGED_SENSE_WEIGHT * senses
+        senses = len(self.wordnet.index.get(lemma, {}).get(pos, ()))
+        tags = self.wordnet.sense_counts(lemma).get(pos, 0)
+        return tags + UNTAGGED_SENSE_WEIGHT * senses
 
     def bases(self, word: str, pos: str) -> set[str]:
         """WordNet lemmas of ``pos`` that ``word`` is, or inflects (morphy)."""
-        lemmas = self.senses[pos]
-        found = {b for b in self.exceptions[pos].get(word, []) if b in lemmas}
-        if word in lemmas:
+        found = {b for b in self.exceptions[pos].get(word, []) if self.is_lemma(b, pos)}
+        if self.is_lemma(word, pos):
             found.add(word)
         for suffix, ending in _RULES[pos]:
             if word.endswith(suffix) and len(word) > len(suffix):
                 base = word[: len(word) - len(suffix)] + ending
-                if base in lemmas:
+                if self.is_lemma(base, pos):
                     found.add(base)
         return found
 
 
 def wordnet_noun_shares(directory: str | Path | None = None) -> dict[str, float]:
     """Noun share of every WordNet noun lemma that has another reading (see module doc);
-    keys are lower-case with spaces between words."""
-    lexicon = _Lexicon(wordnet_dir(directory))
+    keys are lower-case with spaces between words.
+
+    Args:
+        directory: WordNet's database folder (default: ``$WNSEARCHDIR``, else
+            ``/usr/share/wordnet``; :func:`~ptm_knowledge.kg.wordnet.wordnet_directory`).
+    """
+    lexicon = _Lexicon(read_wordnet(directory, pos=("n", "v", "a", "r")))
     shares: dict[str, float] = {}
-    for lemma in lexicon.senses["n"]:
+    for lemma, by_pos in lexicon.wordnet.index.items():
+        if "n" not in by_pos:
+            continue
         other = sum(lexicon.uses(b, p) for p in "var" for b in lexicon.bases(lemma, p))
         if other == 0:
             continue
