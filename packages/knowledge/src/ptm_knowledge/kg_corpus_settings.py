@@ -31,7 +31,7 @@ class LinkerSettings:
     """
 
     case: str = "smart"
-    threshold: float = 0.35
+    threshold: float = 0.32
     prior_weight: float = 0.5
     context_window: int = 40
     guard: str = "pos"

@@ -43,14 +43,23 @@ NOUN_PHRASE_OPENERS = frozenset(
      "after", "before", "during", "into", "through", "("}
 )  # fmt: skip
 _DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+# Adverbs of degree: after a word, they go on to another adjective.
+_DEGREE_WORDS = frozenset(
+    {"more", "most", "less", "least", "very", "so", "too", "rather", "quite", "much"}
+)
 # Right after a word, these open a new noun phrase: the word is a verb taking an object.
 # ("that" is left out: "the attempt that failed" is a noun and a relative clause.)
 _DETERMINERS = frozenset(
     {"a", "an", "the", "this", "these", "those", "his", "her", "its", "their", "my", "your",
      "our", "some", "any", "every", "each", "it", "them", "someone", "something"}
 )  # fmt: skip
-# Content words allowed between an opener and the word it opens ("a glaring blunder").
+# Adjectives allowed between an opener and the word it opens ("a glaring blunder"), known
+# by their endings (the prior lists nouns, not adjectives).
 MODIFIERS = 2
+_ADJECTIVE_ENDINGS = (
+    "al", "ous", "ful", "ive", "ic", "able", "ible", "less", "ing", "ed", "ish", "ary", "ent",
+    "ant", "ian", "ese", "est", "er",
+)  # fmt: skip
 # After a word, these may join it to a further modifier or noun ("a rapid, jerky movement",
 # "a fast and loud song"): they do not end its noun phrase.
 _JOINERS = frozenset({",", "-", "/", "and", "or", "but", "&"})
@@ -106,8 +115,8 @@ def _ends_noun_phrase(doc: Any, start: int, end: int) -> bool:
         token = doc[index]
         if token.lower_ in NOUN_PHRASE_OPENERS:
             return True
-        if not token.is_alpha or token.is_stop:
-            return False
+        if not (token.is_alpha and token.is_lower and token.lower_.endswith(_ADJECTIVE_ENDINGS)):
+            return False  # "a unit of inductance equal to": a noun in between
     return False
 
 
@@ -119,6 +128,8 @@ def _ends_phrase(after: Any) -> bool:
         return True
     if after.text in _JOINERS or after.lower_ in _JOINERS or after.lower_ in _DETERMINERS:
         return False
+    if after.lower_ in _DEGREE_WORDS:
+        return False  # "with longer more slender limbs": a comparison goes on
     return bool(after.is_stop or after.is_punct)
 
 
