@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wordnet-dir", default=None)
     parser.add_argument("--print-sample", action="store_true", help="list the hand-check sample")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per linker (median speed)")
     args = parser.parse_args(argv)
     from ptm_knowledge.linking import LEGACY_SETTINGS
 
@@ -222,6 +223,21 @@ def main(argv: list[str] | None = None) -> int:
 
     old = run_linker("old", kg_dir, gold_path, dict(LEGACY_SETTINGS))
     new = run_linker("new", kg_dir, gold_path, {"threshold": 0.0})
+    # The machine is shared: more runs, alternated, and the median documents/s of each.
+    for _ in range(args.repeat - 1):
+        for run, settings in ((old, dict(LEGACY_SETTINGS)), (new, {"threshold": 0.0})):
+            name = "old" if run is old else "new"
+            run.setdefault("runs", [run["timing"]])
+            run["runs"].append(run_linker(name, kg_dir, gold_path, settings)["timing"])
+    for run in (old, new):
+        runs = run.setdefault("runs", [run["timing"]])
+        speeds = sorted(r["documents_per_s"] for r in runs)
+        run["timing"] = {
+            **run["timing"],
+            "documents_per_s": speeds[len(speeds) // 2],
+            "documents_per_s_runs": [r["documents_per_s"] for r in runs],
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs),
+        }
     strict_t, strict_table = calibrate(calibration, new["predictions"], "f1_strict")
     partial_t, partial_table = calibrate(calibration, new["predictions"], "f1_partial")
     sample = hand_sample(test, new["predictions"], strict_t)
@@ -236,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     judged = _judgements(sample)
     result = {
-        "command": f"{COMMAND}{' --wordnet-dir ' + args.wordnet_dir if args.wordnet_dir else ''}",
+        "command": f"{COMMAND}{' --wordnet-dir ' + args.wordnet_dir if args.wordnet_dir else ''}"
+        + (f" --repeat {args.repeat}" if args.repeat != 3 else ""),
         "inputs": inputs,
         "documents": {"calibration": len(calibration), "test": len(test)},
         "calibration": {
