@@ -23,6 +23,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from flows import cli_wordnet
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -165,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     prepare.add_argument("--text-field", default="text", help="JSONL key / Arrow column")
     prepare.add_argument("--dask", action="store_true", help="build shards on a local Dask cluster")
     prepare.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
+    cli_wordnet.add_parser(commands)
     embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
     embed.add_argument("--kg", required=True)
     embed.add_argument("--output", required=True)
@@ -404,6 +406,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "finetune":
         return _finetune(args)
+    if args.command == cli_wordnet.KIND:
+        return cli_wordnet.run(args)
     if args.command == "compress":
         from flows.compress import compress
 

@@ -11,7 +11,7 @@ from wordnet_paths import FIXTURE
 from ptm_knowledge.kg.wordnet import Pointer, WordNetError, read_wordnet, wordnet_directory
 from ptm_knowledge.kg.wordnet_files import split_gloss
 
-DOG = "n00003607"
+DOG = "n00004610"
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +20,11 @@ def wordnet():
 
 
 def test_synsets_in_file_order_with_lexnames(wordnet) -> None:
-    assert len(wordnet) == 43
+    assert len(wordnet) == 51
     assert [p for p in ("n", "v", "a", "r") if any(s.id[0] == p for s in wordnet)] == list("nvar")
-    assert list(wordnet.synsets)[:3] == ["n00001740", "n00001862", "n00002020"]
+    assert list(wordnet.synsets)[:3] == ["n00001740", "n00001862", "n00002094"]
     assert {s.lexname for s in wordnet if s.pos == "n"} >= {"noun.animal", "noun.act"}
-    assert wordnet["v00001895"].lexname == "verb.body"
+    assert wordnet["v00001913"].lexname == "verb.body"
     assert wordnet["a00001994"].lexname == "adj.all"
 
 
@@ -36,14 +36,14 @@ def test_dog_exactly(wordnet) -> None:
     assert dog.definition.endswith("; occurs in many breeds")
     assert dog.examples == ("the dog barked all night",)
     assert dog.pointers == (
-        Pointer("@", "hypernym", "n00003330"),
-        Pointer("@", "hypernym", "n00003004"),
-        Pointer("#m", "member_holonym", "n00003474"),
-        Pointer("#m", "member_holonym", "n00004963"),
-        Pointer("~", "hyponym", "n00003998"),
-        Pointer("~", "hyponym", "n00004109"),
-        Pointer("~", "hyponym", "n00004213"),
-        Pointer("%p", "has_part", "n00004297"),
+        Pointer("@", "hypernym", "n00004221"),
+        Pointer("@", "hypernym", "n00003758"),
+        Pointer("#m", "member_holonym", "n00004420"),
+        Pointer("#m", "member_holonym", "n00006583"),
+        Pointer("~", "hyponym", "n00005001"),
+        Pointer("~", "hyponym", "n00005112"),
+        Pointer("~", "hyponym", "n00005216"),
+        Pointer("%p", "has_part", "n00005899"),
     )
     assert wordnet[dog.pointers[0].target].lemmas == ("canine", "canid")
 
@@ -58,7 +58,7 @@ def test_ids_are_byte_offsets(wordnet) -> None:
 
 def test_lexical_pointers_satellites_and_cross_pos(wordnet) -> None:
     dealings = wordnet["n00001740"]
-    assert dealings.pointers == (Pointer("+", "derivationally_related_form", "v00003135", 1, 1),)
+    assert dealings.pointers == (Pointer("+", "derivationally_related_form", "v00003272", 1, 1),)
     assert dealings.pointers[0].lexical and not wordnet[DOG].pointers[0].lexical
     emergent = wordnet["a00001883"]
     assert emergent.pos == "s" and emergent.lemmas == ("emergent", "emerging")
@@ -73,7 +73,7 @@ def test_lexical_pointers_satellites_and_cross_pos(wordnet) -> None:
 
 def test_every_relation_is_named(wordnet) -> None:
     counts = wordnet.relation_counts()
-    assert counts["hypernym"] == counts["hyponym"] == 5
+    assert counts["hypernym"] == counts["hyponym"] == 12
     assert {"verb_group", "also_see", "similar_to", "instance_hypernym", "entailment", "cause",
             "member_of_domain_region", "synset_domain_region_of", "member_of_domain_usage",
             "participle", "attribute", "substance_meronym", "antonym"} <= set(counts)  # fmt: skip
@@ -82,7 +82,7 @@ def test_every_relation_is_named(wordnet) -> None:
 def test_index_senses_and_tag_counts(wordnet) -> None:
     assert wordnet.senses("Dog") == (DOG,)
     assert wordnet.senses("domestic dog", "n") == (DOG,)
-    assert wordnet.senses("hyperventilate") == ("v00001895", "v00001740")
+    assert wordnet.senses("hyperventilate") == ("v00001913", "v00001740")
     assert wordnet.senses("no such word") == ()
     # cntlist.rev: SemCor tag counts over every sense, whatever the fixture kept.
     assert wordnet.sense_counts("dog") == {"n": 42, "v": 2}
@@ -91,8 +91,8 @@ def test_index_senses_and_tag_counts(wordnet) -> None:
 
 def test_nouns_only_and_pointers_out_of_the_pos_read() -> None:
     nouns = read_wordnet(FIXTURE)
-    assert nouns.pos == ("n",) and len(nouns) == 25
-    assert nouns["n00001740"].pointers[0].target == "v00003135"  # kept, though not read
+    assert nouns.pos == ("n",) and len(nouns) == 32
+    assert nouns["n00001740"].pointers[0].target == "v00003272"  # kept, though not read
     assert nouns.senses("deal") == ()
 
 
@@ -138,23 +138,23 @@ def _line_of(path: Path, needle: str) -> int:
 @pytest.mark.parametrize(
     ("old", "new", "field"),
     [
-        ("00003998 05 n 05 pooch", "00003999 05 n 05 pooch", "synset_offset"),
-        ("00003998 05 n 05 pooch", "00003998 05 n 0Z pooch", "w_cnt"),
+        ("00005001 05 n 05 pooch", "00005002 05 n 05 pooch", "synset_offset"),
+        ("00005001 05 n 05 pooch", "00005001 05 n 0Z pooch", "w_cnt"),
         (
-            "00004109 05 n 03 cur 0 mongrel 0 mutt 0 001 @",
-            "00004109 05 n 03 cur 0 mongrel 0 mutt 0 003 @",
+            "00005112 05 n 03 cur 0 mongrel 0 mutt 0 001 @",
+            "00005112 05 n 03 cur 0 mongrel 0 mutt 0 003 @",
             "p_cnt",
         ),
-        ("00004297 05 n 01 flag 0 001 #p", "00004297 05 n 01 flag 0 001 #q", "pointer_symbol"),
+        ("00005899 05 n 01 flag 0 001 #p", "00005899 05 n 01 flag 0 001 #q", "pointer_symbol"),
         (
-            "00004213 05 n 01 hunting_dog 0 001 @ 00003607",
-            "00004213 05 n 01 hunting_dog 0 001 @ 00003606",
+            "00005216 05 n 01 hunting_dog 0 002 @ 00004610",
+            "00005216 05 n 01 hunting_dog 0 002 @ 00004611",
             "pointer",
         ),
-        ("00004297 05 n 01 flag", "00004297 05 v 01 flag", "ss_type"),
+        ("00005899 05 n 01 flag", "00005899 05 v 01 flag", "ss_type"),
         (
-            "00004297 05 n 01 flag 0 001 #p 00003607 n 0000 |",
-            "00004297 05 n 01 flag 0 001 #p 00003607 n 0000 ",
+            "00005899 05 n 01 flag 0 001 #p 00004610 n 0000 |",
+            "00005899 05 n 01 flag 0 001 #p 00004610 n 0000 ",
             "gloss",
         ),
     ],
@@ -172,8 +172,8 @@ def test_malformed_data_line_names_file_and_line(
 
 
 def test_index_naming_an_unknown_synset(tmp_path: Path) -> None:
-    folder = _corrupt(tmp_path, "index.noun", "1 00003607", "1 00003608")
-    with pytest.raises(WordNetError, match=r"index\.noun:\d+: 'dog' names synset 00003608"):
+    folder = _corrupt(tmp_path, "index.noun", "1 00004610", "1 00004611")
+    with pytest.raises(WordNetError, match=r"index\.noun:\d+: 'dog' names synset 00004611"):
         read_wordnet(folder)
 
 
@@ -195,3 +195,17 @@ def test_missing_directory_and_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_unknown_part_of_speech() -> None:
     with pytest.raises(ValueError, match="unknown part of speech"):
         read_wordnet(FIXTURE, pos=("x",))
+
+
+def test_real_database_tests_fail_on_ci_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wordnet_paths
+
+    monkeypatch.setattr(wordnet_paths, "SYSTEM", tmp_path / "absent")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match=r"CI: .* is missing"):
+        wordnet_paths.system_wordnet()
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install wordnet-base"):
+        wordnet_paths.system_wordnet()

@@ -10,11 +10,14 @@ lives in :mod:`ptm_knowledge.kg.wn18rr`. User guide: ``docs/knowledge/wordnet.md
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptm_core.atomic import atomic_file
+from ptm_knowledge.kg.graph import ENTITY_COLUMNS
 from ptm_knowledge.kg.wordnet_files import (
     ADVERB_BACKSLASH,
     POINTER_RELATIONS,
@@ -30,12 +33,17 @@ from ptm_knowledge.kg.wordnet_files import (
 
 __all__ = [
     "DEFAULT_WORDNET_DIR",
+    "KG_HEADER",
     "Pointer",
     "Synset",
     "WordNet",
     "WordNetError",
+    "WordNetKG",
+    "kg_relation",
     "read_wordnet",
     "wordnet_directory",
+    "wordnet_triples",
+    "write_wordnet_kg",
 ]
 
 #: Where Debian's ``wordnet-base`` installs the database; ``$WNSEARCHDIR`` overrides it.
@@ -326,3 +334,146 @@ def _read_tag_counts(path: Path) -> dict[str, dict[str, int]]:
         by_pos = counts.setdefault(lemma, {})
         by_pos[pos] = by_pos.get(pos, 0) + count
     return counts
+
+
+#: First lines of every file written from WordNet (``#`` lines are comments in ptm's KG files).
+KG_HEADER = (
+    "# From WordNet 3.0 (Princeton University, https://wordnet.princeton.edu; WordNet 3.0 "
+    "license: free use, copy and distribution with this notice). Written by ptm wordnet-kg.\n"
+)
+_SPACES = re.compile(r"\s+")
+
+
+def kg_relation(relation: str) -> str:
+    """The KG name of a pointer relation: WN18RR's spelling, ``_hypernym``."""
+    return f"_{relation}"
+
+
+def wordnet_triples(
+    wordnet: WordNet, keep: Iterable[str] | None = None, relations: Iterable[str] | None = None
+) -> list[tuple[str, str, str]]:
+    """``(head, relation, tail)`` of every pointer between synsets of ``keep``.
+
+    A lexical pointer (between two words) becomes a triple between their synsets; the same
+    triple from several word pairs is written once. Order: head synsets in file order, then
+    pointers in file order.
+
+    Args:
+        wordnet: the database read.
+        keep: synset ids to keep (default: every synset read).
+        relations: pointer relation names to keep, without the underscore (default: all).
+    """
+    kept = set(wordnet.synsets) if keep is None else set(keep)
+    wanted = None if relations is None else set(relations)
+    triples: dict[tuple[str, str, str], None] = {}
+    for synset in wordnet.synsets.values():
+        if synset.id not in kept:
+            continue
+        for pointer in synset.pointers:
+            if pointer.target in kept and (wanted is None or pointer.relation in wanted):
+                triples[(synset.id, kg_relation(pointer.relation), pointer.target)] = None
+    return list(triples)
+
+
+@dataclass(frozen=True)
+class WordNetKG:
+    """What :func:`write_wordnet_kg` wrote.
+
+    Args:
+        entities: rows of ``entities.tsv``.
+        triples: rows of ``triples.tsv``.
+        relations: triples per relation name, most frequent first.
+        files: the files written.
+    """
+
+    entities: int
+    triples: int
+    relations: dict[str, int]
+    files: tuple[Path, ...]
+
+
+def _cell(text: str) -> str:
+    # Tabs and line ends would break the TSV row; WordNet has none, an edited copy may.
+    return _SPACES.sub(" ", text).strip()
+
+
+def entity_row(synset: Synset) -> str:
+    """The ``entities.tsv`` row of ``synset`` (without the line end)."""
+    name = _cell(synset.name)
+    aliases = dict.fromkeys(_cell(lemma.replace("_", " ")) for lemma in synset.lemmas[1:])
+    aliases.pop(name, None)
+    cells = (
+        synset.id,
+        name,
+        synset.lexname,
+        "|".join(a for a in aliases if a and "|" not in a),
+        _cell(synset.definition),
+    )
+    return "\t".join(cells)
+
+
+def write_triples_file(
+    path: Path, triples: Iterable[tuple[str, str, str]], *, header: bool = True
+) -> int:
+    """Write ``head<TAB>relation<TAB>tail`` rows to ``path`` atomically (after
+    :data:`KG_HEADER` if ``header``); returns the count."""
+    count = 0
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as handle:
+        if header:
+            handle.write(KG_HEADER)
+        for row in triples:
+            handle.write("\t".join(row) + "\n")
+            count += 1
+    return count
+
+
+def write_entities_file(path: Path, synsets: Iterable[Synset]) -> int:
+    """Write the ``entities.tsv`` of ``synsets`` to ``path`` atomically; returns the count."""
+    count = 0
+    with atomic_file(path) as tmp, tmp.open("w", encoding="utf-8", newline="\n") as handle:
+        handle.write(KG_HEADER + "\t".join(ENTITY_COLUMNS) + "\n")
+        for synset in synsets:
+            handle.write(entity_row(synset) + "\n")
+            count += 1
+    return count
+
+
+def write_wordnet_kg(
+    wordnet: WordNet,
+    output_dir: str | Path,
+    *,
+    keep: Iterable[str] | None = None,
+    relations: Iterable[str] | None = None,
+) -> WordNetKG:
+    """Write synsets and their pointers as ptm's KG (``data_specs/knowledge_graph``).
+
+    ``entities.tsv``: one row per synset in file order: id = synset id (``n02084071``),
+    name = first lemma with spaces, type = lexname (``noun.animal``), aliases = the other
+    lemmas, description = the definition. ``triples.tsv``: :func:`wordnet_triples`, relation
+    names in WN18RR's spelling (``_hypernym``, ``_has_part``, ...). Each file is replaced
+    atomically; :func:`~ptm_knowledge.kg.load.load_knowledge_graph` loads the folder.
+
+    Args:
+        wordnet: the database read (:func:`read_wordnet`).
+        output_dir: the folder to write into (created if missing).
+        keep: synset ids to write (default: all read); pointers leaving them are dropped.
+        relations: pointer relations to write, without the underscore (default: all).
+
+    Returns:
+        A :class:`WordNetKG` with the counts and files.
+    """
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = set(wordnet.synsets) if keep is None else set(keep)
+    unknown = next((s for s in kept if s not in wordnet.synsets), None)
+    if unknown is not None:
+        raise ValueError(f"synset {unknown!r} to keep is not in the WordNet read ({wordnet})")
+    triples = wordnet_triples(wordnet, kept, relations)
+    entities = write_entities_file(
+        folder / "entities.tsv", (s for s in wordnet.synsets.values() if s.id in kept)
+    )
+    count = write_triples_file(folder / "triples.tsv", triples)
+    by_relation = dict(Counter(r for _, r, _ in triples).most_common())
+    return WordNetKG(
+        entities, count, by_relation, (folder / "entities.tsv", folder / "triples.tsv")
+    )
