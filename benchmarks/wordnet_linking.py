@@ -173,7 +173,8 @@ def function_word_mentions(
     import spacy
 
     nlp = spacy.blank("en")
-    function, names = Counter(), Counter()
+    function: Counter[str] = Counter()
+    names: Counter[str] = Counter()
     for doc in docs:
         for _, _, _, score, text in predictions.get(doc["id"], []):
             if score < threshold:
