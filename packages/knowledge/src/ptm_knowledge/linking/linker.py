@@ -91,7 +91,9 @@ class EntityLinker:
        they are names, and a match must be a noun: its head tagged ``NOUN``/``PROPN`` when
        the pipeline has a tagger, else a noun share (``pos_prior``) of at least
        ``min_noun_share``.
-    3. **Candidates**: the entities sharing the matched alias, with their priors.
+    3. **Candidates**: the entities sharing the matched alias, with their priors; with
+       ``disambiguation="context"`` a plural alias also offers its singular's entities,
+       and an ambiguous alias's priors are weighted by KG popularity (degree).
     4. **Ranking**: ``overlap = n / (n + overlap_smoothing)``, where ``n`` counts distinct
        content words within ``context_window`` tokens of the mention that also occur in
        the entity's context bag (its type, description and its KG neighbours' names).
