@@ -223,3 +223,13 @@ def test_legacy_settings_reproduce_the_old_output_exactly(sample_kg, case: str) 
         [[m.start, m.end, m.entity_id, m.score] for m in linker.link(t)] for t in recorded["texts"]
     ]
     assert got == recorded["mentions"][case]
+
+
+def test_a_record_saved_before_the_guard_links_as_it_did() -> None:
+    from ptm_knowledge.linking.linker import saved_linker_options
+
+    before = {"case": "smart", "threshold": 0.3, "prior_weight": 0.5, "context_window": 40}
+    assert saved_linker_options(before) == {**LEGACY_SETTINGS, **before}
+    assert saved_linker_options(None) == LEGACY_SETTINGS
+    now = {"guard": "pos", "threshold": 0.32}
+    assert saved_linker_options(now) == now

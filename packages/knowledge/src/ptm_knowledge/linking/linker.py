@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +33,17 @@ LEGACY_SETTINGS: dict[str, Any] = {
 # Endings of singulars that look plural: "glass", "genus" (not the plural of "genu", the
 # knee), "analysis", "kudos".
 _NOT_PLURAL = ("ss", "us", "is", "os", "ys")
+
+
+def saved_linker_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Linker settings as a saved record gives them back (an ERNIE-THU task folder's).
+
+    A record written before #38 has no ``guard`` key: it was linked by the linker of then,
+    so :data:`LEGACY_SETTINGS` fill in the keys it does not set, and the task text is
+    linked again as it was at training time.
+    """
+    options = dict(options or {})
+    return options if "guard" in options else {**LEGACY_SETTINGS, **options}
 
 
 def _fold(word: str) -> str:
