@@ -317,8 +317,18 @@ def _judgements(sample: list[dict]) -> dict[str, Any]:
             judged += 1
             correct += bool(verdict["correct"])
         rows.append(row)
+    # every sample judged so far, by its label (an earlier linker drew other mentions)
+    in_sample = {(r["doc"], r["start"], r["end"], r["entity"]) for r in sample}
+    earlier: dict[str, list[int]] = {}
+    for row in known.values():
+        tally = earlier.setdefault(row.get("check", "earlier"), [0, 0])
+        tally[0] += bool(row["correct"])
+        tally[1] += 1
+    labels = {known[k].get("check", "earlier") for k in in_sample if k in known}
+    earlier = {k: v for k, v in earlier.items() if v[1] >= SAMPLE_SIZE or k not in labels}
     return {
         "seed": SAMPLE_SEED,
+        "earlier_checks": {k: {"correct": c, "judged": n} for k, (c, n) in earlier.items()},
         "judged": judged,
         "correct": correct,
         "precision": round(correct / judged, 3) if judged else None,

@@ -81,6 +81,12 @@ def write_markdown(result: dict[str, Any], path: Path) -> None:
         f"{hand['judged']}; correct {hand['correct']}; **precision "
         f"{hand['precision'] if hand['precision'] is not None else 'n/a'}**.",
         "",
+        *[
+            f"Earlier check, {name}: {t['correct']} of {t['judged']} correct (its mentions "
+            "and reasons are in `benchmarks/wordnet_linking_judgements.json`)."
+            for name, t in hand.get("earlier_checks", {}).items()
+        ],
+        "",
         "| # | context | entity | ok | reason |",
         "|---|---|---|---|---|",
     ]

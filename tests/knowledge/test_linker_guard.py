@@ -41,6 +41,7 @@ ENTITIES = [
     Entity("river", "river", (), "noun.object", "a large natural stream of water"),
     Entity("loan", "loan", (), "noun.possession", "money lent at interest"),
     Entity("the_who", "The Who", ("Who",), "band", "an English rock band"),
+    Entity("asian", "Asian", (), "noun.person", "a native or inhabitant of Asia"),
 ]
 TRIPLES = [
     Triple("bank_river", "_hypernym", "river"),
@@ -103,6 +104,11 @@ def test_no_adjective_or_adverb_links(linker: EntityLinker, text: str, adjective
 def test_noun_use_of_a_verb_heavy_word_is_linked_in_a_noun_phrase(linker: EntityLinker) -> None:
     # "wild" has a noun share of ~0.02, but "into the wild." ends a noun phrase
     assert ("wild", "wilderness") in _linked(linker, "The horse escaped into the wild.")
+
+
+def test_proper_adjective_is_not_a_person(linker: EntityLinker) -> None:
+    assert "Asian" not in dict(_linked(linker, "It was formerly an Asian soviet."))
+    assert ("Asian", "asian") in _linked(linker, "She met an Asian who lives in Asia.")
 
 
 def test_capitalised_name_passes_mid_sentence_only(linker: EntityLinker) -> None:

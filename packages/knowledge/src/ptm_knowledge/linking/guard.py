@@ -22,7 +22,8 @@ used as a noun (or name):
    it ("an *attempt* to", "the act of *eating*.", but not "a *wild* horse"). The prior
    knows words, not sentences: it passes a noun-heavy word used as a verb ("they *form* a
    ring") and drops a verb-heavy noun inside a compound ("a *return* ticket"); only a
-   tagger sees those.
+   tagger sees those. A capitalised nationality word before a lower-case content word is
+   read as an adjective ("an *Asian* soviet").
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ NOUN_PHRASE_OPENERS = frozenset(
      "after", "before", "during", "into", "through", "("}
 )  # fmt: skip
 _DEMONSTRATIVES = frozenset({"this", "that", "these", "those"})
+# Endings of nationality and region adjectives ("Indian", "European", "African", "Chinese",
+# "Asiatic", "Spanish"); "-ic" alone would take "Arctic" and "Atlantic", nouns as well.
+_NATIONALITY_ENDINGS = ("ian", "ean", "can", "ese", "atic", "ish")
 # Adverbs of degree: after a word, they go on to another adjective.
 _DEGREE_WORDS = frozenset(
     {"more", "most", "less", "least", "very", "so", "too", "rather", "quite", "much"}
@@ -63,6 +67,7 @@ _ADJECTIVE_ENDINGS = (
 # After a word, these may join it to a further modifier or noun ("a rapid, jerky movement",
 # "a fast and loud song"): they do not end its noun phrase.
 _JOINERS = frozenset({",", "-", "/", "and", "or", "but", "&"})
+_ANNOTATIONS_KEY = "ptm_knowledge.linking.guard.annotations"
 # A match preceded (across spaces) by one of these starts a sentence.
 _SENTENCE_ENDS = frozenset(".!?:;\n\"'“”‘’()[]")
 
@@ -91,9 +96,12 @@ class MentionGuard:
         name = _is_name(doc, start, span.text, alias)
         if not name and all(t.is_stop or t.like_num or t.is_punct or t.is_space for t in span):
             return None
-        if doc.has_annotation("POS"):
-            head = span.root if doc.has_annotation("DEP") else span[-1]
+        tagged, parsed, _ = _annotations(doc)
+        if tagged:
+            head = span.root if parsed else span[-1]
             return 1.0 if head.pos_ in NOUN_TAGS else None
+        if _is_proper_adjective(doc, start, end):
+            return None
         if self.noun_share is None:
             return 1.0
         # names too: "European" and "American" are mostly adjectives ("a European shrub")
@@ -133,6 +141,19 @@ def _ends_phrase(after: Any) -> bool:
     return bool(after.is_stop or after.is_punct)
 
 
+def _is_proper_adjective(doc: Any, start: int, end: int) -> bool:
+    """A capitalised word with a nationality ending right before a lower-case content word:
+    "an *Asian* soviet", "*West Indian* shrub", "*Spanish* bayonets" (an adjective, not the
+    person or the language)."""
+    last = doc[end - 1]
+    if not (last.text[:1].isupper() and last.lower_.endswith(_NATIONALITY_ENDINGS)):
+        return False
+    if end == len(doc):
+        return False
+    after = doc[end]
+    return bool(after.is_alpha and after.is_lower and not after.is_stop)
+
+
 def _is_gerund_subject(doc: Any, start: int, end: int) -> bool:
     """A one-word "-ing" match that starts its sentence or follows a phrase opener: a
     gerund used as a noun ("*Fastening* by dowels", "the act of *saving* goods")."""
@@ -147,10 +168,20 @@ def _is_gerund_subject(doc: Any, start: int, end: int) -> bool:
     return previous in NOUN_PHRASE_OPENERS and previous not in _DEMONSTRATIVES
 
 
+def _annotations(doc: Any) -> tuple[bool, bool, bool]:
+    """Whether ``doc`` has POS tags, a parse and sentence starts, worked out once per doc
+    (``has_annotation`` reads every token) and kept in its ``user_data``."""
+    flags = doc.user_data.get(_ANNOTATIONS_KEY)
+    if flags is None:
+        flags = tuple(doc.has_annotation(a) for a in ("POS", "DEP", "SENT_START"))
+        doc.user_data[_ANNOTATIONS_KEY] = flags
+    return flags
+
+
 def _sentence_initial(doc: Any, start: int) -> bool:
     if start == 0:
         return True
-    if doc.has_annotation("SENT_START"):
+    if _annotations(doc)[2]:
         return bool(doc[start].is_sent_start)
     previous = doc[start - 1]
     return previous.text[-1:] in _SENTENCE_ENDS or "\n" in previous.whitespace_

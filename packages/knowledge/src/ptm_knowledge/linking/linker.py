@@ -174,6 +174,7 @@ class EntityLinker:
         self.overlap_smoothing = overlap_smoothing
         self.disambiguation = disambiguation
         self._fold = disambiguation == "context"
+        self._indptr: np.ndarray | None = None
         self.guard: MentionGuard | None = None
         if guard == "pos":
             prior = pos_prior
@@ -290,7 +291,10 @@ class EntityLinker:
         """Priors of an ambiguous alias scaled by entity popularity, ``1 + log(1 + degree)``
         in the KG, and renormalised: a KG relates its common senses more ("horse" the
         animal has dozens of kinds and parts, the gymnastics horse two)."""
-        indptr = self.kg.adjacency.indptr
+        if self._indptr is None:
+            # a plain view: indexing the KG's memory-mapped array builds a memmap per call
+            self._indptr = np.asarray(self.kg.adjacency.indptr)
+        indptr = self._indptr
         degree = (indptr[entities + 1] - indptr[entities]).astype(np.float64)
         weighted = priors * (1.0 + np.log1p(degree))
         return weighted / weighted.sum()
