@@ -16,13 +16,18 @@ from ptm_knowledge.linking.corpus import (
     read_linked_corpus,
     write_linked_corpus,
 )
+from ptm_knowledge.linking.evaluation import (
+    LinkingReport,
+    calibrate_nil_threshold,
+    evaluate_linking,
+    wordnet_gloss_gold,
+)
 from ptm_knowledge.linking.guard import MentionGuard
 from ptm_knowledge.linking.linker import (
     DEFAULT_THRESHOLD,
     LEGACY_SETTINGS,
     EntityLinker,
     Mention,
-    linking_scores,
 )
 from ptm_knowledge.linking.noun_share import NounShare, NounShareError
 
@@ -36,17 +41,20 @@ __all__ = [
     "EntityLinker",
     "LinkedCorpusError",
     "LinkedDocument",
+    "LinkingReport",
     "Mention",
     "MentionGuard",
     "NounShare",
     "NounShareError",
     "SentenceMention",
     "align_mentions_to_pieces",
+    "calibrate_nil_threshold",
+    "evaluate_linking",
     "link_corpus",
     "link_corpus_with_kg",
     "link_documents",
-    "linking_scores",
     "mention_piece_spans",
     "read_linked_corpus",
+    "wordnet_gloss_gold",
     "write_linked_corpus",
 ]

@@ -46,6 +46,9 @@ class LinkedDocument:
     doc_id: str
     sentences: list[str]
     mentions: list[SentenceMention] = field(default_factory=list)
+    # Gold only: ``False`` marks a partial annotation (a link outside every gold mention is
+    # unjudged, not wrong), as in ``ptm evaluate-linking``.
+    complete: bool = True
 
     def sentence_mentions(self, index: int) -> list[tuple[int, int, str]]:
         """``(start, end, entity_id)`` of the mentions of sentence ``index``."""
@@ -64,7 +67,14 @@ class LinkedDocument:
             if m.score is not None:
                 item["score"] = round(m.score, 4)
             mentions.append(item)
-        return {"id": self.doc_id, "sentences": self.sentences, "mentions": mentions}
+        record: dict[str, Any] = {
+            "id": self.doc_id,
+            "sentences": self.sentences,
+            "mentions": mentions,
+        }
+        if not self.complete:
+            record["complete"] = False
+        return record
 
 
 def iter_linked_documents(
@@ -348,7 +358,16 @@ def read_linked_corpus(
                     f"mentions [{a.start}, {a.end}) and [{b.start}, {b.end}) of sentence {a.sentence} overlap",
                     "keep non-overlapping mentions",
                 )
-        documents.append(LinkedDocument(doc_id, sentences, mentions))
+        complete = record.get("complete", True)
+        if not isinstance(complete, bool):
+            raise _fail(
+                path,
+                number,
+                "complete",
+                f"{complete!r} is not true or false",
+                'write "complete": false for a partial gold annotation, or leave it out',
+            )
+        documents.append(LinkedDocument(doc_id, sentences, mentions, complete))
     return documents
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -336,34 +336,3 @@ class EntityLinker:
         """Linked mentions of many texts, processed in batches with ``nlp.pipe``."""
         for doc in self.nlp.pipe(texts, batch_size=batch_size):
             yield self.mentions_of(doc)
-
-
-def linking_scores(
-    predicted: Sequence[Sequence[Mention | tuple[int, int, str]]],
-    gold: Sequence[Sequence[Mention | tuple[int, int, str]]],
-) -> dict[str, float]:
-    """Strict precision, recall and F1: a prediction counts if span and entity both match.
-
-    Args:
-        predicted: per text, mentions or ``(start, end, entity_id)`` tuples.
-        gold: per text, the gold mentions in the same form.
-    """
-    if len(predicted) != len(gold):
-        raise ValueError(f"{len(predicted)} predicted texts but {len(gold)} gold texts")
-
-    def keyed(items: Sequence[Mention | tuple[int, int, str]]) -> set[tuple[int, int, str]]:
-        out: set[tuple[int, int, str]] = set()
-        for m in items:
-            out.add((m.start, m.end, m.entity_id) if isinstance(m, Mention) else (m[0], m[1], m[2]))
-        return out
-
-    tp = fp = fn = 0
-    for p, g in zip(predicted, gold, strict=True):
-        ps, gs = keyed(p), keyed(g)
-        tp += len(ps & gs)
-        fp += len(ps - gs)
-        fn += len(gs - ps)
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "tp": tp, "fp": fp, "fn": fn}
