@@ -115,41 +115,38 @@ def run_linker(name: str, kg_dir: Path, gold: Path, settings: dict[str, Any]) ->
     return {"settings": settings, "timing": timing, "predictions": predictions}
 
 
-def evaluate(docs: list[dict[str, Any]], predictions: dict[str, list], threshold: float) -> dict:
-    """Span and span+entity recall, partial and strict precision, F1, error counts."""
-    gold_total = tp = span_hits = judged = wrong_entity = wrong_span = predicted = 0
+def _documents(docs: list[dict[str, Any]], predictions: dict[str, list]) -> tuple[list, list]:
+    """The gold and the predictions as linked documents (one sentence each)."""
+    from ptm_knowledge.linking.corpus import LinkedDocument, SentenceMention
+
+    gold, linked = [], []
     for doc in docs:
-        gold = {(m["start"], m["end"]): m["entity"] for m in doc["mentions"]}
-        gold_total += len(gold)
-        for start, end, entity, score, _ in predictions.get(doc["id"], []):
-            if score < threshold:
-                continue
-            predicted += 1
-            if (start, end) in gold:
-                judged += 1
-                span_hits += 1
-                if gold[(start, end)] == entity:
-                    tp += 1
-                else:
-                    wrong_entity += 1
-            elif any(s < end and start < e for s, e in gold):
-                judged += 1
-                wrong_span += 1
-    p_partial = tp / judged if judged else 0.0
-    p_strict = tp / predicted if predicted else 0.0
-    recall = tp / gold_total if gold_total else 0.0
+        spans = [SentenceMention(0, m["start"], m["end"], m["entity"]) for m in doc["mentions"]]
+        gold.append(LinkedDocument(doc["id"], [doc["text"]], spans, complete=False))
+        rows = predictions.get(doc["id"], [])
+        mentions = [SentenceMention(0, st, en, entity, score) for st, en, entity, score, _ in rows]
+        linked.append(LinkedDocument(doc["id"], [doc["text"]], mentions))
+    return gold, linked
+
+
+def _metrics(report: Any, threshold: float) -> dict[str, Any]:
+    """``evaluate_linking``'s report in this benchmark's columns: precision *partial*
+    (unjudged left out, the library's) and *strict* (unjudged counted as spurious)."""
+    entity = report.scores("entity")
+    recall, p_partial = entity["recall"], entity["precision"]
+    p_strict = report.counts["correct"] / report.linked if report.linked else 0.0
 
     def f1(p: float) -> float:
         return 2 * p * recall / (p + recall) if p + recall else 0.0
 
     return {
         "threshold": threshold,
-        "gold": gold_total,
-        "predicted": predicted,
-        "unjudged": predicted - judged,
-        "wrong_entity": wrong_entity,
-        "wrong_span": wrong_span,
-        "span_recall": round(span_hits / gold_total, 4) if gold_total else 0.0,
+        "gold": report.gold,
+        "predicted": report.linked,
+        "unjudged": report.counts["unjudged"],
+        "wrong_entity": report.counts["wrong_entity"],
+        "wrong_span": report.counts["wrong_span"],
+        "span_recall": round(report.scores("span")["recall"], 4),
         "recall": round(recall, 4),
         "precision_partial": round(p_partial, 4),
         "precision_strict": round(p_strict, 4),
@@ -158,9 +155,21 @@ def evaluate(docs: list[dict[str, Any]], predictions: dict[str, list], threshold
     }
 
 
+def evaluate(docs: list[dict[str, Any]], predictions: dict[str, list], threshold: float) -> dict:
+    """Span and span+entity recall, partial and strict precision, F1, error counts
+    (:func:`ptm_knowledge.linking.evaluation.evaluate_linking`)."""
+    from ptm_knowledge.linking.evaluation import evaluate_linking
+
+    gold, linked = _documents(docs, predictions)
+    return _metrics(evaluate_linking(linked, gold, threshold=threshold), threshold)
+
+
 def calibrate(docs: list[dict], predictions: dict[str, list], key: str) -> tuple[float, list]:
     """The F1-best threshold (``key``: ``f1_partial`` or ``f1_strict``), the lowest on ties."""
-    table = [evaluate(docs, predictions, t) for t in THRESHOLDS]
+    from ptm_knowledge.linking.evaluation import evaluate_linking
+
+    gold, linked = _documents(docs, predictions)
+    table = [_metrics(evaluate_linking(linked, gold, threshold=t), t) for t in THRESHOLDS]
     best = max(table, key=lambda row: (row[key], -row["threshold"]))
     return best["threshold"], table
 
