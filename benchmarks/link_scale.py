@@ -221,7 +221,7 @@ def measure_link(
     # (killed) run would turn its shards into cache hits, so every run gets an empty one.
     results = out.parent / f".{out.name}.prefect-results"
     shutil.rmtree(results, ignore_errors=True)
-    command = ["link", "--corpus", str(corpus), "--kg", str(kg), "--output", str(out)]
+    command = ["link", "--corpus", str(corpus), "--kg", str(kg), "--output", str(out), *LINK_ARGS]
     measured = run_measured(
         [sys.executable, "-m", "flows.cli", *command],
         env=bench_env(PTM_CACHE_DIR=str(kg_cache_root()), PREFECT_LOCAL_STORAGE_PATH=str(results)),
@@ -248,6 +248,8 @@ BEFORE = (
     "a 100k-entity / 1M-triple KG the linker index was unfinished at 10 min as well."
 )
 SHARD_SIZE = 8  # ptm link's default --shard-size: documents per linked shard
+# Extra `ptm link` flags (--link-args): "--legacy-linker" measures the linker before #38.
+LINK_ARGS: list[str] = []
 
 
 def measure_kg(
@@ -402,8 +404,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     parser.add_argument("--memory-limit", type=float, default=12 * 1024, help="MiB")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--link-args", default="", help="extra ptm link flags, e.g. --link-args=--legacy-linker"
+    )
     args = parser.parse_args()
     docs = [int(d) for d in args.docs.split(",") if d]
+    LINK_ARGS[:] = args.link_args.split()
     results = run(args.entities, args.triples, docs, args.timeout, args.memory_limit)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "link_scale.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -153,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
     link.add_argument("--shard-size", type=int, default=8)
     link.add_argument("--dask", action="store_true", help="run shards on a local Dask cluster")
     link.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
+    from flows.linker_flags import add_linker_arguments
+
+    add_linker_arguments(link)
     prepare = commands.add_parser(
         "prepare", help="tokenize a corpus once into memory-mapped shards (cached, resumable)"
     )
@@ -240,6 +243,7 @@ def _run(args: argparse.Namespace) -> Any:
         )
     if args.command == "link":
         from flows.link_entities import link_entities
+        from flows.linker_flags import linker_options
 
         flow_fn = link_entities
         if args.dask or args.dask_address:
@@ -249,7 +253,7 @@ def _run(args: argparse.Namespace) -> Any:
                 DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
             )
             flow_fn = link_entities.with_options(task_runner=runner)  # type: ignore[arg-type]
-        return flow_fn(args.corpus, args.kg, args.output, args.shard_size)
+        return flow_fn(args.corpus, args.kg, args.output, args.shard_size, linker_options(args))
     if args.command == "prepare":
         from flows.prepare_corpus import prepare_corpus
 

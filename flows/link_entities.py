@@ -8,6 +8,7 @@ the output's temporary file, which replaces the output when every shard is in.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import functools
 import hashlib
@@ -26,6 +27,7 @@ from prefect.client.schemas.objects import State, TaskRun
 
 from ptm_core.atomic import DiskFullError, file_in_the_way
 from ptm_core.data import iter_text_corpus
+from ptm_knowledge.kg_corpus_settings import LinkerSettings
 
 Shard = list[tuple[str, list[str]]]  # (doc_id, sentences)
 
@@ -152,6 +154,17 @@ def _kg_files(kg_dir: str | Path) -> list[Path]:
                 problem, fix = f"cannot be read ({exc.strerror})", "check the path"
             raise KGError(path, None, "path", problem, fix) from None
     return files
+
+
+def _prior_files(settings: dict[str, Any]) -> list[Path]:
+    """The noun-share prior file the linker settings name (none when it is off)."""
+    from ptm_knowledge.linking.noun_share import BUILTIN_PRIORS
+
+    prior = settings.get("pos_prior")
+    if prior is None or settings.get("guard") == "none":
+        return []
+    path = BUILTIN_PRIORS.get(str(prior), Path(str(prior)))
+    return [path] if path.is_file() else []  # a missing file fails in the linker, named
 
 
 # The fingerprint is part of the key so a KG edited in place is reloaded in a long-lived
@@ -308,7 +321,8 @@ def link_entities(
         output: the linked corpus to write (``data_specs/linked_corpus``).
         shard_size: documents per task.
         linker: :class:`ptm_knowledge.linking.EntityLinker` keyword settings
-            (``case``, ``threshold``, ``prior_weight``, ...).
+            (``case``, ``threshold``, ``guard``, ...); unset ones take
+            :class:`~ptm_knowledge.kg_corpus_settings.LinkerSettings`' defaults.
 
     Returns:
         ``{"output", "shards", "executed", "mentions"}``; ``executed`` counts the shards
@@ -319,8 +333,10 @@ def link_entities(
     check_output_file(output)
     documents = sum(1 for _ in iter_text_corpus(corpus))  # validates, holds nothing
     kg_path = Path(kg_dir)
-    kg_fingerprint = fingerprint_files(*_kg_files(kg_path))
-    settings = dict(linker or {})
+    # Every setting made explicit, so a changed default is a changed cache key.
+    settings = {**dataclasses.asdict(LinkerSettings()), **(linker or {})}
+    # The noun-share prior file is an input like the KG: an edited one relinks every shard.
+    kg_fingerprint = fingerprint_files(*_kg_files(kg_path), *_prior_files(settings))
     # Load and validate the KG (and the linker settings) once, here: a data error fails the
     # flow with its file and line instead of failing, and being retried, in every shard.
     # With the default thread runner the tasks reuse this linker (_linker is cached).

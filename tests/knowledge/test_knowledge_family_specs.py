@@ -18,6 +18,7 @@ from ptm_core.families import get
 from ptm_core.model_kinds import read_model_kind
 from ptm_knowledge.family_kepler import KeplerOptions
 from ptm_knowledge.kg import KGError
+from ptm_knowledge.linking import DEFAULT_THRESHOLD
 
 
 def test_spec_modules_import_without_torch() -> None:
@@ -47,7 +48,10 @@ def test_presets_select_their_family_and_build_typed_settings(
     settings = settings_of(spec, cfg)
     assert settings.data.kg is not None  # every block of the preset became a typed field
     if family == "kepler":
-        assert settings.kepler.num_negatives == 2 and settings.data.linker.threshold == 0.3
+        assert (
+            settings.kepler.num_negatives == 2
+            and settings.data.linker.threshold == DEFAULT_THRESHOLD
+        )
     if family == "cogqa":
         assert settings.cogqa.reader.top_k == 2 and settings.cogqa.num_threads == 1
 

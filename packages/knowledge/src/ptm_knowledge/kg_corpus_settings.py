@@ -13,19 +13,31 @@ from dataclasses import dataclass, field
 @dataclass
 class LinkerSettings:
     """How the text corpus is linked to the KG when no linked corpus is given
-    (:class:`~ptm_knowledge.linking.EntityLinker`'s options).
+    (:class:`~ptm_knowledge.linking.EntityLinker`'s options; ``docs/knowledge/linking.md``).
+
+    ``guard: none``, ``disambiguation: overlap``, ``threshold: 0.3`` give the linker of
+    before #38 (``ptm_knowledge.linking.LEGACY_SETTINGS``).
 
     Attributes:
         case: ``smart``, ``sensitive`` or ``insensitive`` alias matching.
-        threshold: lowest candidate score kept.
+        threshold: the NIL threshold, lowest candidate score kept (calibrated on WordNet
+            gloss gold: ``benchmarks/results/wordnet_linking.md``).
         prior_weight: weight of the alias prior against the context score.
-        context_window: characters each side of a mention scored against descriptions.
+        context_window: tokens each side of a mention scored against descriptions.
+        guard: ``pos`` (no function words, nouns only) or ``none``.
+        disambiguation: ``context`` or ``overlap`` (before #38).
+        pos_prior: noun-share prior for untagged text: ``english``, a TSV path, or null.
+        min_noun_share: lowest noun share of a linked untagged word.
     """
 
     case: str = "smart"
-    threshold: float = 0.3
+    threshold: float = 0.32
     prior_weight: float = 0.5
     context_window: int = 40
+    guard: str = "pos"
+    disambiguation: str = "context"
+    pos_prior: str | None = "english"
+    min_noun_share: float = 0.5
 
 
 @dataclass

@@ -26,6 +26,7 @@ frozen TransE table the pre-training used) into that token. Here:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -56,6 +57,8 @@ from ptm_knowledge.ernie.task_model import (
     build_ernie_task_model,
 )
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
+from ptm_knowledge.kg_corpus_settings import LinkerSettings
+from ptm_knowledge.linking.linker import saved_linker_options
 
 
 def _linked_data(
@@ -185,7 +188,8 @@ def finetune_ernie_thu(
     entity_ids = knowledge["entity_ids"] or []
     index = {entity: i for i, entity in enumerate(entity_ids)}
     kg = model_kg(model_dir, knowledge, kg)
-    options = dict(linker_options or {})
+    # every setting recorded, so a later reader knows which linker made the links
+    options = {**dataclasses.asdict(LinkerSettings()), **(linker_options or {})}
     train = _linked_data(
         task, "train", tokenizer, index, kg, None, linker_options=options, cache_dir=cache_dir
     )
@@ -273,7 +277,7 @@ def predict_ernie(
         names,
         path=path,
         labelled=labelled,
-        linker_options=record.get("linker"),
+        linker_options=saved_linker_options(record.get("linker")),
         cache_dir=cache_dir,
     )
     metrics, predictions = evaluate_task(model, task, data, device=torch.device(device))

@@ -16,9 +16,19 @@ from ptm_knowledge.linking.corpus import (
     read_linked_corpus,
     write_linked_corpus,
 )
-from ptm_knowledge.linking.linker import EntityLinker, Mention, linking_scores
+from ptm_knowledge.linking.guard import MentionGuard
+from ptm_knowledge.linking.linker import (
+    DEFAULT_THRESHOLD,
+    LEGACY_SETTINGS,
+    EntityLinker,
+    Mention,
+    linking_scores,
+)
+from ptm_knowledge.linking.noun_share import NounShare, NounShareError
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
+    "LEGACY_SETTINGS",
     "NO_ENTITY",
     "AliasTable",
     "Candidate",
@@ -27,6 +37,9 @@ __all__ = [
     "LinkedCorpusError",
     "LinkedDocument",
     "Mention",
+    "MentionGuard",
+    "NounShare",
+    "NounShareError",
     "SentenceMention",
     "align_mentions_to_pieces",
     "link_corpus",

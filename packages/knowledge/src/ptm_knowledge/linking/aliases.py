@@ -172,15 +172,22 @@ class AliasTable:
             ContextBags(kg, tokenize, context_cache_size) if tokenize is not None else {}
         )
 
-    def surface_variants(self) -> Iterator[tuple[str, int]]:
+    def surface_variants(self, exact_wins: bool = False) -> Iterator[tuple[str, int]]:
         """``(string to match, alias key id)`` of every surface form's variants, each
-        string once (its first entity's key wins), in table order."""
-        seen: set[str] = set()
+        string once (its first entity's key wins), in table order.
+
+        ``exact_wins``: a string first met as the capitalised variant of a lower-case
+        alias ("Arctic" of "arctic", the overshoe) is given again, later, when an alias
+        spelt that way exists ("Arctic", the region): the later pair is the one to keep.
+        """
+        seen: dict[str, bool] = {}  # string -> met as written (not as a variant)
         for entity in self.kg.entities:
             for form in entity.surface_forms:
                 for variant in surface_variants(form, self.case):
-                    if variant not in seen:
-                        seen.add(variant)
+                    exact = variant == form
+                    before = seen.get(variant)
+                    if before is None or (exact_wins and exact and not before):
+                        seen[variant] = exact
                         yield variant, self.key_index[alias_key(form, self.case)]
 
     @property
