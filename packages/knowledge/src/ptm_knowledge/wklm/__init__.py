@@ -9,7 +9,6 @@ from ptm_knowledge.wklm.detection import (
 from ptm_knowledge.wklm.pretraining import (
     EntityReplacementRows,
     ReplacementBatches,
-    linked_corpus_path,
     plan_wklm,
 )
 from ptm_knowledge.wklm.replacement import (
@@ -33,7 +32,6 @@ __all__ = [
     "ReplacementStats",
     "SurfaceForms",
     "boundary_positions",
-    "linked_corpus_path",
     "plan_wklm",
     "replace_mentions",
     "row_mentions",

@@ -13,10 +13,8 @@ nothing per row is held in memory.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +35,7 @@ from ptm_core.training.run import TrainingRun
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows
 from ptm_knowledge.ernie.pretraining import knowledge_rows, open_linked_corpus
 from ptm_knowledge.kg import load_knowledge_graph
+from ptm_knowledge.linking.corpus import linked_corpus_for
 from ptm_knowledge.wklm.detection import EntityReplacementObjective, OutsideMentionsMLMObjective
 from ptm_knowledge.wklm.replacement import (
     ReplacedRow,
@@ -49,7 +48,6 @@ from ptm_knowledge.wklm.type_index import EntityTypeIndex
 
 if TYPE_CHECKING:
     from ptm_knowledge.family_wklm import WKLMSettings
-    from ptm_knowledge.kg_corpus_settings import KGCorpusData
 
 logger = logging.getLogger(__name__)
 
@@ -147,26 +145,6 @@ class ReplacementBatches(PretrainingBatches):
         return batch
 
 
-def linked_corpus_path(data: KGCorpusData, output_dir: Path) -> Path:
-    """``data.linked_corpus``, or ``data.corpus`` linked to ``data.kg`` now (into
-    ``<output_dir>/linked_corpus.jsonl``, with ``data.linker``'s options)."""
-    if data.linked_corpus:
-        return Path(data.linked_corpus)
-    if not data.corpus:
-        raise ValueError(
-            "no text to train on: set data.corpus (linked to data.kg first), "
-            "data.linked_corpus or data.prepared"
-        )
-    from ptm_knowledge.linking import link_corpus_with_kg
-
-    return link_corpus_with_kg(
-        data.corpus,
-        data.require_kg(),
-        output_dir / "linked_corpus.jsonl",
-        **dataclasses.asdict(data.linker),
-    )
-
-
 def plan_wklm(run: PretrainRun) -> PretrainingPlan:
     """WKLM (Xiong et al., 2020) pre-training: entity replacement detection + 5% MLM.
 
@@ -199,7 +177,7 @@ def plan_wklm(run: PretrainRun) -> PretrainingPlan:
     kg_source = data.require_kg()
     kg = load_knowledge_graph(kg_source)
     store, tok = open_linked_corpus(
-        None if data.prepared else linked_corpus_path(data, output_dir),
+        None if data.prepared else linked_corpus_for(data, output_dir),
         data.prepared,
         output_dir=output_dir,
         tokenizer=data.tokenizer,
