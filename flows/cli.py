@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flows import cli_predict, cli_wordnet
+from flows import cli_predict, cli_wordnet, cli_wordnet_typing
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     prepare.add_argument("--dask", action="store_true", help="build shards on a local Dask cluster")
     prepare.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
     cli_wordnet.add_parser(commands)
+    cli_wordnet_typing.add_parser(commands)
     embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
     embed.add_argument("--kg", required=True)
     embed.add_argument("--output", required=True)
@@ -410,6 +411,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return _finetune(args)
     if args.command == cli_wordnet.KIND:
         return cli_wordnet.run(args)
+    if args.command == cli_wordnet_typing.KIND:
+        return cli_wordnet_typing.run(args)
     if args.command == "predict":
         return cli_predict.run(args)
     if args.command == "compress":
