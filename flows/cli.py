@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flows import cli_linking, cli_predict, cli_wordnet
+from flows import cli_linking, cli_predict, cli_wordnet, cli_wordnet_typing
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -169,6 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     prepare.add_argument("--dask-address", default=None, help="scheduler of an existing cluster")
     cli_wordnet.add_parser(commands)
     cli_linking.add_parser(commands)
+    cli_wordnet_typing.add_parser(commands)
     embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
     embed.add_argument("--kg", required=True)
     embed.add_argument("--output", required=True)
@@ -413,6 +414,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return cli_wordnet.run(args)
     if args.command == cli_linking.KIND:
         return cli_linking.run(args)
+    if args.command == cli_wordnet_typing.KIND:
+        return cli_wordnet_typing.run(args)
     if args.command == "predict":
         return cli_predict.run(args)
     if args.command == "compress":

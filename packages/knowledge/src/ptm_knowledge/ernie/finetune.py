@@ -90,6 +90,20 @@ def _linked_data(
     return TaskData(rows, rows, featurizer, data.label_names, labelled=data.labelled)
 
 
+def task_linker_options(
+    knowledge: Mapping[str, Any], given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """Every linker setting fine-tuning links task text with: ``given`` wins, then the
+    settings the pre-training linked its corpus with (``knowledge_config.json``'s
+    ``"linker"``), then :class:`LinkerSettings`' defaults. All are returned (and recorded in
+    ``task.json``), so a later reader knows which linker made the links."""
+    return {
+        **dataclasses.asdict(LinkerSettings()),
+        **(knowledge.get("linker") or {}),
+        **(given or {}),
+    }
+
+
 def model_kg(model_dir: Path, knowledge: Mapping[str, Any], given: str | Path | None) -> Path:
     """The KG to link task text against: ``given``, else the one the model recorded.
 
@@ -160,7 +174,9 @@ def finetune_ernie_thu(
         dropout: head dropout.
         use_entities: False = the kg-free ablation (see :class:`ErnieTaskModel`).
         pool: ``"mentions"`` or ``"first"`` (see :class:`ErnieTaskModel`).
-        linker_options: :class:`~ptm_knowledge.linking.EntityLinker` settings.
+        linker_options: :class:`~ptm_knowledge.linking.EntityLinker` settings; ``None``:
+            those the pre-training linked its corpus with (``knowledge_config.json``'s
+            ``"linker"``), else :class:`LinkerSettings`' defaults.
         cache_dir: where task links are cached (default :func:`default_links_dir`).
         num_workers: processes that featurize training batches.
         provenance: JSON-ready facts kept in ``task.json``.
@@ -188,8 +204,7 @@ def finetune_ernie_thu(
     entity_ids = knowledge["entity_ids"] or []
     index = {entity: i for i, entity in enumerate(entity_ids)}
     kg = model_kg(model_dir, knowledge, kg)
-    # every setting recorded, so a later reader knows which linker made the links
-    options = {**dataclasses.asdict(LinkerSettings()), **(linker_options or {})}
+    options = task_linker_options(knowledge, linker_options)
     train = _linked_data(
         task, "train", tokenizer, index, kg, None, linker_options=options, cache_dir=cache_dir
     )

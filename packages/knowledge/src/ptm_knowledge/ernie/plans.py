@@ -209,6 +209,7 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
     settings: ErnieThuSettings = run.settings or ErnieThuSettings()
     data, knowledge = settings.data, settings.knowledge
     store, tok, linked = _open(run, data)
+    linked_elsewhere = bool(data.linked_corpus or data.prepared)
     entity_ids, vectors, entity_source, known = _entity_table(run, settings, store, linked)
     index = {entity_id: i for i, entity_id in enumerate(entity_ids)}
     store.bind_entities(index, known=known)
@@ -265,6 +266,8 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
             final,
             entity_ids=entity_ids,
             kg=data.kg,  # recorded in knowledge_config.json for fine-tuning
+            # fine-tuning links task text as the corpus was linked (None: linked elsewhere)
+            linker=None if linked_elsewhere else dataclasses.asdict(data.linker),
             extra_writers=[tok.save, lambda path: save_heads(mix, network, path)],
         ),
         finish=lambda trained: _finish(trained, run.output_dir, len(rows)),

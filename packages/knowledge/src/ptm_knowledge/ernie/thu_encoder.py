@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,6 +216,7 @@ class KnowledgeableEncoder(WrapsTextEncoder):
         *,
         entity_ids: Sequence[str] | None = None,
         kg: str | Path | None = None,
+        linker: Mapping[str, Any] | None = None,
         extra_writers: Sequence[Callable[[Path], object]] = (),
     ) -> Path:
         """Write the T-Encoder (``config.json`` + ``model.safetensors``, loadable alone by
@@ -223,7 +224,10 @@ class KnowledgeableEncoder(WrapsTextEncoder):
         (aggregators, projection, entity table) and ``knowledge_config.json``, atomically.
 
         ``kg`` (the KG folder the entity table was embedded from) is recorded as
-        ``knowledge_config.json``'s ``"kg"``: fine-tuning links task text against it.
+        ``knowledge_config.json``'s ``"kg"``: fine-tuning links task text against it;
+        ``linker`` (the linker settings that linked the pre-training corpus; ``None`` when
+        it was linked elsewhere) as ``"linker"``: fine-tuning links with them unless told
+        otherwise.
         """
 
         def write(directory: Path) -> None:
@@ -237,6 +241,7 @@ class KnowledgeableEncoder(WrapsTextEncoder):
                 **self.options,
                 "entity_ids": list(entity_ids) if entity_ids else None,
                 "kg": str(Path(kg).resolve()) if kg is not None else None,
+                "linker": dict(linker) if linker is not None else None,
             }
             (Path(directory) / KNOWLEDGE_CONFIG).write_text(json.dumps(config, indent=2) + "\n")
 
@@ -263,6 +268,7 @@ class KnowledgeableEncoder(WrapsTextEncoder):
         options = json.loads(config_path.read_text())
         options.pop("entity_ids", None)
         options.pop("kg", None)
+        options.pop("linker", None)
         state = check_finite(load_file(str(path / KNOWLEDGE_WEIGHTS)), path / KNOWLEDGE_WEIGHTS)
         text = TransformerEncoder.from_pretrained(path)
         layers = options.pop("num_knowledge_layers")

@@ -249,10 +249,10 @@ def train_kg_embeddings(
     trained = result.model
     with torch.no_grad():
         matrix = trained.entity_representations[0](indices=None).detach().cpu()
-    # RotatE and friends: real and imaginary parts side by side. Checked before .float(),
-    # which would silently drop the imaginary half.
+    # RotatE, ComplEx: real and imaginary parts side by side (width 2 * dim); .float() on
+    # the complex tensor would silently drop the imaginary half.
     if matrix.is_complex():
-        matrix = torch.view_as_real(matrix).flatten(1)
+        matrix = torch.cat([matrix.real, matrix.imag], dim=1)
     matrix = matrix.float()
     # Re-key PyKEEN's row order (its entity_to_id) by the table order.
     generator = torch.Generator().manual_seed(seed)
