@@ -99,19 +99,3 @@ def test_linked_corpus_errors_name_file_and_line(tmp_path: Path) -> None:
     path.write_text(good + good)
     with pytest.raises(LinkedCorpusError, match=r"c\.jsonl:2: duplicate id 'a'"):
         read_linked_corpus(path)
-
-
-def test_the_families_link_with_their_data_linker_settings(tmp_path: Path) -> None:
-    """ERNIE and WKLM pre-training link through ``linked_corpus_for`` with ``data.linker``:
-    a threshold no link reaches leaves no mention; the default links the sample."""
-    from ptm_knowledge.kg_corpus_settings import KGCorpusData, LinkerSettings
-    from ptm_knowledge.linking.corpus import linked_corpus_for
-
-    def mentions(linker: LinkerSettings, name: str) -> int:
-        data = KGCorpusData(corpus=str(CORPUS), kg=str(KG_DIR), linker=linker)
-        (tmp_path / name).mkdir()
-        path = linked_corpus_for(data, tmp_path / name)
-        return sum(len(d.mentions) for d in read_linked_corpus(path))
-
-    assert mentions(LinkerSettings(), "default") >= 150
-    assert mentions(LinkerSettings(threshold=1.01), "none") == 0
