@@ -23,6 +23,7 @@ from prefect import flow, task
 from flows.artifacts import markdown_table, publish_markdown
 from flows.config import compose_config
 from flows.hub_models import looks_like_hub_name
+from flows.label_report import write_label_report
 from flows.runner import run_composed
 
 # The root config of `ptm finetune` (configs/finetune.yaml).
@@ -114,6 +115,9 @@ def run_one(overrides: Sequence[str]) -> dict[str, Any]:
     if not any(o.lstrip("+").partition("=")[0] == "trainer.output_dir" for o in overrides):
         cfg.trainer.output_dir = default_output_dir(cfg, overrides)
     result = run_composed(cfg)
+    # Classification and tagging: the confusion matrix and per-label scores (a PNG in the
+    # run folder; inside a flow also the finetune-labels artifact).
+    labels_png = write_label_report(result.output_dir)
     return {
         "overrides": list(overrides),
         "setting": setting_of(overrides),
@@ -123,6 +127,7 @@ def run_one(overrides: Sequence[str]) -> dict[str, Any]:
         "final_dir": str(result.encoder_dir),
         "metrics_path": str(result.metrics_path),
         "final_metrics": dict(result.final_metrics),
+        "label_report": str(labels_png) if labels_png else None,
     }
 
 
