@@ -52,6 +52,33 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) ->
     return "\n".join(lines)
 
 
+#: Most step columns of :func:`metrics_by_step` (the first step, evenly spaced ones, the last).
+STEP_COLUMNS = 4
+
+
+def metrics_by_step(records: Sequence[Mapping[str, Any]], columns: int = STEP_COLUMNS) -> str:
+    """A markdown table of every numeric metric (one row each, losses first) at a few
+    steps: the first, evenly spaced ones and the last, ``columns`` in all.
+
+    Metrics run down the rows, so the table is as narrow with thirty metrics as with
+    three; the full history is in ``metrics.jsonl``.
+    """
+    if not records:
+        return "No metrics were logged."
+    picked = sorted({round(i * (len(records) - 1) / max(1, columns - 1)) for i in range(columns)})
+    shown = [records[i] for i in picked]
+    names = sorted(
+        {k for r in records for k, v in r.items() if k != "step" and isinstance(v, (int, float))},
+        key=lambda k: (metric_direction(k) != "lower", k),
+    )
+    headers = [f"step {r['step']}" for r in shown]
+    rows = [
+        {"metric": name, **{h: r.get(name, "") for h, r in zip(headers, shown, strict=True)}}
+        for name in names
+    ]
+    return markdown_table(rows, ["metric", *headers])
+
+
 def png_data_uri(path: str | Path) -> str:
     """A PNG file as a ``data:image/png;base64,...`` URI (embeds it in markdown or HTML)."""
     import base64
@@ -66,15 +93,6 @@ def embedded_image(path: str | Path, alt: str) -> str:
     allows data URIs; the image stays readable where the file system is not shared.
     """
     return f"![{alt}]({png_data_uri(path)})"
-
-
-def publish_image(key: str, png: str | Path, description: str) -> None:
-    """Create a Prefect image artifact of a PNG (as a data URI) inside a flow; else no-op."""
-    from prefect.artifacts import create_image_artifact
-    from prefect.context import FlowRunContext
-
-    if FlowRunContext.get() is not None:
-        create_image_artifact(image_url=png_data_uri(png), key=key, description=description)
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:

@@ -71,3 +71,23 @@ def test_an_unreadable_weights_file_leaves_the_size_out(tmp_path: Path) -> None:
     (tmp_path / "entity_embeddings.safetensors").write_bytes(b"")
     assert parameter_count(tmp_path) is None
     assert model_description(tmp_path, "kg_embeddings") == f"{tmp_path.name} (kg_embeddings)"
+
+
+def test_pretraining_metrics_run_down_the_rows_at_four_steps() -> None:
+    from flows.artifacts import metrics_by_step
+
+    records = [
+        {"step": s, "loss": 10.0 / s, "mlm/loss": 9.0 / s, "lr": 1e-4, "epoch": 0, "note": "x"}
+        for s in range(5, 105, 5)
+    ]
+    lines = metrics_by_step(records).splitlines()
+    assert lines[0] == "| metric | step 5 | step 35 | step 70 | step 100 |"
+    assert [line.split(" | ")[0] for line in lines[2:]] == [
+        "| loss",
+        "| mlm/loss",
+        "| epoch",
+        "| lr",
+    ]
+    assert lines[2] == "| loss | 2 | 0.2857 | 0.1429 | 0.1 |"
+    assert metrics_by_step(records[:2]).splitlines()[0] == "| metric | step 5 | step 10 |"
+    assert metrics_by_step([]) == "No metrics were logged."
