@@ -73,7 +73,7 @@ def folded_matrix(
 
 def plot_label_report(scores: Mapping[str, Any], path: str | Path, k: int = TOP_K) -> Path:
     """Draw the confusion matrix (rows: gold, columns: predicted, shaded by each gold
-    row's share, annotated with counts) and a per-label F1/precision/recall chart.
+    row's share, annotated with counts) above a per-label F1/precision/recall chart.
 
     The figure's size follows the number of labels shown (at most ``k`` + "other").
     """
@@ -88,15 +88,17 @@ def plot_label_report(scores: Mapping[str, Any], path: str | Path, k: int = TOP_
     names = [labels[i] for i in keep] + ([OTHER] if folded else [])
     per_label = [r for r in scores["per_label"]]
     n, m = len(names), len(per_label[:k])
-    # Inches: the matrix grows with its labels, the bar chart's height with its rows.
-    side = max(3.0, 0.33 * n + 1.5)
-    chart = 4.5
+    # Inches: the matrix grows with its labels, the bar chart below it with its rows. One
+    # column (matrix above chart) keeps the figure narrow: the Prefect panel scales it to
+    # its width, and a side-by-side figure would shrink the labels to illegibility.
+    side = max(4.0, 0.3 * n + 1.8)
+    chart = 0.3 * m + 1.2
     figure, (left, right) = plt.subplots(
-        1,
         2,
-        figsize=(side + chart, max(side, 0.3 * m + 1.5)),
+        1,
+        figsize=(max(side, 6.0), side + chart),
         dpi=100,
-        gridspec_kw={"width_ratios": [side, chart]},
+        gridspec_kw={"height_ratios": [side, chart]},
     )
     shares = [[c / max(1, sum(row)) for c in row] for row in matrix]
     left.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)

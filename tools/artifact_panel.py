@@ -158,7 +158,7 @@ def _run(page: Path, *extra: str, width: int, height: int = 900) -> str:
                 f"--user-data-dir={profile}",
                 f"--window-size={width},{height}",
                 *extra,
-                page.as_uri(),
+                page.resolve().as_uri(),
             ],
             capture_output=True,
             text=True,
@@ -186,10 +186,84 @@ def screenshot(
     kind: str, data: str, png: Path, width: int = PANEL_WIDTH, height: int = 900
 ) -> Path:
     """A PNG of the artifact in the drawer, ``width`` x ``height`` px."""
-    page = png.with_suffix(".html")
-    page.write_text(panel_html(kind, data, width), encoding="utf-8")
-    try:
-        _run(page, f"--screenshot={png}", width=width, height=height)
-    finally:
-        page.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ptm-panel-") as work:
+        page = Path(work) / "artifact.html"
+        page.write_text(panel_html(kind, data, width), encoding="utf-8")
+        _run(page, f"--screenshot={png.resolve()}", width=width, height=height)
     return png
+
+
+def _examples(work: Path) -> dict[str, tuple[str, str]]:
+    """The artifacts the docs page shows: before and after for the pre-training ones,
+    a 60-label fine-tuning label report and the demo's train-against-held-out section."""
+    import random
+
+    from flows.artifacts import (
+        generalisation_report,
+        markdown_table,
+        metrics_by_step,
+        plot_loss_curve,
+        png_data_uri,
+    )
+    from flows.label_report import label_report_markdown, plot_label_report
+    from ptm_core.finetune.label_scores import LabelledPredictions, label_scores
+
+    records = [
+        {"step": s, "loss": 9.0 / s**0.3, "mlm/loss": 8.0 / s**0.3, "nsp/loss": 0.7 / s**0.2,
+         "dea/loss": 3.0 / s**0.4, "mlm/accuracy": 0.01 * s**0.5, "nsp/accuracy": 0.5,
+         "dea/accuracy": 0.02 * s**0.5, "lr": 1e-4, "grad_norm": 1.5, "epoch": s // 100,
+         "data_wait_share": 0.02}
+        for s in range(10, 310, 10)
+    ]  # fmt: skip
+    png = plot_loss_curve(records, work / "loss_curve.png")
+    old_columns = ["step", *sorted(k for k in records[-1] if k != "step")]
+    rng = random.Random(0)
+    names = [f"category_{i:02d}" for i in range(60)]
+    gold = [i % 59 for i in range(600)]  # category_59: in training only
+    pred = [g if rng.random() < 0.6 else rng.randrange(60) for g in gold]
+    scores = label_scores(LabelledPredictions(pred, gold, names, "classification"))
+    labels_png = plot_label_report(scores, work / "label_report.png")
+    train = {"loss": 3.1, "mlm/accuracy": 0.31, "mlm/loss": 2.9, "nsp/accuracy": 0.98,
+             "nsp/loss": 0.05, "dea/accuracy": 0.83, "dea/loss": 0.6, "dea/chance": 0.04,
+             "mlm/predictions": 251.0, "dea/mentions": 135.0}  # fmt: skip
+    held = {**train, "loss": 7.4, "nsp/accuracy": 0.61, "mlm/predictions": 60.0,
+            "dea/mentions": 59.0}  # fmt: skip
+    return {
+        "loss-curve-before": ("image", png_data_uri(png)),
+        "loss-curve-after": ("markdown", f"![loss curve]({png_data_uri(png)})"),
+        "metrics-before": ("markdown", markdown_table(records[::3], old_columns)),
+        "metrics-after": ("markdown", metrics_by_step(records)),
+        "label-report": ("markdown", label_report_markdown(scores, labels_png)),
+        "demo-report": (
+            "markdown",
+            generalisation_report(train, held, logged=train, baseline={"nsp/accuracy": 0.3}),
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tools.artifact_panel OUT_DIR``: the docs page's screenshots, and each
+    one's measured widths."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tools.artifact_panel OUT_DIR", file=sys.stderr)
+        return 2
+    out = Path(args[0])
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ptm-panel-") as work:
+        for name, (kind, data) in _examples(Path(work)).items():
+            found = measure(kind, data, Path(work))
+            height = 1100 if name == "label-report" else 560
+            screenshot(kind, data, out / f"{name}.png", height=height)
+            verdict = "fits" if found.fits else "does not fit"
+            print(
+                f"{name}: scrollWidth {found.scroll_width} px, clientWidth "
+                f"{found.client_width} px, tables cut off {found.clipped_tables}: {verdict}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

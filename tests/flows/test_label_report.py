@@ -96,7 +96,7 @@ def test_the_figure_stays_readable(labels: int, tmp_path: Path) -> None:
     png = plot_label_report(scores, tmp_path / "labels.png")
     width, height = Image.open(png).size
     # At most TOP_K + "other" rows: 60 labels draw no larger than about 20 would.
-    assert 400 <= width <= 1600 and 300 <= height <= 1000, (width, height)
+    assert 500 <= width <= 900 and 500 <= height <= 1700, (width, height)
     markdown = label_report_markdown(scores, png)
     table = [line for line in markdown.splitlines() if line.startswith("| ")]
     assert table[0] == "| label | P | R | F1 | n |"
