@@ -170,6 +170,25 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
     return markdown_table(table, ["setting", "seeds", *names])
 
 
+def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``finetune-report`` artifact: per setting, a two-column table of its dev
+    metrics (``mean ± std``). One table per setting, metrics down the rows: a sweep's
+    settings side by side would be wider than the Prefect artifact panel."""
+    parts = ["# Fine-tuning"]
+    for row in rows:
+        names = sorted(k for k in row if k.startswith("dev/"))
+        table = [
+            {"metric": n, "mean ± std": f"{row[n]['mean']:.4f} ± {row[n]['std']:.4f}"}
+            for n in names
+        ]
+        seeds = f"{row['seeds']} seed{'s' if row['seeds'] != 1 else ''}"
+        parts.append(
+            f"## {row['setting'] or '(defaults)'}\n\n{seeds}\n\n"
+            + markdown_table(table, ["metric", "mean ± std"])
+        )
+    return "\n\n".join(parts) + "\n"
+
+
 def run_sweep(
     overrides: Sequence[str], runner: Callable[[list[str]], dict[str, Any]] = run_one
 ) -> dict[str, Any]:
@@ -254,7 +273,7 @@ def finetune(overrides: list[str] | None = None, multirun: bool = False) -> dict
         result = {"runs": [run], "summary": rows, "table": format_summary(rows)}
     publish_markdown(
         "finetune-report",
-        "# Fine-tuning\n\n" + result["table"] + "\n",
+        summary_markdown(result["summary"]),
         description="dev metrics, mean ± std over seeds",
     )
     print(result["table"])

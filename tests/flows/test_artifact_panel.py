@@ -113,3 +113,21 @@ def test_the_page_uses_prefects_own_stylesheet() -> None:
     assert ".markdown-renderer__table{" in page and 'class="markdown-renderer__table' in page
     with pytest.raises(ValueError, match="artifact kind 'table'"):
         panel_html("table", "")
+
+
+def test_the_finetune_summary_fits_where_the_wide_table_was_cut_off(tmp_path: Path) -> None:
+    from flows.finetune import format_summary, summary_markdown
+
+    metrics = ("accuracy", "f1", "f1_macro", "matthews_corrcoef", "loss")
+    rows = [
+        {
+            "setting": f"task=sentiment model.num_layers=1 trainer.learning_rate={lr}",
+            "seeds": 3,
+            **{f"dev/{k}": {"mean": 0.5, "std": 0.01, "n": 3} for k in metrics},
+        }
+        for lr in ("3e-5", "1e-4")
+    ]
+    old = measure("markdown", "# Fine-tuning\n\n" + format_summary(rows) + "\n", tmp_path)
+    assert old.clipped_tables == 1
+    new = measure("markdown", summary_markdown(rows), tmp_path)
+    assert new.fits, new
