@@ -164,10 +164,10 @@ def demo(output_dir: str = "runs/demo", overrides: list[str] | None = None) -> d
         Path(report["report"]).read_text(encoding="utf-8")
         + f"\n## Training against held-out documents\n\n"
         f"Pre-trained on {split['train_documents']} documents (`{split['train']}`); "
-        f"{split['held_out_documents']} held out (`{split['held_out']}`). The training "
-        "split and held-out columns are the same evaluation (seeded masks, sentence pairs, "
-        "entity corruption); the last log is the training run's own last metrics line "
-        "(dropout on, training masks).\n\n"
+        f"{split['held_out_documents']} held out (`{split['held_out']}`). The "
+        "train docs and held-out columns are the same evaluation (seeded masks, sentence "
+        "pairs, entity corruption); random init is the untrained model on the held-out "
+        "documents.\n\n"
         + section
         + f"\n## Knowledge graph\n\n- linked corpus: `{linked['output']}` "
         f"({linked['mentions']} mentions)\n- TransE MRR {mrr:.3f} vs {base:.3f} for random "

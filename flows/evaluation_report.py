@@ -130,6 +130,8 @@ def comparison_tables(
 
 # Leaves that count things rather than score them.
 _COUNT_LEAVES = (
+    "candidates",
+    "corrupted",
     "predictions",
     "mentions",
     "tokens",

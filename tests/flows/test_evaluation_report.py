@@ -37,7 +37,10 @@ def test_the_model_is_named_by_folder_family_kind_and_size(tmp_path: Path) -> No
 
 
 def test_scores_run_down_the_rows_and_counts_get_no_difference() -> None:
+    # ERNIE-THU's dEA reports how many candidates and corrupted mentions it scored.
+    counted = {"dea/candidates": 14.0, "dea/corrupted": 7.5}
     scores = {"accuracy": 0.4, "loss": 3.0, "perplexity": 20.0, "mlm/predictions": 251, "_x": 1}
+    scores |= counted
     base = {"accuracy": 0.1, "loss": 6.0, "perplexity": 400.0, "mlm/predictions": 251}
     markdown = comparison_tables(scores, base, "random init", "accuracy")
     tables = markdown.split("\n\n")
@@ -48,6 +51,7 @@ def test_scores_run_down_the_rows_and_counts_get_no_difference() -> None:
     assert tables[1].startswith("Counts and reference rates")
     assert tables[2].splitlines()[0] == "| count | model | random init |"
     assert "| mlm/predictions | 251 | 251 |" in tables[2]
+    assert "| dea/candidates | 14 |  |" in tables[2] and "dea/corrupted" not in tables[0]
 
 
 def test_a_task_metric_that_reads_like_no_score_stays_a_score() -> None:
