@@ -41,11 +41,13 @@ def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> P
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A GitHub-flavoured markdown table; floats get 4 significant digits."""
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], digits: int = 4
+) -> str:
+    """A GitHub-flavoured markdown table; floats get ``digits`` significant digits."""
 
     def cell(value: Any) -> str:
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
+        return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
@@ -311,7 +313,7 @@ def generalisation_report(
     *,
     logged: Mapping[str, Any] | None = None,
     baseline: Mapping[str, Any] | None = None,
-    baseline_name: str = "random init",
+    baseline_name: str = "random",
 ) -> str:
     """Markdown: every metric on training data against held-out data, side by side, and
     a sentence for each gap large enough to call overfitting (see
@@ -327,7 +329,8 @@ def generalisation_report(
         logged: the last metrics line of training (train mode: dropout, training masks),
             shown beside the evaluation pass when given.
         baseline: the held-out metrics of the baseline model.
-        baseline_name: the baseline's column title.
+        baseline_name: the baseline's column title, kept short (the Prefect panel is
+            640 px wide); the default ``random`` is explained under the table.
 
     Returns:
         A markdown section body (metrics table, counts table, then the verdict sentences).
@@ -335,32 +338,33 @@ def generalisation_report(
     names = sorted(k for k in set(train) & set(held_out) if isinstance(train[k], (int, float)))
     metrics = [n for n in names if metric_direction(n) is not None]
     counts = [n for n in names if metric_direction(n) is None]
-    # Short column titles: the Prefect artifact panel cuts off what does not fit.
-    head = ["metric", *(["last log"] if logged is not None else []), "train docs", "held-out"]
+    # Short column titles and 3 significant digits: six columns then fit the Prefect
+    # artifact panel (640 px) with names as long as dea/corrupted_accuracy.
+    head = ["metric", *(["log"] if logged is not None else []), "train", "held-out"]
     columns = [*head, baseline_name, "gap"]
     rows = []
     for name in metrics:
         row: dict[str, Any] = {"metric": name}
         if logged is not None:
-            row["last log"] = logged.get(name, "")
-        row["train docs"] = float(train[name])
+            row["log"] = logged.get(name, "")
+        row["train"] = float(train[name])
         row["held-out"] = float(held_out[name])
         row[baseline_name] = (baseline or {}).get(name, "")
         row["gap"] = float(held_out[name]) - float(train[name])
         rows.append(row)
     count_rows = [
-        {"count": name, "train docs": train[name], "held-out": held_out[name]} for name in counts
+        {"count": name, "train": train[name], "held-out": held_out[name]} for name in counts
     ]
     verdict = generalisation_verdict(train, held_out, baseline, logged)
     legend = (
-        "gap = held-out - train docs"
-        + ("; last log = the training run's own last metrics line" if logged is not None else "")
-        + "."
+        ("log = the training run's own last metrics line; " if logged is not None else "")
+        + "train = the evaluation on the training documents; gap = held-out - train"
+        + ("; random = the same model from random init." if baseline_name == "random" else ".")
     )
-    parts = [markdown_table(rows, columns), legend]
+    parts = [markdown_table(rows, columns, digits=3), legend]
     if count_rows:
         parts.append(
             "Counts and reference rates (how much each split had; not scores):\n\n"
-            + markdown_table(count_rows, ["count", "train docs", "held-out"])
+            + markdown_table(count_rows, ["count", "train", "held-out"], digits=3)
         )
     return "\n\n".join([*parts, verdict]) + "\n"

@@ -165,7 +165,7 @@ def demo(output_dir: str = "runs/demo", overrides: list[str] | None = None) -> d
         + f"\n## Training against held-out documents\n\n"
         f"Pre-trained on {split['train_documents']} documents (`{split['train']}`); "
         f"{split['held_out_documents']} held out (`{split['held_out']}`). The "
-        "train docs and held-out columns are the same evaluation (seeded masks, sentence "
+        "train and held-out columns are the same evaluation (seeded masks, sentence "
         "pairs, entity corruption); random init is the untrained model on the held-out "
         "documents.\n\n"
         + section

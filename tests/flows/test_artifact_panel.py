@@ -81,13 +81,20 @@ def test_the_pretraining_artifacts_fit(run: dict, key: str, tmp_path: Path) -> N
 
 
 def test_the_demo_and_evaluation_reports_fit(tmp_path: Path) -> None:
-    train = {"loss": 3.1, "mlm/accuracy": 0.31, "mlm/loss": 2.9, "nsp/accuracy": 0.98,
-             "nsp/loss": 0.05, "dea/accuracy": 0.83, "dea/loss": 0.6, "dea/chance": 0.04,
-             "mlm/predictions": 251.0, "dea/mentions": 135.0}  # fmt: skip
-    held = {**train, "nsp/accuracy": 0.566, "mlm/predictions": 60.0, "dea/mentions": 59.0}
-    random_init = {**held, "nsp/accuracy": 0.3}
-    demo = generalisation_report(train, held, logged=train, baseline=random_init)
-    evaluation = comparison_tables(held, random_init, "random init", "mlm/accuracy")
+    # The numbers of a `make demo` run (2026-11-29): six columns of them and a name as
+    # long as dea/corrupted_accuracy overflowed the table at 4 significant digits.
+    train = {"loss": 9.332, "mlm/accuracy": 0.06544, "mlm/loss": 6.26, "nsp/accuracy": 0.4808,
+             "nsp/loss": 2.613, "dea/accuracy": 0.9199, "dea/corrupted_accuracy": 0.8274,
+             "dea/loss": 0.4592, "dea/chance": 0.07044, "dea/candidates": 19.0,
+             "dea/corrupted": 5.0, "dea/mentions": 26.43, "mlm/predictions": 245.0}  # fmt: skip
+    logged = {**train, "loss": 6.027, "nsp/accuracy": 1.0, "nsp/loss": 0.00556,
+              "dea/corrupted_accuracy": 0.9278, "mlm/accuracy": 0.0857}  # fmt: skip
+    held = {**train, "loss": 10.3, "mlm/accuracy": 0.05497, "nsp/accuracy": 0.5938,
+            "dea/corrupted_accuracy": 0.1705, "mlm/predictions": 169.0}  # fmt: skip
+    random_init = {**held, "mlm/accuracy": 0.002033, "nsp/accuracy": 0.3021,
+                   "dea/corrupted_accuracy": 0.09091, "dea/loss": 3.167}  # fmt: skip
+    demo = generalisation_report(train, held, logged=logged, baseline=random_init)
+    evaluation = comparison_tables(held, random_init, "random init", "dea/accuracy")
     for markdown in (demo, evaluation):
         found = measure("markdown", markdown, tmp_path)
         assert found.fits, (found, markdown)

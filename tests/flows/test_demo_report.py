@@ -58,7 +58,7 @@ def test_every_metric_has_train_and_held_out_side_by_side() -> None:
     logged = {**TRAIN, "nsp/accuracy": 0.97, "lr": 1e-4}
     markdown = generalisation_report(TRAIN, HELD_OUT, logged=logged, baseline=RANDOM)
     (header, rows), (_count_header, _counts) = _tables(markdown)
-    assert header == ["metric", "last log", "train docs", "held-out", "random init", "gap"]
+    assert header == ["metric", "log", "train", "held-out", "random", "gap"]
     scores = {k for k in TRAIN if k not in ("mlm/predictions", "dea/chance")}
     assert sorted(rows) == sorted(scores)  # every score, nothing else (no lr, no count)
     for name, cells in rows.items():
@@ -67,7 +67,7 @@ def test_every_metric_has_train_and_held_out_side_by_side() -> None:
         assert float(cells[3]) == pytest.approx(HELD_OUT[name], rel=1e-3)
         assert float(cells[5]) == pytest.approx(HELD_OUT[name] - TRAIN[name], rel=1e-3)
     assert rows["nsp/accuracy"][1] == "0.97"
-    assert "gap = held-out - train docs" in markdown
+    assert "gap = held-out - train; random = the same model from random init." in markdown
 
 
 def test_counts_are_kept_apart_from_metrics_with_no_gap() -> None:
@@ -77,7 +77,7 @@ def test_counts_are_kept_apart_from_metrics_with_no_gap() -> None:
     markdown = generalisation_report(train, held, baseline=RANDOM)
     (_header, rows), (count_header, counts) = _tables(markdown)
     assert "mlm/predictions" not in rows and "dea/mentions" not in rows
-    assert count_header == ["count", "train docs", "held-out"]  # no gap column
+    assert count_header == ["count", "train", "held-out"]  # no gap column
     assert counts["mlm/predictions"] == ["mlm/predictions", "251", "60"]
     assert counts["dea/mentions"] == ["dea/mentions", "135", "59"]
     assert "dea/chance" in counts
