@@ -41,15 +41,44 @@ def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> P
     return atomic_write_bytes(path, buffer.getvalue())
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """A GitHub-flavoured markdown table; floats get 4 significant digits."""
+def markdown_table(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], digits: int = 4
+) -> str:
+    """A GitHub-flavoured markdown table; floats get ``digits`` significant digits."""
 
     def cell(value: Any) -> str:
-        return f"{value:.4g}" if isinstance(value, float) else str(value)
+        return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+#: Most step columns of :func:`metrics_by_step` (the first step, evenly spaced ones, the last).
+STEP_COLUMNS = 4
+
+
+def metrics_by_step(records: Sequence[Mapping[str, Any]], columns: int = STEP_COLUMNS) -> str:
+    """A markdown table of every numeric metric (one row each, losses first) at a few
+    steps: the first, evenly spaced ones and the last, ``columns`` in all.
+
+    Metrics run down the rows, so the table is as narrow with thirty metrics as with
+    three; the full history is in ``metrics.jsonl``.
+    """
+    if not records:
+        return "No metrics were logged."
+    picked = sorted({round(i * (len(records) - 1) / max(1, columns - 1)) for i in range(columns)})
+    shown = [records[i] for i in picked]
+    names = sorted(
+        {k for r in records for k, v in r.items() if k != "step" and isinstance(v, (int, float))},
+        key=lambda k: (metric_direction(k) != "lower", k),
+    )
+    headers = [f"step {r['step']}" for r in shown]
+    rows = [
+        {"metric": name, **{h: r.get(name, "") for h, r in zip(headers, shown, strict=True)}}
+        for name in names
+    ]
+    return markdown_table(rows, ["metric", *headers])
 
 
 def png_data_uri(path: str | Path) -> str:
@@ -66,15 +95,6 @@ def embedded_image(path: str | Path, alt: str) -> str:
     allows data URIs; the image stays readable where the file system is not shared.
     """
     return f"![{alt}]({png_data_uri(path)})"
-
-
-def publish_image(key: str, png: str | Path, description: str) -> None:
-    """Create a Prefect image artifact of a PNG (as a data URI) inside a flow; else no-op."""
-    from prefect.artifacts import create_image_artifact
-    from prefect.context import FlowRunContext
-
-    if FlowRunContext.get() is not None:
-        create_image_artifact(image_url=png_data_uri(png), key=key, description=description)
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
@@ -172,21 +192,25 @@ def _label(name: str) -> str:
 
 def chance_level(
     name: str, held_out: Mapping[str, Any], baseline: Mapping[str, Any]
-) -> float | None:
-    """What guessing scores on ``name``: the objective's own ``<group>/chance`` when it
-    reports one (dEA), else for a two-way task (NSP, SOP) the better of the random-init
-    score and its complement (a constant answer gets one of the two: with unbalanced
-    labels random init can score below 0.5), else the random-init score."""
+) -> tuple[float, str] | None:
+    """What guessing scores on ``name``, and what to call it.
+
+    The objective's own ``<group>/chance`` when it reports one (dEA: ``"chance"``); else
+    for a two-way task (NSP, SOP) the better of the random-init score and its complement
+    (a model that always gives one answer gets one of the two; with unbalanced labels the
+    complement is the majority-class rate: ``"majority class"``); else the random-init
+    score (``"random init"``).
+    """
     group = name.rsplit("/", 1)[0] if "/" in name else ""
     own = held_out.get(f"{group}/chance") if group else None
     if isinstance(own, (int, float)) and name.endswith("accuracy"):
-        return float(own)
+        return float(own), "chance"
     found = baseline.get(name)
     if not isinstance(found, (int, float)):
         return None
-    if group in _TWO_WAY and name.endswith("accuracy"):
-        return max(float(found), 1.0 - float(found))
-    return float(found)
+    if group in _TWO_WAY and name.endswith("accuracy") and 1.0 - float(found) > float(found):
+        return 1.0 - float(found), "majority class"
+    return float(found), "random init"
 
 
 def generalisation_flags(
@@ -208,10 +232,11 @@ def generalisation_flags(
         logged: the training run's last metrics line.
 
     Returns:
-        Sentences such as ``"NSP: 0.99 in training, 0.61 held-out (chance: 0.70):
+        Sentences such as ``"NSP: 0.99 in training, 0.61 held-out (majority class: 0.70):
         memorised, not learned."``: a score is memorised when held-out keeps less than a
         quarter of its gain over chance (:func:`chance_level`), a loss when held-out is
-        worse than random init's; other large gaps are "overfitting".
+        worse than random init's; other large gaps are "overfitting". Counts and rates
+        that are not a quality (:func:`metric_direction` ``None``) are never flagged.
     """
     flags = []
     for name in sorted(set(train) & set(held_out)):
@@ -234,9 +259,8 @@ def generalisation_flags(
         if direction == "higher":
             if a - b < ACCURACY_GAP:
                 continue
-            chance = chance_level(name, held_out, baseline or {})
-            found = (baseline or {}).get(name)
-            base_name = "random init" if chance == found else "chance"
+            level = chance_level(name, held_out, baseline or {})
+            chance, base_name = level if level is not None else (None, "")
             memorised = chance is not None and b - chance <= KEPT_SHARE * (a - chance)
             verdict = "memorised, not learned" if memorised else "overfitting, partly learned"
         else:
@@ -264,17 +288,40 @@ def generalisation_flags(
     return flags
 
 
+def generalisation_verdict(
+    train: Mapping[str, Any],
+    held_out: Mapping[str, Any],
+    baseline: Mapping[str, Any] | None = None,
+    logged: Mapping[str, Any] | None = None,
+) -> str:
+    """The report's verdict (markdown): the :func:`generalisation_flags` as a list under
+    a bold "Overfitting" line, or one sentence saying there is no large gap."""
+    flags = generalisation_flags(train, held_out, baseline, logged)
+    if flags:
+        return "**Overfitting** (held-out well short of training):\n\n" + "\n".join(
+            f"- {flag}" for flag in flags
+        )
+    return (
+        f"No gap between training and held-out data above {ACCURACY_GAP} in a score or "
+        f"{LOSS_RATIO}x in a loss."
+    )
+
+
 def generalisation_report(
     train: Mapping[str, Any],
     held_out: Mapping[str, Any],
     *,
     logged: Mapping[str, Any] | None = None,
     baseline: Mapping[str, Any] | None = None,
-    baseline_name: str = "random init",
+    baseline_name: str = "random",
 ) -> str:
     """Markdown: every metric on training data against held-out data, side by side, and
     a sentence for each gap large enough to call overfitting (see
     :func:`generalisation_flags`).
+
+    Counts and reference rates (``mlm/predictions``, ``dea/mentions``, ``dea/chance``:
+    :func:`metric_direction` ``None``) go in a table of their own, with no gap: a count
+    that differs between splits says how much data each had, not how well it did.
 
     Args:
         train: an evaluation pass on the training split.
@@ -282,35 +329,42 @@ def generalisation_report(
         logged: the last metrics line of training (train mode: dropout, training masks),
             shown beside the evaluation pass when given.
         baseline: the held-out metrics of the baseline model.
-        baseline_name: the baseline's column title.
+        baseline_name: the baseline's column title, kept short (the Prefect panel is
+            640 px wide); the default ``random`` is explained under the table.
 
     Returns:
-        A markdown section body (table, then the verdict sentences).
+        A markdown section body (metrics table, counts table, then the verdict sentences).
     """
     names = sorted(k for k in set(train) & set(held_out) if isinstance(train[k], (int, float)))
-    columns = ["metric"]
-    if logged is not None:
-        columns.append("training (last log)")
-    gap = "gap (held-out - training)"
-    columns += ["training split", "held-out", f"held-out, {baseline_name}", gap]
+    metrics = [n for n in names if metric_direction(n) is not None]
+    counts = [n for n in names if metric_direction(n) is None]
+    # Short column titles and 3 significant digits: six columns then fit the Prefect
+    # artifact panel (640 px) with names as long as dea/corrupted_accuracy.
+    head = ["metric", *(["log"] if logged is not None else []), "train", "held-out"]
+    columns = [*head, baseline_name, "gap"]
     rows = []
-    for name in names:
+    for name in metrics:
         row: dict[str, Any] = {"metric": name}
         if logged is not None:
-            row["training (last log)"] = logged.get(name, "")
-        row["training split"] = float(train[name])
+            row["log"] = logged.get(name, "")
+        row["train"] = float(train[name])
         row["held-out"] = float(held_out[name])
-        row[f"held-out, {baseline_name}"] = (baseline or {}).get(name, "")
-        row[gap] = float(held_out[name]) - float(train[name])
+        row[baseline_name] = (baseline or {}).get(name, "")
+        row["gap"] = float(held_out[name]) - float(train[name])
         rows.append(row)
-    flags = generalisation_flags(train, held_out, baseline, logged)
-    if flags:
-        verdict = "**Overfitting** (held-out well short of training):\n\n" + "\n".join(
-            f"- {flag}" for flag in flags
+    count_rows = [
+        {"count": name, "train": train[name], "held-out": held_out[name]} for name in counts
+    ]
+    verdict = generalisation_verdict(train, held_out, baseline, logged)
+    legend = (
+        ("log = the training run's own last metrics line; " if logged is not None else "")
+        + "train = the evaluation on the training documents; gap = held-out - train"
+        + ("; random = the same model from random init." if baseline_name == "random" else ".")
+    )
+    parts = [markdown_table(rows, columns, digits=3), legend]
+    if count_rows:
+        parts.append(
+            "Counts and reference rates (how much each split had; not scores):\n\n"
+            + markdown_table(count_rows, ["count", "train", "held-out"], digits=3)
         )
-    else:
-        verdict = (
-            f"No gap between training and held-out data above {ACCURACY_GAP} in a score or "
-            f"{LOSS_RATIO}x in a loss."
-        )
-    return markdown_table(rows, columns) + "\n\n" + verdict + "\n"
+    return "\n\n".join([*parts, verdict]) + "\n"

@@ -17,12 +17,7 @@ from typing import Any
 
 from prefect import Flow, task
 
-from flows.artifacts import (
-    check_report_path,
-    markdown_table,
-    publish_markdown,
-    write_report,
-)
+from flows.artifacts import check_report_path, publish_markdown, write_report
 from flows.evaluation_data import (
     MIN_COMPARE_TOKENS,
     check_enough_tokens,
@@ -31,6 +26,7 @@ from flows.evaluation_data import (
     metrics_lines,
     scored_tokens,
 )
+from flows.evaluation_report import comparison_tables, model_description
 from ptm_core.evaluation.files import ENCODER_SHAPE_KEYS
 from ptm_core.evaluation.files import read_json as _read_json
 from ptm_core.evaluation.files import read_json_object as _read_json_object
@@ -405,8 +401,6 @@ def evaluate(
             model_dir, baseline, list(tasks), report_dir / "downstream", seed, task_overrides or []
         )
         scores, base = {**scores, **down}, {**base, **down_base}
-    columns = ["model", *sorted(k for k in scores if isinstance(scores[k], (int, float)))]
-    rows = [{"model": "model", **scores}, {"model": base_name, **base}]
     delta = scores[metric] - base.get(metric, float("nan"))
     better = delta > 0 if higher else delta < 0
     scored = f" ({tokens:,} tokens scored)" if tokens is not None else ""
@@ -414,10 +408,11 @@ def evaluate(
         print(f"evaluation data: {corpus}, {source}{scored}")
     print(metrics_lines("model", scores))
     print(metrics_lines(base_name.strip("`"), base))
+    base_title = base_name.strip("`")
     markdown = (
-        f"# Evaluation of `{model_dir}`\n\n{what}; data: `{corpus_note}`"
-        f"{scored}.\n\n"
-        + markdown_table(rows, columns)
+        f"# Evaluation of `{model_dir}`\n\n- model: {model_description(model_dir, family)}\n"
+        f"- baseline: {base_title}\n- {what}; data: `{corpus_note}`{scored}.\n\n"
+        + comparison_tables(scores, base, base_title, metric)
         + f"\n\n**{metric}: {scores[metric]:.4f} vs {base.get(metric, float('nan')):.4f} "
         f"for {base_name} ({delta:+.4f}, {'better' if better else 'not better'}).**\n"
     )

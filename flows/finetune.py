@@ -23,6 +23,7 @@ from prefect import flow, task
 from flows.artifacts import markdown_table, publish_markdown
 from flows.config import compose_config
 from flows.hub_models import looks_like_hub_name
+from flows.label_report import write_label_report
 from flows.runner import run_composed
 
 # The root config of `ptm finetune` (configs/finetune.yaml).
@@ -114,6 +115,9 @@ def run_one(overrides: Sequence[str]) -> dict[str, Any]:
     if not any(o.lstrip("+").partition("=")[0] == "trainer.output_dir" for o in overrides):
         cfg.trainer.output_dir = default_output_dir(cfg, overrides)
     result = run_composed(cfg)
+    # Classification and tagging: the confusion matrix and per-label scores (a PNG in the
+    # run folder; inside a flow also the finetune-labels artifact).
+    labels_png = write_label_report(result.output_dir)
     return {
         "overrides": list(overrides),
         "setting": setting_of(overrides),
@@ -123,6 +127,7 @@ def run_one(overrides: Sequence[str]) -> dict[str, Any]:
         "final_dir": str(result.encoder_dir),
         "metrics_path": str(result.metrics_path),
         "final_metrics": dict(result.final_metrics),
+        "label_report": str(labels_png) if labels_png else None,
     }
 
 
@@ -163,6 +168,25 @@ def format_summary(rows: Sequence[dict[str, Any]]) -> str:
         for row in rows
     ]
     return markdown_table(table, ["setting", "seeds", *names])
+
+
+def summary_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The ``finetune-report`` artifact: per setting, a two-column table of its dev
+    metrics (``mean ± std``). One table per setting, metrics down the rows: a sweep's
+    settings side by side would be wider than the Prefect artifact panel."""
+    parts = ["# Fine-tuning"]
+    for row in rows:
+        names = sorted(k for k in row if k.startswith("dev/"))
+        table = [
+            {"metric": n, "mean ± std": f"{row[n]['mean']:.4f} ± {row[n]['std']:.4f}"}
+            for n in names
+        ]
+        seeds = f"{row['seeds']} seed{'s' if row['seeds'] != 1 else ''}"
+        parts.append(
+            f"## {row['setting'] or '(defaults)'}\n\n{seeds}\n\n"
+            + markdown_table(table, ["metric", "mean ± std"])
+        )
+    return "\n\n".join(parts) + "\n"
 
 
 def run_sweep(
@@ -249,7 +273,7 @@ def finetune(overrides: list[str] | None = None, multirun: bool = False) -> dict
         result = {"runs": [run], "summary": rows, "table": format_summary(rows)}
     publish_markdown(
         "finetune-report",
-        "# Fine-tuning\n\n" + result["table"] + "\n",
+        summary_markdown(result["summary"]),
         description="dev metrics, mean ± std over seeds",
     )
     print(result["table"])

@@ -15,9 +15,8 @@ from prefect import flow, task
 
 from flows.artifacts import (
     embedded_image,
-    markdown_table,
+    metrics_by_step,
     plot_loss_curve,
-    publish_image,
     publish_markdown,
     read_metrics,
 )
@@ -148,29 +147,40 @@ def _train(overrides: list[str]) -> dict[str, Any]:
     }
 
 
-@task(name="publish-training-report")
-def publish_training_report(summary: dict[str, Any]) -> str:
-    """Loss-curve PNG next to the metrics; artifacts: the metrics table with the curve
-    embedded (markdown) and the curve alone (image), both readable in the Prefect UI."""
+def training_artifacts(summary: dict[str, Any]) -> dict[str, str]:
+    """Draw the loss curve (``loss_curve.png`` beside the metrics) and return the markdown
+    of the run's two artifacts: ``pretraining-metrics`` (paths, the curve, a table of each
+    metric at a few steps) and ``pretraining-loss-curve`` (the curve alone).
+
+    Both fit Prefect's artifact panel: a markdown image is scaled to the panel's width,
+    and the table has one row per metric and at most
+    :data:`~flows.artifacts.STEP_COLUMNS` step columns. (Prefect's image artifact would
+    print its data URL as one unbreakable line of text under the image, wider than any
+    panel.)
+    """
     records = read_metrics(summary["metrics_path"])
     png = plot_loss_curve(records, Path(summary["output_dir"]) / "loss_curve.png")
-    columns = ["step", *sorted(k for k in (records[-1] if records else {}) if k != "step")]
-    shown = records if len(records) <= 20 else records[:: max(1, len(records) // 20)]
-    if records and shown[-1] is not records[-1]:
-        shown = [*shown, records[-1]]
-    markdown = (
+    image = embedded_image(png, f"loss curve of {summary['experiment']}")
+    metrics = (
         f"# Pre-training: {summary['experiment']}\n\n"
         f"- final encoder: `{summary['encoder_dir']}`\n"
         f"- checkpoint: `{summary['last_checkpoint']}`\n"
         f"- metrics: `{summary['metrics_path']}`\n"
-        f"- loss curve: `{png}`\n\n"
-        + embedded_image(png, f"loss curve of {summary['experiment']}")
-        + "\n\n"
-        + markdown_table(shown, columns)
+        f"- loss curve: `{png}`\n\n" + image + "\n\n" + metrics_by_step(records)
     )
-    publish_markdown("pretraining-metrics", markdown, f"metrics of {summary['experiment']}")
-    publish_image("pretraining-loss-curve", png, f"loss curve of {summary['experiment']}")
-    return str(png)
+    return {"pretraining-metrics": metrics, "pretraining-loss-curve": image, "png": str(png)}
+
+
+@task(name="publish-training-report")
+def publish_training_report(summary: dict[str, Any]) -> str:
+    """Loss-curve PNG next to the metrics, and the :func:`training_artifacts` published."""
+    artifacts = training_artifacts(summary)
+    what = summary["experiment"]
+    publish_markdown("pretraining-metrics", artifacts["pretraining-metrics"], f"metrics of {what}")
+    publish_markdown(
+        "pretraining-loss-curve", artifacts["pretraining-loss-curve"], f"loss curve of {what}"
+    )
+    return artifacts["png"]
 
 
 @flow(name="pretrain", log_prints=True)

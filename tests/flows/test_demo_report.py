@@ -36,35 +36,52 @@ HELD_OUT = {
 RANDOM = {**HELD_OUT, "nsp/accuracy": 0.5, "nsp/loss": 0.69, "mlm/accuracy": 0.0, "loss": 9.0}
 
 
-def _table(markdown: str) -> tuple[list[str], dict[str, list[str]]]:
-    lines = [line for line in markdown.splitlines() if line.startswith("|")]
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    rows = {}
-    for line in lines[2:]:
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = cells
-    return header, rows
+def _tables(markdown: str) -> list[tuple[list[str], dict[str, list[str]]]]:
+    """Every markdown table of ``markdown``: its header and its rows by first cell."""
+    tables, block = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("|"):
+            block.append(line)
+            continue
+        if block:
+            header = [cell.strip() for cell in block[0].strip("|").split("|")]
+            rows = {}
+            for row in block[2:]:
+                cells = [cell.strip() for cell in row.strip("|").split("|")]
+                rows[cells[0]] = cells
+            tables.append((header, rows))
+            block = []
+    return tables
 
 
 def test_every_metric_has_train_and_held_out_side_by_side() -> None:
     logged = {**TRAIN, "nsp/accuracy": 0.97, "lr": 1e-4}
     markdown = generalisation_report(TRAIN, HELD_OUT, logged=logged, baseline=RANDOM)
-    header, rows = _table(markdown)
-    assert header == [
-        "metric",
-        "training (last log)",
-        "training split",
-        "held-out",
-        "held-out, random init",
-        "gap (held-out - training)",
-    ]
-    assert sorted(rows) == sorted(TRAIN)  # every metric, nothing else (no lr)
+    (header, rows), (_count_header, _counts) = _tables(markdown)
+    assert header == ["metric", "log", "train", "held-out", "random", "gap"]
+    scores = {k for k in TRAIN if k not in ("mlm/predictions", "dea/chance")}
+    assert sorted(rows) == sorted(scores)  # every score, nothing else (no lr, no count)
     for name, cells in rows.items():
         assert all(cells), name  # no empty cell
         assert float(cells[2]) == pytest.approx(TRAIN[name], rel=1e-3)
         assert float(cells[3]) == pytest.approx(HELD_OUT[name], rel=1e-3)
         assert float(cells[5]) == pytest.approx(HELD_OUT[name] - TRAIN[name], rel=1e-3)
     assert rows["nsp/accuracy"][1] == "0.97"
+    assert "gap = held-out - train; random = the same model from random init." in markdown
+
+
+def test_counts_are_kept_apart_from_metrics_with_no_gap() -> None:
+    # Issue 37: `mlm/predictions` sat in the metric table with a "gap" of -191.
+    held = {**HELD_OUT, "dea/mentions": 59.0}
+    train = {**TRAIN, "dea/mentions": 135.0}
+    markdown = generalisation_report(train, held, baseline=RANDOM)
+    (_header, rows), (count_header, counts) = _tables(markdown)
+    assert "mlm/predictions" not in rows and "dea/mentions" not in rows
+    assert count_header == ["count", "train", "held-out"]  # no gap column
+    assert counts["mlm/predictions"] == ["mlm/predictions", "251", "60"]
+    assert counts["dea/mentions"] == ["dea/mentions", "135", "59"]
+    assert "dea/chance" in counts
+    assert "Counts and reference rates" in markdown
 
 
 def test_a_large_gap_is_called_memorisation_in_plain_words() -> None:
@@ -153,7 +170,7 @@ def test_nsp_memorised_in_training_is_flagged_from_the_training_log() -> None:
     flags = generalisation_flags(train, held, random_init, logged)
     assert flags == [
         "dEA: 0.98 in training, 0.50 held-out (chance: 0.07): overfitting, partly learned.",
-        "NSP: 0.99 in training, 0.61 held-out (chance: 0.70): memorised, not learned. On the "
+        "NSP: 0.99 in training, 0.61 held-out (majority class: 0.70): memorised, not learned. On the "
         "training documents with fresh masks and pairs it gets 0.47: it memorised its "
         "training examples themselves.",
         "NSP loss: 0.01 in training, 1.31 held-out (random init: 0.70): memorised, not "
@@ -161,4 +178,5 @@ def test_nsp_memorised_in_training_is_flagged_from_the_training_log() -> None:
         "memorised its training examples themselves.",
     ]
     markdown = generalisation_report(train, held, logged=logged, baseline=random_init)
-    assert "- NSP: 0.99 in training, 0.61 held-out (chance: 0.70): memorised" in markdown
+    assert "- NSP: 0.99 in training, 0.61 held-out (majority class: 0.70): memorised" in markdown
+    assert "(chance: 0.70)" not in markdown

@@ -83,6 +83,19 @@ def test_finetune_flow_under_prefect_summarises_two_seeds(tmp_path: Path) -> Non
     assert len(result["runs"]) == 2
     (row,) = result["summary"]
     assert row["seeds"] == 2 and row["dev/accuracy"]["n"] == 2
+    # Each run's label report is in its folder and published, beside the summary.
+    assert all(Path(run["label_report"]).is_file() for run in result["runs"])
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    async def latest() -> dict[str, str]:
+        async with get_client() as client:
+            return {str(a.key): str(a.data) for a in await client.read_latest_artifacts()}
+
+    artifacts = asyncio.run(latest())
+    assert "| metric | mean ± std |" in artifacts["finetune-report"]
+    assert "| label | P | R | F1 | n |" in artifacts["finetune-labels"]
 
 
 def test_retrain_gates_on_a_downstream_metric(tmp_path: Path) -> None:

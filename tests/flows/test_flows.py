@@ -32,15 +32,20 @@ def test_pretrain_flow_publishes_metrics_and_loss_curve(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [r["step"] for r in read_metrics(summary["metrics_path"])] == [5, 10]
 
-    async def latest_artifact() -> str:
+    async def latest_artifacts() -> dict[str, tuple[str, str]]:
         async with get_client() as client:
-            artifact = await client.read_latest_artifacts()
-            return next(a.data for a in artifact if a.key == "pretraining-metrics")
+            artifacts = await client.read_latest_artifacts()
+            return {str(a.key): (str(a.type), str(a.data)) for a in artifacts}
 
     import asyncio
 
-    markdown = asyncio.run(latest_artifact())
-    assert "| step |" in markdown and "loss_curve.png" in markdown
+    artifacts = asyncio.run(latest_artifacts())
+    kind, markdown = artifacts["pretraining-metrics"]
+    assert "| metric | step 5 | step 10 |" in markdown and "loss_curve.png" in markdown
+    # The curve alone is a markdown image (scaled to the panel), not an image artifact,
+    # whose data URL Prefect prints as one unbreakable line under the image.
+    kind, curve = artifacts["pretraining-loss-curve"]
+    assert kind == "markdown" and curve.startswith("![loss curve of ")
 
 
 def test_evaluate_flow_reports_model_and_random_baseline(tmp_path: Path) -> None:

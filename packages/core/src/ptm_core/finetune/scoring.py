@@ -23,6 +23,7 @@ from ptm_core.finetune.collapse import collapse_warnings, prior_loss
 from ptm_core.finetune.data.features import aligned_tags
 from ptm_core.finetune.data.qa import postprocess_qa, squad_references
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.label_scores import LABELS_FILE, LabelledPredictions, label_scores
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
@@ -44,7 +45,9 @@ def evaluate_task(
         ``(metrics, predictions)``: the metrics of
         :func:`~ptm_core.finetune.metrics.compute_metrics` plus ``loss`` (mean over batches,
         when the data has labels); predictions are class indices, values, tag names per
-        sentence, or ``{question id: answer}``. A text-to-text model (T5) is scored by
+        sentence, or ``{question id: answer}``; for labelled classification and tagging
+        data a :class:`~ptm_core.finetune.label_scores.LabelledPredictions` (the same
+        list, with the gold labels). A text-to-text model (T5) is scored by
         greedy generation (:func:`~ptm_core.finetune.text_to_text.evaluate_text_to_text`).
     """
     from ptm_core.finetune.text_to_text import TextToTextModel, evaluate_text_to_text
@@ -106,7 +109,11 @@ def evaluate_task(
             gold,
             num_labels=len(data.label_names) if task.kind == "classification" else None,
         )
-        result = predicted
+        result = (
+            LabelledPredictions(predicted, gold, data.label_names, task.kind)
+            if task.kind in ("classification", "tagging") and data.label_names
+            else predicted
+        )
     else:
         metrics, result = {}, predicted
     if losses and data.labelled:
@@ -146,6 +153,8 @@ def train_and_score(
     """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
     writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
     (the last training metrics and ``dev/<name>`` for each dev metric), print the headline.
+    Labelled classification and tagging predictions also get ``dev_labels.json``: the
+    confusion matrix and per-label scores (:func:`~ptm_core.finetune.label_scores.label_scores`).
 
     ``score()`` returns the dev metrics, or ``(metrics, predictions)`` as
     :func:`evaluate_task` does. A collapsed run (a training loss that ends at the label
@@ -171,6 +180,9 @@ def train_and_score(
         final_metrics["warnings"] = warnings
     output_dir = run.result.output_dir
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
+    if isinstance(predictions, LabelledPredictions):
+        scores = label_scores(predictions)
+        atomic_write_text(output_dir / LABELS_FILE, json.dumps(scores) + "\n")
     headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
     print(
         f"{name}: {headline}({', '.join(f'{k} {v:.4f}' for k, v in sorted(dev_metrics.items()))})"
