@@ -400,13 +400,18 @@ def _main(argv: Sequence[str] | None = None) -> int:
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
-        print(f"experiment     {cfg.experiment_name}")
-        if hasattr(result, "num_examples"):
-            print(f"examples       {result.num_examples}")
-        print(f"final encoder  {result.encoder_dir}")
-        print(f"checkpoint     {result.last_checkpoint}")
-        print(f"metrics        {result.metrics_path}")
-        print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
+        from flows.end_table import key_metrics, print_end_table
+
+        examples = {"examples": result.num_examples} if hasattr(result, "num_examples") else {}
+        print_end_table(
+            f"pretrain {cfg.experiment_name}",
+            {**examples, **key_metrics(result.final_metrics)},
+            {
+                "final encoder": result.encoder_dir,
+                "checkpoint": result.last_checkpoint,
+                "metrics": result.metrics_path,
+            },
+        )
         return 0
     if args.command == "finetune":
         return _finetune(args)
@@ -483,10 +488,19 @@ def _finetune(args: argparse.Namespace) -> int:
     except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
-    print(f"task           {run['task']}")
-    print(f"final model    {run['final_dir']}")
-    print(f"metrics        {run['metrics_path']}")
-    print(f"last metrics   {json.dumps(run['final_metrics'], sort_keys=True)}")
+    from flows.end_table import key_metrics, print_end_table
+
+    metrics = key_metrics(run["final_metrics"])
+    dev_first = sorted(metrics, key=lambda name: not name.startswith("dev/"))
+    print_end_table(
+        f"finetune {run['task']}",
+        {name: metrics[name] for name in dev_first},
+        {
+            "final model": run["final_dir"],
+            "dev metrics": f"{run['output_dir']}/eval.json",
+            "metrics": run["metrics_path"],
+        },
+    )
     return 0
 
 
