@@ -27,6 +27,8 @@ from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.training import TrainerConfig
+from ptm_core.training.distributed import is_main_process
+from ptm_core.training.loggers import log_after_training
 from ptm_core.training.metrics import MetricsLog
 from ptm_core.training.run import train_and_save
 
@@ -170,6 +172,10 @@ def train_and_score(
     if warnings:
         final_metrics["warnings"] = warnings
     output_dir = run.result.output_dir
+    if trainer.loggers and is_main_process():  # the dev curve point beside the training ones
+        log_after_training(
+            trainer, run.result.final_step, {f"dev/{k}": v for k, v in dev_metrics.items()}
+        )
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
     headline = f"dev/{metric} {dev_metrics.get(metric, float('nan')):.4f} " if metric else ""
     print(
