@@ -362,6 +362,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
     from flows.config import ConfigError
+    from ptm_core.progress import ProgressSettingError, check_progress_settings
+
+    try:
+        check_progress_settings()  # a typo fails now, not after the model is built
+    except ProgressSettingError as exc:
+        print(f"ptm: {exc}", file=sys.stderr)
+        return 2
 
     if args.command == "families":
         from flows.runner import families_table

@@ -70,6 +70,12 @@ def progress_seconds() -> float:
     return seconds
 
 
+def check_progress_settings() -> None:
+    """Raise :class:`ProgressSettingError` if ``PTM_PROGRESS*`` holds a bad value."""
+    progress_mode()
+    progress_seconds()
+
+
 def format_duration(seconds: float) -> str:
     """``3725.2`` -> ``"1:02:05"``; ``"?"`` when unknown."""
     if not math.isfinite(seconds) or seconds < 0:
