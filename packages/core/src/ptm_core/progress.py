@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
@@ -189,3 +190,21 @@ class Progress(AbstractContextManager["Progress"]):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def batch_starts(total: int, batch_size: int, desc: str, unit: str = "row") -> Iterator[int]:
+    """``range(0, total, batch_size)`` that shows the rows done as :class:`Progress`.
+
+    Each start is counted once the loop body of the batch before it has run, so the rate
+    and the ETA are those of the work, not of the slicing.
+
+    Args:
+        total: rows in all.
+        batch_size: rows per batch.
+        desc: what the display calls the work (``"evaluate"``).
+        unit: what a row is (``"row"``, ``"example"``).
+    """
+    with Progress(desc, total, unit) as progress:
+        for first in range(0, total, batch_size):
+            yield first
+            progress.update(min(batch_size, total - first))

@@ -26,6 +26,7 @@ from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.progress import Progress
 from ptm_core.training import TrainerConfig
 from ptm_core.training.distributed import is_main_process
 from ptm_core.training.loggers import log_after_training
@@ -68,6 +69,7 @@ def evaluate_task(
     predicted: list[Any] = []
     starts: list[torch.Tensor] = []
     ends: list[torch.Tensor] = []
+    progress = Progress("score", len(batches), "batch")
     for batch in batches.iter_batches(0):
         output = model({k: v.to(device) for k, v in batch.items()})
         if output.loss is not None:
@@ -88,6 +90,8 @@ def evaluate_task(
             predicted.extend(logits.argmax(-1).tolist())
         if task.kind in ("classification", "regression", "multiple_choice") and "labels" in batch:
             gold.extend(batch["labels"].tolist())
+        progress.update()
+    progress.close()
     model.train(was_training)
     if task.kind == "qa":
         answers = postprocess_qa(
