@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from prefect import Task, flow, task
+from prefect import Task, flow, get_run_logger, task
 from prefect.cache_policies import INPUTS
 from prefect.client.schemas.objects import State, TaskRun
 
@@ -352,7 +352,7 @@ def link_entities(
     executed = shards = 0
     merger = ShardMerger(output)
     pending: deque[tuple[tuple[Any, ...], Any]] = deque()
-    progress = Progress("link", documents, "document")
+    progress = Progress("link", documents, "document", log=get_run_logger())
 
     def merge_oldest() -> None:
         nonlocal executed

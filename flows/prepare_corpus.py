@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, task
 
 from flows.end_table import print_end_table
 from flows.link_entities import retry_if_transient
@@ -118,7 +118,10 @@ def prepare_corpus(
         if not plan.up_to_date:
             count = workers if workers is not None else (os.cpu_count() or 1)
             pool = _worker_pool(count) if count > 0 and plan.pending else contextlib.nullcontext()
-            with pool, Progress("prepare", len(plan.pending), "shard") as progress:
+            with (
+                pool,
+                Progress("prepare", len(plan.pending), "shard", log=get_run_logger()) as progress,
+            ):
                 futures = prepare_shard_task.map(plan.pending)
                 for future in futures:  # in corpus order: the count may lag a little
                     future.wait()

@@ -94,7 +94,8 @@ class Progress(AbstractContextManager["Progress"]):
         unit: the unit, singular (``"step"``); lines say ``steps/s``.
         initial: the count already done (a resumed run), not counted in the rate.
         enabled: ``False`` shows nothing (e.g. ``trainer.progress=false``, other ranks).
-        log: the logger of the plain lines (this module's by default).
+        log: the logger of the plain lines (this module's by default; a flow passes
+            Prefect's run logger so the lines reach the run's logs in the UI).
 
     Example:
         >>> with Progress("link", total=len(docs), unit="document") as progress:
@@ -111,7 +112,7 @@ class Progress(AbstractContextManager["Progress"]):
         *,
         initial: int = 0,
         enabled: bool = True,
-        log: logging.Logger | None = None,
+        log: logging.Logger | logging.LoggerAdapter[Any] | None = None,
     ) -> None:
         self.desc, self.total, self.unit = desc, total, unit
         self.count = self.initial = initial
