@@ -17,11 +17,12 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack
-from typing import Any
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MODES = ("auto", "bar", "lines", "off")
 DEFAULT_SECONDS = 30.0
@@ -209,3 +210,18 @@ def batch_starts(total: int, batch_size: int, desc: str, unit: str = "row") -> I
         for first in range(0, total, batch_size):
             yield first
             progress.update(min(batch_size, total - first))
+
+
+def track(items: Iterable[T], desc: str, total: int | None, unit: str = "it") -> Iterator[T]:
+    """The items of ``items``, each counted as :class:`Progress` once the caller is done with it.
+
+    Args:
+        items: what to go through (a batch iterator).
+        desc: what the display calls the work (``"score heads"``).
+        total: how many items there are, if known (for the ETA).
+        unit: what an item is (``"batch"``).
+    """
+    with Progress(desc, total, unit) as progress:
+        for item in items:
+            yield item
+            progress.update()
