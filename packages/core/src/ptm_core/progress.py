@@ -161,21 +161,24 @@ class Progress(AbstractContextManager["Progress"]):
         elapsed = (now if now is not None else time.perf_counter()) - self._start
         return (self.count - self.initial) / elapsed if elapsed > 0 else 0.0
 
-    def line(self, now: float | None = None) -> str:
-        """The plain line: ``desc: count/total units (pct), rate units/s, ETA h:mm:ss``."""
+    def line(self, now: float | None = None, *, done: str | None = None) -> str:
+        """The plain line: ``desc: count/total units (pct), rate units/s, ETA h:mm:ss``;
+        with ``done`` (the run's duration), ``done in h:mm:ss`` in place of the ETA."""
         rate = self.rate(now)
         plural = f"{self.unit}s"
         if self.total:
-            done = f"{self.count}/{self.total} {plural} ({100 * self.count / self.total:.0f}%)"
+            count = f"{self.count}/{self.total} {plural} ({100 * self.count / self.total:.0f}%)"
             eta = (self.total - self.count) / rate if rate > 0 else float("inf")
             tail = f", ETA {format_duration(eta)}"
         else:
-            done, tail = f"{self.count} {plural}", ""
+            count, tail = f"{self.count} {plural}", ""
         speed = (
             f"{rate:.3g} {plural}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.3g} s/{self.unit}"
         )
+        if done is not None:
+            tail = f", done in {done}"
         status = f" ({self.status})" if self.status else ""
-        return f"{self.desc}: {done}, {speed}{tail}{status}"
+        return f"{self.desc}: {count}, {speed}{tail}{status}"
 
     def close(self) -> None:
         """End the bar, or log the final plain line (with the whole run's rate)."""
@@ -184,7 +187,7 @@ class Progress(AbstractContextManager["Progress"]):
             self._bar = None
             self._redirect.close()
         elif self.mode == "lines" and self.count > self.initial:
-            self.log.info("%s done in %s", self.line(), format_duration(self._elapsed()))
+            self.log.info("%s", self.line(done=format_duration(self._elapsed())))
         self.mode = "off"
 
     def _elapsed(self) -> float:
