@@ -407,18 +407,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
-        from flows.end_table import key_metrics, print_end_table
+        from flows.end_table import print_pretrain_table
 
-        examples = {"examples": result.num_examples} if hasattr(result, "num_examples") else {}
-        print_end_table(
-            f"pretrain {cfg.experiment_name}",
-            {**examples, **key_metrics(result.final_metrics)},
-            {
-                "final encoder": result.encoder_dir,
-                "checkpoint": result.last_checkpoint,
-                "metrics": result.metrics_path,
-            },
-        )
+        print_pretrain_table(str(cfg.experiment_name), result)
         return 0
     if args.command == "finetune":
         return _finetune(args)
@@ -495,19 +486,9 @@ def _finetune(args: argparse.Namespace) -> int:
     except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
-    from flows.end_table import key_metrics, print_end_table
+    from flows.end_table import print_finetune_table
 
-    metrics = key_metrics(run["final_metrics"])
-    dev_first = sorted(metrics, key=lambda name: not name.startswith("dev/"))
-    print_end_table(
-        f"finetune {run['task']}",
-        {name: metrics[name] for name in dev_first},
-        {
-            "final model": run["final_dir"],
-            "dev metrics": f"{run['output_dir']}/eval.json",
-            "metrics": run["metrics_path"],
-        },
-    )
+    print_finetune_table(run)
     return 0
 
 

@@ -79,3 +79,42 @@ def print_end_table(
 ) -> None:
     """Print :func:`end_table` after a blank line (on stdout; in a flow, to its log)."""
     print("\n" + end_table(title, metrics, outputs), flush=True)
+
+
+def print_pretrain_table(experiment: str, result: Any) -> None:
+    """``ptm pretrain``'s end table: examples and last metrics; encoder, checkpoint, metrics.
+
+    Args:
+        experiment: the preset's ``experiment_name``.
+        result: what the family's runner returned (``final_metrics``, ``encoder_dir``,
+            ``last_checkpoint``, ``metrics_path``; ``num_examples`` when it has them).
+    """
+    examples = {"examples": result.num_examples} if hasattr(result, "num_examples") else {}
+    print_end_table(
+        f"pretrain {experiment}",
+        {**examples, **key_metrics(result.final_metrics)},
+        {
+            "final encoder": result.encoder_dir,
+            "checkpoint": result.last_checkpoint,
+            "metrics": result.metrics_path,
+        },
+    )
+
+
+def print_finetune_table(run: Mapping[str, Any]) -> None:
+    """``ptm finetune``'s end table: ``dev/`` metrics first; final model, eval.json, metrics.
+
+    Args:
+        run: one run as :func:`flows.finetune.run_one` returns it.
+    """
+    metrics = key_metrics(run["final_metrics"])
+    dev_first = sorted(metrics, key=lambda name: not name.startswith("dev/"))
+    print_end_table(
+        f"finetune {run['task']}",
+        {name: metrics[name] for name in dev_first},
+        {
+            "final model": run["final_dir"],
+            "dev metrics": Path(run["output_dir"]) / "eval.json",
+            "metrics": run["metrics_path"],
+        },
+    )
