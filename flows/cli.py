@@ -362,6 +362,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
         args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
     from flows.config import ConfigError
+    from ptm_core.progress import ProgressSettingError, check_progress_settings
+
+    try:
+        check_progress_settings()  # a typo fails now, not after the model is built
+    except ProgressSettingError as exc:
+        print(f"ptm: {exc}", file=sys.stderr)
+        return 2
 
     if args.command == "families":
         from flows.runner import families_table
@@ -400,13 +407,9 @@ def _main(argv: Sequence[str] | None = None) -> int:
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
-        print(f"experiment     {cfg.experiment_name}")
-        if hasattr(result, "num_examples"):
-            print(f"examples       {result.num_examples}")
-        print(f"final encoder  {result.encoder_dir}")
-        print(f"checkpoint     {result.last_checkpoint}")
-        print(f"metrics        {result.metrics_path}")
-        print(f"last metrics   {json.dumps(result.final_metrics, sort_keys=True)}")
+        from flows.end_table import print_pretrain_table
+
+        print_pretrain_table(str(cfg.experiment_name), result)
         return 0
     if args.command == "finetune":
         return _finetune(args)
@@ -483,10 +486,9 @@ def _finetune(args: argparse.Namespace) -> int:
     except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
-    print(f"task           {run['task']}")
-    print(f"final model    {run['final_dir']}")
-    print(f"metrics        {run['metrics_path']}")
-    print(f"last metrics   {json.dumps(run['final_metrics'], sort_keys=True)}")
+    from flows.end_table import print_finetune_table
+
+    print_finetune_table(run)
     return 0
 
 

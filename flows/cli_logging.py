@@ -6,6 +6,18 @@ import logging
 import sys
 from typing import Any
 
+# Loggers of ptm's own code. Importing Prefect (every flow module does) resets the root
+# logger to WARNING, which would silence the trainer's step lines and the progress lines
+# of `ptm finetune` and the flows; at INFO on these loggers they print whatever the root.
+PACKAGE_LOGGERS = (
+    "flows",
+    "ptm_core",
+    "ptm_classic",
+    "ptm_knowledge",
+    "ptm_multilingual",
+    "ptm_multimodal",
+)
+
 
 class _CurrentStderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at each record (a stream captured by a test or
@@ -43,6 +55,9 @@ def setup_logging(user_errors: tuple[type[BaseException], ...]) -> None:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
         root.setLevel(logging.INFO)
+    for name in PACKAGE_LOGGERS:
+        if logging.getLogger(name).level == logging.NOTSET:
+            logging.getLogger(name).setLevel(logging.INFO)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     for name in ("prefect.flow_runs", "prefect.task_runs"):
         logger = logging.getLogger(name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from flows.end_table import print_end_table
 from ptm_core.atomic import check_output_directory
 from ptm_core.compress.methods import METHODS, CompressionResult, compress_final
 
@@ -84,4 +85,16 @@ def compress(
         exporter=exporter or "dynamo",
     )
     print(result.summary())
+    mib = 2**20
+    print_end_table(
+        f"compress {method}",
+        {
+            "weights MiB before": result.bytes_before / mib,
+            "weights MiB after": result.bytes_after / mib,
+            "size ratio": result.bytes_after / max(result.bytes_before, 1),
+            "parameters before": result.params_before,
+            "parameters after": result.params_after,
+        },
+        {"compressed model": result.output, "source": result.source},
+    )
     return result

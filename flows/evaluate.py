@@ -18,6 +18,7 @@ from typing import Any
 from prefect import Flow, task
 
 from flows.artifacts import check_report_path, publish_markdown, write_report
+from flows.end_table import print_end_table
 from flows.evaluation_data import (
     MIN_COMPARE_TOKENS,
     check_enough_tokens,
@@ -420,6 +421,15 @@ def evaluate(
     markdown = write_report(path, markdown).read_text(encoding="utf-8")  # headed by the marker
     publish_markdown("evaluation-report", markdown, f"evaluation of {model_dir}")
     print(f"evaluation report: {path}")
+    print_end_table(
+        f"evaluate {family}",
+        {
+            f"{metric} (model)": scores[metric],
+            f"{metric} ({base_name.strip('`')})": base.get(metric, float("nan")),
+            f"{metric} difference": delta,
+        },
+        {"report": path},
+    )
     return {
         "family": family,
         "metric": metric,

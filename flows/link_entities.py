@@ -21,12 +21,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from prefect import Task, flow, task
+from prefect import Task, flow, get_run_logger, task
 from prefect.cache_policies import INPUTS
 from prefect.client.schemas.objects import State, TaskRun
 
+from flows.end_table import print_end_table
 from ptm_core.atomic import DiskFullError, file_in_the_way
 from ptm_core.data import iter_text_corpus
+from ptm_core.progress import Progress
 from ptm_knowledge.kg_corpus_settings import LinkerSettings
 
 Shard = list[tuple[str, list[str]]]  # (doc_id, sentences)
@@ -350,6 +352,7 @@ def link_entities(
     executed = shards = 0
     merger = ShardMerger(output)
     pending: deque[tuple[tuple[Any, ...], Any]] = deque()
+    progress = Progress("link", documents, "document", log=get_run_logger())
 
     def merge_oldest() -> None:
         nonlocal executed
@@ -361,6 +364,7 @@ def link_entities(
             path = link_shard.with_options(refresh_cache=True)(*arguments)
             executed += 1
         merger.add(path)
+        progress.update(len(arguments[1]))
 
     try:
         for index, docs in enumerate(_shards(iter_text_corpus(corpus), shard_size)):
@@ -380,12 +384,24 @@ def link_entities(
         for _, future in pending:  # let running shards finish writing their own files
             with contextlib.suppress(BaseException):
                 future.wait()
+        progress.close()
         error = merger.abort(exc)
         if error is exc:
             raise
         raise error from exc
+    progress.close()
     merged = merger.commit()
     print(f"linked {documents} documents in {shards} shards ({executed} run now)")
+    print_end_table(
+        "link",
+        {
+            "documents": documents,
+            "mentions": merger.mentions,
+            "shards": shards,
+            "shards linked now": executed,
+        },
+        {"linked corpus": merged},
+    )
     return {
         "output": str(merged),
         "shards": shards,

@@ -8,9 +8,9 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from prefect import flow, task
-from prefect.futures import wait
+from prefect import flow, get_run_logger, task
 
+from flows.end_table import print_end_table
 from flows.link_entities import retry_if_transient
 from ptm_core.data.prepare import (
     DEFAULT_SAMPLE_BYTES,
@@ -23,6 +23,7 @@ from ptm_core.data.prepare import (
 )
 from ptm_core.data.prepared import PreparedCorpus
 from ptm_core.data.shard_writer import ShardTask, shard_worker_pool
+from ptm_core.progress import Progress
 
 # The library's worker processes while a flow runs with `workers` (one flow per process
 # at a time). None on a Dask worker: there the task builds its shard itself.
@@ -117,9 +118,14 @@ def prepare_corpus(
         if not plan.up_to_date:
             count = workers if workers is not None else (os.cpu_count() or 1)
             pool = _worker_pool(count) if count > 0 and plan.pending else contextlib.nullcontext()
-            with pool:
+            with (
+                pool,
+                Progress("prepare", len(plan.pending), "shard", log=get_run_logger()) as progress,
+            ):
                 futures = prepare_shard_task.map(plan.pending)
-                wait(futures)
+                for future in futures:  # in corpus order: the count may lag a little
+                    future.wait()
+                    progress.update()
             failed = [f for f in futures if f.state.is_failed() or f.state.is_crashed()]
             if failed:
                 failed[0].result()  # raises the first failure in corpus order
@@ -130,6 +136,17 @@ def prepare_corpus(
         f"prepared {store.num_documents} documents, {store.num_sentences} sentences, "
         f"{store.num_tokens} tokens in {store.num_shards} shards ({built} built now) "
         f"at {output}"
+    )
+    print_end_table(
+        "prepare",
+        {
+            "documents": store.num_documents,
+            "sentences": store.num_sentences,
+            "tokens": store.num_tokens,
+            "shards": store.num_shards,
+            "shards built now": built,
+        },
+        {"prepared corpus": output},
     )
     return {
         "output": str(output),

@@ -22,6 +22,7 @@ from flows.artifacts import (
 )
 from flows.config import compose_config
 from flows.config_schema import typed
+from flows.end_table import key_metrics, print_end_table
 from flows.runner import run_composed
 from ptm_core.training import find_latest_checkpoint
 
@@ -197,5 +198,14 @@ def pretrain(overrides: list[str] | None = None) -> dict[str, Any]:
     """
     summary = train(list(overrides or []))
     summary["loss_curve"] = publish_training_report(summary)
-    print(f"pre-training done: encoder in {summary['encoder_dir']}")
+    print_end_table(
+        f"pretrain {summary['experiment']}",
+        key_metrics(summary["final_metrics"]),
+        {
+            "final encoder": summary["encoder_dir"],
+            "checkpoint": summary["last_checkpoint"],
+            "metrics": summary["metrics_path"],
+            "loss curve": summary["loss_curve"],
+        },
+    )
     return summary

@@ -35,10 +35,12 @@ def test_elmo_tiny_trains_through_the_cli(
     records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3]
     assert all(r["lm/perplexity"] > 1 and "lm/forward_nll" in r for r in records)
-    last = json.loads(printed.split("last metrics")[1].strip().splitlines()[0])
-    assert last["heldout_perplexity"] > 1
+    # The end table's row: `  heldout_perplexity  123.4567` (4 decimals).
+    row = next(x for x in printed.splitlines() if x.strip().startswith("heldout_perplexity "))
+    shown = float(row.split()[-1])
+    assert shown > 1
     saved = json.loads((out / "eval.json").read_text())
-    assert saved["heldout_perplexity"] == last["heldout_perplexity"]
+    assert saved["heldout_perplexity"] == pytest.approx(shown, rel=1e-3)
     assert saved["heldout_rows"] == 23  # every 20th of the sample's 453 rows
     bilm = load_bilm(out / "final")
     vocab = read_vocabulary(out / "final")

@@ -16,7 +16,9 @@ from ptm_core.training.loggers import (
     MLflowLogger,
     TensorBoardLogger,
     flatten_params,
+    log_after_training,
     run_config,
+    tracker_tag,
 )
 
 
@@ -39,12 +41,12 @@ def _metrics(output_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def _expected(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
-    """tag -> [(step, value)] of every number in the metrics lines."""
+    """tag -> [(step, value)] of every number in the metrics lines, by tracker tag."""
     out: dict[str, list[tuple[int, float]]] = {}
     for record in records:
         for key, value in record.items():
             if key != "step" and isinstance(value, (int, float)):
-                out.setdefault(key, []).append((record["step"], float(value)))
+                out.setdefault(tracker_tag(key), []).append((record["step"], float(value)))
     return out
 
 
@@ -80,9 +82,48 @@ def test_tensorboard_events_hold_the_metrics_jsonl_scalars(
     log_dir = Path(config.output_dir) / "tensorboard"
     assert list(log_dir.glob("events.out.tfevents.*"))
     expected = _expected(_metrics(config.output_dir))
-    assert {"loss", "lr", "grad_norm", "accuracy", "tokens"} <= set(expected)
-    assert [s for s, _ in expected["loss"]] == [3, 6, 9, 12]
-    _assert_same(_tensorboard_scalars(log_dir), expected)
+    assert {"train/loss", "train/lr", "train/grad_norm", "train/accuracy"} <= set(expected)
+    assert {"system/epoch", "system/tokens_per_s", "system/data_wait_share"} <= set(expected)
+    assert [s for s, _ in expected["train/loss"]] == [3, 6, 9, 12]
+    scalars = _tensorboard_scalars(log_dir)
+    _assert_same(scalars, expected)
+    # Read back from the event file: every tag is in one of the three groups.
+    assert {tag.split("/")[0] for tag in scalars} == {"train", "system"}
+
+
+def test_tracker_tags_group_train_dev_and_system() -> None:
+    assert tracker_tag("loss") == "train/loss"
+    assert tracker_tag("lr") == "train/lr"
+    assert tracker_tag("grad_norm") == "train/grad_norm"
+    assert tracker_tag("mlm/accuracy") == "train/mlm/accuracy"
+    assert tracker_tag("dev/f1") == "dev/f1"
+    assert tracker_tag("heldout_perplexity") == "dev/heldout_perplexity"
+    for key in ("epoch", "tokens_per_s", "data_wait_share", "peak_memory_mib"):
+        assert tracker_tag(key) == f"system/{key}"
+    # TensorBoard makes a section of each prefix: loss and lr sit together under train/,
+    # no longer between data_wait_share and epoch as in one flat, name-sorted list.
+    sections: dict[str, list[str]] = {}
+    for key in ("data_wait_share", "epoch", "loss", "lr"):
+        group, _, name = tracker_tag(key).partition("/")
+        sections.setdefault(group, []).append(name)
+    assert sections == {"system": ["data_wait_share", "epoch"], "train": ["loss", "lr"]}
+
+
+def test_dev_metrics_after_training_join_the_tensorboard_and_mlflow_runs(
+    make_model, make_source, make_config, tmp_path: Path
+) -> None:
+    uri = (tmp_path / "mlruns").as_uri()
+    config = make_config(
+        "dev", max_steps=6, log_every=3, loggers=["tensorboard", "mlflow"], mlflow_tracking_uri=uri
+    )
+    Trainer(make_model(0), make_source(), config).fit()
+    log_after_training(config, 6, {"dev/accuracy": 0.75, "dev/loss": 0.5})
+    scalars = _tensorboard_scalars(Path(config.output_dir) / "tensorboard")
+    assert scalars["dev/accuracy"] == [(6, 0.75)]
+    assert [s for s, _ in scalars["train/loss"]] == [3, 6]  # the training events stay
+    run_id = json.loads((Path(config.output_dir) / "mlflow_run.json").read_text())["run_id"]
+    metrics = _mlflow_client(uri).get_run(run_id).data.metrics
+    assert metrics["dev/accuracy"] == 0.75 and "train/loss" in metrics
 
 
 def test_tensorboard_after_a_resume_has_each_step_once(
@@ -162,7 +203,7 @@ def test_mlflow_resume_continues_the_run_without_repeating_steps(
     second = json.loads((Path(config.output_dir) / "mlflow_run.json").read_text())["run_id"]
     assert second == first
     client = _mlflow_client(uri)
-    history = sorted(client.get_metric_history(first, "loss"), key=_step)
+    history = sorted(client.get_metric_history(first, "train/loss"), key=_step)
     records = _metrics(config.output_dir)
     assert [m.step for m in history] == [r["step"] for r in records] == [3, 6, 9, 12]
     # Steps 6 and 9 were re-trained bit for bit: the values the run kept are the file's.

@@ -31,6 +31,7 @@ from ptm_core.compress.final_dir import (
 )
 from ptm_core.compress.pruned import PrunedEncoderConfig
 from ptm_core.finetune.model import TASK_JSON, TaskModel
+from ptm_core.progress import track
 
 METHODS: tuple[str, ...] = (
     "int8",
@@ -107,7 +108,7 @@ def dev_batches(final: FinalModel, *, batch_size: int = 32, data: str | Path | N
     batches = TaskBatches(
         rows.rows, rows.featurizer, batch_size, shuffle=False, feature_index=task.kind == "qa"
     )
-    return batches.iter_batches(0)
+    return track(batches.iter_batches(0), "score heads", len(batches), "batch")
 
 
 def compress_final(

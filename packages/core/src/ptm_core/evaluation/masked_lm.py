@@ -18,6 +18,7 @@ from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mlm import MaskedLMObjective, mask_tokens
+from ptm_core.progress import batch_starts
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -122,7 +123,7 @@ def evaluate_masked_lm(
     objective = objective.to(device).eval()
     generator = generator_for(seed, "evaluate-mlm")
     total_loss, correct, count = 0.0, 0, 0
-    for first in range(0, len(examples), batch_size):
+    for first in batch_starts(len(examples), batch_size, "evaluate", "example"):
         batch = pad_examples(examples[first : first + batch_size], tokenizer.vocab_info.pad_id)
         corrupted, labels = mask_tokens(
             batch["input_ids"],

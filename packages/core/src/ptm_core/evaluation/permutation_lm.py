@@ -17,6 +17,7 @@ from ptm_core.models.pretraining import ENCODER_INPUTS
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.permutation_lm import PermutationLMObjective
+from ptm_core.progress import batch_starts
 from ptm_core.seeding import generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -89,7 +90,7 @@ def evaluate_permutation_lm(
     generator = generator_for(seed, "evaluate-plm")
     total_loss, correct, count = 0.0, 0, 0
     try:
-        for first in range(0, len(examples), batch_size):
+        for first in batch_starts(len(examples), batch_size, "evaluate", "example"):
             batch = pad_examples(examples[first : first + batch_size], tokenizer.vocab_info.pad_id)
             batch = objective.collate(batch, generator)
             inputs = {k: batch[k].to(device) for k in ENCODER_INPUTS if k in batch}

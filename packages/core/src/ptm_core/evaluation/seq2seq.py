@@ -22,6 +22,7 @@ from ptm_core.data.corpus import read_text_corpus
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective
+from ptm_core.progress import batch_starts
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.tokenization import WordPieceTokenizer
 
@@ -155,7 +156,7 @@ def evaluate_seq2seq(
     model = model.to(device).eval()
     generator = generator_for(seed, "evaluate-seq2seq")
     total_loss, correct, count = 0.0, 0, 0
-    for first in range(0, len(sources), batch_size):
+    for first in batch_starts(len(sources), batch_size, "evaluate", "example"):
         batch = noise.collate(sources[first : first + batch_size], generator)
         batch = {key: value.to(device) for key, value in batch.items()}
         logits = model(

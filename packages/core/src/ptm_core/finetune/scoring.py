@@ -27,7 +27,10 @@ from ptm_core.finetune.label_scores import LABELS_FILE, LabelledPredictions, lab
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.progress import Progress
 from ptm_core.training import TrainerConfig
+from ptm_core.training.distributed import is_main_process
+from ptm_core.training.loggers import log_after_training
 from ptm_core.training.metrics import MetricsLog
 from ptm_core.training.run import train_and_save
 
@@ -69,6 +72,7 @@ def evaluate_task(
     predicted: list[Any] = []
     starts: list[torch.Tensor] = []
     ends: list[torch.Tensor] = []
+    progress = Progress("score", len(batches), "batch")
     for batch in batches.iter_batches(0):
         output = model({k: v.to(device) for k, v in batch.items()})
         if output.loss is not None:
@@ -89,6 +93,8 @@ def evaluate_task(
             predicted.extend(logits.argmax(-1).tolist())
         if task.kind in ("classification", "regression", "multiple_choice") and "labels" in batch:
             gold.extend(batch["labels"].tolist())
+        progress.update()
+    progress.close()
     model.train(was_training)
     if task.kind == "qa":
         answers = postprocess_qa(
@@ -179,6 +185,10 @@ def train_and_score(
     if warnings:
         final_metrics["warnings"] = warnings
     output_dir = run.result.output_dir
+    if trainer.loggers and is_main_process():  # the dev curve point beside the training ones
+        log_after_training(
+            trainer, run.result.final_step, {f"dev/{k}": v for k, v in dev_metrics.items()}
+        )
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
     if isinstance(predictions, LabelledPredictions):
         scores = label_scores(predictions)

@@ -56,7 +56,8 @@ class TrainerConfig:
             and the folder's fingerprint (:mod:`ptm_core.training.run_folder`) matches this
             run; ``False`` starts fresh (the old run's files are moved aside, never deleted);
             ``"force"`` resumes even when the fingerprint differs.
-        progress: Show a tqdm progress bar (only when stderr is a terminal).
+        progress: Show progress: a bar with rate and ETA on a terminal, else a plain log
+            line every ``PTM_PROGRESS_SECONDS`` (:mod:`ptm_core.progress`).
         fused_optimizer: Use fused AdamW; ``None`` means fused wherever torch has the kernel
             for every trainable parameter (float tensors on CPU or CUDA).
         compile: Run the training step's forward (model and loss) through ``torch.compile``;

@@ -100,21 +100,51 @@ def flatten_params(config: Mapping[str, Any], prefix: str = "") -> dict[str, str
     return flat
 
 
+# How fast and how it runs, not how well it learns: the ``system/`` group.
+SYSTEM_KEYS = frozenset({"epoch", "tokens_per_s", "data_wait_share"})
+TAG_GROUPS = ("train", "dev", "system")
+
+
+def tracker_tag(key: str) -> str:
+    """The tracker's name for a ``metrics.jsonl`` key, in one of three groups.
+
+    TensorBoard and MLflow sort tags by name, so a group prefix keeps what belongs
+    together in one panel: ``dev/...`` (held-out scores, e.g. the fine-tuning dev metrics)
+    stays as it is; ``system/...`` takes speed and bookkeeping (``epoch``,
+    ``tokens_per_s``, ``data_wait_share``, memory figures); everything else is a training
+    figure under ``train/...`` (``loss``, ``lr``, ``grad_norm``, ``mlm/accuracy``).
+    ``metrics.jsonl`` keeps the bare keys.
+
+    Args:
+        key: a key of a metrics line (``"loss"``, ``"mlm/accuracy"``, ``"dev/f1"``).
+
+    Returns:
+        ``"train/loss"``, ``"train/mlm/accuracy"``, ``"dev/f1"``, ``"system/epoch"``.
+    """
+    if key.split("/", 1)[0] in TAG_GROUPS:
+        return key
+    if key.startswith("heldout_"):
+        return f"dev/{key}"
+    if key in SYSTEM_KEYS or "memory" in key or key.endswith(("_mib", "_bytes")):
+        return f"system/{key}"
+    return f"train/{key}"
+
+
 def _scalars(record: Mapping[str, Any]) -> dict[str, float]:
-    """The record's finite numbers, without ``step`` (the x axis of every tracker)."""
+    """The record's numbers by tracker tag, without ``step`` (every tracker's x axis)."""
     out: dict[str, float] = {}
     for key, value in record.items():
         if key == "step" or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
-        out[key] = float(value)
+        out[tracker_tag(key)] = float(value)
     return out
 
 
 class TensorBoardLogger(TrainerCallback):
     """Writes every metrics line as TensorBoard scalars (``torch.utils.tensorboard``).
 
-    One scalar per key of the line (``loss``, ``lr``, ``mlm/accuracy``, ...) at the line's
-    ``step``. The writer opens at :meth:`on_train_begin` with ``purge_step = step + 1``: on
+    One scalar per key of the line at the line's ``step``, named by :func:`tracker_tag`
+    (``train/loss``, ``train/mlm/accuracy``, ``system/tokens_per_s``, ...). The writer opens at :meth:`on_train_begin` with ``purge_step = step + 1``: on
     resume from step ``s``, TensorBoard's readers drop every older event past ``s`` (those
     steps are trained and logged again), and a fresh run (``s = 0``) hides an earlier run's
     events in the same directory.
@@ -158,7 +188,8 @@ class TensorBoardLogger(TrainerCallback):
 
 
 class MLflowLogger(TrainerCallback):
-    """Logs the run to MLflow: its config as params, every metrics line as step metrics.
+    """Logs the run to MLflow: its config as params, every metrics line as step metrics
+    (named by :func:`tracker_tag`, as in TensorBoard).
 
     The run id is kept in ``<output_dir>/mlflow_run.json``. A resumed training continues
     that run and skips the steps it already holds (they are re-trained bit for bit, so the
@@ -221,7 +252,7 @@ class MLflowLogger(TrainerCallback):
             if run is not None:
                 self.run_id = previous
                 client.update_run(previous, status="RUNNING")
-                history = client.get_metric_history(previous, "loss")
+                history = client.get_metric_history(previous, tracker_tag("loss"))
                 self._skip_through = max((m.step for m in history), default=0)
                 return
         experiment = client.get_experiment_by_name(self.experiment)
@@ -329,3 +360,50 @@ def build_loggers(config: TrainerConfig, params: Mapping[str, Any] | None = None
                 f"TrainerConfig.loggers: unknown logger {name!r}; valid: {', '.join(LOGGERS)}"
             )
     return callbacks
+
+
+def log_after_training(config: TrainerConfig, step: int, metrics: Mapping[str, Any]) -> None:
+    """Add figures computed after training (the dev metrics of a fine-tuning run) to the
+    trackers ``config.loggers`` named, at ``step``, beside the training curves.
+
+    TensorBoard gets a new event file in the same folder (nothing is purged); MLflow gets
+    the run of ``mlflow_run.json``. Call it on rank 0 only, after :meth:`Trainer.fit`.
+
+    Args:
+        config: the trainer settings of the run that just trained.
+        step: the run's last step, the x position of the figures.
+        metrics: name -> number; names go through :func:`tracker_tag` (``dev/f1``).
+
+    Raises:
+        MissingTrackerError: a named tracker's package is not installed.
+    """
+    scalars = _scalars(metrics)
+    if not scalars:
+        return
+    output_dir = Path(config.output_dir)
+    if "tensorboard" in config.loggers:
+        tensorboard = require_module("torch.utils.tensorboard", "tensorboard", "trainer.loggers")
+        writer = tensorboard.SummaryWriter(
+            log_dir=str(config.tensorboard_dir or output_dir / "tensorboard")
+        )
+        for tag, value in scalars.items():
+            writer.add_scalar(tag, value, global_step=step)
+        writer.close()
+    run_id = _read_run_id(output_dir / MLFLOW_RUN_FILE)
+    if "mlflow" in config.loggers and run_id is not None:
+        mlflow = require_module("mlflow", "mlflow", "trainer.loggers")
+        uri = json.loads((output_dir / MLFLOW_RUN_FILE).read_text(encoding="utf-8"))["tracking_uri"]
+        if is_file_store(uri):
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        client = mlflow.tracking.MlflowClient(tracking_uri=uri)
+        import time
+
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run_id,
+            metrics=[
+                mlflow.entities.Metric(tag, value, now, step)
+                for tag, value in scalars.items()
+                if math.isfinite(value)
+            ],
+        )

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-from tqdm.auto import tqdm
 
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
+from ptm_core.progress import Progress
 from ptm_core.seeding import derive_seed
 from ptm_core.training.batch_cursor import BatchCursor, count_tokens
 from ptm_core.training.checkpointing import (
@@ -277,13 +277,12 @@ class Trainer:
             self.metrics_log.truncate_after(self.step)
             self._call("on_train_begin", self.step, self.output_dir)
         history: list[dict[str, Any]] = []
-        bar = tqdm(
-            total=self.config.max_steps,
+        bar = Progress(
+            "train",
+            self.config.max_steps,
+            "step",
             initial=self.step,
-            desc="train",
-            unit="step",
-            disable=None if self.config.progress and main else True,  # None: only on a TTY
-            dynamic_ncols=True,
+            enabled=self.config.progress and main,
         )
         tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
         try:
@@ -295,11 +294,10 @@ class Trainer:
                     elapsed = max(time.perf_counter() - since, 1e-9)
                     record = self._log(tokens / elapsed, self._data_wait / elapsed)
                     history.append(record)
-                    bar.set_postfix(
+                    bar.set_status(
                         loss=f"{record['loss']:.4f}",
                         lr=f"{record['lr']:.2e}",
                         tok_s=f"{record['tokens_per_s']:.0f}",
-                        refresh=False,
                     )
                     tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
                 if self.step % self.config.save_every == 0 or self.step == self.config.max_steps:
