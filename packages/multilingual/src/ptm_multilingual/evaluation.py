@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ptm_core.data import pad_examples
+from ptm_core.progress import batch_starts
 from ptm_multilingual.model import XLMEncoder, encode_mean
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
@@ -32,7 +33,7 @@ def embed_sentences(
     lang_id = tokenizer.lang_id(lang)
     device = next(encoder.parameters()).device
     out: list[Tensor] = []
-    for start in range(0, len(sentences), batch_size):
+    for start in batch_starts(len(sentences), batch_size, f"encode {lang}", "sentence"):
         ids = tokenizer.encode_batch(sentences[start : start + batch_size])
         rows = [{"input_ids": [vocab.cls_id, *s[: max_length - 2], vocab.sep_id]} for s in ids]
         batch = pad_examples(rows, vocab.pad_id)

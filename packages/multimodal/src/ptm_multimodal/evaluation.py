@@ -11,6 +11,7 @@ from torch import Tensor
 
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives.base import Batch
+from ptm_core.progress import batch_starts
 from ptm_core.seeding import generator_for
 from ptm_multimodal.data import ImageTextBatches
 
@@ -66,7 +67,7 @@ def _scores(
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(images), batch_size):
+        for start in batch_starts(len(images), batch_size, "score image-text pairs", "pair"):
             batch = data.build(
                 images[start : start + batch_size], captions[start : start + batch_size], None
             )

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.progress import batch_starts
 from ptm_knowledge.kepler.descriptions import EntityDescriptions
 from ptm_knowledge.kepler.objective import encode_descriptions
 
@@ -137,7 +138,7 @@ def link_prediction_ranks(
         not_candidate = torch.ones(known.num_entities, dtype=torch.bool)
         not_candidate[candidates] = False
     ranks: dict[str, list[Tensor]] = {"tail": [], "head": []}
-    for start in range(0, len(triples), batch_size):
+    for start in batch_starts(len(triples), batch_size, "rank triples", "triple"):
         chunk = triples[start : start + batch_size]
         h, r, t = chunk[:, 0], chunk[:, 1], chunk[:, 2]
         for side, target in (("tail", t), ("head", h)):
@@ -254,7 +255,7 @@ def encode_entities(
     try:
         order = np.argsort(descriptions.lengths, kind="stable")
         out = torch.empty(len(descriptions), encoder.config.hidden_size)
-        for start in range(0, len(order), batch_size):
+        for start in batch_starts(len(order), batch_size, "encode descriptions", "entity"):
             rows = order[start : start + batch_size]
             ids, mask = descriptions.batch(rows.tolist())
             out[torch.from_numpy(rows)] = encode_descriptions(
