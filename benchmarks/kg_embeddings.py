@@ -118,10 +118,42 @@ def main(argv: list[str] | None = None) -> int:
         PARTS.mkdir(parents=True, exist_ok=True)
         (PARTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
     if args.report:
-        from benchmarks.kg_embeddings_report import write_report
-
-        write_report(PARTS, RESULTS, PUBLISHED, GOAL)
+        write_report()
     return 0
+
+
+def write_report() -> None:
+    """``kg_embeddings.{md,json}`` from the parts run so far and ``kg_embeddings/notes.md``."""
+    parts = {p.stem: json.loads(p.read_text()) for p in sorted(PARTS.glob("*.json"))}
+    lines = ["# KG embeddings: scale and link prediction on the WN18RR-style KG", ""]
+    links = [v for k, v in parts.items() if k.startswith("link-")]
+    if links:
+        lines += [
+            "| model | grouping | test MRR | Hits@10 | published MRR | goal | epochs | s |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for run in links:
+            published = PUBLISHED.get(run["model"], (float("nan"), 0))[0]
+            lines.append(
+                f"| {run['model']} | {run['grouping']} | {run['test']['mrr']:.3f} | "
+                f"{run['test']['hits_at_10']:.3f} | {published} | {GOAL * published:.3f} | "
+                f"{run['epochs_run']} | {run['seconds']:.0f} |"
+            )
+        lines.append("")
+    if "sizes" in parts:
+        lines += ["| entities | train triples | s/epoch | peak RSS MB |", "|---:|---:|---:|---:|"]
+        for row in parts["sizes"]["rows"]:
+            lines.append(
+                f"| {row['entities']} | {row['train']} | {row['seconds_per_epoch']} | "
+                f"{row['peak_rss_mb']:.0f} |"
+            )
+        lines.append("")
+    notes = PARTS / "notes.md"
+    if notes.is_file():
+        lines.append(notes.read_text().strip())
+    (RESULTS / "kg_embeddings.md").write_text("\n".join(lines).rstrip() + "\n")
+    summary = {"published_wn18rr": PUBLISHED, "goal_fraction": GOAL, "parts": parts}
+    (RESULTS / "kg_embeddings.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -98,8 +98,15 @@ def embed_knowledge_graph(
         output_dir: where embeddings (safetensors), id order and metrics go.
         model: PyKEEN model name (``TransE``, ``RotatE``, ``ComplEx``, ``DistMult``, ...).
         preset: ``auto`` (by entity count), ``small``, ``medium``, ``large``.
-        embedding_dim, num_epochs, batch_size, learning_rate, num_negatives, eval_every,
-            patience: override the preset's (``None``: keep it).
+        embedding_dim: embedding width; this and ``num_epochs``, ``batch_size``,
+            ``learning_rate``, ``num_negatives``, ``eval_every``, ``patience`` override the
+            preset's (``None``: keep it).
+        num_epochs: most epochs.
+        batch_size: positive triples per step.
+        learning_rate: Adam's.
+        num_negatives: negatives per positive.
+        eval_every: epochs between validation evaluations.
+        patience: evaluations without gain before stopping (0: never).
         device: ``auto`` (CUDA when present), ``cpu``, ``cuda``.
         threads: CPU threads for torch.
         seed: split, init and negative-sampling seed.

@@ -96,8 +96,10 @@ def check_embedding_settings(
     """Fail on a setting out of range before the graph is read or PyKEEN starts.
 
     Args:
-        embedding_dim, num_epochs, batch_size, learning_rate: as :func:`train_kg_embeddings`
-            (``None``: the preset's).
+        embedding_dim: as :func:`train_kg_embeddings` (``None``: the preset's).
+        num_epochs: likewise.
+        batch_size: likewise.
+        learning_rate: likewise.
         **more: any other setting of :data:`~ptm_knowledge.kg.embedding_settings.PRESETS`,
             and ``preset``.
 
@@ -147,8 +149,14 @@ def train_kg_embeddings(
         model: a PyKEEN model name.
         preset: ``auto`` (by entity count), ``small``, ``medium`` or ``large``; the
             explicit settings below (not ``None``) override it.
-        embedding_dim, num_epochs, batch_size, learning_rate, num_negatives, eval_every,
-            patience: see :class:`~ptm_knowledge.kg.embedding_settings.EmbeddingSettings`.
+        embedding_dim: entity width; this and the next six override the preset (see
+            :class:`~ptm_knowledge.kg.embedding_settings.EmbeddingSettings`).
+        num_epochs: most epochs.
+        batch_size: positive triples per step.
+        learning_rate: Adam's.
+        num_negatives: negatives per positive.
+        eval_every: epochs between validation evaluations.
+        patience: evaluations without gain before stopping (0: never).
         split: a :class:`TripleSplit` (e.g. :func:`read_kg_split` of a pre-split folder),
             or train/valid/test fractions of ``kg.triples`` to carve one.
         seed: seed of the carved split, initialisation and negative sampling.
