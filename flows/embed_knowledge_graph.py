@@ -31,18 +31,12 @@ def train_embeddings(
     keyed by our entity ids. Progress lines go to the run's logs."""
     from flows.pretrain import package_logs_to_prefect
     from ptm_knowledge.kg import load_knowledge_graph, train_kg_embeddings
-    from ptm_knowledge.kg.embedding_splits import read_kg_split
+    from ptm_knowledge.kg.embedding_splits import TripleSplit, read_kg_split
 
     kg = load_knowledge_graph(kg_dir)
-    split = read_kg_split(kg_dir, kg)
+    split: TripleSplit | tuple[float, float, float] = read_kg_split(kg_dir, kg) or (0.8, 0.1, 0.1)
     with package_logs_to_prefect("ptm_knowledge.kg.embeddings"):
-        result = train_kg_embeddings(
-            kg,
-            model=model,
-            seed=seed,
-            **({"split": split} if split is not None else {}),
-            **options,
-        )
+        result = train_kg_embeddings(kg, model=model, seed=seed, split=split, **options)
     directory = result.save(output_dir)
     return {
         "output_dir": str(directory),

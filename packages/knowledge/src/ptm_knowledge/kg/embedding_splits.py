@@ -101,9 +101,9 @@ def carve_split(
     parts = factory.split(list(fractions), random_state=seed)
     train, valid, test = ([tuple(row) for row in part.triples.tolist()] for part in parts)
     return TripleSplit(
-        train,  # type: ignore[arg-type]
-        valid,  # type: ignore[arg-type]
-        test,  # type: ignore[arg-type]
+        train,
+        valid,
+        test,
         source=f"carved from triples.tsv ({fractions[0]:g}/{fractions[1]:g}/{fractions[2]:g}, "
         f"seed {seed})",
     )

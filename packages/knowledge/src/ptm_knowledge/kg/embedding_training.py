@@ -16,7 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -107,7 +107,8 @@ def _raw_metrics(model: Any, triples: Any, batch_size: int) -> dict[str, float]:
     with torch.inference_mode():
         for batch in mapped.split(batch_size):
             rows = torch.arange(batch.shape[0], device=batch.device)
-            for target, column in (("head", 0), ("tail", 2)):
+            sides: tuple[tuple[Literal["head", "tail"], int], ...] = (("head", 0), ("tail", 2))
+            for target, column in sides:
                 scores = model.predict(batch, target=target)
                 true = scores[rows, batch[:, column]].unsqueeze(-1)
                 evaluator.process_scores_(batch, target, scores, true_scores=true)
