@@ -123,12 +123,21 @@ def run_seed(seed: int, kepler_steps: int | None) -> dict[str, Any]:
     from ptm_knowledge.kg import load_knowledge_graph, train_kg_embeddings
 
     kg = load_knowledge_graph(KG_DIR)
-    train_f, _, train, test = pykeen_split(kg, seed)
+    train_f, test_f, train, test = pykeen_split(kg, seed)
     known_all = np.concatenate([train, test])
     known = KnownTriples(known_all, len(kg), len(kg.triples.relation_names))
 
     start = time.perf_counter()
-    transe = train_kg_embeddings(kg, seed=seed, **TRANSE)  # type: ignore[arg-type]
+    from ptm_knowledge.kg.embedding_splits import TripleSplit
+
+    # The same 90/10 split for both (no validation split: no early stopping).
+    given = TripleSplit(
+        [tuple(t) for t in train_f.triples.tolist()],
+        [],
+        [tuple(t) for t in test_f.triples.tolist()],
+        source=f"PyKEEN 0.9/0.1, seed {seed}",
+    )
+    transe = train_kg_embeddings(kg, seed=seed, split=given, **TRANSE)  # type: ignore[arg-type]
     transe_seconds = time.perf_counter() - start
     assert (transe.num_train, transe.num_test) == (len(train), len(test)), "split differs"
     candidates = torch.tensor(sorted(kg.index[e] for e in transe.pykeen_entity_to_id))

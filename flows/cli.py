@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flows import cli_linking, cli_predict, cli_wordnet, cli_wordnet_typing
+from flows import cli_embed_kg, cli_linking, cli_predict, cli_wordnet, cli_wordnet_typing
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -170,17 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_wordnet.add_parser(commands)
     cli_linking.add_parser(commands)
     cli_wordnet_typing.add_parser(commands)
-    embed = commands.add_parser("embed-kg", help="embed a KG with PyKEEN")
-    embed.add_argument("--kg", required=True)
-    embed.add_argument("--output", required=True)
-    embed.add_argument("--model", default="TransE")
-    embed.add_argument("--dim", type=int, default=32)
-    embed.add_argument("--epochs", type=int, default=100)
-    embed.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace OUT when it holds an earlier ptm output (never a folder ptm did not write)",
-    )
+    cli_embed_kg.add_parser(commands)
     retrain = commands.add_parser("retrain", help="one retraining round with promotion")
     retrain.add_argument("--corpus", required=True)
     retrain.add_argument("--registry", default="runs/registry")
@@ -276,16 +266,7 @@ def _run(args: argparse.Namespace) -> Any:
             text_field=args.text_field,
         )
     if args.command == "embed-kg":
-        from flows.embed_knowledge_graph import embed_knowledge_graph
-
-        return embed_knowledge_graph(
-            args.kg,
-            args.output,
-            args.model,
-            embedding_dim=args.dim,
-            num_epochs=args.epochs,
-            overwrite=args.overwrite,
-        )
+        return cli_embed_kg.run(args)
     if args.command == "retrain":
         from flows.retrain import retrain
 
@@ -338,11 +319,7 @@ def _check_before_server(args: argparse.Namespace) -> None:
 
         check_output_file(args.output)
     if args.command == "embed-kg":
-        from flows.embed_knowledge_graph import check_output
-        from ptm_knowledge.kg import check_embedding_settings
-
-        check_embedding_settings(embedding_dim=args.dim, num_epochs=args.epochs)
-        check_output(args.output, overwrite=args.overwrite)
+        cli_embed_kg.check(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

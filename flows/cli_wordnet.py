@@ -3,6 +3,7 @@
 ptm wordnet-kg kg/wordnet                       # every noun synset and its relations
 ptm wordnet-kg kg/wordnet-all --pos all         # nouns, verbs, adjectives, adverbs
 ptm wordnet-kg kg/wn18rr --style wn18rr --seed 0  # + train/valid/test.tsv (WN18RR-style)
+ptm wordnet-kg kg/wn18rr-t --style wn18rr --grouping triple  # split each triple alone, as WN18RR
 
 The folder is built aside and moved into place whole (``ptm_core.atomic``): an earlier
 output is replaced only with ``--overwrite``, a folder ptm did not write never.
@@ -50,6 +51,13 @@ def add_parser(commands: Any) -> None:
         help="wn18rr: keep synsets in at least this many WN18 triples (5)",
     )
     parser.add_argument(
+        "--grouping",
+        choices=["pair", "triple"],
+        default=None,
+        help="wn18rr: hold out all triples of an entity pair together (pair, default: no "
+        "reverse leakage) or each triple alone (triple: as WN18RR, comparable with its figures)",
+    )
+    parser.add_argument(
         "--overwrite",
         action="store_true",
         help="replace OUTPUT when it holds an earlier ptm wordnet-kg (never another folder)",
@@ -71,8 +79,11 @@ def _write(args: argparse.Namespace) -> list[str]:
     from ptm_core.atomic import atomic_directory, check_output_directory
     from ptm_knowledge.kg.wordnet import read_wordnet, wordnet_directory
 
-    if args.style == "full" and (args.seed is not None or args.min_triples is not None):
-        raise ValueError("--seed and --min-triples apply to --style wn18rr only; drop them")
+    given = [args.seed, args.min_triples, getattr(args, "grouping", None)]
+    if args.style == "full" and any(value is not None for value in given):
+        raise ValueError(
+            "--seed, --min-triples and --grouping apply to --style wn18rr only; drop them"
+        )
     pos = args.pos or ("all" if args.style == "wn18rr" else "n")
     if args.style == "wn18rr" and pos != "all":
         raise ValueError("--style wn18rr needs every part of speech: drop --pos n (or pass all)")
@@ -97,6 +108,7 @@ def _write(args: argparse.Namespace) -> list[str]:
                 tmp,
                 seed=0 if args.seed is None else args.seed,
                 min_triples=5 if args.min_triples is None else args.min_triples,
+                grouping=args.grouping or "pair",
             )
             summary = built.summary()
             lines += [
@@ -106,6 +118,7 @@ def _write(args: argparse.Namespace) -> list[str]:
             split = built.split
             relations = {r for part in (split.train, split.valid, split.test) for _, r, _ in part}
             lines.append(f"relations  {len(relations)}")
+            lines.append(f"grouping   {built.settings['grouping']}")
             names = ["entities.tsv", "triples.tsv (= train)", "train.tsv", "valid.tsv"]
             names += ["test.tsv", "wn18rr.json"]
     lines.append(f"written    {output}/: {', '.join(names)}")

@@ -81,6 +81,10 @@ def test_export_of_a_final_without_tokenizer_says_so(
         (["--epochs", "-1"], r"num_epochs \(--epochs\) is -1; it must be .* at least 1"),
         (["--epochs", "0"], r"num_epochs \(--epochs\) is 0"),
         (["--dim", "0"], r"embedding_dim \(--dim\) is 0; it must be .* at least 1"),
+        (["--negatives", "0"], r"num_negatives \(--negatives\) is 0"),
+        (["--patience", "-1"], r"patience \(--patience\) is -1; .* at least 0"),
+        (["--lr", "0"], r"learning_rate \(--lr\) is 0\.0"),
+        (["--threads", "0"], r"threads \(--threads\) is 0"),
     ],
 )
 def test_embed_kg_numbers_are_checked_before_any_work(
@@ -98,10 +102,14 @@ def test_embed_kg_numbers_are_checked_before_any_work(
 def test_embedding_settings_name_the_setting() -> None:
     from ptm_knowledge.kg import check_embedding_settings
 
-    with pytest.raises(ValueError, match="learning_rate is nan"):
+    with pytest.raises(ValueError, match=r"learning_rate \(--lr\) is nan"):
         check_embedding_settings(learning_rate=float("nan"))
-    with pytest.raises(ValueError, match="batch_size is 0"):
+    with pytest.raises(ValueError, match=r"batch_size \(--batch-size\) is 0"):
         check_embedding_settings(batch_size=0)
+    with pytest.raises(ValueError, match=r"num_negatives \(--negatives\) is 0"):
+        check_embedding_settings(num_negatives=0)
+    with pytest.raises(ValueError, match=r"preset \(--preset\) is 'huge'"):
+        check_embedding_settings(preset="huge")
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,33 @@ def test_split_keeps_reverse_pairs_together_and_entities_seen() -> None:
         split_triples(triples, valid_size=-1, test_size=0)
 
 
+def test_triple_grouping_splits_reverse_pairs_as_wn18rr_did() -> None:
+    # 30 symmetric pairs around a hub: "pair" never splits a pair, "triple" (WN18RR's way)
+    # puts the reverse of some held-out triples in train; entities stay seen either way.
+    triples = [("hub", "_hypernym", f"x{i}") for i in range(30)]
+    for i in range(30):
+        triples += [(f"x{i}", "_similar_to", f"y{i}"), (f"y{i}", "_similar_to", f"x{i}")]
+    triples += [(f"y{i}", "_hypernym", "hub") for i in range(30)]
+
+    def leaked(split) -> int:
+        train = set(split.train)
+        return sum((t, r, h) in train for h, r, t in split.test if r == "_similar_to")
+
+    pair = split_triples(triples, seed=0, valid_size=5, test_size=10)
+    triple = split_triples(triples, seed=0, valid_size=5, test_size=10, grouping="triple")
+    _check_split(pair)
+    for split in (pair, triple):
+        train_entities = {e for h, _, t in split.train for e in (h, t)}
+        assert {e for h, _, t in [*split.valid, *split.test] for e in (h, t)} <= train_entities
+        assert sorted([*split.train, *split.valid, *split.test]) == sorted(triples)
+        assert len(split.test) == 10
+    assert leaked(pair) == 0
+    assert leaked(triple) > 0
+    assert split_triples(triples, seed=0, valid_size=5, test_size=10) == pair  # default
+    with pytest.raises(ValueError, match="grouping is 'edge'; use one of pair, triple"):
+        split_triples(triples, valid_size=1, test_size=1, grouping="edge")
+
+
 def test_write_wn18rr_style(wordnet, tmp_path: Path) -> None:
     built = write_wn18rr_style(wordnet, tmp_path, seed=3, min_triples=1, valid_size=2, test_size=3)
     for name in ("train", "valid", "test"):
@@ -141,5 +168,11 @@ def test_write_wn18rr_style(wordnet, tmp_path: Path) -> None:
     assert kg.entity_ids == built.entities
     summary = json.loads((tmp_path / "wn18rr.json").read_text(encoding="utf-8"))
     assert (summary["valid"], summary["test"], summary["entities"]) == (2, 3, 39)
-    assert summary["settings"] == {"seed": 3, "min_triples": 1, "valid_size": 2, "test_size": 3}
+    assert summary["settings"] == {
+        "grouping": "pair",
+        "seed": 3,
+        "min_triples": 1,
+        "valid_size": 2,
+        "test_size": 3,
+    }
     assert summary["wn18rr_published"]["train"] == 86_835

@@ -1,13 +1,14 @@
-"""Knowledge-graph embeddings (TransE and any other PyKEEN model) trained through PyKEEN.
+"""Knowledge-graph embeddings (TransE, RotatE, ComplEx, DistMult, any PyKEEN model).
 
-No embedding model is written here: :func:`train_kg_embeddings` hands our triples to
-``pykeen.pipeline.pipeline`` and reads back PyKEEN's rank-based metrics and the entity
-representation matrix, re-keyed by our entity ids.
+No embedding model, loss or evaluator is written here: :func:`train_kg_embeddings` builds
+PyKEEN's model, sLCWA training loop (basic negative sampler), ``EarlyStopper`` on
+validation MRR and filtered ``RankBasedEvaluator``, and reads back the metrics and the
+entity representation matrix, re-keyed by our entity ids. Settings:
+:mod:`ptm_knowledge.kg.embedding_settings`; splits: :mod:`ptm_knowledge.kg.embedding_splits`.
 """
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 from dataclasses import dataclass, field
@@ -19,6 +20,9 @@ from safetensors.torch import load_file, save_file
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.model_kinds import KIND_KEY
+from ptm_knowledge.kg.embedding_settings import resolve_settings
+from ptm_knowledge.kg.embedding_splits import TripleSplit
+from ptm_knowledge.kg.embedding_training import run_training
 from ptm_knowledge.kg.graph import KnowledgeGraph
 from ptm_knowledge.kinds import KG_EMBEDDINGS
 
@@ -28,13 +32,6 @@ EMBEDDINGS_FILE = "entity_embeddings.safetensors"
 IDS_FILE = "entity_ids.json"
 METRICS_FILE = "metrics.json"
 TENSOR_NAME = "entity_embeddings"
-# PyKEEN's names of the metrics we report (both head and tail prediction, realistic ranks).
-METRIC_KEYS = {
-    "mrr": "both.realistic.inverse_harmonic_mean_rank",
-    "hits_at_1": "both.realistic.hits_at_1",
-    "hits_at_10": "both.realistic.hits_at_10",
-    "mean_rank": "both.realistic.arithmetic_mean_rank",
-}
 
 
 @dataclass
@@ -43,15 +40,17 @@ class KGEmbeddingResult:
 
     Attributes:
         entity_ids: our ids, in the row order of ``embeddings``.
-        embeddings: ``(num_entities, dim)`` float32 entity vectors (detached, CPU).
-        metrics: rank-based metrics on the held-out test split (``mrr``, ``hits_at_1``,
-            ``hits_at_10``, ``mean_rank``).
-        baseline_metrics: the same metrics for an untrained (random-embedding) model of the
-            same class and size, on the same split.
+        embeddings: ``(num_entities, dim)`` float32 entity vectors (detached, CPU; complex
+            models: real and imaginary halves side by side, width ``2 * dim``).
+        metrics: filtered rank-based metrics on the test split (``mrr``, ``hits_at_1``,
+            ``hits_at_3``, ``hits_at_10``, ``mean_rank``).
+        baseline_metrics: the same metrics for an untrained model of the same class and size.
         model_name: the PyKEEN model name.
         num_train, num_test: triples in each split.
         pykeen_model: the trained PyKEEN model (not saved).
         pykeen_entity_to_id: PyKEEN's row of each entity id in ``pykeen_model``.
+        report: everything else metrics.json holds (valid metrics, raw test metrics, the
+            stopping epoch, the settings, time, peak memory, the learning curve).
     """
 
     entity_ids: list[str]
@@ -63,6 +62,7 @@ class KGEmbeddingResult:
     num_test: int = 0
     pykeen_model: Any = None
     pykeen_entity_to_id: dict[str, int] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The saved tensors by name (as a module's, for round-trip checks)."""
@@ -80,196 +80,159 @@ class KGEmbeddingResult:
                 "random_baseline": self.baseline_metrics,
                 "num_train": self.num_train,
                 "num_test": self.num_test,
+                **self.report,
             },
         )
 
 
-def _rank_metrics(results: Any) -> dict[str, float]:
-    return {name: float(results.get_metric(key)) for name, key in METRIC_KEYS.items()}
-
-
-def _run_pipeline(
-    pipeline: Any,
-    train: Any,
-    test: Any,
-    model_cls: Any,
-    kwargs: dict[str, Any],
-    learning_rate: float,
-    num_epochs: int,
-    batch_size: int,
-    training_kwargs: dict[str, Any] | None,
-    seed: int,
-) -> Any:
-    return pipeline(
-        training=train,
-        testing=test,
-        model=model_cls,
-        model_kwargs=kwargs,
-        optimizer="Adam",
-        optimizer_kwargs={"lr": learning_rate},
-        training_kwargs={
-            "num_epochs": num_epochs,
-            "batch_size": batch_size,
-            "use_tqdm": False,
-            **(training_kwargs or {}),
-        },
-        evaluation_kwargs={"use_tqdm": False, "batch_size": 256},
-        random_seed=seed,
-        device="cpu",
-    )
-
-
 def check_embedding_settings(
     *,
-    embedding_dim: int = 32,
-    num_epochs: int = 100,
-    batch_size: int = 64,
-    learning_rate: float = 0.01,
+    embedding_dim: int | None = None,
+    num_epochs: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    **more: Any,
 ) -> None:
     """Fail on a setting out of range before the graph is read or PyKEEN starts.
 
     Args:
-        embedding_dim: Embedding width.
-        num_epochs: Training epochs.
-        batch_size: Training batch size.
-        learning_rate: Adam learning rate.
+        embedding_dim: as :func:`train_kg_embeddings` (``None``: the preset's).
+        num_epochs: likewise.
+        batch_size: likewise.
+        learning_rate: likewise.
+        **more: any other setting of :data:`~ptm_knowledge.kg.embedding_settings.PRESETS`,
+            and ``preset``.
 
     Raises:
         ValueError: One line naming the setting (and its ``ptm embed-kg`` flag) and its range.
     """
-    for name, flag, value in (
-        ("embedding_dim", "--dim", embedding_dim),
-        ("num_epochs", "--epochs", num_epochs),
-        ("batch_size", None, batch_size),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            where = f"{name} ({flag})" if flag else name
-            raise ValueError(f"{where} is {value!r}; it must be a whole number of at least 1")
-    if not isinstance(learning_rate, int | float) or not 0 < learning_rate < float("inf"):
-        raise ValueError(f"learning_rate is {learning_rate!r}; it must be a finite number above 0")
+    preset = more.pop("preset", "auto")
+    resolve_settings(
+        preset=preset,
+        embedding_dim=embedding_dim,
+        num_epochs=num_epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        **more,
+    )
 
 
 def train_kg_embeddings(
     kg: KnowledgeGraph,
     *,
     model: str = "TransE",
-    embedding_dim: int = 32,
-    num_epochs: int = 100,
-    batch_size: int = 64,
-    learning_rate: float = 0.01,
-    split: tuple[float, float] = (0.9, 0.1),
+    preset: str = "auto",
+    embedding_dim: int | None = None,
+    num_epochs: int | None = None,
+    batch_size: int | None = None,
+    learning_rate: float | None = None,
+    num_negatives: int | None = None,
+    eval_every: int | None = None,
+    patience: int | None = None,
+    split: TripleSplit | tuple[float, float, float] = (0.8, 0.1, 0.1),
     seed: int = 0,
+    device: str = "auto",
+    threads: int | None = None,
     model_kwargs: dict[str, Any] | None = None,
-    training_kwargs: dict[str, Any] | None = None,
     evaluate_baseline: bool = True,
 ) -> KGEmbeddingResult:
-    """Train a PyKEEN model on the graph's triples and evaluate on a held-out split.
+    """Train a PyKEEN model on the graph's triples, stop early on validation MRR, evaluate.
 
-    TransE (Bordes et al., 2013, "Translating Embeddings for Modeling Multi-relational
-    Data") is the default, as in ERNIE (Zhang et al., 2019); any name that
-    ``pykeen.models`` knows works (``"DistMult"``, ``"RotatE"``, ...). Embeddings of every
-    entity of the table are returned, in table order; an entity that occurs in no training
-    triple keeps its random initial vector (PyKEEN only knows entities of the triples).
+    TransE (Bordes et al., 2013) is the default, as in ERNIE (Zhang et al., 2019); RotatE,
+    ComplEx and DistMult have tuned losses too (:mod:`~ptm_knowledge.kg.embedding_settings`),
+    and any other ``pykeen.models`` name works with TransE's. Every entity of the table is
+    known to PyKEEN (an entity in no training triple is trained only as a negative), and
+    the embeddings come back in table order.
 
     Args:
-        kg: the knowledge graph (``kg.triples`` must not be empty).
+        kg: the knowledge graph.
         model: a PyKEEN model name.
-        embedding_dim: entity (and relation) embedding width.
-        num_epochs: training epochs (PyKEEN's sLCWA loop with negative sampling).
-        batch_size: training batch size.
-        learning_rate: Adam learning rate.
-        split: train and test fractions of the triples; PyKEEN's splitter keeps every
-            entity of the test split in the training split.
-        seed: seed of the split, initialisation and negative sampling.
+        preset: ``auto`` (by entity count), ``small``, ``medium`` or ``large``; the
+            explicit settings below (not ``None``) override it.
+        embedding_dim: entity width; this and the next six override the preset (see
+            :class:`~ptm_knowledge.kg.embedding_settings.EmbeddingSettings`).
+        num_epochs: most epochs.
+        batch_size: positive triples per step.
+        learning_rate: Adam's.
+        num_negatives: negatives per positive.
+        eval_every: epochs between validation evaluations.
+        patience: evaluations without gain before stopping (0: never).
+        split: a :class:`TripleSplit` (e.g. :func:`read_kg_split` of a pre-split folder),
+            or train/valid/test fractions of ``kg.triples`` to carve one.
+        seed: seed of the carved split, initialisation and negative sampling.
+        device: ``auto`` (CUDA when present), ``cpu``, ``cuda``, ``cuda:1``...
+        threads: CPU threads for torch (``None``: torch's default).
         model_kwargs: extra keyword arguments for the model.
-        training_kwargs: extra keyword arguments for the training loop.
         evaluate_baseline: also evaluate an untrained model (random embeddings).
 
     Returns:
         :class:`KGEmbeddingResult`.
 
     Raises:
-        ValueError: no triples, or an unknown model name (listing valid ones).
+        ValueError: no triples, a bad setting (naming its flag), or an unknown model name
+            (listing valid ones).
     """
-    check_embedding_settings(
-        embedding_dim=embedding_dim,
-        num_epochs=num_epochs,
-        batch_size=batch_size,
-        learning_rate=learning_rate,
-    )
-    from pykeen.evaluation import RankBasedEvaluator
     from pykeen.models import model_resolver
-    from pykeen.pipeline import pipeline
-    from pykeen.triples import TriplesFactory
 
-    if not kg.triples:
-        raise ValueError("the knowledge graph has no triples; load it with a triples.tsv file")
     try:
         model_cls = model_resolver.lookup(model)
     except (KeyError, ValueError):
         valid = ", ".join(sorted(c.__name__ for c in model_resolver.lookup_dict.values()))
-        raise ValueError(f"unknown PyKEEN model {model!r}; valid names: {valid}") from None
-    labeled = kg.labeled_triples()
-    import numpy as np
+        raise ValueError(
+            f"unknown PyKEEN model {model!r} (--model); valid names: {valid}"
+        ) from None
+    settings = resolve_settings(
+        model=model_cls.__name__,
+        preset=preset,
+        num_entities=len(kg),
+        embedding_dim=embedding_dim,
+        num_epochs=num_epochs,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        num_negatives=num_negatives,
+        eval_every=eval_every,
+        patience=patience,
+    )
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(
+            f"threads (--threads) is {threads!r}; it must be a whole number of at least 1"
+        )
+    if not isinstance(split, TripleSplit):
+        if not len(kg.triples):
+            raise ValueError("the knowledge graph has no triples; load it with a triples.tsv file")
+        from ptm_knowledge.kg.embedding_splits import carve_split
 
-    factory = TriplesFactory.from_labeled_triples(np.array(labeled, dtype=str))
-    train, test = factory.split(list(split), random_state=seed)
-    kwargs = {"embedding_dim": embedding_dim, **(model_kwargs or {})}
-    # PyKEEN runs gc.collect() every epoch; with torch and spaCy loaded that is ~0.6 s per
-    # epoch here. Freezing the existing heap makes each collection cheap.
-    gc.freeze()
-    try:
-        result = _run_pipeline(
-            pipeline,
-            train,
-            test,
-            model_cls,
-            kwargs,
-            learning_rate,
-            num_epochs,
-            batch_size,
-            training_kwargs,
-            seed,
-        )
-    finally:
-        gc.unfreeze()
-    metrics = _rank_metrics(result.metric_results)
-    baseline: dict[str, float] = {}
-    if evaluate_baseline:
-        untrained = model_cls(triples_factory=train, random_seed=seed + 1, **kwargs)
-        baseline = _rank_metrics(
-            RankBasedEvaluator().evaluate(
-                untrained,
-                test.mapped_triples,
-                additional_filter_triples=[train.mapped_triples],
-                use_tqdm=False,
-                batch_size=256,
-            )
-        )
-    trained = result.model
-    with torch.no_grad():
-        matrix = trained.entity_representations[0](indices=None).detach().cpu()
+        split = carve_split(kg, split, seed)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    outcome = run_training(
+        kg.entity_ids,
+        split,
+        model_cls,
+        settings,
+        seed=seed,
+        device=device,
+        model_kwargs=model_kwargs or {},
+        evaluate_baseline=evaluate_baseline,
+    )
+    matrix = outcome.entity_matrix
     # RotatE, ComplEx: real and imaginary parts side by side (width 2 * dim); .float() on
     # the complex tensor would silently drop the imaginary half.
     if matrix.is_complex():
         matrix = torch.cat([matrix.real, matrix.imag], dim=1)
-    matrix = matrix.float()
-    # Re-key PyKEEN's row order (its entity_to_id) by the table order.
-    generator = torch.Generator().manual_seed(seed)
-    embeddings = torch.randn(len(kg), matrix.shape[1], generator=generator) * matrix.std()
-    for entity_id, row in train.entity_to_id.items():
-        embeddings[kg.index[entity_id]] = matrix[row]
-    logger.info("%s: test %s, random baseline %s", model, metrics, baseline)
     return KGEmbeddingResult(
         entity_ids=kg.entity_ids,
-        embeddings=embeddings.contiguous(),
-        metrics=metrics,
-        baseline_metrics=baseline,
+        embeddings=matrix.float().contiguous(),
+        metrics=outcome.test,
+        baseline_metrics=outcome.baseline,
         model_name=model_cls.__name__,
-        num_train=train.num_triples,
-        num_test=test.num_triples,
-        pykeen_model=trained,
-        pykeen_entity_to_id=dict(train.entity_to_id),
+        num_train=len(split.train),
+        num_test=len(split.test),
+        pykeen_model=outcome.model,
+        pykeen_entity_to_id={e: i for i, e in enumerate(kg.entity_ids)},
+        report={**outcome.report, "split": split.source},
     )
 
 

@@ -42,6 +42,7 @@ from ptm_knowledge.kg.wordnet import (
 )
 
 __all__ = [
+    "GROUPINGS",
     "INVERSE_OF",
     "WN18RR_PUBLISHED",
     "WN18RR_RELATIONS",
@@ -84,6 +85,8 @@ WN18RR_PUBLISHED = {"entities": 40_943, "train": 86_835, "valid": 3_034, "test":
 _TOTAL = WN18RR_PUBLISHED["train"] + WN18RR_PUBLISHED["valid"] + WN18RR_PUBLISHED["test"]
 
 Triple = tuple[str, str, str]
+#: How :func:`split_triples` groups triples: all triples of an entity pair, or each alone.
+GROUPINGS = ("pair", "triple")
 
 
 @dataclass
@@ -107,7 +110,7 @@ class WN18RRStyle:
 
     entities: list[str]
     split: Split
-    settings: dict[str, int]
+    settings: dict[str, int | str]
 
     def summary(self) -> dict[str, object]:
         """Counts (entities, triples per split and per relation) and WN18RR's published."""
@@ -137,12 +140,19 @@ def wn18_entities(wordnet: WordNet, min_triples: int = 5) -> list[str]:
     return [s for s in wordnet.synsets if s in linked]
 
 
-def _group_key(seed: int, a: str, b: str) -> bytes:
-    return hashlib.blake2b(f"{a}\t{b}".encode(), digest_size=8, key=str(seed).encode()).digest()
+def _group_key(seed: int, a: str, b: str, relation: str = "") -> bytes:
+    # "" (pair grouping) hashes exactly as before the grouping option: same pair splits.
+    text = f"{a}\t{b}\t{relation}" if relation else f"{a}\t{b}"
+    return hashlib.blake2b(text.encode(), digest_size=8, key=str(seed).encode()).digest()
 
 
 def split_triples(
-    triples: Sequence[Triple], *, seed: int = 0, valid_size: int, test_size: int
+    triples: Sequence[Triple],
+    *,
+    seed: int = 0,
+    valid_size: int,
+    test_size: int,
+    grouping: str = "pair",
 ) -> Split:
     """Split ``triples`` as step 4 of the module's description says.
 
@@ -151,24 +161,35 @@ def split_triples(
         seed: the hash key; the same seed and triples give the same split.
         valid_size, test_size: at most this many triples each (fewer only when the
             constraints leave too few groups).
+        grouping: ``"pair"`` (all triples between two entities go to one split) or
+            ``"triple"`` (each triple alone, as WN18RR was split).
 
     Returns:
         The :class:`Split`.
     """
     if valid_size < 0 or test_size < 0:
         raise ValueError(f"split sizes must be >= 0, got valid {valid_size}, test {test_size}")
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    if grouping not in GROUPINGS:
+        raise ValueError(f"grouping is {grouping!r}; use one of {', '.join(GROUPINGS)}")
+    # Key (a, b, relation-or-""): the relation only separates a pair's triples under "triple".
+    groups: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     degree: Counter[str] = Counter()
-    for number, (head, _, tail) in enumerate(triples):
-        groups[(min(head, tail), max(head, tail))].append(number)
+    for number, (head, relation, tail) in enumerate(triples):
+        if grouping == "pair":
+            key = (min(head, tail), max(head, tail), "")
+        else:
+            key = (head, tail, relation)
+        groups[key].append(number)
         degree[head] += 1
         degree[tail] += 1
     target = {"test": test_size, "valid": valid_size}
     chosen: dict[str, list[int]] = {"test": [], "valid": []}
-    for a, b in sorted(groups, key=lambda pair: (_group_key(seed, *pair), pair)):
+    order = sorted(groups, key=lambda k: (_group_key(seed, *k), k))
+    for key in order:
         if all(len(chosen[s]) >= target[s] for s in target):
             break
-        members = groups[(a, b)]
+        a, b = key[0], key[1]
+        members = groups[key]
         size = len(members)
         # Both ends must keep a train triple; a self-loop group takes 2 per triple from a.
         if a == b or degree[a] <= size or degree[b] <= size:
@@ -193,6 +214,7 @@ def build_wn18rr_style(
     min_triples: int = 5,
     valid_size: int | None = None,
     test_size: int | None = None,
+    grouping: str = "pair",
 ) -> WN18RRStyle:
     """Entities, triples and split of the WN18RR-style benchmark (see the module).
 
@@ -202,6 +224,7 @@ def build_wn18rr_style(
         min_triples: WN18's selection threshold (step 2).
         valid_size, test_size: triples held out (default: WN18RR's shares, 3,034 and
             3,134 of 93,003, of the triples built).
+        grouping: ``"pair"`` (no reverse leakage; default) or ``"triple"`` (WN18RR's way).
 
     Raises:
         ValueError: ``wordnet`` lacks a part of speech (WN18RR's relations span all four).
@@ -219,8 +242,11 @@ def build_wn18rr_style(
         valid_size = round(len(triples) * WN18RR_PUBLISHED["valid"] / _TOTAL)
     if test_size is None:
         test_size = round(len(triples) * WN18RR_PUBLISHED["test"] / _TOTAL)
-    split = split_triples(triples, seed=seed, valid_size=valid_size, test_size=test_size)
-    settings = {
+    split = split_triples(
+        triples, seed=seed, valid_size=valid_size, test_size=test_size, grouping=grouping
+    )
+    settings: dict[str, int | str] = {
+        "grouping": grouping,
         "seed": seed,
         "min_triples": min_triples,
         "valid_size": valid_size,
@@ -237,6 +263,7 @@ def write_wn18rr_style(
     min_triples: int = 5,
     valid_size: int | None = None,
     test_size: int | None = None,
+    grouping: str = "pair",
 ) -> WN18RRStyle:
     """Build (:func:`build_wn18rr_style`) and write the WN18RR-style benchmark.
 
@@ -251,7 +278,12 @@ def write_wn18rr_style(
         The :class:`WN18RRStyle` written.
     """
     built = build_wn18rr_style(
-        wordnet, seed=seed, min_triples=min_triples, valid_size=valid_size, test_size=test_size
+        wordnet,
+        seed=seed,
+        min_triples=min_triples,
+        valid_size=valid_size,
+        test_size=test_size,
+        grouping=grouping,
     )
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
