@@ -20,7 +20,9 @@ class TestKgEmbeddingsContract(FamilyContract):
 
         data = generate(tmp_path.parent / "data")
         out = tmp_path / "kg_embeddings"
-        summary = train_embeddings.fn(str(data.kg), str(out), "TransE", 8, 2, 0)
+        summary = train_embeddings.fn(
+            str(data.kg), str(out), "TransE", 0, {"embedding_dim": 8, "num_epochs": 2}
+        )
         assert summary["entities"] == len(data.entity_ids)
         return out
 

@@ -35,7 +35,13 @@ def test_wn18rr_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert code == 0
     assert "entities   39 (WN18RR: 40943)" in out and "relations  11" in out
     summary = json.loads((out_dir / "wn18rr.json").read_text(encoding="utf-8"))
-    assert summary["settings"] == {"seed": 0, "min_triples": 1, "valid_size": 1, "test_size": 1}
+    assert summary["settings"] == {
+        "seed": 0,
+        "min_triples": 1,
+        "valid_size": 1,
+        "test_size": 1,
+        "grouping": "pair",
+    }
     first = {n: (out_dir / f"{n}.tsv").read_bytes() for n in ("train", "valid", "test")}
     code, _, _ = _ptm(capsys, str(out_dir), "--style", "wn18rr", "--min-triples", "1")
     assert code == 1  # an earlier output: only with --overwrite
@@ -49,7 +55,7 @@ def test_wn18rr_style(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--seed", "1"], "--seed and --min-triples apply to --style wn18rr only"),
+        (["--seed", "1"], "--seed, --min-triples and --grouping apply to --style wn18rr only"),
         (["--style", "wn18rr", "--pos", "n"], "--style wn18rr needs every part of speech"),
     ],
 )

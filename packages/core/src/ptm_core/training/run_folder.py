@@ -120,7 +120,8 @@ def path_identity(path: str | os.PathLike[str]) -> str:
     """A short content hash of a file, or of every file under a folder (names included).
 
     Hidden entries (``.name``: temp files of atomic writes, locks) and ``cache/`` folders
-    (indexes a run derives) are skipped, so a folder ptm is writing next to keeps its
+    (indexes a run derives) and ``metrics.json`` files (measurements, not weights) are
+    skipped, so a folder ptm is writing next to keeps its
     identity; a prepared corpus is identified by its manifest's fingerprint. The path itself is not part of it: the same
     model copied elsewhere is the same model.
 
@@ -141,7 +142,9 @@ def path_identity(path: str | os.PathLike[str]) -> str:
     for root, dirs, files in os.walk(path):
         # cache/: derived indexes that training itself adds (example plans of prepared data).
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "cache")
-        for name in sorted(f for f in files if not f.startswith(".")):
+        # metrics.json: what a run measured about itself (scores, seconds, peak memory) is
+        # not the model; a re-made identical folder (the demo's KG embeddings) keeps its id.
+        for name in sorted(f for f in files if not f.startswith(".") and f != "metrics.json"):
             file = Path(root) / name
             if not file.is_file():
                 continue
