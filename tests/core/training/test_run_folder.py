@@ -326,3 +326,18 @@ def test_path_identity_follows_content_not_place_nor_derived_caches(tmp_path: Pa
     manifest = {"format": "ptm-prepared/1", "fingerprint": "ab" * 32}
     (prepared / "manifest.json").write_text(json.dumps(manifest))
     assert path_identity(prepared) == "prepared:" + "ab" * 8
+
+
+def test_folder_identity_follows_weights_not_metrics_json(tmp_path: Path) -> None:
+    """A re-made folder with the same weights but other timings is the same input."""
+    from ptm_core.training.run_folder import path_identity
+
+    folder = tmp_path / "kg"
+    folder.mkdir()
+    (folder / "entity_embeddings.safetensors").write_bytes(b"weights")
+    (folder / "metrics.json").write_text('{"seconds": 9.1}')
+    before = path_identity(folder)
+    (folder / "metrics.json").write_text('{"seconds": 9.4}')
+    assert path_identity(folder) == before
+    (folder / "entity_embeddings.safetensors").write_bytes(b"weights2")
+    assert path_identity(folder) != before
