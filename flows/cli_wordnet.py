@@ -22,6 +22,15 @@ KIND = "wordnet-kg"
 _POS = {"n": ("n",), "all": ("n", "v", "a", "r")}
 
 
+def add_wordnet_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--wordnet-dir``, as every WordNet command takes it."""
+    parser.add_argument(
+        "--wordnet-dir",
+        default=None,
+        help="WordNet's dict/ folder (default: $WNSEARCHDIR, else /usr/share/wordnet)",
+    )
+
+
 def add_parser(commands: Any) -> None:
     """Add ``wordnet-kg`` to the ``ptm`` sub-commands."""
     parser = commands.add_parser(
@@ -31,11 +40,7 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("output", help="the KG folder to write (new, empty, or ptm's own)")
-    parser.add_argument(
-        "--wordnet-dir",
-        default=None,
-        help="WordNet's dict/ folder (default: $WNSEARCHDIR, else /usr/share/wordnet)",
-    )
+    add_wordnet_dir_argument(parser)
     parser.add_argument(
         "--pos",
         choices=sorted(_POS),

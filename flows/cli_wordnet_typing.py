@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from flows.cli_wordnet import add_wordnet_dir_argument
 from ptm_core.atomic import DiskFullError
 
 KIND = "wordnet-typing"
@@ -32,11 +33,7 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("output", help="the task folder to write (new, empty, or ptm's own)")
-    parser.add_argument(
-        "--wordnet-dir",
-        default=None,
-        help="WordNet's dict/ folder (default: $WNSEARCHDIR, else /usr/share/wordnet)",
-    )
+    add_wordnet_dir_argument(parser)
     parser.add_argument("--labels", type=int, default=6, help="the N most frequent lexnames")
     parser.add_argument("--lexnames", default=None, help="comma-separated lexnames instead")
     parser.add_argument("--per-label", type=int, default=None, help="entities per lexname")
