@@ -187,7 +187,7 @@ def label_report_markdown(scores: Mapping[str, Any], png: str | Path, k: int = T
         else ""
     )
     return (
-        "## Labels on the dev set\n\n"
+        f"## Labels on {scores.get('dev_set', 'the dev set')}\n\n"
         + embedded_image(png, "confusion matrix and per-label scores")
         + f"\n\nP = precision, R = recall, n = gold {unit} in dev.\n\n"
         + markdown_table(table, ["label", "P", "R", "F1", "n"])

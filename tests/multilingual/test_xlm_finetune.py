@@ -90,6 +90,11 @@ def test_trains_on_en_and_scores_every_dev_language(run: object) -> None:
         assert metrics[f"dev/{lang}/chance"] == pytest.approx(64 / 120)  # 64 animal, 56 person
     # en is the training file: the classifier must have learned it (chance 0.53).
     assert metrics["dev/en/accuracy"] >= 0.9
+    # The fine-tuning report's confusion matrix is the training language's dev set.
+    labels = json.loads((run.output_dir / "dev_labels.json").read_text())  # type: ignore[attr-defined]
+    assert labels["dev_set"] == "dev (en)" and sum(map(sum, labels["confusion"])) == 120
+    right = sum(labels["confusion"][i][i] for i in range(len(labels["labels"])))
+    assert right / 120 == pytest.approx(metrics["dev/en/accuracy"])
 
 
 def test_final_reloads_with_identical_logits(run: object) -> None:

@@ -131,6 +131,13 @@ def test_finetune_saves_a_final_that_reloads_to_identical_logits(
     metric = "vqa_accuracy" if kind == "vqa" else "accuracy"
     assert 0.0 <= result.final_metrics[f"dev/{metric}"] <= 1.0
     eval_json = json.loads((result.output_dir / "eval.json").read_text())
+    # the fine-tuning report's confusion matrix (classification; VQA has answer lists)
+    labels_file = result.output_dir / "dev_labels.json"
+    assert labels_file.is_file() == (kind == "classification")
+    if kind == "classification":
+        confusion = json.loads(labels_file.read_text())["confusion"]
+        right = sum(confusion[i][i] for i in range(len(confusion)))
+        assert right / sum(map(sum, confusion)) == pytest.approx(eval_json["dev/accuracy"])
     # the final/ reloads and predicts the dev scores eval.json holds
     metrics, predictions = predict_image_text(result.encoder_dir)
     assert metrics[metric] == pytest.approx(eval_json[f"dev/{metric}"], abs=1e-6)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from seqeval.metrics import classification_report
 
-from ptm_core.finetune.label_scores import LabelledPredictions, label_scores
+from ptm_core.finetune.label_scores import NO_LABEL, LabelledPredictions, label_scores
 
 
 def test_classification_counts_examples_and_scores_each_label() -> None:
@@ -61,3 +61,19 @@ def test_tagging_counts_words_and_scores_entities_as_seqeval_does() -> None:
         "f1": None,
         "support": 0,
     }
+
+
+def test_label_names_and_generations_that_are_no_label() -> None:
+    """Image-text tasks predict label names; text-to-text predicts -1 for a generation that
+    is no label: the matrix gets a "(not a label)" column, but no row of per-label scores."""
+    names = ["neg", "pos"]
+    by_name = label_scores(
+        LabelledPredictions(["pos", "neg", "pos"], ["pos", "pos", "pos"], names, "classification")
+    )
+    assert by_name["confusion"] == [[0, 0], [1, 2]]
+    generated = label_scores(LabelledPredictions([1, -1, 0], [1, 1, 0], names, "classification"))
+    assert generated["labels"] == ["neg", "pos", NO_LABEL]
+    assert generated["confusion"] == [[1, 0, 0], [0, 1, 1], [0, 0, 0]]
+    rows = {r["label"]: r for r in generated["per_label"]}
+    assert sorted(rows) == ["neg", "pos"]
+    assert rows["pos"]["recall"] == 0.5 and rows["pos"]["precision"] == 1.0

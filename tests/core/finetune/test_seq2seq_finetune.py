@@ -323,6 +323,11 @@ def test_finetune_fits_the_task_and_final_dir_predicts_the_same(
         text_to_text=text_to_text,
     )
     assert result.final_metrics["dev/accuracy"] == 1.0
+    # The fine-tuning report: every dev example on the diagonal, no "(not a label)" text.
+    labels = json.loads((result.output_dir / "dev_labels.json").read_text())
+    confusion = labels["confusion"]
+    assert labels["labels"][-1] != "(not a label)"
+    assert sum(confusion[i][i] for i in range(len(confusion))) == sum(map(sum, confusion))
     record = json.loads((result.encoder_dir / "task.json").read_text())
     assert record["seq2seq"] == ("text_to_text" if text_to_text else "classification_head")
     # final/ is also a plain seq2seq checkpoint.

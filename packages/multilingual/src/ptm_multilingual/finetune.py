@@ -38,6 +38,7 @@ from ptm_core.data.batches import pad_examples
 from ptm_core.data.errors import DataError
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.label_scores import LABELS_FILE, LabelledPredictions, label_scores
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.model import (
     TASK_FORMAT_VERSION,
@@ -478,14 +479,26 @@ def finetune_xlm_classifier(
         ),
     )
     final_metrics = dict(run.final_metrics)
+    # The fine-tuning report's confusion matrix: the training language's dev set, else the
+    # first dev language (each language's scores are in eval.json).
+    report_lang = train[1] if train[1] in dev_rows else next(iter(dev_rows), None)
+    labels: dict[str, Any] | None = None
     for lang, rows in dev_rows.items():
         featurizer = XLMSentenceFeaturizer(tokenizer, lang, max_length)
-        scores, _ = evaluate_xlm_classifier(model, rows, featurizer, batch_size=eval_batch_size)
-        counts = torch.bincount(torch.tensor([int(cast(int, r.label)) for r in rows]))
+        scores, predicted = evaluate_xlm_classifier(
+            model, rows, featurizer, batch_size=eval_batch_size
+        )
+        gold = [int(cast(int, r.label)) for r in rows]
+        counts = torch.bincount(torch.tensor(gold))
         scores["chance"] = counts.max().item() / len(rows)
         final_metrics.update({f"dev/{lang}/{k}": v for k, v in scores.items()})
+        if lang == report_lang:
+            labelled = LabelledPredictions(predicted, gold, names, "classification")
+            labels = {**label_scores(labelled), "dev_set": f"dev ({lang})"}
     output_dir = run.result.output_dir
     atomic_write_text(output_dir / EVAL_FILE, json.dumps(final_metrics, indent=2) + "\n")
+    if labels is not None:
+        atomic_write_text(output_dir / LABELS_FILE, json.dumps(labels) + "\n")
     return XLMFinetuneResult(
         output_dir=output_dir,
         metrics_path=run.result.metrics_path,

@@ -35,6 +35,7 @@ from torch import nn
 
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.label_scores import LabelledPredictions
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.scoring import FinetuneResult, train_and_score
 from ptm_core.seeding import derive_seed
@@ -150,6 +151,9 @@ def evaluate_image_text_task(
     if model.kind == "classification" and all(e.label is not None for e in examples):
         gold = [e.label for e in examples]
         metrics = compute_metrics("classification", predicted, gold, num_labels=model.num_labels)
+        # Names still, with the gold indices for the fine-tuning report's confusion matrix.
+        gold_names = [model.label_names[int(g)] for g in gold if g is not None]
+        names = LabelledPredictions(names, gold_names, model.label_names, "classification")
     elif model.kind == "vqa" and all(e.answers for e in examples):
         answers = [e.answers or [] for e in examples]
         metrics = {

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 LABELS_FILE = "dev_labels.json"
+#: The column of predictions that are no label (a text-to-text generation of another text).
+NO_LABEL = "(not a label)"
 
 
 class LabelledPredictions(list[Any]):
@@ -20,8 +22,8 @@ class LabelledPredictions(list[Any]):
     the gold labels they were scored against.
 
     Attributes:
-        references: the gold values, in the predictions' form (class indices, or tag
-            names per sentence).
+        references: the gold values, in the predictions' form (class indices or label
+            names, or tag names per sentence).
         label_names: class or tag names by index.
         kind: ``"classification"`` or ``"tagging"``.
     """
@@ -42,9 +44,11 @@ class LabelledPredictions(list[Any]):
 def label_scores(predictions: LabelledPredictions) -> dict[str, Any]:
     """The confusion matrix and per-label scores of ``predictions``, as JSON-ready data.
 
-    Classification counts examples; tagging counts words (each word's gold tag against
-    its predicted tag) in the matrix and, as seqeval does, entities in the per-label
-    scores (one row per entity type, ``PER`` for ``B-PER``/``I-PER``).
+    Classification counts examples (predictions and references are class indices or label
+    names; a prediction of ``-1`` or of another name, such as a text-to-text generation
+    that is no label, goes to an extra :data:`NO_LABEL` column); tagging counts words
+    (each word's gold tag against its predicted tag) in the matrix and, as seqeval does,
+    entities in the per-label scores (one row per entity type, ``PER`` for ``B-PER``/``I-PER``).
 
     Returns:
         ``{"kind", "labels", "confusion", "unit", "per_label", "per_label_unit"}``:
@@ -57,10 +61,14 @@ def label_scores(predictions: LabelledPredictions) -> dict[str, Any]:
     if predictions.kind == "tagging":
         return _tagging_scores(predictions)
     labels = list(predictions.label_names)
-    gold = [int(g) for g in predictions.references]
-    pred = [int(p) for p in predictions]
+    gold = [_class_index(g, labels) for g in predictions.references]
+    pred = [_class_index(p, labels) for p in predictions]
+    if any(p < 0 for p in pred):  # a generated text that is no label (text-to-text)
+        pred = [p if p >= 0 else len(labels) for p in pred]
+        labels.append(NO_LABEL)
     confusion = _confusion(gold, pred, len(labels))
-    per_label = [_row(labels[i], confusion, i) for i in range(len(labels))]
+    # The no-label column has no row of its own: no example has it as gold.
+    per_label = [_row(labels[i], confusion, i) for i in range(len(predictions.label_names))]
     return {
         "kind": "classification",
         "labels": labels,
@@ -69,6 +77,13 @@ def label_scores(predictions: LabelledPredictions) -> dict[str, Any]:
         "per_label": per_label,
         "per_label_unit": "examples",
     }
+
+
+def _class_index(value: Any, labels: Sequence[str]) -> int:
+    """A class index, or a label name's index; ``-1`` (and an unknown name) is no label."""
+    if isinstance(value, str):
+        return labels.index(value) if value in labels else -1
+    return int(value)
 
 
 def _confusion(gold: Sequence[int], pred: Sequence[int], size: int) -> list[list[int]]:

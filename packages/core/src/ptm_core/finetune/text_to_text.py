@@ -40,6 +40,7 @@ from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.features import SentenceFeaturizer, pad_rows
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
+from ptm_core.finetune.label_scores import LabelledPredictions
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.model import IGNORE_INDEX, TASK_JSON, TaskOutput
 from ptm_core.finetune.seq2seq import (
@@ -267,6 +268,9 @@ def evaluate_text_to_text(
     if data.labelled and gold:
         metrics = exact_match_metrics(predicted, gold, model.num_labels)
         metrics["loss"] = sum(losses) / len(losses)
+        if not return_text:  # the fine-tuning report's confusion matrix (-1: "not a label")
+            labelled = LabelledPredictions(predicted, gold, model.label_names, "classification")
+            return metrics, labelled
     return metrics, (texts if return_text else predicted)
 
 
