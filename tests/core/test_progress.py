@@ -98,3 +98,33 @@ def test_bad_settings_name_the_variable_and_the_fix(
 def test_durations_read_as_clock_times() -> None:
     assert format_duration(3725.2) == "1:02:05"
     assert format_duration(float("inf")) == "?"
+
+
+def test_averaged_evaluation_counts_its_batches(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """average_metrics (ERNIE-THU's ``ptm evaluate``) reports batches done, and its means."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from ptm_core.evaluation.metrics import average_metrics
+
+    class Batches:
+        batches_per_epoch = 3
+
+        def iter_batches(self, epoch: int, start: int = 0):  # type: ignore[no-untyped-def]
+            for value in (1.0, 2.0, 6.0)[start:]:
+                yield {"x": torch.tensor([value])}
+
+    class Model(torch.nn.Module):
+        def forward(self, batch):  # type: ignore[no-untyped-def]
+            value = batch["x"].sum()
+            return SimpleNamespace(loss=value, metrics={"twice": 2 * value})
+
+    monkeypatch.setenv("PTM_PROGRESS", "lines")
+    with caplog.at_level(logging.INFO, logger="ptm_core.progress"):
+        metrics = average_metrics(Model(), Batches())
+    assert metrics == {"loss": 3.0, "twice": 6.0}
+    lines = [r.getMessage() for r in caplog.records if r.name == "ptm_core.progress"]
+    assert any(line.startswith("evaluate: 3/3 batches (100%)") for line in lines), lines

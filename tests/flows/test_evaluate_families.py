@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -52,7 +54,9 @@ def test_unknown_directory_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:fit_reasoner")
-def test_cogqa_model_is_scored_against_system1_alone(tmp_path: Path) -> None:
+def test_cogqa_model_is_scored_against_system1_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     from flows.evaluate import evaluate
 
     model_dir = _train(
@@ -64,7 +68,13 @@ def test_cogqa_model_is_scored_against_system1_alone(tmp_path: Path) -> None:
     )
     questions = ROOT / "data_specs" / "multihop_qa" / "sample" / "bridge_sample.json"
     final = Path(model_dir).parent  # final/ holds the reader's encoder/ and the system
-    result = evaluate(str(final), corpus=str(questions))
+    monkeypatch.setenv("PTM_PROGRESS", "lines")  # as in CI and Prefect's logs
+    with caplog.at_level(logging.INFO, logger="ptm_core.progress"):
+        result = evaluate(str(final), corpus=str(questions))
+    total = len(json.loads(questions.read_text()))
+    # the model and System 1 alone are each scored with a progress line at their end
+    done = [r.getMessage() for r in caplog.records if r.name == "ptm_core.progress"]
+    assert sum(f"evaluate: {total}/{total} questions" in line for line in done) == 2, done
     assert result["family"] == "cogqa" and result["metric"] == "joint_f1"
     assert 0.0 <= result["model"]["joint_f1"] <= 1.0
     assert "System 1 only" in Path(result["report"]).read_text()

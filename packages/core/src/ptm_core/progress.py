@@ -78,6 +78,11 @@ def check_progress_settings() -> None:
     progress_seconds()
 
 
+def plural_of(unit: str) -> str:
+    """``step`` -> ``steps``, ``batch`` -> ``batches``: English's regular plural."""
+    return f"{unit}es" if unit.endswith(("s", "x", "ch", "sh")) else f"{unit}s"
+
+
 def format_duration(seconds: float) -> str:
     """``3725.2`` -> ``"1:02:05"``; ``"?"`` when unknown."""
     if not math.isfinite(seconds) or seconds < 0:
@@ -165,7 +170,7 @@ class Progress(AbstractContextManager["Progress"]):
         """The plain line: ``desc: count/total units (pct), rate units/s, ETA h:mm:ss``;
         with ``done`` (the run's duration), ``done in h:mm:ss`` in place of the ETA."""
         rate = self.rate(now)
-        plural = f"{self.unit}s"
+        plural = plural_of(self.unit)
         if self.total:
             count = f"{self.count}/{self.total} {plural} ({100 * self.count / self.total:.0f}%)"
             eta = (self.total - self.count) / rate if rate > 0 else float("inf")

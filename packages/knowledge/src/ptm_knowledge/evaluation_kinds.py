@@ -52,12 +52,15 @@ def score_cogqa(
     from ptm_knowledge.cogqa.training import predict_system1_only
 
     assert corpus is not None  # needs_corpus
+    from ptm_core.progress import track
+
     system = load_cogqa(model_dir)
     examples = read_hotpot_json(corpus)
+    questions = track(examples, "evaluate", len(examples), unit="question")
     if random_init:
-        predictions = {ex.id: predict_system1_only(system.reader, ex) for ex in examples}
+        predictions = {ex.id: predict_system1_only(system.reader, ex) for ex in questions}
     else:
-        predictions = {ex.id: system.predict(ex)[0] for ex in examples}
+        predictions = {ex.id: system.predict(ex)[0] for ex in questions}
     return evaluate_predictions(examples, predictions)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ptm_core.progress import track
 from ptm_core.training.protocols import BatchSource
 
 
@@ -28,7 +29,8 @@ def average_metrics(
     model = model.to(device).eval()
     sums: dict[str, float] = defaultdict(float)
     count = 0
-    for batch in batches.iter_batches(epoch):
+    total = batches.batches_per_epoch
+    for batch in track(batches.iter_batches(epoch), "evaluate", total, unit="batch"):
         output = model({k: v.to(device) for k, v in batch.items()})
         sums["loss"] += float(output.loss)
         for name, value in output.metrics.items():
