@@ -450,22 +450,25 @@ def _main(argv: Sequence[str] | None = None) -> int:
 def _finetune(args: argparse.Namespace) -> int:
     """``ptm finetune``: one run, or a sweep with ``--multirun``, in this process."""
     from flows.config import ConfigError
+    from flows.end_table import print_finetune_table
     from flows.finetune import run_one, run_sweep
+
+    def run_and_show(overrides: list[str]) -> dict[str, Any]:
+        run = run_one(overrides)
+        print_finetune_table(run)  # each run's metrics and folders as it ends
+        return run
 
     try:
         if args.multirun:
-            print(run_sweep(args.overrides)["table"])
+            print("\n" + run_sweep(args.overrides, runner=run_and_show)["table"])
             return 0
-        run = run_one(args.overrides)
+        run_and_show(args.overrides)
     except ConfigError as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2
     except USER_ERRORS as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 1
-    from flows.end_table import print_finetune_table
-
-    print_finetune_table(run)
     return 0
 
 

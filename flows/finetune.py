@@ -252,10 +252,15 @@ def headline_metric(task_name: str) -> str:
     return f"{task_name}/{task.metric}"
 
 
-@task(name="finetune-run")
+@task(name="finetune-run", log_prints=True)
 def finetune_run(overrides: list[str]) -> dict[str, Any]:
-    """One fine-tuning run (resumes from the run's last checkpoint if there is one)."""
-    return run_one(overrides)
+    """One fine-tuning run (resumes from the run's last checkpoint if there is one); its
+    end table (metrics and folders) goes to the run log."""
+    from flows.end_table import print_finetune_table
+
+    run = run_one(overrides)
+    print_finetune_table(run)
+    return run
 
 
 @flow(name="finetune", log_prints=True)

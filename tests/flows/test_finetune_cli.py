@@ -128,7 +128,14 @@ def test_multirun_over_two_seeds_prints_mean_and_std(
     assert code == 0
     out = capsys.readouterr().out
     assert "[2/2] finetune" in out
-    table = [line for line in out.splitlines() if line.startswith("| task=sentiment")]
+    # each run ends with its own table (metrics and folders), then the sweep's summary
+    lines = out.splitlines()
+    assert [line for line in lines if line == "finetune sentiment"] == ["finetune sentiment"] * 2
+    for seed in (0, 1):
+        final = [line for line in lines if line.strip().startswith("final model")]
+        assert any(line.endswith(f"seed{seed}/final") for line in final), final
+    assert out.index("seed1/final") < out.index("| task=sentiment")
+    table = [line for line in lines if line.startswith("| task=sentiment")]
     assert len(table) == 1 and "| 2 |" in table[0] and " ± " in table[0]
     assert (tmp_path / "seed0" / "eval.json").exists() and (
         tmp_path / "seed1" / "eval.json"

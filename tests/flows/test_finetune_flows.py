@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flow_settings import FAST
@@ -69,8 +71,8 @@ def test_evaluate_reports_downstream_metrics_beside_intrinsic_ones(
     assert not (pretrained / "eval.json").exists()
 
 
-def test_finetune_flow_under_prefect_summarises_two_seeds(tmp_path: Path) -> None:
-    result = finetune(
+def _two_seed_sweep(tmp_path: Path) -> dict[str, Any]:
+    return finetune(
         [
             "task=sentiment",
             "model.num_layers=1",
@@ -80,7 +82,22 @@ def test_finetune_flow_under_prefect_summarises_two_seeds(tmp_path: Path) -> Non
         ],
         multirun=True,
     )
+
+
+def test_finetune_flow_under_prefect_summarises_two_seeds(tmp_path: Path) -> None:
+    logged: list[str] = []  # what the task runs log (Prefect's own handlers, no propagation)
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())  # type: ignore[method-assign]
+    task_log = logging.getLogger("prefect.task_runs")
+    task_log.addHandler(handler)
+    try:
+        result = _two_seed_sweep(tmp_path)
+    finally:
+        task_log.removeHandler(handler)
     assert len(result["runs"]) == 2
+    # each run's end table in the run log, as `ptm finetune` prints it
+    titles = [m for m in logged if m.lstrip("\n").startswith("finetune sentiment\n")]
+    assert len(titles) == 2, logged
     (row,) = result["summary"]
     assert row["seeds"] == 2 and row["dev/accuracy"]["n"] == 2
     # Each run's label report is in its folder and published, beside the summary.
