@@ -24,6 +24,7 @@ _SETTINGS = {
     "negatives": "num_negatives",
     "eval_every": "eval_every",
     "patience": "patience",
+    "valid_sample": "valid_sample",
 }
 
 
@@ -57,6 +58,12 @@ def add_parser(commands: Any) -> None:
         type=int,
         default=None,
         help="evaluations without 1%% MRR gain before stopping (0: never stop)",
+    )
+    embed.add_argument(
+        "--valid-sample",
+        type=int,
+        default=None,
+        help="validation triples scored at each early-stopping evaluation (0: all; preset's)",
     )
     embed.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda")
     embed.add_argument("--threads", type=int, default=None, help="CPU threads (torch's default)")

@@ -79,6 +79,7 @@ def embed_knowledge_graph(
     num_negatives: int | None = None,
     eval_every: int | None = None,
     patience: int | None = None,
+    valid_sample: int | None = None,
     device: str = "auto",
     threads: int | None = None,
     seed: int = 0,
@@ -93,14 +94,15 @@ def embed_knowledge_graph(
         model: PyKEEN model name (``TransE``, ``RotatE``, ``ComplEx``, ``DistMult``, ...).
         preset: ``auto`` (by entity count), ``small``, ``medium``, ``large``.
         embedding_dim: embedding width; this and ``num_epochs``, ``batch_size``,
-            ``learning_rate``, ``num_negatives``, ``eval_every``, ``patience`` override the
-            preset's (``None``: keep it).
+            ``learning_rate``, ``num_negatives``, ``eval_every``, ``patience`` and
+            ``valid_sample`` override the preset's (``None``: keep it).
         num_epochs: most epochs.
         batch_size: positive triples per step.
         learning_rate: Adam's.
         num_negatives: negatives per positive.
         eval_every: epochs between validation evaluations.
         patience: evaluations without gain before stopping (0: never).
+        valid_sample: validation triples per early-stopping evaluation (0: all).
         device: ``auto`` (CUDA when present), ``cpu``, ``cuda``.
         threads: CPU threads for torch.
         seed: split, init and negative-sampling seed.
@@ -120,6 +122,7 @@ def embed_knowledge_graph(
         "num_negatives": num_negatives,
         "eval_every": eval_every,
         "patience": patience,
+        "valid_sample": valid_sample,
         "device": device,
         "threads": threads,
     }

@@ -137,6 +137,7 @@ def test_presets_pick_by_size_and_flags_override() -> None:
         ({"preset": "tiny"}, r"^preset \(--preset\) is 'tiny'; use auto, small, medium or large$"),
         ({"model": "NoSuchModel"}, r"^unknown PyKEEN model 'NoSuchModel' \(--model\); valid"),
         ({"threads": 0}, r"^threads \(--threads\) is 0"),
+        ({"valid_sample": -5}, r"^valid_sample \(--valid-sample\) is -5; .* at least 0$"),
         ({"device": "tpu"}, r"^device \(--device\) is 'tpu'"),
     ],
 )
@@ -144,3 +145,34 @@ def test_bad_settings_name_the_flag(structured_kg, settings: dict, message: str)
     with pytest.raises(ValueError, match=message) as caught:
         train_kg_embeddings(structured_kg, num_epochs=1, **settings)
     assert "\n" not in str(caught.value)
+
+
+def test_early_stopping_can_score_a_fixed_sample_of_valid(structured_kg) -> None:
+    """valid_sample: the stopper ranks a fixed random sample (same seed, same sample, in
+    file order); the final validation scores every triple."""
+    from ptm_knowledge.kg.embedding_splits import carve_split
+    from ptm_knowledge.kg.embedding_training import _factories, valid_subset
+
+    split = carve_split(structured_kg, (0.6, 0.3, 0.1), 0)
+    _train, valid, _test = _factories(structured_kg.entity_ids, split)
+    total = len(valid.mapped_triples)
+    sample = valid_subset(valid, 10, seed=3)
+    rows = [tuple(r) for r in sample.mapped_triples.tolist()]
+    everything = [tuple(r) for r in valid.mapped_triples.tolist()]
+    assert len(rows) == 10 and rows == [r for r in everything if r in set(rows)]
+    again = valid_subset(valid, 10, seed=3).mapped_triples
+    assert sample.mapped_triples.equal(again)
+    assert not valid_subset(valid, 10, seed=4).mapped_triples.equal(again)
+    assert valid_subset(valid, 0, seed=3) is valid and valid_subset(valid, total, 3) is valid
+    result = train_kg_embeddings(
+        structured_kg,
+        split=split,
+        num_epochs=4,
+        eval_every=2,
+        patience=0,
+        valid_sample=10,
+        evaluate_baseline=False,
+    )
+    report = result.report
+    assert (report["num_valid_for_stopping"], report["num_valid"]) == (10, total)
+    assert report["settings"]["valid_sample"] == 10 and len(report["curve"]) == 2

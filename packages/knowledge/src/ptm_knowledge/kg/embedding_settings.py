@@ -59,6 +59,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_negatives": 16,
         "eval_every": 10,
         "patience": 3,
+        "valid_sample": 0,
     },
     "medium": {
         "embedding_dim": 128,
@@ -68,6 +69,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_negatives": 64,
         "eval_every": 5,
         "patience": 3,
+        "valid_sample": 1000,
     },
     "large": {
         "embedding_dim": 64,
@@ -77,6 +79,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "num_negatives": 32,
         "eval_every": 5,
         "patience": 3,
+        "valid_sample": 1000,
     },
 }
 
@@ -89,6 +92,7 @@ FLAGS = {
     "num_negatives": "--negatives",
     "eval_every": "--eval-every",
     "patience": "--patience",
+    "valid_sample": "--valid-sample",
     "preset": "--preset",
     "model": "--model",
     "threads": "--threads",
@@ -109,6 +113,11 @@ class EmbeddingSettings:
         num_negatives: corrupted triples per positive (PyKEEN's basic sampler).
         eval_every: epochs between validation evaluations (and progress lines).
         patience: evaluations without a 1% relative MRR gain before stopping; 0 = never stop.
+        valid_sample: validation triples scored at each early-stopping evaluation (a fixed
+            random sample, by the run's seed); 0 = all of them. Each one is ranked against
+            every entity: one validation of all 3,190 triples of the WN18RR-style KG (37,914
+            entities) takes about 70 s for TransE and 7 min for RotatE on 2 CPU cores (dim
+            128). The final validation and test scores use every triple.
         loss: PyKEEN loss name; ``loss_kwargs`` its arguments.
     """
 
@@ -121,6 +130,7 @@ class EmbeddingSettings:
     num_negatives: int
     eval_every: int
     patience: int
+    valid_sample: int
     loss: str
     loss_kwargs: dict[str, float]
 
@@ -174,7 +184,7 @@ def resolve_settings(
         raise ValueError(f"unknown embedding setting(s) {', '.join(unknown)}")
     values = {**PRESETS[chosen], **{k: v for k, v in overrides.items() if v is not None}}
     for name, value in values.items():
-        _check(name, value, minimum=0 if name == "patience" else 1)
+        _check(name, value, minimum=0 if name in ("patience", "valid_sample") else 1)
     loss, loss_kwargs = MODEL_LOSS.get(model, MODEL_LOSS["TransE"])
     return EmbeddingSettings(
         model=model, preset=chosen, loss=loss, loss_kwargs=dict(loss_kwargs), **values

@@ -129,6 +129,7 @@ def train_kg_embeddings(
     num_negatives: int | None = None,
     eval_every: int | None = None,
     patience: int | None = None,
+    valid_sample: int | None = None,
     split: TripleSplit | tuple[float, float, float] = (0.8, 0.1, 0.1),
     seed: int = 0,
     device: str = "auto",
@@ -149,7 +150,7 @@ def train_kg_embeddings(
         model: a PyKEEN model name.
         preset: ``auto`` (by entity count), ``small``, ``medium`` or ``large``; the
             explicit settings below (not ``None``) override it.
-        embedding_dim: entity width; this and the next six override the preset (see
+        embedding_dim: entity width; this and the next seven override the preset (see
             :class:`~ptm_knowledge.kg.embedding_settings.EmbeddingSettings`).
         num_epochs: most epochs.
         batch_size: positive triples per step.
@@ -157,6 +158,7 @@ def train_kg_embeddings(
         num_negatives: negatives per positive.
         eval_every: epochs between validation evaluations.
         patience: evaluations without gain before stopping (0: never).
+        valid_sample: validation triples per early-stopping evaluation (0: all).
         split: a :class:`TripleSplit` (e.g. :func:`read_kg_split` of a pre-split folder),
             or train/valid/test fractions of ``kg.triples`` to carve one.
         seed: seed of the carved split, initialisation and negative sampling.
@@ -192,6 +194,7 @@ def train_kg_embeddings(
         num_negatives=num_negatives,
         eval_every=eval_every,
         patience=patience,
+        valid_sample=valid_sample,
     )
     if threads is not None and (
         isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
