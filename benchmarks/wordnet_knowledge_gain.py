@@ -1,7 +1,8 @@
 """Does WordNet help ERNIE-THU type held-out nouns? With vs without knowledge, before/after #38.
 
-    nice -n 10 python -m benchmarks.wordnet_knowledge_gain --seeds 0,1,2,3,4
-    nice -n 10 python -m benchmarks.wordnet_knowledge_gain --settings before --seeds 0,1
+    nice -n 10 python -m benchmarks.wordnet_knowledge_gain --seeds 0,1,2,3,4 --per-label 60 \
+        --pretrain-steps 300 --embed-epochs 100
+    nice -n 10 python -m benchmarks.wordnet_knowledge_gain --settings after-rotate --seeds 0,1
 
 The task is ``ptm wordnet-typing``'s (``docs/knowledge/wordnet-typing.md``): the lexname of
 a noun that a neutral sentence mentions, dev nouns never seen in training. Built here with
@@ -11,12 +12,15 @@ The KG is WordNet's noun graph cut to the task's synsets and their hypernym clos
 (``write_wordnet_kg(keep=...)``), so TransE fits on two shared cores; the pre-training
 corpus is the kept synsets' glosses ("<name>: <definition>.", a document each), linked to that KG.
 
-Per setting (``before``: the linker of before #38, ``LEGACY_SETTINGS``; ``after``: the
-linker's defaults now; the KG embeddings are ``ernie_thu_tiny``'s TransE in both, as no new
-embedding defaults were committed when this ran): ``ptm pretrain experiment=ernie_thu_tiny``
-with ``data.linker`` = that setting (a subprocess, reused while its ``final/`` exists), then
+Per setting (:data:`SETTINGS`: ``before``, the linker of before #38 and the old KG-embedding
+code; ``linker-only``, today's linker and the old KG-embedding code; ``after-transe`` and
+``after-rotate``, today's linker and KG-embedding code with ``ernie_thu_tiny``'s TransE
+block or RotatE): ``ptm pretrain experiment=ernie_thu_tiny`` with that ``data.linker`` and
+``knowledge.kg_embeddings`` (a subprocess, reused while its ``final/`` exists), then
 ``experiment=ernie_thu_finetune_tiny`` on the task with the same ``data.linker`` (the task
 text is linked as the corpus was), ``ernie_finetune.use_entities=true`` vs ``=false``.
+The rows of settings not named by ``--settings`` are kept from the last run (the old code's
+rows cannot be re-run on today's code).
 Reuses :mod:`benchmarks.knowledge_gain`'s run, summary and statistics. Writes
 ``benchmarks/results/wordnet_knowledge_gain.{md,json}``.
 """
@@ -38,16 +42,36 @@ from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORK = BENCH_DIR / "wordnet-knowledge-gain"
-SETTINGS: dict[str, dict[str, Any]] = {
-    "before": {"guard": "none", "disambiguation": "overlap", "threshold": 0.3},
-    "after": {},  # LinkerSettings' defaults
+LEGACY_LINKER = {"guard": "none", "disambiguation": "overlap", "threshold": 0.3}
+#: Per setting: the linker keys it changes (empty: LinkerSettings' defaults) and the KG
+#: embeddings' (``knowledge.kg_embeddings``; empty: ``ernie_thu_tiny``'s TransE block over
+#: the KG-embedding code of the commit that ran it). ``before`` and ``linker-only`` ran
+#: before the new KG-embedding code (NSSA loss, early stopping on validation MRR) landed;
+#: their rows are kept from that run (``--settings`` re-runs only the settings it names).
+SETTINGS: dict[str, dict[str, dict[str, Any]]] = {
+    "before": {"linker": LEGACY_LINKER, "kge": {}},
+    "linker-only": {"linker": {}, "kge": {}},
+    "after-transe": {"linker": {}, "kge": {}},
+    "after-rotate": {"linker": {}, "kge": {"model": "RotatE"}},
+}
+#: What each setting's KG embeddings are, for the table.
+KGE_NOTE = {
+    "before": "TransE, margin loss (old code)",
+    "linker-only": "TransE, margin loss (old code)",
+    "after-transe": "TransE, NSSA + early stopping",
+    "after-rotate": "RotatE, NSSA + early stopping",
 }
 
 
 def linker_overrides(setting: str) -> list[str]:
-    """``data.linker.<key>=<value>`` for every key the setting changes."""
-    values = SETTINGS[setting]
+    """``data.linker.<key>=<value>`` for every linker key the setting changes."""
+    values = SETTINGS[setting]["linker"]
     return [f"data.linker.{k}={v}" for k, v in values.items()]
+
+
+def kge_overrides(setting: str) -> list[str]:
+    """``knowledge.kg_embeddings.<key>=<value>`` for every KG-embedding key it changes."""
+    return [f"knowledge.kg_embeddings.{k}={v}" for k, v in SETTINGS[setting]["kge"].items()]
 
 
 def prepare(labels: int, per_label: int, seed: int) -> dict[str, Any]:
@@ -99,6 +123,7 @@ def pretrain(setting: str, steps: int, threads: int, embed_epochs: int) -> tuple
         f"data.kg={WORK / 'kg'}",
         f"data.corpus={WORK / 'glosses.txt'}",
         *linker_overrides(setting),
+        *kge_overrides(setting),
         f"knowledge.kg_embeddings.num_epochs={embed_epochs}",
         f"trainer.max_steps={steps}",
         f"trainer.save_every={steps}",
@@ -129,21 +154,24 @@ def render(result: dict[str, Any]) -> str:
         f"pre-training corpus: their {task['corpus_lines']} glosses. Dev accuracy (%), mean ± "
         f"sample std over seeds {result['seeds']}; chance {100 / len(task['labels']):.1f} %.",
         "",
-        "| setting | linker | with KG | kg-free | KG - kg-free (per seed) | mean diff | seeds won |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| setting | linker | KG embeddings | with KG | kg-free | KG - kg-free (per seed) "
+        "| mean diff | seeds won |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for setting, row in result["settings"].items():
         s = row["summary"]
         per_seed = ", ".join(f"{100 * v['difference']:+.1f}" for v in s["per_seed"].values())
         linker = ", ".join(linker_overrides(setting)) or "defaults"
         lines.append(
-            f"| {setting} | {linker} | {pct(s['kg'])} | {pct(s['kg-free'])} | {per_seed} "
+            f"| {setting} | {linker} | {KGE_NOTE.get(setting, '')} | {pct(s['kg'])} "
+            f"| {pct(s['kg-free'])} | {per_seed} "
             f"| {100 * s['difference']['mean']:+.1f} ± {100 * s['difference']['std']:.1f} "
             f"| {s['seeds_won']}/{s['seeds']} |"
         )
     for setting, row in result["settings"].items():
         lines += ["", f"{setting}: pre-training `{row['pretrain']['command']}` "
-                  f"({row['pretrain']['wall_s']:.0f} s); fine-tuning budget {row['budget']}."]  # fmt: skip
+                  f"({row['pretrain']['wall_s']:.0f} s); fine-tuning budget {row['budget']}; "
+                  f"run by `{row.get('command', result['command'])}`."]  # fmt: skip
     if result.get("notes"):
         lines += ["", result["notes"].strip()]
     return "\n".join(lines) + "\n"
@@ -151,7 +179,7 @@ def render(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--settings", default="before,after")
+    parser.add_argument("--settings", default="after-transe,after-rotate")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--labels", type=int, default=4)
@@ -176,6 +204,17 @@ def main() -> None:
         "task": prepare(args.labels, args.per_label, 0),
         "settings": {},
     }
+    # Keep the rows of settings not re-run (same task: the task is rebuilt from its seed).
+    previous_path = RESULTS / "wordnet_knowledge_gain.json"
+    if previous_path.is_file():
+        previous = json.loads(previous_path.read_text())
+        if previous.get("task") == result["task"]:
+            rerun = set(args.settings.split(","))
+            result["settings"] = {
+                k: {**v, "command": v.get("command", previous["command"])}
+                for k, v in previous["settings"].items()
+                if k not in rerun and k in SETTINGS
+            }
     task = WORK / "task"
     for setting in args.settings.split(","):
         final, record = pretrain(setting, args.pretrain_steps, args.threads, args.embed_epochs)
@@ -197,6 +236,7 @@ def main() -> None:
             for arm in ("kg", "kg-free")
         }
         result["settings"][setting] = {
+            "command": result["command"],
             "pretrain": record,
             "budget": f"{args.steps} steps, lr {args.lr:g}",
             "runs": runs,
