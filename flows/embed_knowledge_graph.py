@@ -126,6 +126,8 @@ def embed_knowledge_graph(
         "device": device,
         "threads": threads,
     }
+    from ptm_knowledge.kg.embedding_training import describe_stop
+
     summary = train_embeddings(kg_dir, output_dir, model, seed, options)
     report = summary["report"]
     table = end_table(summary)
@@ -133,7 +135,7 @@ def embed_knowledge_graph(
     header = (
         f"{summary['model']} ({settings['preset']} preset, dim {settings['embedding_dim']}) on "
         f"{summary['entities']} entities from `{kg_dir}`: {report['epochs_run']} epochs "
-        f"(best {report['best_epoch']}{', stopped early' if report['stopped_early'] else ''}), "
+        f"({describe_stop(report['stopped_early'], report['best_epoch'])}), "
         f"{report['seconds']:.0f} s, peak RSS {report['peak_rss_mb']:.0f} MB on {report['device']}"
     )
     markdown = (

@@ -24,6 +24,9 @@ from ptm_knowledge.kg.embedding_settings import EmbeddingSettings
 from ptm_knowledge.kg.embedding_splits import TripleSplit
 
 logger = logging.getLogger("ptm_knowledge.kg.embeddings")
+# torch_max_mem (PyKEEN's batch-size search) warns at every CPU evaluation that it only
+# tunes CUDA; ptm sizes CPU batches itself (evaluation_batch_size), so that is noise.
+logging.getLogger("torch_max_mem.api").setLevel(logging.ERROR)
 
 # PyKEEN's names of the metrics we report (head and tail prediction, realistic ranks).
 METRIC_KEYS = {
@@ -46,6 +49,13 @@ class TrainingOutcome:
     test: dict[str, float]
     baseline: dict[str, float]
     report: dict[str, Any] = field(default_factory=dict)
+
+
+def describe_stop(stopped: bool, best_epoch: int | None) -> str:
+    """How a run ended, for its last log line and the end table's header."""
+    if best_epoch is None:
+        return "no validation ran: --eval-every is above the epochs"
+    return f"best epoch {best_epoch}" + (", stopped early" if stopped else "")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -284,10 +294,10 @@ def run_training(
     if target.type == "cuda":
         report["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated(target) / 2**20, 1)
     logger.info(
-        "%s: stopped at epoch %d (best %s), test filtered MRR %.4f, Hits@10 %.4f, %.0fs",
+        "%s: %d epochs (%s), test filtered MRR %.4f, Hits@10 %.4f, %.0fs",
         settings.model,
         epochs_run,
-        best_epoch,
+        describe_stop(stopped, best_epoch),
         test_metrics["mrr"],
         test_metrics["hits_at_10"],
         seconds,
