@@ -176,3 +176,35 @@ def test_early_stopping_can_score_a_fixed_sample_of_valid(structured_kg) -> None
     report = result.report
     assert (report["num_valid_for_stopping"], report["num_valid"]) == (10, total)
     assert report["settings"]["valid_sample"] == 10 and len(report["curve"]) == 2
+
+
+def test_one_pass_ranks_equal_pykeens_filtered_and_raw_evaluations(structured_kg) -> None:
+    """Filtered and raw metrics from one scoring pass equal PyKEEN's own evaluate() runs
+    (filtered by train + valid + test, and unfiltered)."""
+    from pykeen.evaluation import RankBasedEvaluator
+
+    from ptm_knowledge.kg.embedding_splits import carve_split
+    from ptm_knowledge.kg.embedding_training import (
+        _factories,
+        rank_metrics,
+        rank_metrics_filtered_and_raw,
+    )
+
+    result = train_kg_embeddings(structured_kg, num_epochs=10, patience=0, seed=2)
+    model = result.pykeen_model
+    split = carve_split(structured_kg, (0.8, 0.1, 0.1), 2)  # the run's own split
+    train, valid, test = _factories(structured_kg.entity_ids, split)
+    filtered, raw = rank_metrics_filtered_and_raw(model, test, [train, valid], batch_size=7)
+    theirs = RankBasedEvaluator(filtered=True).evaluate(
+        model,
+        test.mapped_triples,
+        additional_filter_triples=[train.mapped_triples, valid.mapped_triples],
+        use_tqdm=False,
+        batch_size=5,
+    )
+    assert filtered == pytest.approx(rank_metrics(theirs), abs=1e-9)
+    assert filtered == pytest.approx(result.metrics, abs=1e-9)
+    # raw: PyKEEN's evaluate() has no unfiltered ranks on its own; every candidate counts,
+    # so the raw mean rank is the filtered one plus the other true entities ranked above.
+    assert raw["mean_rank"] >= filtered["mean_rank"] and raw != filtered
+    assert raw == pytest.approx(result.report["test_raw"], abs=1e-9)

@@ -122,41 +122,47 @@ def valid_subset(valid: Any, size: int, seed: int) -> Any:
     return valid.clone_and_exchange_triples(valid.mapped_triples[keep])
 
 
-def _raw_metrics(model: Any, triples: Any, batch_size: int) -> dict[str, float]:
-    # PyKEEN 1.11's evaluate() has no true scores without filtering ("RankBasedEvaluator
-    # needs the true scores!"), so the raw ranks are fed to its evaluator batch by batch.
-    from pykeen.evaluation import RankBasedEvaluator
+def rank_metrics_filtered_and_raw(
+    model: Any, triples: Any, filters: list[Any], *, batch_size: int, desc: str = "rank"
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Filtered and raw rank metrics of ``triples`` (head and tail), from one scoring pass.
 
-    evaluator = RankBasedEvaluator(filtered=False)
+    PyKEEN's ``RankBasedEvaluator.evaluate`` scores every candidate once per evaluator, so
+    filtered and raw metrics would cost two passes (7 min each for RotatE on the
+    WN18RR-style KG on 2 CPU cores). This pass scores once and feeds PyKEEN's two
+    evaluators, filtering with PyKEEN's own ``create_sparse_positive_filter_`` and
+    ``filter_scores_`` against ``filters`` plus ``triples`` themselves (the filtered
+    setting of Bordes et al. 2013, as ``evaluate(additional_filter_triples=...)`` does).
+
+    Returns:
+        ``(filtered, raw)`` metrics in :data:`METRIC_KEYS` names.
+    """
+    from pykeen.evaluation import RankBasedEvaluator
+    from pykeen.evaluation.evaluator import create_sparse_positive_filter_, filter_scores_
+
+    from ptm_core.progress import batch_starts
+
+    filtered, raw = RankBasedEvaluator(filtered=True), RankBasedEvaluator(filtered=False)
     model.eval()
     mapped = triples.mapped_triples.to(model.device)
+    known = torch.cat([mapped, *(f.mapped_triples.to(model.device) for f in filters)])
+    sides: tuple[tuple[Literal["head", "tail"], int], ...] = (("head", 0), ("tail", 2))
     with torch.inference_mode():
-        for batch in mapped.split(batch_size):
+        for first in batch_starts(len(mapped), batch_size, desc, unit="triple"):
+            batch = mapped[first : first + batch_size]
             rows = torch.arange(batch.shape[0], device=batch.device)
-            sides: tuple[tuple[Literal["head", "tail"], int], ...] = (("head", 0), ("tail", 2))
+            relation_filter = None
             for target, column in sides:
                 scores = model.predict(batch, target=target)
                 true = scores[rows, batch[:, column]].unsqueeze(-1)
-                evaluator.process_scores_(batch, target, scores, true_scores=true)
-    return rank_metrics(evaluator.finalize())
-
-
-def _evaluate(
-    model: Any, triples: Any, filters: list[Any], *, filtered: bool, batch_size: int
-) -> dict[str, float]:
-    from pykeen.evaluation import RankBasedEvaluator
-
-    if not filtered:
-        return _raw_metrics(model, triples, batch_size)
-    evaluator = RankBasedEvaluator(filtered=True)
-    results = evaluator.evaluate(
-        model,
-        triples.mapped_triples,
-        additional_filter_triples=[f.mapped_triples for f in filters],
-        use_tqdm=False,
-        batch_size=batch_size,
-    )
-    return rank_metrics(results)
+                raw.process_scores_(batch, target, scores, true_scores=true)
+                positives, relation_filter = create_sparse_positive_filter_(
+                    batch, known, relation_filter=relation_filter, filter_col=column
+                )
+                scores = filter_scores_(scores, positives)
+                scores[rows, batch[:, column]] = true.squeeze(-1)
+                filtered.process_scores_(batch, target, scores, true_scores=true)
+    return rank_metrics(filtered.finalize()), rank_metrics(raw.finalize())
 
 
 def run_training(
@@ -190,7 +196,9 @@ def run_training(
     baseline: dict[str, float] = {}
     if evaluate_baseline:  # the untrained model: what "learning" must beat
         untrained = model_cls(triples_factory=train, random_seed=seed + 1, **kwargs).to(target)
-        baseline = _evaluate(untrained, test, [train, valid], filtered=True, batch_size=eval_batch)
+        baseline, _ = rank_metrics_filtered_and_raw(
+            untrained, test, [train, valid], batch_size=eval_batch, desc="rank test (untrained)"
+        )
         del untrained
     loop = SLCWATrainingLoop(
         model=model,
@@ -264,10 +272,13 @@ def run_training(
     epochs_run = max(losses) if losses else 0
     best_epoch = stopper.best_epoch if stopper is not None else None
     filters = [train, valid]
-    test_metrics = _evaluate(model, test, filters, filtered=True, batch_size=eval_batch)
-    raw_metrics = _evaluate(model, test, filters, filtered=False, batch_size=eval_batch)
+    test_metrics, raw_metrics = rank_metrics_filtered_and_raw(
+        model, test, filters, batch_size=eval_batch, desc="rank test"
+    )
     valid_metrics = (
-        _evaluate(model, valid, [train], filtered=True, batch_size=eval_batch)
+        rank_metrics_filtered_and_raw(
+            model, valid, [train], batch_size=eval_batch, desc="rank valid"
+        )[0]
         if len(valid.mapped_triples)
         else {}
     )
