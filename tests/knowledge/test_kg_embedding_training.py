@@ -124,6 +124,15 @@ def test_presets_pick_by_size_and_flags_override() -> None:
     auto = resolve_settings(model="RotatE", num_entities=38_000, embedding_dim=64)
     assert (auto.preset, auto.embedding_dim, auto.loss) == ("medium", 64, "NSSA")
     assert auto.loss_kwargs["adversarial_temperature"] == 0.5
+    # RotatE's own learning rate at medium size; an explicit --lr still wins
+    assert (auto.learning_rate, resolve_settings(num_entities=38_000).learning_rate) == (
+        0.02,
+        0.005,
+    )
+    assert (
+        resolve_settings(model="RotatE", num_entities=38_000, learning_rate=0.1).learning_rate
+        == 0.1
+    )
     assert resolve_settings(preset="large", num_entities=10).preset == "large"
 
 
