@@ -238,16 +238,16 @@ def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> H
         family = default_hf_format(encoder.config).removeprefix("hf-")
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
-    tokenizer = None
-    if tokenizer_dir is not None:
-        from ptm_core.tokenization import WordPieceTokenizer
-
-        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
     heads_path = source / HEADS_FILE
     heads = load_file(str(heads_path)) if heads_path.is_file() else {}
+    # A BPE/Unigram tokenizer (a RoBERTa or XLM-R folder's) is copied as it is.
+    write_tokenizer = _tokenizer_writer(
+        tokenizer_dir, None if family == "xlnet" else encoder.config.max_positions
+    )
     try:
         with atomic_directory(target, kind="export") as tmp:
-            result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=tokenizer)
+            result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=None)
+            write_tokenizer(tmp)
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
     result.directory = target
@@ -338,7 +338,9 @@ def write_hf_encoder(
         assert module is not None, family
         hf_config = module.config_to_hf(config)
         encoder_state = module.state_to_hf(encoder.state_dict(), config)
-        if family == "albert":
+        if hasattr(module, "hf_export_state"):  # roberta, xlm-roberta, distilbert
+            state, architecture, auto = module.hf_export_state(encoder_state, config, groups, used)
+        elif family == "albert":
             state = {f"albert.{k}": v for k, v in encoder_state.items()}
             mlm = _take(groups, _ALBERT_MLM_NAMES, used)
             if mlm:
