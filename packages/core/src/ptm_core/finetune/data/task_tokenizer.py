@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from tokenizers import Encoding, Tokenizer
 
 from ptm_core.atomic import atomic_write_text
-from ptm_core.finetune.data.bpe_files import byte_level_bpe, has_bpe_files
+from ptm_core.finetune.data.hf_pipelines import byte_level_bpe, has_bpe_files, like_transformers
 from ptm_core.tokenization import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -192,7 +192,8 @@ class HFTokenizer(BackendTokenizer):
                         named[role] = token
         if not file.is_file():  # a RoBERTa/GPT-2 folder with the slow tokenizer's files
             return cls(byte_level_bpe(directory), named, source=str(directory / "vocab.json"))
-        return cls(_read_backend(file), named, source=str(file))
+        backend = like_transformers(_read_backend(file), _read_json(directory / CONFIG_FILE))
+        return cls(backend, named, source=str(file))
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write ``tokenizer.json`` and ``tokenizer_config.json`` (loadable by

@@ -1,18 +1,25 @@
-"""A byte-level BPE tokenizer (RoBERTa, GPT-2) from ``vocab.json`` + ``merges.txt``.
+"""The `tokenizers` pipeline that ``transformers.AutoTokenizer`` builds for a folder.
 
-Folders saved before ``tokenizer.json`` existed, or by the slow tokenizers, hold only the
-two files. :func:`byte_level_bpe` builds the same `tokenizers` pipeline that
-``transformers.RobertaTokenizer`` builds from them (BPE without prefix or suffix, a
-ByteLevel pre-tokenizer and decoder, ``<s> A </s></s> B </s>``), so the ids are the
-folder's own ``AutoTokenizer``'s.
+Two cases where it is not the folder's ``tokenizer.json`` as written:
+
+- A RoBERTa/GPT-2 folder with only ``vocab.json`` + ``merges.txt`` (saved before
+  ``tokenizer.json`` existed, or by the slow tokenizers): :func:`byte_level_bpe` builds
+  what ``transformers.RobertaTokenizer`` builds from them (BPE without prefix or suffix,
+  a ByteLevel pre-tokenizer and decoder, ``<s> A </s></s> B </s>``).
+- A folder whose ``tokenizer_config.json`` names ``XLMRobertaTokenizer``: transformers 5
+  keeps only the file's Unigram vocabulary (and a SentencePiece precompiled charsmap) and
+  rebuilds the rest in the class's ``__init__`` (white-space split, then Metaspace);
+  :func:`like_transformers` does the same, so the ids are the folder's own
+  ``AutoTokenizer``'s, not those of a pipeline transformers ignores.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, processors
+from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import BPE
 
 VOCAB_JSON = "vocab.json"
@@ -100,3 +107,50 @@ def byte_level_bpe(directory: str | Path) -> Tokenizer:
         add_prefix_space=add_prefix_space,
     )
     return tokenizer
+
+
+_XLM_ROBERTA_CLASSES = ("XLMRobertaTokenizer", "XLMRobertaTokenizerFast")
+
+
+def like_transformers(backend: Tokenizer, config: dict[str, Any]) -> Tokenizer:
+    """``backend`` as ``AutoTokenizer`` rebuilds it for the ``tokenizer_class`` of
+    ``config`` (the folder's ``tokenizer_config.json``); unchanged for other classes."""
+    if config.get("tokenizer_class") not in _XLM_ROBERTA_CLASSES:
+        return backend
+    prepend = "always" if config.get("add_prefix_space", True) else "never"
+    charsmap = _precompiled_charsmap(json.loads(backend.to_str()).get("normalizer"))
+    backend.normalizer = normalizers.Precompiled(charsmap) if charsmap is not None else None  # type: ignore[assignment]
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.WhitespaceSplit(),
+            pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=prepend),
+        ]
+    )
+    backend.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=prepend)
+    bos = _token(config.get("bos_token"), "<s>")
+    eos = _token(config.get("eos_token"), "</s>")
+    backend.post_processor = processors.TemplateProcessing(
+        single=[bos, "$A", eos],
+        pair=[bos, "$A", eos, eos, "$B", eos],
+        special_tokens=[
+            (bos, int(backend.token_to_id(bos) or 0)),
+            (eos, int(backend.token_to_id(eos) or 0)),
+        ],
+    )
+    return backend
+
+
+def _precompiled_charsmap(normalizer: Any) -> bytes | None:
+    import base64
+
+    if not isinstance(normalizer, dict):
+        return None
+    parts = (
+        normalizer.get("normalizers", [normalizer])
+        if normalizer.get("type") == "Sequence"
+        else [normalizer]
+    )
+    for part in parts:
+        if part.get("type") == "Precompiled" and "precompiled_charsmap" in part:
+            return base64.b64decode(part["precompiled_charsmap"])
+    return None
