@@ -440,7 +440,8 @@ _TASK_AUTO = {
 
 
 def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints.hf.bert_tasks import _KIND_TO_ARCHITECTURE, export_hf_task_model
+    from ptm_core.checkpoints.hf.bert_tasks import export_hf_task_model
+    from ptm_core.checkpoints.hf.task_layouts import layout_for_config
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)
@@ -460,6 +461,11 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
         _move_into(tmp / "model", tmp)
         write_tokenizer(tmp)
     kind = str(task["kind"])
+    layout = layout_for_config(model.encoder.config)
     return HFExport(
-        target, "bert", _KIND_TO_ARCHITECTURE[kind], _TASK_AUTO[kind], heads=[f"task:{kind}"]
+        target,
+        layout.model_type,
+        layout.architecture(kind),
+        _TASK_AUTO[kind],
+        heads=[f"task:{kind}"],
     )

@@ -119,7 +119,7 @@ def like_transformers(backend: Tokenizer, config: dict[str, Any]) -> Tokenizer:
         return backend
     prepend = "always" if config.get("add_prefix_space", True) else "never"
     charsmap = _precompiled_charsmap(json.loads(backend.to_str()).get("normalizer"))
-    backend.normalizer = normalizers.Precompiled(charsmap) if charsmap is not None else None  # type: ignore[assignment]
+    backend.normalizer = normalizers.Precompiled(charsmap) if charsmap is not None else None
     backend.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.WhitespaceSplit(),
