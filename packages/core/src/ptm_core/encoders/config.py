@@ -273,6 +273,12 @@ class HFEncoderConfig(EncoderConfig):
 
     hf_model_type: str = "roberta"
 
+    @property
+    def pooler_activation(self) -> str:
+        """The activation of the model type's sequence-classification pooler: DistilBERT's
+        ``pre_classifier`` is followed by a ReLU, BERT's and RoBERTa's by tanh."""
+        return "relu" if self.hf_model_type == "distilbert" else "tanh"
+
     @classmethod
     def claims(cls, data: dict[str, Any]) -> bool:
         """A dict with ``hf_model_type`` (and no pruned heads) is this config's."""

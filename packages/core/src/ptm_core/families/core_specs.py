@@ -38,6 +38,7 @@ ENCODER = FamilySpec(
         "electra": "ptm_core.checkpoints.hf.electra",
         "roberta": "ptm_core.checkpoints.hf.roberta",
         "xlm-roberta": "ptm_core.checkpoints.hf.roberta",
+        "distilbert": "ptm_core.checkpoints.hf.distilbert",
     },
     # `ptm finetune` (finetune.yaml): the init_from folder's family fine-tunes, this one
     # when the folder names none (a Hugging Face BERT) or a preset is built from scratch.

@@ -104,9 +104,22 @@ _ROBERTA_POOLED = _names("classifier.dense", "classifier.out_proj")
 _ROBERTA_CHOSEN = _names("roberta.pooler.dense", "classifier")
 ROBERTA = _layout("roberta", "roberta.", "Roberta", _ROBERTA_POOLED, _ROBERTA_CHOSEN)
 XLM_ROBERTA = _layout("xlm-roberta", "roberta.", "XLMRoberta", _ROBERTA_POOLED, _ROBERTA_CHOSEN)
+_DISTILBERT_POOLED = _names("pre_classifier", "classifier")
+DISTILBERT = TaskLayout(
+    "distilbert",
+    "distilbert.",
+    "DistilBert",
+    {
+        "classification": _DISTILBERT_POOLED,
+        "multiple_choice": _DISTILBERT_POOLED,
+        "tagging": _TOKENS,
+        "qa": _SPANS,
+    },
+    activation="relu",
+)
 
 LAYOUTS: dict[str, TaskLayout] = {
-    layout.model_type: layout for layout in (BERT, ROBERTA, XLM_ROBERTA)
+    layout.model_type: layout for layout in (BERT, ROBERTA, XLM_ROBERTA, DISTILBERT)
 }
 
 
