@@ -19,10 +19,14 @@ ALBERT             ``AlbertForPreTraining``        ``AutoModelForMaskedLM``
 ELECTRA            ``ElectraForPreTraining``       ``AutoModelForPreTraining``
                    (discriminator)
 XLNet              ``XLNetLMHeadModel``            ``AutoModelForCausalLM``
+imported from      ``RobertaForMaskedLM``,         ``AutoModelForMaskedLM``
+RoBERTa, XLM-R,    ``XLMRobertaForMaskedLM``,
+DistilBERT         ``DistilBertForMaskedLM``
 BART               ``BartForConditionalGeneration``  ``AutoModelForSeq2SeqLM``
 T5                 ``T5ForConditionalGeneration``    ``AutoModelForSeq2SeqLM``
 fine-tuned BERT    ``BertFor{SequenceClassification, TokenClassification,
-                   QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``)
+(RoBERTa, ...)     QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``), or
+                   the ``RobertaFor...``, ``XLMRobertaFor...``, ``DistilBertFor...`` ones
 =================  ===================================================================
 
 Heads without a Hugging Face counterpart (SpanBERT's SBO, ELECTRA's generator, ...) are
@@ -119,7 +123,8 @@ class HFExport:
 
     Attributes:
         directory: the Hugging Face folder.
-        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``bart`` or ``t5``.
+        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``roberta``,
+            ``xlm-roberta``, ``distilbert``, ``bart`` or ``t5``.
         architecture: the ``transformers`` class in ``config.json``'s ``architectures``.
         auto_class: the ``transformers`` auto class that loads it with its heads.
         heads: the ptm objectives (or task head) whose weights were exported.
@@ -300,7 +305,8 @@ def write_hf_encoder(
     Args:
         encoder: the encoder.
         directory: an existing (empty) folder to write into; the caller makes it atomic.
-        family: ``bert``, ``albert``, ``electra`` or ``xlnet``.
+        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``roberta``, ``xlm-roberta``
+            or ``distilbert``.
         heads: the objectives' own tensors as ``heads.safetensors`` holds them
             (``objectives.<name>.<tensor>``, tied tensors left out); ``{}`` for none.
         tokenizer: the WordPiece tokenizer, or ``None`` to write no tokenizer files.
