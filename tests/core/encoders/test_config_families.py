@@ -26,7 +26,7 @@ from ptm_core.encoders import (
     build_encoder_decoder,
     xlnet_encoder,
 )
-from ptm_core.encoders.config import LEGACY_SWITCHES
+from ptm_core.encoders.config import LEGACY_SWITCHES, HFEncoderConfig
 from ptm_core.encoders.presets import bert_encoder
 
 SIZE = {"vocab_size": 60, "hidden_size": 32, "num_layers": 2, "num_heads": 4}
@@ -88,6 +88,7 @@ def test_encoder_config_is_the_shared_shape() -> None:
         "memory_length",
     }
     assert {f.name for f in dataclasses.fields(PrunedEncoderConfig)} == SHAPE | {"heads_per_layer"}
+    assert {f.name for f in dataclasses.fields(HFEncoderConfig)} == SHAPE | {"hf_model_type"}
     # New saves write the new shape: no paper switch the family does not own.
     assert set(bert_encoder(**SIZE).config.to_dict()) == SHAPE
 

@@ -160,6 +160,14 @@ def _tokenizer_source(data: TextData, init_from: str | None) -> str | Path | Non
     own = find_tokenizer_directory(init_from)
     if own is None:
         return data.tokenizer or init_from
+    try:
+        WordPieceTokenizer.from_directory(own)
+    except ValueError as exc:
+        raise ValueError(
+            f"init_from={init_from}: {exc}. ptm pretrain reads corpora with WordPiece "
+            "tokenizers only, so a folder with a BPE or Unigram tokenizer (RoBERTa, XLM-R) "
+            f"fine-tunes (ptm finetune model={init_from}) but does not pre-train further yet"
+        ) from None
     if data.tokenizer:
         logger.info(
             "init_from=%s has its own tokenizer; it replaces data.tokenizer=%s",

@@ -128,9 +128,10 @@ def save_encoder(
         path: target directory.
         format: ``"ptm"``, or a Hugging Face layout: ``"hf-bert"`` (``BertModel``),
             ``"hf-albert"`` (``AlbertModel``), ``"hf-electra"`` (``ElectraModel``),
-            ``"hf-xlnet"`` (``XLNetModel``), or ``"hf"`` = the one that fits (XLNet with
-            relative positions, ALBERT when layers are shared, ELECTRA when the embeddings
-            are factorised, else BERT).
+            ``"hf-xlnet"`` (``XLNetModel``), ``"hf-roberta"``, ``"hf-xlm-roberta"``,
+            ``"hf-distilbert"``, or ``"hf"`` = the one that fits (the model type an
+            imported encoder came from, XLNet with relative positions, ALBERT when layers
+            are shared, ELECTRA when the embeddings are factorised, else BERT).
         extra_writers: callables given the directory being written, to add files in the
             same atomic step (``tokenizer.save``, a model card).
         tokenizer: the model's tokenizer, written beside the weights: as ptm saves it, or

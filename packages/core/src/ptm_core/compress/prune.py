@@ -252,7 +252,9 @@ def prune_heads(encoder: TransformerEncoder, heads: dict[int, list[int]]) -> Tra
             raise ValueError(f"pruning every head of layer {layer}; keep at least one per layer")
         pruned.layers[layer].attention = _slice_attention(modules[layer], keep)
         counts[layer] = len(keep)
-    values = {**encoder.config.to_dict(), "heads_per_layer": counts}
+    # A pruned encoder has no Hugging Face class, so the imported model type is dropped.
+    values = {k: v for k, v in encoder.config.to_dict().items() if k != "hf_model_type"}
+    values["heads_per_layer"] = counts
     pruned.config = PrunedEncoderConfig.from_dict(values)
     return pruned
 

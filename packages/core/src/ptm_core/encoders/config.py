@@ -249,3 +249,45 @@ class EncoderConfig:
             if subclass.claims(data):
                 return subclass.family_of(data)
         return cls
+
+
+# Hugging Face model types whose encoder is BERT's shape under other names: the weights
+# load into a TransformerEncoder, and only the export needs to know where they came from.
+HF_LAYOUT_MODEL_TYPES = ("roberta", "xlm-roberta", "distilbert")
+
+
+@dataclass
+class HFEncoderConfig(EncoderConfig):
+    """An :class:`EncoderConfig` whose weights came from a Hugging Face model type that is
+    BERT's layer layout under other tensor names (RoBERTa, Liu et al., 2019; XLM-R, Conneau
+    et al., 2020; DistilBERT, Sanh et al., 2019).
+
+    The encoder it builds is a plain post-LN ``TransformerEncoder``: RoBERTa's position
+    offset is taken out of the table on import (ptm's position ``i`` is RoBERTa's
+    ``padding_idx + 1 + i``), DistilBERT is ``type_vocab_size=0``. The one extra field
+    says which Hugging Face classes ``ptm export --format hf`` writes back.
+
+    Args:
+        hf_model_type: one of :data:`HF_LAYOUT_MODEL_TYPES`.
+    """
+
+    hf_model_type: str = "roberta"
+
+    @property
+    def pooler_activation(self) -> str:
+        """The activation of the model type's sequence-classification pooler: DistilBERT's
+        ``pre_classifier`` is followed by a ReLU, BERT's and RoBERTa's by tanh."""
+        return "relu" if self.hf_model_type == "distilbert" else "tanh"
+
+    @classmethod
+    def claims(cls, data: dict[str, Any]) -> bool:
+        """A dict with ``hf_model_type`` (and no pruned heads) is this config's."""
+        return "hf_model_type" in data and "heads_per_layer" not in data
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.hf_model_type not in HF_LAYOUT_MODEL_TYPES:
+            raise ValueError(
+                f"HFEncoderConfig.hf_model_type {self.hf_model_type!r} is unknown; valid: "
+                f"{', '.join(HF_LAYOUT_MODEL_TYPES)}"
+            )

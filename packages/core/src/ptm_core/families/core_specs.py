@@ -36,6 +36,9 @@ ENCODER = FamilySpec(
         "bert": "ptm_core.checkpoints.hf.bert",
         "albert": "ptm_core.checkpoints.hf.albert",
         "electra": "ptm_core.checkpoints.hf.electra",
+        "roberta": "ptm_core.checkpoints.hf.roberta",
+        "xlm-roberta": "ptm_core.checkpoints.hf.roberta",
+        "distilbert": "ptm_core.checkpoints.hf.distilbert",
     },
     # `ptm finetune` (finetune.yaml): the init_from folder's family fine-tunes, this one
     # when the folder names none (a Hugging Face BERT) or a preset is built from scratch.

@@ -203,12 +203,17 @@ class TaskModel(nn.Module):
 
 
 def head_settings(head: nn.Module) -> dict[str, Any]:
-    """The ``dropout`` and ``pool`` a head was built with (what ``task.json`` records)."""
+    """The ``dropout`` and ``pool`` a head was built with (what ``task.json`` records),
+    and its pooler ``activation`` when it is not BERT's tanh (DistilBERT's ReLU)."""
     dropout = getattr(head, "dropout", None)
-    return {
+    settings: dict[str, Any] = {
         "dropout": float(dropout.p) if isinstance(dropout, nn.Dropout) else 0.0,
         "pool": str(getattr(head, "pool", "first")),
     }
+    activation = getattr(getattr(head, "pooler", None), "activation", "tanh")
+    if activation != "tanh":  # absent for tanh: task.json files stay as they were
+        settings["activation"] = activation
+    return settings
 
 
 def _accuracy(predictions: Tensor, labels: Tensor) -> Tensor:
@@ -271,14 +276,21 @@ def build_task_head(
     *,
     pool: PoolPosition = "first",
     initializer_range: float = 0.02,
+    activation: str = "tanh",
 ) -> nn.Module:
-    """The head :class:`TaskModel` uses for ``kind`` (see :mod:`ptm_core.heads.tasks`)."""
+    """The head :class:`TaskModel` uses for ``kind`` (see :mod:`ptm_core.heads.tasks`);
+    ``activation`` is the pooler's (sequence-level kinds)."""
     check_kind(kind)
     check_pool(pool)
     _check_num_labels(kind, num_labels)
     if kind in ("classification", "regression"):
         return SequenceClassificationHead(
-            hidden_size, num_labels, dropout, pool=pool, initializer_range=initializer_range
+            hidden_size,
+            num_labels,
+            dropout,
+            pool=pool,
+            initializer_range=initializer_range,
+            activation=activation,
         )
     if kind == "tagging":
         return TokenClassificationHead(
@@ -286,7 +298,9 @@ def build_task_head(
         )
     if kind == "qa":
         return QuestionAnsweringHead(hidden_size, initializer_range=initializer_range)
-    return MultipleChoiceHead(hidden_size, dropout, pool=pool, initializer_range=initializer_range)
+    return MultipleChoiceHead(
+        hidden_size, dropout, pool=pool, initializer_range=initializer_range, activation=activation
+    )
 
 
 def build_task_model(
@@ -297,6 +311,7 @@ def build_task_model(
     *,
     pool: PoolPosition = "first",
     label_names: Sequence[str] | None = None,
+    activation: str | None = None,
 ) -> TaskModel:
     """Put a fresh head for ``kind`` on ``encoder``.
 
@@ -309,11 +324,16 @@ def build_task_model(
             ptm's own featurizers, also right for XLNet fed BERT-style inputs) or
             ``"last"`` (the last real token, XLNet's ``<cls>``-at-the-end layout).
         label_names: optional label names in index order.
+        activation: the pooler's activation; default the encoder config's
+            ``pooler_activation`` (DistilBERT's ReLU for an encoder imported from
+            DistilBERT), else BERT's tanh.
 
     Returns:
         The :class:`TaskModel`; the head is initialised with the encoder's
         ``initializer_range``.
     """
+    if activation is None:
+        activation = str(getattr(encoder.config, "pooler_activation", "tanh"))
     head = build_task_head(
         encoder.config.hidden_size,
         kind,
@@ -321,11 +341,12 @@ def build_task_model(
         dropout,
         pool=pool,
         initializer_range=encoder.config.initializer_range,
+        activation=activation,
     )
     return TaskModel(encoder, head, kind, num_labels, label_names=label_names)
 
 
-_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool")
+_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool", "activation")
 
 
 def save_task_model(
@@ -479,6 +500,7 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
             float(record.get("dropout", 0.1)),
             pool=cast(PoolPosition, record.get("pool", "first")),
             label_names=record.get("label_names"),
+            activation=str(record.get("activation", "tanh")),
         )
     except ValueError as exc:
         raise CheckpointError(f"{task_path}: {exc}") from None

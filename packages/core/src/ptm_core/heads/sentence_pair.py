@@ -5,22 +5,35 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+POOLER_ACTIVATIONS = ("tanh", "relu")
+
 
 class Pooler(nn.Module):
     """BERT pooler: ``tanh(W h_[CLS] + b)`` over the first token.
+
+    Args:
+        hidden_size: encoder width ``D``.
+        activation: ``"tanh"`` (BERT, RoBERTa) or ``"relu"`` (DistilBERT's
+            ``pre_classifier``, Sanh et al., 2019).
 
     Shapes:
         ``(B, L, D) -> (B, D)``.
     """
 
-    def __init__(self, hidden_size: int) -> None:
+    def __init__(self, hidden_size: int, activation: str = "tanh") -> None:
         super().__init__()
+        if activation not in POOLER_ACTIVATIONS:
+            raise ValueError(
+                f"unknown pooler activation {activation!r}; valid: {', '.join(POOLER_ACTIVATIONS)}"
+            )
+        self.activation = activation
         self.dense = nn.Linear(hidden_size, hidden_size)
         nn.init.normal_(self.dense.weight, std=0.02)
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        return torch.tanh(self.dense(hidden_states[:, 0]))
+        pooled = self.dense(hidden_states[:, 0])
+        return torch.relu(pooled) if self.activation == "relu" else torch.tanh(pooled)
 
 
 class SentencePairHead(nn.Module):

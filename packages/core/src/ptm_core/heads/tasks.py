@@ -75,6 +75,7 @@ class SequenceClassificationHead(nn.Module):
         dropout: dropout on the pooled vector (BERT: 0.1).
         pool: which token to summarise, ``"first"`` or ``"last"``.
         initializer_range: std of the normal initialisation of the classifier.
+        activation: the pooler's, ``"tanh"`` (BERT) or ``"relu"`` (DistilBERT).
 
     Shapes:
         ``(B, L, D) -> (B, N)``.
@@ -87,11 +88,12 @@ class SequenceClassificationHead(nn.Module):
         dropout: float = 0.1,
         pool: PoolPosition = "first",
         initializer_range: float = 0.02,
+        activation: str = "tanh",
     ) -> None:
         super().__init__()
         check_pool(pool)
         self.pool = pool
-        self.pooler = Pooler(hidden_size)
+        self.pooler = Pooler(hidden_size, activation)
         self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, num_labels, initializer_range)
 
@@ -181,6 +183,7 @@ class MultipleChoiceHead(nn.Module):
         dropout: dropout on the pooled vector.
         pool: which token to summarise, ``"first"`` or ``"last"``.
         initializer_range: std of the normal initialisation of the scorer.
+        activation: the pooler's, ``"tanh"`` (BERT) or ``"relu"`` (DistilBERT).
 
     Shapes:
         ``(B * C, L, D) -> (B, C)`` given ``num_choices=C``.
@@ -192,11 +195,12 @@ class MultipleChoiceHead(nn.Module):
         dropout: float = 0.1,
         pool: PoolPosition = "first",
         initializer_range: float = 0.02,
+        activation: str = "tanh",
     ) -> None:
         super().__init__()
         check_pool(pool)
         self.pool = pool
-        self.pooler = Pooler(hidden_size)
+        self.pooler = Pooler(hidden_size, activation)
         self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, 1, initializer_range)
 

@@ -1,66 +1,51 @@
-"""Hugging Face ``BertFor{SequenceClassification, TokenClassification, QuestionAnswering,
+"""Hugging Face ``...For{SequenceClassification, TokenClassification, QuestionAnswering,
 MultipleChoice}`` folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
 
-The encoder goes through the BERT name map of :mod:`ptm_core.checkpoints.hf.bert`; the head
-tensors map one to one:
-
-=============================  =====================================================
-ptm (``TaskModel.head``)       Hugging Face
-=============================  =====================================================
-``pooler.dense.{weight,bias}``  ``bert.pooler.dense.*`` (sequence classification,
-                               regression, multiple choice)
-``classifier.{weight,bias}``   ``classifier.*``
-``qa_outputs.{weight,bias}``   ``qa_outputs.*``
-=============================  =====================================================
+BERT's (``BertFor...``), RoBERTa's, XLM-R's and DistilBERT's classes. The encoder goes
+through the model type's converter module (:mod:`ptm_core.checkpoints.hf.bert`,
+:mod:`~ptm_core.checkpoints.hf.roberta`, ...); the head tensors map one to one by the
+tables of :mod:`~ptm_core.checkpoints.hf.task_layouts` (BERT's: ``pooler.dense`` <-
+``bert.pooler.dense``, ``classifier``, ``qa_outputs``).
 
 The task comes from the config's ``architectures`` (``problem_type: "regression"`` or one
 label makes a sequence classifier a regressor); ``id2label`` becomes the label names and
 is written back on export, so a model moves between ptm and ``transformers`` with its
-labels. Only BERT's layout (post-LN, absolute positions, no sharing or factorised
+labels. Only BERT's layer layout (post-LN, absolute positions, no sharing or factorised
 embeddings) has these classes; other encoders are saved with
-:func:`~ptm_core.finetune.model.save_task_model`.
+:func:`~ptm_core.finetune.model.save_task_model`. An encoder imported from RoBERTa, XLM-R
+or DistilBERT exports to that model type's classes again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from safetensors.torch import load_file, save_file
 
-from ptm_core.checkpoints.hf.bert import hf_bert_to_ptm, hf_config_to_encoder_config
+from ptm_core.checkpoints import registry
+from ptm_core.checkpoints.hf.task_layouts import (
+    BERT,
+    TaskLayout,
+    all_architectures,
+    layout_for_architecture,
+    layout_for_config,
+)
 from ptm_core.checkpoints.io import CheckpointError, check_state, read_json_object, read_weights
-from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.finetune.model import TaskModel, build_task_model, head_settings
 
 # Hugging Face architecture -> ptm task kind (regression is decided by the config).
-HF_TASK_ARCHITECTURES = {
-    "BertForSequenceClassification": "classification",
-    "BertForTokenClassification": "tagging",
-    "BertForQuestionAnswering": "qa",
-    "BertForMultipleChoice": "multiple_choice",
-}
+HF_TASK_ARCHITECTURES = all_architectures()
 _KIND_TO_ARCHITECTURE = {
-    "classification": "BertForSequenceClassification",
-    "regression": "BertForSequenceClassification",
-    "tagging": "BertForTokenClassification",
-    "qa": "BertForQuestionAnswering",
-    "multiple_choice": "BertForMultipleChoice",
+    kind: BERT.architecture(kind)
+    for kind in ("classification", "regression", "tagging", "qa", "multiple_choice")
 }
-_POOLED = {
-    "pooler.dense.weight": "bert.pooler.dense.weight",
-    "pooler.dense.bias": "bert.pooler.dense.bias",
-    "classifier.weight": "classifier.weight",
-    "classifier.bias": "classifier.bias",
-}
-# ptm head parameter name -> Hugging Face tensor name, per kind.
-HEAD_NAMES: dict[str, dict[str, str]] = {
-    "classification": _POOLED,
-    "regression": _POOLED,
-    "multiple_choice": _POOLED,
-    "tagging": {"classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"},
-    "qa": {"qa_outputs.weight": "qa_outputs.weight", "qa_outputs.bias": "qa_outputs.bias"},
+# ptm head parameter name -> Hugging Face tensor name, per kind (BERT's classes).
+HEAD_NAMES: dict[str, Mapping[str, str]] = {
+    kind: BERT.names(kind) for kind in _KIND_TO_ARCHITECTURE
 }
 
 
@@ -163,22 +148,25 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
     raw = _read_config(config_path)
     source = str(config_path)
     kind = hf_task_kind(raw, source=source)
-    encoder_config = hf_config_to_encoder_config(raw, source=source)
+    layout = _layout(raw, source)
+    family = registry.hf_encoder_family(layout.model_type)
+    assert family is not None, layout.model_type
+    encoder_config = family.config_from_hf(raw, source=source)
     weights, weights_path = read_weights(directory)
-    names = HEAD_NAMES[kind]
+    names = layout.names(kind)
     head_sources = set(names.values())
     encoder_weights = {k: v for k, v in weights.items() if k not in head_sources}
     absent = sorted(theirs for theirs in head_sources if theirs not in weights)
-    state, _, missing, unknown = hf_bert_to_ptm(encoder_weights, encoder_config.num_layers)
+    state, _, missing, unknown = family.state_from_hf(encoder_weights, encoder_config)
     if absent:
-        # ``unknown`` lists the heads of other BERT tasks (a classifier in a QA folder).
+        # ``unknown`` lists the heads of other tasks (a classifier in a QA folder).
         raise CheckpointError(
             f"{weights_path}: {', '.join(raw['architectures'])} needs the head tensors "
             f"{', '.join(absent)}, which are absent"
             + (f" (the file holds {', '.join(unknown)} instead)" if unknown else "")
             + f"; fix 'architectures' in {config_path} or export the model again"
         )
-    encoder = TransformerEncoder(encoder_config)
+    encoder = encoder_from_config(encoder_config)
     check_state(
         encoder,
         state,
@@ -189,7 +177,7 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
     )
     dropout = raw.get("classifier_dropout")
     if dropout is None:
-        dropout = raw.get("hidden_dropout_prob", 0.1)
+        dropout = raw.get("seq_classif_dropout", raw.get("hidden_dropout_prob", 0.1))
     num_labels = 2 if kind == "qa" else _num_labels(raw)
     label_names = (
         label_names_from_config(raw, source=source)
@@ -197,11 +185,36 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
         else None
     )
     model = build_task_model(
-        encoder, kind, num_labels, float(dropout), pool="first", label_names=label_names
+        encoder,
+        kind,
+        num_labels,
+        float(dropout),
+        pool="first",
+        label_names=label_names,
+        **_activation(layout),
     )
     head_state = {ours: weights[theirs] for ours, theirs in names.items()}
     check_state(model.head, head_state, source=str(weights_path))
     return model
+
+
+def _activation(layout: TaskLayout) -> dict[str, str]:
+    # Only a non-default pooler activation is passed, so BERT's heads are built as before.
+    return {} if layout.activation == "tanh" else {"activation": layout.activation}
+
+
+def _layout(raw: dict[str, Any], source: str) -> TaskLayout:
+    """The layout of the folder's task class, checked against its ``model_type``."""
+    architecture = next(a for a in raw.get("architectures") or [] if a in HF_TASK_ARCHITECTURES)
+    layout = layout_for_architecture(architecture)
+    assert layout is not None, architecture
+    model_type = raw.get("model_type", "bert")
+    if model_type != layout.model_type:
+        raise CheckpointError(
+            f"{source}: architectures names {architecture} (model_type "
+            f"{layout.model_type!r}) but model_type is {model_type!r}; fix one of the two"
+        )
+    return layout
 
 
 def export_hf_task_model(
@@ -239,15 +252,24 @@ def export_hf_task_model(
             raise ValueError(f"label_names has {len(names)} names but num_labels={count}")
     else:
         names = None
+    layout = layout_for_config(model.encoder.config)
+    activation = getattr(getattr(model.head, "pooler", None), "activation", "tanh")
+    if kind in ("classification", "regression", "multiple_choice") and (
+        activation != layout.activation
+    ):
+        raise CheckpointError(
+            f"this {kind} head's pooler uses {activation}, but {layout.architecture(kind)} "
+            f"uses {layout.activation}; save this model with save_task_model instead"
+        )
     head = {
         theirs: model.head.state_dict()[ours].detach().contiguous().clone()
-        for ours, theirs in HEAD_NAMES[kind].items()
+        for ours, theirs in layout.names(kind).items()
     }
 
     def rewrite(tmp: Path) -> None:
         config_path, weights_path = tmp / "config.json", tmp / "model.safetensors"
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        config["architectures"] = [_KIND_TO_ARCHITECTURE[kind]]
+        config["architectures"] = [layout.architecture(kind)]
         if names is not None:
             config["id2label"] = {str(i): name for i, name in enumerate(names)}
             config["label2id"] = {name: i for i, name in enumerate(names)}
@@ -255,12 +277,16 @@ def export_hf_task_model(
             config["problem_type"] = "regression"
         elif kind == "classification":
             config["problem_type"] = "single_label_classification"
-        if kind != "qa":
+        if kind != "qa" and layout.model_type == "distilbert":
+            config["seq_classif_dropout"] = settings["dropout"]
+        elif kind != "qa":
             config["classifier_dropout"] = settings["dropout"]
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         encoder_state = load_file(str(weights_path))
-        state = {f"bert.{k}": v for k, v in encoder_state.items()}
+        state = {f"{layout.prefix}{k}": v for k, v in encoder_state.items()}
         state.update(head)
         save_file(state, str(weights_path), metadata={"format": "pt"})
 
-    return model.encoder.save_pretrained(directory, format="hf-bert", extra_writers=[rewrite])
+    return model.encoder.save_pretrained(
+        directory, format=f"hf-{layout.model_type}", extra_writers=[rewrite]
+    )

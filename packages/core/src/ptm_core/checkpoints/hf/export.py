@@ -19,10 +19,14 @@ ALBERT             ``AlbertForPreTraining``        ``AutoModelForMaskedLM``
 ELECTRA            ``ElectraForPreTraining``       ``AutoModelForPreTraining``
                    (discriminator)
 XLNet              ``XLNetLMHeadModel``            ``AutoModelForCausalLM``
+imported from      ``RobertaForMaskedLM``,         ``AutoModelForMaskedLM``
+RoBERTa, XLM-R,    ``XLMRobertaForMaskedLM``,
+DistilBERT         ``DistilBertForMaskedLM``
 BART               ``BartForConditionalGeneration``  ``AutoModelForSeq2SeqLM``
 T5                 ``T5ForConditionalGeneration``    ``AutoModelForSeq2SeqLM``
 fine-tuned BERT    ``BertFor{SequenceClassification, TokenClassification,
-                   QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``)
+(RoBERTa, ...)     QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``), or
+                   the ``RobertaFor...``, ``XLMRobertaFor...``, ``DistilBertFor...`` ones
 =================  ===================================================================
 
 Heads without a Hugging Face counterpart (SpanBERT's SBO, ELECTRA's generator, ...) are
@@ -119,7 +123,8 @@ class HFExport:
 
     Attributes:
         directory: the Hugging Face folder.
-        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``bart`` or ``t5``.
+        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``roberta``,
+            ``xlm-roberta``, ``distilbert``, ``bart`` or ``t5``.
         architecture: the ``transformers`` class in ``config.json``'s ``architectures``.
         auto_class: the ``transformers`` auto class that loads it with its heads.
         heads: the ptm objectives (or task head) whose weights were exported.
@@ -238,16 +243,16 @@ def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> H
         family = default_hf_format(encoder.config).removeprefix("hf-")
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
-    tokenizer = None
-    if tokenizer_dir is not None:
-        from ptm_core.tokenization import WordPieceTokenizer
-
-        tokenizer = WordPieceTokenizer.from_directory(tokenizer_dir)
     heads_path = source / HEADS_FILE
     heads = load_file(str(heads_path)) if heads_path.is_file() else {}
+    # A BPE/Unigram tokenizer (a RoBERTa or XLM-R folder's) is copied as it is.
+    write_tokenizer = _tokenizer_writer(
+        tokenizer_dir, None if family == "xlnet" else encoder.config.max_positions
+    )
     try:
         with atomic_directory(target, kind="export") as tmp:
-            result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=tokenizer)
+            result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=None)
+            write_tokenizer(tmp)
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
     result.directory = target
@@ -300,7 +305,8 @@ def write_hf_encoder(
     Args:
         encoder: the encoder.
         directory: an existing (empty) folder to write into; the caller makes it atomic.
-        family: ``bert``, ``albert``, ``electra`` or ``xlnet``.
+        family: ``bert``, ``albert``, ``electra``, ``xlnet``, ``roberta``, ``xlm-roberta``
+            or ``distilbert``.
         heads: the objectives' own tensors as ``heads.safetensors`` holds them
             (``objectives.<name>.<tensor>``, tied tensors left out); ``{}`` for none.
         tokenizer: the WordPiece tokenizer, or ``None`` to write no tokenizer files.
@@ -338,7 +344,9 @@ def write_hf_encoder(
         assert module is not None, family
         hf_config = module.config_to_hf(config)
         encoder_state = module.state_to_hf(encoder.state_dict(), config)
-        if family == "albert":
+        if hasattr(module, "hf_export_state"):  # roberta, xlm-roberta, distilbert
+            state, architecture, auto = module.hf_export_state(encoder_state, config, groups, used)
+        elif family == "albert":
             state = {f"albert.{k}": v for k, v in encoder_state.items()}
             mlm = _take(groups, _ALBERT_MLM_NAMES, used)
             if mlm:
@@ -438,7 +446,8 @@ _TASK_AUTO = {
 
 
 def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints.hf.bert_tasks import _KIND_TO_ARCHITECTURE, export_hf_task_model
+    from ptm_core.checkpoints.hf.bert_tasks import export_hf_task_model
+    from ptm_core.checkpoints.hf.task_layouts import layout_for_config
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)
@@ -458,6 +467,11 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
         _move_into(tmp / "model", tmp)
         write_tokenizer(tmp)
     kind = str(task["kind"])
+    layout = layout_for_config(model.encoder.config)
     return HFExport(
-        target, "bert", _KIND_TO_ARCHITECTURE[kind], _TASK_AUTO[kind], heads=[f"task:{kind}"]
+        target,
+        layout.model_type,
+        layout.architecture(kind),
+        _TASK_AUTO[kind],
+        heads=[f"task:{kind}"],
     )

@@ -7,6 +7,11 @@ from ptm_core.encoders.config import EncoderConfig
 
 
 def default_hf_format(config: EncoderConfig) -> str:
+    """``hf-<model_type>``: the model type an imported encoder came from (RoBERTa, XLM-R,
+    DistilBERT), else the one its layout needs (XLNet, ALBERT, ELECTRA, BERT)."""
+    model_type = getattr(config, "hf_model_type", None)
+    if model_type is not None:
+        return f"hf-{model_type}"
     if config.relative:
         return "hf-xlnet"
     if config.share_layers == "all":

@@ -101,3 +101,24 @@ def load_hf_pretraining_heads(
         loaded.append(name)
     fresh = [name for name, _ in mix if name not in loaded]
     return loaded, fresh
+
+
+def copy_head(heads: dict[str, Tensor], objective: Any, names: dict[str, str]) -> None:
+    """Copy ``heads[theirs]`` into ``objective``'s parameter ``ours`` for each name pair.
+
+    Raises:
+        ValueError: a tensor's shape differs from the parameter's (names both shapes).
+    """
+    import torch
+
+    params = dict(objective.named_parameters())
+    with torch.no_grad():
+        for ours, theirs in names.items():
+            if theirs not in heads:
+                raise ValueError(f"{theirs} is absent (the head needs {', '.join(names.values())})")
+            if params[ours].shape != heads[theirs].shape:
+                raise ValueError(
+                    f"{theirs}: checkpoint {tuple(heads[theirs].shape)} vs model "
+                    f"{tuple(params[ours].shape)}"
+                )
+            params[ours].copy_(heads[theirs])

@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 from tokenizers import Encoding, Tokenizer
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.finetune.data.hf_pipelines import byte_level_bpe, has_bpe_files, like_transformers
 from ptm_core.tokenization import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -175,10 +176,11 @@ class HFTokenizer(BackendTokenizer):
         """
         directory = Path(path)
         file = directory / TOKENIZER_FILE
-        if not file.is_file():
+        if not file.is_file() and not has_bpe_files(directory):
             raise FileNotFoundError(
-                f"{directory}: no {TOKENIZER_FILE}; save the tokenizer with transformers' "
-                "AutoTokenizer.from_pretrained(folder).save_pretrained(folder), which writes it"
+                f"{directory}: no {TOKENIZER_FILE} (nor vocab.json + merges.txt); save the "
+                "tokenizer with transformers' AutoTokenizer.from_pretrained(folder)"
+                ".save_pretrained(folder), which writes it"
             )
         named: dict[str, str] = {}
         for config_name in (SPECIAL_TOKENS_MAP_FILE, CONFIG_FILE):
@@ -188,7 +190,10 @@ class HFTokenizer(BackendTokenizer):
                     token = _token_content(config.get(field))
                     if role not in named and token is not None:
                         named[role] = token
-        return cls(_read_backend(file), named, source=str(file))
+        if not file.is_file():  # a RoBERTa/GPT-2 folder with the slow tokenizer's files
+            return cls(byte_level_bpe(directory), named, source=str(directory / "vocab.json"))
+        backend = like_transformers(_read_backend(file), _read_json(directory / CONFIG_FILE))
+        return cls(backend, named, source=str(file))
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write ``tokenizer.json`` and ``tokenizer_config.json`` (loadable by
@@ -393,7 +398,7 @@ def load_task_tokenizer(directory: str | os.PathLike[str]) -> TaskTokenizer:
     try:
         return WordPieceTokenizer.from_directory(path)
     except (FileNotFoundError, ValueError) as exc:
-        if not (path / TOKENIZER_FILE).is_file():
+        if not (path / TOKENIZER_FILE).is_file() and not has_bpe_files(path):
             raise
         wordpiece_error = exc
     try:

@@ -1,0 +1,209 @@
+"""Hugging Face DistilBERT <-> ptm encoder: config keys and tensor names.
+
+DistilBERT (Sanh et al., 2019) is BERT's post-LN layer under other names, with no token
+types (``type_vocab_size=0``) and LayerNorm epsilon fixed at 1e-12:
+
+=====================================  ===============================================
+ptm                                    Hugging Face (``distilbert.`` prefix)
+=====================================  ===============================================
+``embeddings.{word,position}``         ``embeddings.{word,position}_embeddings``
+``embeddings.norm``                    ``embeddings.LayerNorm``
+``layers.i.attention.qkv_proj``        ``transformer.layer.i.attention.{q,k,v}_lin``
+``layers.i.attention.out_proj``        ``transformer.layer.i.attention.out_lin``
+``layers.i.attention_norm``            ``transformer.layer.i.sa_layer_norm``
+``layers.i.feed_forward.w_{in,out}``   ``transformer.layer.i.ffn.lin{1,2}``
+``layers.i.ffn_norm``                  ``transformer.layer.i.output_layer_norm``
+=====================================  ===============================================
+
+The MLM head is ``vocab_transform`` -> activation -> ``vocab_layer_norm`` ->
+``vocab_projector`` (tied to the token table); the sequence classifier is
+``pre_classifier`` -> ReLU -> ``classifier`` on the first token. A table of sinusoidal
+positions (``sinusoidal_pos_embds``) is saved as weights like a learned one, so it loads
+as a learned table and is exported with the option off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ptm_core.checkpoints.hf.bert import check_bert_layout
+from ptm_core.checkpoints.io import CheckpointError
+from ptm_core.encoders.config import EncoderConfig, HFEncoderConfig
+
+HF_PREFIX = "distilbert."
+# DistilBertConfig key -> EncoderConfig field.
+CONFIG_KEYS = {
+    "vocab_size": "vocab_size",
+    "dim": "hidden_size",
+    "n_layers": "num_layers",
+    "n_heads": "num_heads",
+    "hidden_dim": "intermediate_size",
+    "max_position_embeddings": "max_positions",
+    "dropout": "dropout",
+    "attention_dropout": "attention_dropout",
+    "activation": "activation",
+    "pad_token_id": "pad_token_id",
+    "initializer_range": "initializer_range",
+}
+_EMBEDDINGS = {
+    "embeddings.word.weight": "embeddings.word_embeddings.weight",
+    "embeddings.position.weight": "embeddings.position_embeddings.weight",
+    "embeddings.norm.weight": "embeddings.LayerNorm.weight",
+    "embeddings.norm.bias": "embeddings.LayerNorm.bias",
+}
+_LAYER = {
+    "attention.out_proj": "attention.out_lin",
+    "attention_norm": "sa_layer_norm",
+    "feed_forward.w_in": "ffn.lin1",
+    "feed_forward.w_out": "ffn.lin2",
+    "ffn_norm": "output_layer_norm",
+}
+_QKV = ("q_lin", "k_lin", "v_lin")
+_HEAD_PREFIXES = ("vocab_", "pre_classifier.", "classifier.", "qa_outputs.")
+# ptm MaskedLMHead (relative to the objective) -> DistilBertForMaskedLM.
+MLM_NAMES = {
+    "head.dense.weight": "vocab_transform.weight",
+    "head.dense.bias": "vocab_transform.bias",
+    "head.norm.weight": "vocab_layer_norm.weight",
+    "head.norm.bias": "vocab_layer_norm.bias",
+    "head.decoder.bias": "vocab_projector.bias",
+}
+
+
+def config_from_hf(config: dict[str, Any], *, source: str) -> HFEncoderConfig:
+    """Translate a ``DistilBertConfig`` dict into an encoder config.
+
+    Raises:
+        CheckpointError: another ``model_type`` or an impossible value (names the file).
+    """
+    if config.get("model_type") != "distilbert":
+        raise CheckpointError(
+            f"{source}: model_type {config.get('model_type')!r} is not a DistilBERT config; "
+            "expected 'distilbert'"
+        )
+    values = {ours: config[theirs] for theirs, ours in CONFIG_KEYS.items() if theirs in config}
+    if values.get("pad_token_id") is None:
+        values["pad_token_id"] = 0
+    try:
+        return HFEncoderConfig(
+            **values, type_vocab_size=0, layer_norm_eps=1e-12, hf_model_type="distilbert"
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+
+
+def check_exportable(config: EncoderConfig) -> None:
+    """Raise unless ``config`` can be written as a ``DistilBertModel``."""
+    check_bert_layout(config, "hf-distilbert")
+    if config.factorised or config.share_layers != "none" or config.relative:
+        raise CheckpointError(
+            "a DistilBERT checkpoint has no factorised embeddings, layer sharing or relative "
+            "positions; save this encoder with format='hf' or 'ptm'"
+        )
+    if config.type_vocab_size != 0 or config.layer_norm_eps != 1e-12:
+        raise CheckpointError(
+            f"a DistilBERT checkpoint has no token types and LayerNorm eps 1e-12; this encoder "
+            f"has type_vocab_size={config.type_vocab_size}, layer_norm_eps="
+            f"{config.layer_norm_eps}: save it with format='hf-bert' or 'ptm'"
+        )
+
+
+def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
+    """The ``DistilBertConfig`` dict of ``config``."""
+    check_exportable(config)
+    hf = {theirs: getattr(config, ours) for theirs, ours in CONFIG_KEYS.items()}
+    hf.update(
+        architectures=["DistilBertModel"], model_type="distilbert", sinusoidal_pos_embds=False
+    )
+    return hf
+
+
+def state_from_hf(
+    state: dict[str, Tensor], config: EncoderConfig
+) -> tuple[dict[str, Tensor], dict[str, Tensor], list[str], list[str]]:
+    """Map DistilBERT tensors onto ptm names; the contract of
+    :func:`~ptm_core.checkpoints.hf.bert.hf_bert_to_ptm` (heads: ``vocab_*``)."""
+    source = {name.removeprefix(HF_PREFIX): tensor for name, tensor in state.items()}
+    out: dict[str, Tensor] = {}
+    missing: list[str] = []
+    used: set[str] = set()
+
+    def take(name: str) -> Tensor | None:
+        if name not in source:
+            missing.append(name)
+            return None
+        used.add(name)
+        return source[name]
+
+    for ours, theirs in _EMBEDDINGS.items():
+        found = take(theirs)
+        if found is not None:
+            out[ours] = found
+    for i in range(config.num_layers):
+        prefix = f"transformer.layer.{i}."
+        for kind in ("weight", "bias"):
+            parts = [take(f"{prefix}attention.{p}.{kind}") for p in _QKV]
+            if all(p is not None for p in parts):
+                out[f"layers.{i}.attention.qkv_proj.{kind}"] = torch.cat(
+                    [p for p in parts if p is not None], dim=0
+                )
+            for ours, theirs in _LAYER.items():
+                found = take(f"{prefix}{theirs}.{kind}")
+                if found is not None:
+                    out[f"layers.{i}.{ours}.{kind}"] = found
+    heads = {k: v for k, v in source.items() if k.startswith("vocab_")}
+    unknown = sorted(
+        k
+        for k in source
+        if k not in used and not k.startswith(_HEAD_PREFIXES) and k != "embeddings.position_ids"
+    )
+    return out, heads, missing, unknown
+
+
+def state_to_hf(state: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """Inverse of :func:`state_from_hf` for the encoder tensors (no prefix)."""
+    out: dict[str, Tensor] = {theirs: state[ours] for ours, theirs in _EMBEDDINGS.items()}
+    for i in range(config.num_layers):
+        prefix = f"transformer.layer.{i}."
+        for kind in ("weight", "bias"):
+            fused = state[f"layers.{i}.attention.qkv_proj.{kind}"]
+            for name, part in zip(_QKV, fused.chunk(3, dim=0), strict=True):
+                out[f"{prefix}attention.{name}.{kind}"] = part
+            for ours, theirs in _LAYER.items():
+                out[f"{prefix}{theirs}.{kind}"] = state[f"layers.{i}.{ours}.{kind}"]
+    return {k: v.detach().contiguous().clone() for k, v in out.items()}
+
+
+def hf_export_state(
+    encoder_state: dict[str, Tensor],
+    config: EncoderConfig,
+    groups: dict[str, dict[str, Tensor]],
+    used: list[str],
+) -> tuple[dict[str, Tensor], str, str]:
+    """A ``DistilBertForMaskedLM`` file (when an objective holds exactly the MLM head's
+    tensors) or a bare ``DistilBertModel``; see
+    :func:`~ptm_core.checkpoints.hf.roberta.hf_export_state`."""
+    state = {f"{HF_PREFIX}{k}": v for k, v in encoder_state.items()}
+    for objective, tensors in groups.items():
+        if objective not in used and set(tensors) == set(MLM_NAMES):
+            used.append(objective)
+            state.update({theirs: tensors[ours] for ours, theirs in MLM_NAMES.items()})
+            return state, "DistilBertForMaskedLM", "AutoModelForMaskedLM"
+    return state, "DistilBertModel", "AutoModel"
+
+
+def pretraining_heads() -> tuple[Any, ...]:
+    """The head a ``DistilBertForMaskedLM`` folder fills: MLM (and its subclasses)."""
+    from ptm_core.checkpoints.hf.pretraining_heads import HFHead, copy_head
+    from ptm_core.objectives.mlm import MaskedLMObjective
+
+    return (
+        HFHead(
+            MaskedLMObjective,
+            ("vocab_projector.bias", "vocab_transform.weight"),
+            lambda heads, objective, _dir, _src: copy_head(heads, objective, MLM_NAMES),
+        ),
+    )
