@@ -30,8 +30,10 @@ from torch import Tensor, nn
 
 from ptm_core.checkpoints.io import CheckpointError, check_finite
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.heads.sentence_pair import POOLER_ACTIVATIONS, Pooler
 from ptm_core.heads.tasks import (
     MultipleChoiceHead,
+    PoolerActivation,
     PoolPosition,
     QuestionAnsweringHead,
     SequenceClassificationHead,
@@ -203,11 +205,28 @@ class TaskModel(nn.Module):
 
 
 def head_settings(head: nn.Module) -> dict[str, Any]:
-    """The ``dropout`` and ``pool`` a head was built with (what ``task.json`` records)."""
+    """The ``dropout`` and ``pool`` a head was built with (what ``task.json`` records),
+    and its pooler variant where it is not BERT's: ``pooler_activation`` (``"gelu"``) and
+    ``pooler_input_dropout`` (``true``), as an imported ELECTRA head has them."""
     dropout = getattr(head, "dropout", None)
-    return {
+    settings: dict[str, Any] = {
         "dropout": float(dropout.p) if isinstance(dropout, nn.Dropout) else 0.0,
         "pool": str(getattr(head, "pool", "first")),
+    }
+    pooler = getattr(head, "pooler", None)
+    if isinstance(pooler, Pooler) and pooler.activation != "tanh":
+        settings["pooler_activation"] = pooler.activation
+    if getattr(head, "input_dropout", False) is True:
+        settings["pooler_input_dropout"] = True
+    return settings
+
+
+def pooler_variant(record: dict[str, Any]) -> dict[str, Any]:
+    """``build_task_head``'s ``activation``/``input_dropout`` from a ``task.json`` record
+    (BERT's tanh pooler when the record names none: every folder written before #33)."""
+    return {
+        "activation": record.get("pooler_activation", "tanh"),
+        "input_dropout": bool(record.get("pooler_input_dropout", False)),
     }
 
 
@@ -271,14 +290,24 @@ def build_task_head(
     *,
     pool: PoolPosition = "first",
     initializer_range: float = 0.02,
+    activation: PoolerActivation = "tanh",
+    input_dropout: bool = False,
 ) -> nn.Module:
-    """The head :class:`TaskModel` uses for ``kind`` (see :mod:`ptm_core.heads.tasks`)."""
+    """The head :class:`TaskModel` uses for ``kind`` (see :mod:`ptm_core.heads.tasks`);
+    ``activation``/``input_dropout`` choose the pooler variant of the sequence-level heads
+    (ELECTRA's: ``"gelu"``, ``True``) and are ignored by tagging and qa."""
     check_kind(kind)
     check_pool(pool)
     _check_num_labels(kind, num_labels)
     if kind in ("classification", "regression"):
         return SequenceClassificationHead(
-            hidden_size, num_labels, dropout, pool=pool, initializer_range=initializer_range
+            hidden_size,
+            num_labels,
+            dropout,
+            pool=pool,
+            initializer_range=initializer_range,
+            activation=activation,
+            input_dropout=input_dropout,
         )
     if kind == "tagging":
         return TokenClassificationHead(
@@ -286,7 +315,14 @@ def build_task_head(
         )
     if kind == "qa":
         return QuestionAnsweringHead(hidden_size, initializer_range=initializer_range)
-    return MultipleChoiceHead(hidden_size, dropout, pool=pool, initializer_range=initializer_range)
+    return MultipleChoiceHead(
+        hidden_size,
+        dropout,
+        pool=pool,
+        initializer_range=initializer_range,
+        activation=activation,
+        input_dropout=input_dropout,
+    )
 
 
 def build_task_model(
@@ -297,6 +333,8 @@ def build_task_model(
     *,
     pool: PoolPosition = "first",
     label_names: Sequence[str] | None = None,
+    activation: PoolerActivation = "tanh",
+    input_dropout: bool = False,
 ) -> TaskModel:
     """Put a fresh head for ``kind`` on ``encoder``.
 
@@ -309,6 +347,9 @@ def build_task_model(
             ptm's own featurizers, also right for XLNet fed BERT-style inputs) or
             ``"last"`` (the last real token, XLNet's ``<cls>``-at-the-end layout).
         label_names: optional label names in index order.
+        activation: the sequence-level heads' pooler activation, ``"tanh"`` (BERT) or
+            ``"gelu"`` (ELECTRA).
+        input_dropout: dropout on the summary token before the pooler too (ELECTRA).
 
     Returns:
         The :class:`TaskModel`; the head is initialised with the encoder's
@@ -321,11 +362,22 @@ def build_task_model(
         dropout,
         pool=pool,
         initializer_range=encoder.config.initializer_range,
+        activation=activation,
+        input_dropout=input_dropout,
     )
     return TaskModel(encoder, head, kind, num_labels, label_names=label_names)
 
 
-_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool")
+_RESERVED = (
+    "ptm_task",
+    "kind",
+    "num_labels",
+    "label_names",
+    "dropout",
+    "pool",
+    "pooler_activation",
+    "pooler_input_dropout",
+)
 
 
 def save_task_model(
@@ -445,6 +497,14 @@ def read_task_json(path: Path) -> dict[str, Any]:
     pool = record.get("pool", "first")
     if pool not in ("first", "last"):
         raise CheckpointError(f"{path}: pool {pool!r} is not one of first, last")
+    activation = record.get("pooler_activation", "tanh")
+    if activation not in POOLER_ACTIVATIONS:
+        raise CheckpointError(
+            f"{path}: pooler_activation {activation!r} is not one of "
+            f"{', '.join(POOLER_ACTIVATIONS)}"
+        )
+    if not isinstance(record.get("pooler_input_dropout", False), bool):
+        raise CheckpointError(f"{path}: pooler_input_dropout must be true or false")
     return record
 
 
@@ -479,6 +539,7 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
             float(record.get("dropout", 0.1)),
             pool=cast(PoolPosition, record.get("pool", "first")),
             label_names=record.get("label_names"),
+            **pooler_variant(record),
         )
     except ValueError as exc:
         raise CheckpointError(f"{task_path}: {exc}") from None

@@ -3,24 +3,43 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+
+POOLER_ACTIVATIONS: tuple[str, ...] = ("tanh", "gelu")
 
 
 class Pooler(nn.Module):
     """BERT pooler: ``tanh(W h_[CLS] + b)`` over the first token.
 
+    ELECTRA's classification head and sequence summary (Clark et al., 2020) use the same
+    projection with GELU instead of tanh (``activation="gelu"``).
+
+    Args:
+        hidden_size: encoder width ``D``.
+        activation: ``"tanh"`` (BERT, ALBERT, XLNet) or ``"gelu"`` (ELECTRA; the exact
+            erf form, as ``transformers``' ``"gelu"``).
+
     Shapes:
         ``(B, L, D) -> (B, D)``.
     """
 
-    def __init__(self, hidden_size: int) -> None:
+    def __init__(self, hidden_size: int, activation: str = "tanh") -> None:
         super().__init__()
+        if activation not in POOLER_ACTIVATIONS:
+            raise ValueError(
+                f"unknown pooler activation {activation!r}; valid: {', '.join(POOLER_ACTIVATIONS)}"
+            )
+        self.activation = activation
         self.dense = nn.Linear(hidden_size, hidden_size)
         nn.init.normal_(self.dense.weight, std=0.02)
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        return torch.tanh(self.dense(hidden_states[:, 0]))
+        projected = self.dense(hidden_states[:, 0])
+        if self.activation == "gelu":
+            return F.gelu(projected)
+        return torch.tanh(projected)
 
 
 class SentencePairHead(nn.Module):

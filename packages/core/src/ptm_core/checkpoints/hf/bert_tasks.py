@@ -1,66 +1,54 @@
-"""Hugging Face ``BertFor{SequenceClassification, TokenClassification, QuestionAnswering,
-MultipleChoice}`` folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
+"""Hugging Face fine-tuning folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
 
-The encoder goes through the BERT name map of :mod:`ptm_core.checkpoints.hf.bert`; the head
-tensors map one to one:
-
-=============================  =====================================================
-ptm (``TaskModel.head``)       Hugging Face
-=============================  =====================================================
-``pooler.dense.{weight,bias}``  ``bert.pooler.dense.*`` (sequence classification,
-                               regression, multiple choice)
-``classifier.{weight,bias}``   ``classifier.*``
-``qa_outputs.{weight,bias}``   ``qa_outputs.*``
-=============================  =====================================================
+``BertFor...``, ``AlbertFor...``, ``ElectraFor...`` and ``XLNetFor...``
+``{SequenceClassification, TokenClassification, QuestionAnswering(Simple), MultipleChoice}``
+folders load with their heads and export back. The encoder goes through its family's
+converter (:mod:`ptm_core.checkpoints.hf.bert` and its siblings, by ``model_type``); the
+head through the family's rows in :mod:`ptm_core.checkpoints.hf.task_heads`, which also
+say the head's variant: ELECTRA's GELU classification head and the sequence summary of
+ELECTRA and XLNet become the head's ``pool``/``activation``/``input_dropout``, which
+``task.json`` keeps, so a fine-tuned ptm folder reloads and exports with the same head.
 
 The task comes from the config's ``architectures`` (``problem_type: "regression"`` or one
 label makes a sequence classifier a regressor); ``id2label`` becomes the label names and
 is written back on export, so a model moves between ptm and ``transformers`` with its
-labels. Only BERT's layout (post-LN, absolute positions, no sharing or factorised
-embeddings) has these classes; other encoders are saved with
-:func:`~ptm_core.finetune.model.save_task_model`.
+labels. Every tensor is checked by its name in the file: a missing, unknown or mis-shaped
+one is refused naming the file and the tensor.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
+import torch
 from safetensors.torch import load_file, save_file
+from torch import Tensor
 
-from ptm_core.checkpoints.hf.bert import hf_bert_to_ptm, hf_config_to_encoder_config
-from ptm_core.checkpoints.io import CheckpointError, check_state, read_json_object, read_weights
-from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.checkpoints import registry
+from ptm_core.checkpoints.hf.formats import default_hf_format
+from ptm_core.checkpoints.hf.task_heads import POOLED_KINDS, HeadVariant, HFTaskHead, find_row
+from ptm_core.checkpoints.io import (
+    CheckpointError,
+    check_state,
+    fill_shared_tensors,
+    read_json_object,
+    read_weights,
+)
+from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.finetune.model import TaskModel, build_task_model, head_settings
 
-# Hugging Face architecture -> ptm task kind (regression is decided by the config).
-HF_TASK_ARCHITECTURES = {
-    "BertForSequenceClassification": "classification",
-    "BertForTokenClassification": "tagging",
-    "BertForQuestionAnswering": "qa",
-    "BertForMultipleChoice": "multiple_choice",
-}
-_KIND_TO_ARCHITECTURE = {
-    "classification": "BertForSequenceClassification",
-    "regression": "BertForSequenceClassification",
-    "tagging": "BertForTokenClassification",
-    "qa": "BertForQuestionAnswering",
-    "multiple_choice": "BertForMultipleChoice",
-}
-_POOLED = {
-    "pooler.dense.weight": "bert.pooler.dense.weight",
-    "pooler.dense.bias": "bert.pooler.dense.bias",
-    "classifier.weight": "classifier.weight",
-    "classifier.bias": "classifier.bias",
-}
-# ptm head parameter name -> Hugging Face tensor name, per kind.
-HEAD_NAMES: dict[str, dict[str, str]] = {
-    "classification": _POOLED,
-    "regression": _POOLED,
-    "multiple_choice": _POOLED,
-    "tagging": {"classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"},
-    "qa": {"qa_outputs.weight": "qa_outputs.weight", "qa_outputs.bias": "qa_outputs.bias"},
+logger = logging.getLogger(__name__)
+
+_AUTO_CLASSES = {
+    "classification": "AutoModelForSequenceClassification",
+    "regression": "AutoModelForSequenceClassification",
+    "tagging": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+    "multiple_choice": "AutoModelForMultipleChoice",
 }
 
 
@@ -72,23 +60,51 @@ def _read_config(path: Path) -> dict[str, Any]:
     )
 
 
+def _family_rows(model_type: str) -> tuple[ModuleType | None, tuple[HFTaskHead, ...]]:
+    module = registry.hf_encoder_family(model_type)
+    rows = getattr(module, "task_heads", None)
+    return module, (rows() if rows is not None else ())
+
+
+def _all_rows() -> tuple[HFTaskHead, ...]:
+    return tuple(r for t in registry.hf_encoder_families() for r in _family_rows(t)[1])
+
+
+def _model_type(config: dict[str, Any]) -> str:
+    # BERT configs written before model_type existed carry num_hidden_layers.
+    return str(config.get("model_type", "bert"))
+
+
+def hf_task_head(config: dict[str, Any], *, source: str = "config.json") -> HFTaskHead:
+    """The fine-tuning class a Hugging Face ``config.json`` dict names.
+
+    Raises:
+        CheckpointError: ``architectures`` names no class ptm reads for its ``model_type``
+            (the message lists the valid ones).
+    """
+    architectures = list(config.get("architectures") or [])
+    model_type = _model_type(config)
+    _, rows = _family_rows(model_type)
+    row = find_row(rows, architectures)
+    if row is None:
+        valid = [r.architecture for r in rows] or [r.architecture for r in _all_rows()]
+        raise CheckpointError(
+            f"{source}: architectures {architectures!r} has no fine-tuning class ptm reads "
+            f"for model_type {model_type!r}; valid: {', '.join(valid)}. A bare encoder "
+            "(BertModel, ElectraForPreTraining, ...) loads with "
+            "TransformerEncoder.from_pretrained and gets a fresh head from build_task_model"
+        )
+    return row
+
+
 def hf_task_kind(config: dict[str, Any], *, source: str = "config.json") -> str:
-    """The ptm task kind of a Hugging Face ``BertFor...`` config dict.
+    """The ptm task kind of a Hugging Face ``...For<Task>`` config dict.
 
     Raises:
         CheckpointError: ``architectures`` names no supported task class (the message lists
-            them).
+            them), or a multi-label classifier.
     """
-    architectures = config.get("architectures") or []
-    found = [a for a in architectures if a in HF_TASK_ARCHITECTURES]
-    if not found:
-        raise CheckpointError(
-            f"{source}: architectures {architectures!r} has no fine-tuning class ptm reads; "
-            f"valid: {', '.join(HF_TASK_ARCHITECTURES)}. A bare encoder (BertModel, "
-            "BertForPreTraining) loads with TransformerEncoder.from_pretrained and gets a "
-            "fresh head from build_task_model"
-        )
-    kind = HF_TASK_ARCHITECTURES[found[0]]
+    kind = hf_task_head(config, source=source).kind
     if kind == "classification" and (
         config.get("problem_type") == "regression" or _num_labels(config) == 1
     ):
@@ -102,17 +118,16 @@ def hf_task_kind(config: dict[str, Any], *, source: str = "config.json") -> str:
 
 
 def is_hf_task_directory(directory: str | Path) -> bool:
-    """Whether ``directory/config.json`` is a Hugging Face ``BertFor...`` task config."""
+    """Whether ``directory/config.json`` is a Hugging Face fine-tuning config ptm reads."""
     path = Path(directory) / "config.json"
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
-    return (
-        isinstance(raw, dict)
-        and "ptm_format" not in raw
-        and any(a in HF_TASK_ARCHITECTURES for a in raw.get("architectures") or [])
-    )
+    if not isinstance(raw, dict) or "ptm_format" in raw:
+        return False
+    names = set(raw.get("architectures") or [])
+    return any(r.architecture in names for r in _all_rows())
 
 
 def _num_labels(config: dict[str, Any]) -> int:
@@ -140,80 +155,223 @@ def label_names_from_config(config: dict[str, Any], *, source: str) -> list[str]
     return [by_index[i] for i in range(len(by_index))]
 
 
+def _file_name(name: str, prefix: str) -> str:
+    """A tensor's name as the family's converter sees it (encoder prefix and TF-era
+    ``gamma``/``beta`` LayerNorm names normalised)."""
+    name = name.removeprefix(prefix)
+    return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+        "LayerNorm.beta", "LayerNorm.bias"
+    )
+
+
+def _check_file(
+    weights: dict[str, Tensor],
+    expected: dict[str, tuple[str, tuple[int, ...]]],
+    *,
+    prefix: str,
+    leftover: set[str],
+    strict: bool,
+    weights_path: Path,
+    config_path: Path,
+    architecture: str,
+) -> None:
+    """Raise, naming the file and the tensor, unless ``weights`` is what ``expected`` says.
+
+    ``leftover``: tensors of the family's other heads (a pooler or pre-training head saved
+    with an older ``transformers``), which are left out with a warning, as
+    ``transformers`` does.
+    """
+    found = {
+        _file_name(k, prefix): (k, tuple(v.shape))
+        for k, v in weights.items()
+        if not k.endswith("position_ids")  # a buffer older files hold
+    }
+    for name, (display, shape) in expected.items():
+        if name not in found:
+            if strict:
+                hint = f"fix 'architectures' in {config_path} or export the model again"
+                if prefix and not any(k.startswith(prefix) for k in weights):
+                    hint = (
+                        f"no tensor starts with {prefix!r}: is model_type in {config_path} right?"
+                    )
+                raise CheckpointError(
+                    f"{weights_path}: tensor {display!r} is missing; {architecture} needs it "
+                    f"({hint})"
+                )
+            continue
+        original, actual = found[name]
+        if actual != shape:
+            raise CheckpointError(
+                f"{weights_path}: tensor {original!r} has shape {actual} but {config_path} "
+                f"describes {shape}; the weights and config.json come from different models "
+                "(another vocab_size or width?)"
+            )
+    extra = sorted(n for n in found if n not in expected and n not in leftover)
+    if strict and extra:
+        raise CheckpointError(
+            f"{weights_path}: unknown tensor(s) {', '.join(found[n][0] for n in extra)}, not "
+            f"part of {architecture} (fix 'architectures' in {config_path}, or pass "
+            "strict=False to load what fits)"
+        )
+    dropped = sorted(found[n][0] for n in found if n in leftover and n not in expected)
+    if dropped:
+        logger.warning(
+            "%s: left out %s, which %s does not use", weights_path, ", ".join(dropped), architecture
+        )
+
+
 def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskModel:
-    """Load a Hugging Face ``BertFor...`` fine-tuning folder as a :class:`TaskModel`.
+    """Load a Hugging Face fine-tuning folder (BERT, ALBERT, ELECTRA, XLNet) as a
+    :class:`TaskModel`, with its head.
 
     Args:
         directory: folder with ``config.json`` and ``model.safetensors`` (or a
             ``pytorch_model.bin`` holding tensors only).
-        strict: raise on missing or unknown *encoder* tensors (the head's tensors and every
-            shape are always checked).
+        strict: raise on missing or unknown tensors (every shape is always checked, and
+            the head's tensors must be there).
 
     Returns:
         The model (training mode; call ``.eval()`` to predict); its ``label_names`` come
-        from ``id2label`` for classification and tagging, the head dropout from
-        ``classifier_dropout`` (else ``hidden_dropout_prob``).
+        from ``id2label`` for classification and tagging, the head's variant and dropout
+        from the config (see :mod:`ptm_core.checkpoints.hf.task_heads`).
 
     Raises:
-        CheckpointError: unsupported architecture, or missing/unknown/mis-shaped tensors
-            (listed, with the file).
+        CheckpointError: unsupported architecture or head variant, or a missing, unknown
+            or mis-shaped tensor (named, with the file).
     """
     directory = Path(directory)
     config_path = directory / "config.json"
     raw = _read_config(config_path)
     source = str(config_path)
+    row = hf_task_head(raw, source=source)
     kind = hf_task_kind(raw, source=source)
-    encoder_config = hf_config_to_encoder_config(raw, source=source)
+    family, _ = _family_rows(_model_type(raw))
+    assert family is not None  # hf_task_head found a row
+    encoder_config = family.config_from_hf(raw, source=source)
+    variant = row.read(raw, source)
     weights, weights_path = read_weights(directory)
-    names = HEAD_NAMES[kind]
-    head_sources = set(names.values())
+    absent = sorted(theirs for theirs in row.names.values() if theirs not in weights)
+    head_sources = set(row.names.values())
     encoder_weights = {k: v for k, v in weights.items() if k not in head_sources}
-    absent = sorted(theirs for theirs in head_sources if theirs not in weights)
-    state, _, missing, unknown = hf_bert_to_ptm(encoder_weights, encoder_config.num_layers)
+    state, heads, missing, unknown = family.state_from_hf(encoder_weights, encoder_config)
     if absent:
-        # ``unknown`` lists the heads of other BERT tasks (a classifier in a QA folder).
+        # ``unknown`` lists the heads of the family's other classes (a classifier in a QA
+        # folder).
         raise CheckpointError(
-            f"{weights_path}: {', '.join(raw['architectures'])} needs the head tensors "
+            f"{weights_path}: {row.architecture} needs the head tensors "
             f"{', '.join(absent)}, which are absent"
             + (f" (the file holds {', '.join(unknown)} instead)" if unknown else "")
             + f"; fix 'architectures' in {config_path} or export the model again"
         )
-    encoder = TransformerEncoder(encoder_config)
-    check_state(
-        encoder,
-        state,
-        source=str(weights_path),
-        strict=strict,
-        unknown=unknown,
-        missing_source_names=missing or None,
-    )
-    dropout = raw.get("classifier_dropout")
-    if dropout is None:
-        dropout = raw.get("hidden_dropout_prob", 0.1)
+    encoder = encoder_from_config(encoder_config)
     num_labels = 2 if kind == "qa" else _num_labels(raw)
     label_names = (
         label_names_from_config(raw, source=source)
         if kind in ("classification", "tagging")
         else None
     )
-    model = build_task_model(
-        encoder, kind, num_labels, float(dropout), pool="first", label_names=label_names
+    try:
+        model = build_task_model(
+            encoder,
+            kind,
+            num_labels,
+            variant.dropout,
+            pool=cast(Any, variant.pool),
+            label_names=label_names,
+            activation=cast(Any, variant.activation),
+            input_dropout=variant.input_dropout,
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+    prefix = str(getattr(family, "HF_PREFIX", ""))
+    # By the name the converter sees: (the name in a file transformers writes, shape).
+    expected = {
+        _file_name(k, prefix): (prefix + k, tuple(v.shape))
+        for k, v in family.state_to_hf(encoder.state_dict(), encoder_config).items()
+    }
+    own = model.head.state_dict()
+    expected.update({_file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in row.names.items()})
+    _check_file(
+        weights,
+        expected,
+        prefix=prefix,
+        leftover={_file_name(k, "") for k in heads},
+        strict=strict,
+        weights_path=weights_path,
+        config_path=config_path,
+        architecture=row.architecture,
     )
-    head_state = {ours: weights[theirs] for ours, theirs in names.items()}
-    check_state(model.head, head_state, source=str(weights_path))
+    check_state(
+        encoder,
+        fill_shared_tensors(encoder, state),  # ALBERT: one layer under every layer's name
+        source=str(weights_path),
+        strict=strict,
+        unknown=unknown,
+        missing_source_names=missing or None,
+    )
+    check_state(
+        model.head, {ours: weights[theirs] for ours, theirs in row.names.items()}, source=source
+    )
     return model
+
+
+def _variant(model: TaskModel) -> HeadVariant:
+    settings = head_settings(model.head)
+    if model.kind not in (*POOLED_KINDS, "regression"):
+        return HeadVariant(dropout=settings["dropout"])
+    return HeadVariant(
+        pool=settings["pool"],
+        activation=settings.get("pooler_activation", "tanh"),
+        input_dropout=bool(settings.get("pooler_input_dropout", False)),
+        dropout=settings["dropout"],
+    )
+
+
+def hf_task_export(model: TaskModel) -> tuple[str, HFTaskHead, dict[str, Any]]:
+    """The Hugging Face family and class that hold ``model``, and the config keys of its
+    head's variant.
+
+    The encoder's own family comes first (:func:`~ptm_core.checkpoints.hf.formats.default_hf_format`);
+    an unfactorised BERT-layout encoder may also be an ELECTRA (ELECTRA-base has
+    ``embedding_size == hidden_size``), which then holds ELECTRA's heads.
+
+    Raises:
+        CheckpointError: no class holds this encoder with this head (the message says why).
+    """
+    kind = "classification" if model.kind == "regression" else model.kind
+    variant = _variant(model)
+    family = default_hf_format(model.encoder.config).removeprefix("hf-")
+    candidates = [family, "electra"] if family == "bert" else [family]
+    tried: list[HFTaskHead] = []
+    for name in candidates:
+        _, rows = _family_rows(name)
+        row = next((r for r in rows if r.kind == kind), None)
+        if row is None:
+            continue
+        extra = row.write(variant)
+        if extra is not None:
+            return name, row, extra
+        tried.append(row)
+    described = f"pool={variant.pool!r}, pooler activation {variant.activation!r}" + (
+        ", dropout before the pooler" if variant.input_dropout else ""
+    )
+    raise CheckpointError(
+        f"this {model.kind} head ({described}) has no Hugging Face class for this encoder: "
+        + "; ".join(f"{r.architecture} has {r.fixed}" for r in tried)
+        + ". Save the model with save_task_model instead"
+    )
 
 
 def export_hf_task_model(
     model: TaskModel, directory: str | Path, label_names: list[str] | None = None
 ) -> Path:
-    """Write ``model`` as a Hugging Face ``BertFor...`` folder, atomically.
+    """Write ``model`` as a Hugging Face ``...For<Task>`` folder, atomically.
 
-    ``transformers`` loads the result with ``BertFor<Task>.from_pretrained(directory)`` with
-    no missing or unexpected keys.
+    ``transformers`` loads the result with ``AutoModelFor<Task>.from_pretrained(directory)``
+    with no missing or unexpected keys, and gives the same logits.
 
     Args:
-        model: a :class:`TaskModel` on a BERT-layout encoder, with ``pool="first"``.
+        model: a :class:`TaskModel` on a BERT, ALBERT, ELECTRA or XLNet encoder.
         directory: target folder (replaced as a whole if it exists).
         label_names: names for ``id2label`` / ``label2id`` (default: the model's
             ``label_names``, else ``LABEL_i``).
@@ -222,15 +380,10 @@ def export_hf_task_model(
         The folder written.
 
     Raises:
-        CheckpointError: the encoder or head has no ``BertFor...`` equivalent.
+        CheckpointError: the encoder or head has no Hugging Face equivalent.
     """
     kind = model.kind
-    settings = head_settings(model.head)
-    if settings["pool"] != "first":
-        raise CheckpointError(
-            f"pool={settings['pool']!r}: Hugging Face BERT heads pool the first token; "
-            "save this model with save_task_model instead"
-        )
+    family, row, head_config = hf_task_export(model)
     names = label_names if label_names is not None else model.label_names
     if kind in ("classification", "regression", "tagging"):
         count = model.num_labels
@@ -239,28 +392,35 @@ def export_hf_task_model(
             raise ValueError(f"label_names has {len(names)} names but num_labels={count}")
     else:
         names = None
-    head = {
-        theirs: model.head.state_dict()[ours].detach().contiguous().clone()
-        for ours, theirs in HEAD_NAMES[kind].items()
-    }
+    own = model.head.state_dict()
+    head = {theirs: own[ours].detach().contiguous().clone() for ours, theirs in row.names.items()}
+    prefix = str(getattr(registry.hf_encoder_family(family), "HF_PREFIX", ""))
 
     def rewrite(tmp: Path) -> None:
         config_path, weights_path = tmp / "config.json", tmp / "model.safetensors"
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        config["architectures"] = [_KIND_TO_ARCHITECTURE[kind]]
+        config["architectures"] = [row.architecture]
         if names is not None:
             config["id2label"] = {str(i): name for i, name in enumerate(names)}
             config["label2id"] = {name: i for i, name in enumerate(names)}
         if kind == "regression":
             config["problem_type"] = "regression"
+            config["num_labels"] = 1
         elif kind == "classification":
             config["problem_type"] = "single_label_classification"
-        if kind != "qa":
-            config["classifier_dropout"] = settings["dropout"]
+        config.update(head_config)
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         encoder_state = load_file(str(weights_path))
-        state = {f"bert.{k}": v for k, v in encoder_state.items()}
+        state = {f"{prefix}{k}": v for k, v in encoder_state.items()}
         state.update(head)
         save_file(state, str(weights_path), metadata={"format": "pt"})
 
-    return model.encoder.save_pretrained(directory, format="hf-bert", extra_writers=[rewrite])
+    with torch.no_grad():
+        return model.encoder.save_pretrained(
+            directory, format=f"hf-{family}", extra_writers=[rewrite]
+        )
+
+
+def auto_class(kind: str) -> str:
+    """The ``transformers`` auto class that loads an exported ``kind`` folder."""
+    return _AUTO_CLASSES[kind]
