@@ -25,7 +25,7 @@ def _vocabulary() -> list[str]:
     return SAMPLE_VOCAB.read_text(encoding="utf-8").splitlines()[:1200]
 
 
-def _electra_classifier(directory: Path, id2label: dict[int, str]) -> Any:
+def _electra(directory: Path, id2label: dict[int, str] | None = None) -> Any:
     lines = _vocabulary()
     tokenizer = transformers.BertTokenizer(
         vocab={token: i for i, token in enumerate(lines)}, do_lower_case=True
@@ -38,13 +38,16 @@ def _electra_classifier(directory: Path, id2label: dict[int, str]) -> Any:
         num_attention_heads=3,
         intermediate_size=40,
         max_position_embeddings=64,
-        id2label=id2label,
+        **({"id2label": id2label} if id2label else {}),
     )
     torch.manual_seed(0)
-    model = transformers.ElectraForSequenceClassification(config)
-    with torch.no_grad():  # a head off its init, so a fresh one shows
-        for parameter in model.classifier.parameters():
-            parameter.add_(0.05 * torch.randn_like(parameter))
+    if id2label is None:  # a pre-trained discriminator, no task head
+        model = transformers.ElectraForPreTraining(config)
+    else:
+        model = transformers.ElectraForSequenceClassification(config)
+        with torch.no_grad():  # a head off its init, so a fresh one shows
+            for parameter in model.classifier.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return model
@@ -87,7 +90,7 @@ def test_finetuning_an_electra_classifier_keeps_its_gelu_head(
 ) -> None:
     hf_dir, run = tmp_path / "hf", tmp_path / "run"
     # The folder's order is not the task's (labels sort to neg, pos).
-    hf = _electra_classifier(hf_dir, {0: "pos", 1: "neg"})
+    hf = _electra(hf_dir, {0: "pos", 1: "neg"})
     record = _finetune(hf_dir, _generated_task(tmp_path / "task"), run)
     assert record["pooler_activation"] == "gelu" and record["pooler_input_dropout"] is True
     assert record["label_names"] == ["neg", "pos"]
@@ -110,8 +113,21 @@ def test_finetuning_an_electra_classifier_keeps_its_gelu_head(
 
 def test_a_folder_with_other_labels_gets_a_fresh_head_of_its_variant(tmp_path: Path) -> None:
     hf_dir, run = tmp_path / "hf", tmp_path / "run"
-    _electra_classifier(hf_dir, {0: "yes", 1: "no"})
+    _electra(hf_dir, {0: "yes", 1: "no"})
     record = _finetune(hf_dir, _generated_task(tmp_path / "task"), run)
     note = record["provenance"]["task_head"]
     assert note.startswith("task head initialised fresh") and "'yes'" in note
     assert record["pooler_activation"] == "gelu"
+
+
+def test_a_fresh_head_on_an_electra_discriminator_is_electras_and_exports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hf_dir, run = tmp_path / "hf", tmp_path / "run"
+    _electra(hf_dir)
+    record = _finetune(hf_dir, _generated_task(tmp_path / "task"), run)
+    assert "task_head" not in record["provenance"]
+    assert record["pooler_activation"] == "gelu" and record["pooler_input_dropout"] is True
+    capsys.readouterr()
+    assert main(["export", "--format", "hf", str(run / "final"), str(tmp_path / "out")]) == 0
+    assert "ElectraForSequenceClassification" in capsys.readouterr().out

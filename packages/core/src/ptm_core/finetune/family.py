@@ -53,6 +53,7 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
     task = TaskSpec.from_mapping(settings.task)
     task.check_files()  # before any model is built or loaded
     options = settings.finetune
+    variants: dict[str, dict[str, Any]] = {}
     if run.init_from:
         directory = Path(run.init_from)
         if not directory.is_dir():
@@ -61,6 +62,10 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
                 "ptm run or a Hugging Face model directory"
             )
         model, tokenizer = load(directory, options.random_init, run.seed)
+        if load is _load_encoder:  # a fresh head in the folder's family's variant
+            from ptm_core.checkpoints.hf.bert_tasks import hf_head_variants
+
+            variants = hf_head_variants(directory)
     else:
         model, tokenizer = _from_preset(run, settings)
     return finetune(
@@ -75,6 +80,7 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
         lstm_hidden=options.lstm_hidden,
         num_workers=options.num_workers,
         provenance={"init_from": run.init_from or None, "random_init": options.random_init},
+        head_variants=variants,
     )
 
 

@@ -86,6 +86,7 @@ def finetune(
     lstm_hidden: int = 128,
     num_workers: int = 0,
     provenance: dict[str, Any] | None = None,
+    head_variants: dict[str, dict[str, Any]] | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``encoder`` on ``task`` and score the result on the task's dev set.
 
@@ -108,6 +109,9 @@ def finetune(
         text_to_text: encoder-decoders only: T5's text-to-text mode (generate the label).
         num_workers: DataLoader processes that featurize training batches.
         provenance: JSON-ready facts to record in ``task.json`` (``init_from``, ...).
+        head_variants: task kind -> the fresh head's ``pool``/``activation``/
+            ``input_dropout`` (an imported ELECTRA or XLNet folder's own head,
+            :func:`~ptm_core.checkpoints.hf.bert_tasks.hf_head_variants`); BERT's otherwise.
 
     Returns:
         :class:`FinetuneResult`; ``<output_dir>/final/`` holds the model, its tokenizer
@@ -167,12 +171,14 @@ def finetune(
         )
         provenance = {**(provenance or {}), "task_head": note}
     else:
+        variant = (head_variants or {}).get(task.kind, {})
         model = build_task_model(
             encoder,
             task.kind,
             num_labels,
             dropout,
             label_names=train.label_names or None,
+            **variant,
         )
     record = {
         "task": task.to_dict(),

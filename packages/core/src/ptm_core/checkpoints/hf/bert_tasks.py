@@ -424,3 +424,38 @@ def export_hf_task_model(
 def auto_class(kind: str) -> str:
     """The ``transformers`` auto class that loads an exported ``kind`` folder."""
     return _AUTO_CLASSES[kind]
+
+
+def hf_head_variants(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The head each task kind gets in ``directory``'s Hugging Face family, as
+    ``build_task_model`` keywords (``pool``, ``activation``, ``input_dropout``).
+
+    A fresh head on an imported ELECTRA encoder is then ELECTRA's (GELU), on an XLNet one
+    XLNet's last-token summary, as ``transformers``' ``...For<Task>`` would build it, and
+    it exports back to that class. ``{}`` for a ptm folder or a family without task classes.
+    """
+    path = Path(directory) / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if not isinstance(raw, dict) or "ptm_format" in raw or "model_type" not in raw:
+        return {}
+    _, rows = _family_rows(_model_type(raw))
+    variants: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind not in POOLED_KINDS:
+            continue
+        try:
+            variant = row.read(raw, str(path))
+        except CheckpointError:  # a summary ptm lacks: BERT's head, as for a ptm folder
+            continue
+        settings = {
+            "pool": variant.pool,
+            "activation": variant.activation,
+            "input_dropout": variant.input_dropout,
+        }
+        variants[row.kind] = settings
+        if row.kind == "classification":
+            variants["regression"] = settings
+    return variants
