@@ -278,3 +278,19 @@ def test_an_unknown_tensor_is_refused_unless_loading_what_fits(tmp_path: Path) -
     with pytest.raises(CheckpointError, match=r"unknown tensor\(s\) extra\.weight"):
         load_hf_task_model(tmp_path)
     assert load_hf_task_model(tmp_path, strict=False).kind == "tagging"
+
+
+def test_another_head_of_the_family_is_left_out_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A discriminator head saved beside a token classifier (as older transformers kept
+    unused heads): transformers ignores it, ptm too, and says so."""
+    theirs = save_hf("electra", "tagging", tmp_path)
+    weights = load_file(str(tmp_path / "model.safetensors"))
+    weights["discriminator_predictions.dense.weight"] = torch.zeros(24, 24)
+    save_file(weights, str(tmp_path / "model.safetensors"))
+    with caplog.at_level("WARNING"):
+        model = load_hf_task_model(tmp_path)
+    assert "left out discriminator_predictions.dense.weight" in caplog.text
+    batch = make_batch("electra", "tagging")
+    assert_close(ptm_logits(model, batch), hf_logits(theirs, "tagging", batch))

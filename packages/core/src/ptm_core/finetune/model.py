@@ -368,16 +368,7 @@ def build_task_model(
     return TaskModel(encoder, head, kind, num_labels, label_names=label_names)
 
 
-_RESERVED = (
-    "ptm_task",
-    "kind",
-    "num_labels",
-    "label_names",
-    "dropout",
-    "pool",
-    "pooler_activation",
-    "pooler_input_dropout",
-)
+_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool")
 
 
 def save_task_model(

@@ -310,7 +310,9 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
         missing_source_names=missing or None,
     )
     check_state(
-        model.head, {ours: weights[theirs] for ours, theirs in row.names.items()}, source=source
+        model.head,
+        {ours: weights[theirs] for ours, theirs in row.names.items()},
+        source=str(weights_path),
     )
     return model
 
