@@ -294,3 +294,21 @@ def test_another_head_of_the_family_is_left_out_with_a_warning(
     assert "left out discriminator_predictions.dense.weight" in caplog.text
     batch = make_batch("electra", "tagging")
     assert_close(ptm_logits(model, batch), hf_logits(theirs, "tagging", batch))
+
+
+@pytest.mark.parametrize("family", list(PREFIX))
+def test_the_encoder_of_a_task_folder_loads_strictly_without_its_head(
+    family: str, tmp_path: Path
+) -> None:
+    """``init_from=<task folder>`` for pre-training: the encoder, the head left out."""
+    from ptm_core.encoders.transformer import TransformerEncoder
+
+    theirs = save_hf(family, "classification", tmp_path)
+    encoder = TransformerEncoder.from_pretrained(tmp_path).eval()  # strict
+    batch = make_batch(family, "classification")
+    base = getattr(theirs, theirs.base_model_prefix)
+    with torch.no_grad():
+        expected = base(**batch).last_hidden_state
+        ours = encoder(**batch).last_hidden_state
+    real = batch["attention_mask"].bool()
+    assert (ours - expected)[real].abs().max().item() <= TOL

@@ -215,3 +215,19 @@ def find_row(rows: tuple[HFTaskHead, ...], architectures: list[str]) -> HFTaskHe
             if row.architecture == name:
                 return row
     return None
+
+
+def task_head_tensors(config: dict[str, Any]) -> tuple[str, set[str]] | None:
+    """For a ``...For<Task>`` ``config.json`` dict: its class and its head's tensor names
+    (without the encoder prefix), which an encoder-only load leaves out; else ``None``."""
+    from ptm_core.checkpoints import registry
+
+    module = registry.hf_encoder_family(str(config.get("model_type", "bert")))
+    rows = getattr(module, "task_heads", None)
+    if module is None or rows is None:
+        return None
+    row = find_row(rows(), list(config.get("architectures") or []))
+    if row is None:
+        return None
+    prefix = str(getattr(module, "HF_PREFIX", ""))
+    return row.architecture, {name.removeprefix(prefix) for name in row.names.values()}
