@@ -466,7 +466,7 @@ def read_task_json(path: Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{path}: missing; a fine-tuned model directory holds task.json, "
             f"{TASK_HEAD_FILE}, config.json and model.safetensors as save_task_model writes "
-            "them (a run's final/ folder). For a Hugging Face BertFor... folder use "
+            "them (a run's final/ folder). For a Hugging Face ...For<Task> folder use "
             "ptm_core.checkpoints.hf.bert_tasks.load_hf_task_model"
         ) from None
     except json.JSONDecodeError as exc:
