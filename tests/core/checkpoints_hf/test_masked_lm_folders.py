@@ -99,3 +99,17 @@ def test_a_generator_head_untied_from_the_table_is_refused(tmp_path: Path) -> No
     mix = ObjectiveMix({"mlm": build_objective(MaskedLMObjective, encoder, VOCAB)})
     with pytest.raises(CheckpointError, match=r"model\.safetensors: generator_lm_head\.weight"):
         load_hf_pretraining_heads(mix, tmp_path)
+
+
+def test_a_generator_of_another_vocabulary_is_refused_naming_the_tensor(tmp_path: Path) -> None:
+    import json
+
+    _save("electra", tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["vocab_size"] = 101
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError) as info:
+        TransformerEncoder.from_pretrained(tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'model.safetensors'}: ")
+    assert "embeddings.word.weight: checkpoint (97, 16) vs model (101, 16)" in message

@@ -26,9 +26,9 @@ from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
-from torch import Tensor
 
 from ptm_core.checkpoints import registry
+from ptm_core.checkpoints.hf.file_tensors import check_file_tensors, expected_tensors, file_name
 from ptm_core.checkpoints.hf.formats import default_hf_format
 from ptm_core.checkpoints.hf.task_heads import POOLED_KINDS, HeadVariant, HFTaskHead, find_row
 from ptm_core.checkpoints.io import (
@@ -155,71 +155,6 @@ def label_names_from_config(config: dict[str, Any], *, source: str) -> list[str]
     return [by_index[i] for i in range(len(by_index))]
 
 
-def _file_name(name: str, prefix: str) -> str:
-    """A tensor's name as the family's converter sees it (encoder prefix and TF-era
-    ``gamma``/``beta`` LayerNorm names normalised)."""
-    name = name.removeprefix(prefix)
-    return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
-        "LayerNorm.beta", "LayerNorm.bias"
-    )
-
-
-def _check_file(
-    weights: dict[str, Tensor],
-    expected: dict[str, tuple[str, tuple[int, ...]]],
-    *,
-    prefix: str,
-    leftover: set[str],
-    strict: bool,
-    weights_path: Path,
-    config_path: Path,
-    architecture: str,
-) -> None:
-    """Raise, naming the file and the tensor, unless ``weights`` is what ``expected`` says.
-
-    ``leftover``: tensors of the family's other heads (a pooler or pre-training head saved
-    with an older ``transformers``), which are left out with a warning, as
-    ``transformers`` does.
-    """
-    found = {
-        _file_name(k, prefix): (k, tuple(v.shape))
-        for k, v in weights.items()
-        if not k.endswith("position_ids")  # a buffer older files hold
-    }
-    for name, (display, shape) in expected.items():
-        if name not in found:
-            if strict:
-                hint = f"fix 'architectures' in {config_path} or export the model again"
-                if prefix and not any(k.startswith(prefix) for k in weights):
-                    hint = (
-                        f"no tensor starts with {prefix!r}: is model_type in {config_path} right?"
-                    )
-                raise CheckpointError(
-                    f"{weights_path}: tensor {display!r} is missing; {architecture} needs it "
-                    f"({hint})"
-                )
-            continue
-        original, actual = found[name]
-        if actual != shape:
-            raise CheckpointError(
-                f"{weights_path}: tensor {original!r} has shape {actual} but {config_path} "
-                f"describes {shape}; the weights and config.json come from different models "
-                "(another vocab_size or width?)"
-            )
-    extra = sorted(n for n in found if n not in expected and n not in leftover)
-    if strict and extra:
-        raise CheckpointError(
-            f"{weights_path}: unknown tensor(s) {', '.join(found[n][0] for n in extra)}, not "
-            f"part of {architecture} (fix 'architectures' in {config_path}, or pass "
-            "strict=False to load what fits)"
-        )
-    dropped = sorted(found[n][0] for n in found if n in leftover and n not in expected)
-    if dropped:
-        logger.warning(
-            "%s: left out %s, which %s does not use", weights_path, ", ".join(dropped), architecture
-        )
-
-
 def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskModel:
     """Load a Hugging Face fine-tuning folder (BERT, ALBERT, ELECTRA, XLNet) as a
     :class:`TaskModel`, with its head.
@@ -284,18 +219,14 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
     except ValueError as exc:
         raise CheckpointError(f"{source}: {exc}") from None
     prefix = str(getattr(family, "HF_PREFIX", ""))
-    # By the name the converter sees: (the name in a file transformers writes, shape).
-    expected = {
-        _file_name(k, prefix): (prefix + k, tuple(v.shape))
-        for k, v in family.state_to_hf(encoder.state_dict(), encoder_config).items()
-    }
+    expected = expected_tensors(family, encoder_config)
     own = model.head.state_dict()
-    expected.update({_file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in row.names.items()})
-    _check_file(
+    expected.update({file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in row.names.items()})
+    check_file_tensors(
         weights,
         expected,
         prefix=prefix,
-        leftover={_file_name(k, "") for k in heads},
+        leftover={file_name(k, "") for k in heads},
         strict=strict,
         weights_path=weights_path,
         config_path=config_path,
