@@ -312,3 +312,23 @@ def test_the_encoder_of_a_task_folder_loads_strictly_without_its_head(
         ours = encoder(**batch).last_hidden_state
     real = batch["attention_mask"].bool()
     assert (ours - expected)[real].abs().max().item() <= TOL
+
+
+@pytest.mark.parametrize("family", list(PREFIX))
+@pytest.mark.parametrize("kind", ["classification", "regression", "tagging", "multiple_choice"])
+def test_losses_match(family: str, kind: str, tmp_path: Path) -> None:
+    theirs = save_hf(family, kind, tmp_path)
+    model = load_hf_task_model(tmp_path).eval()
+    batch = make_batch(family, kind)
+    gen = torch.Generator().manual_seed(4)
+    if kind == "tagging":
+        labels = torch.randint(0, 4, (3, 10), generator=gen)
+        labels[batch["attention_mask"] == 0] = -100
+    elif kind == "regression":
+        labels = torch.randn(3, generator=gen)
+    else:
+        labels = torch.randint(0, 3 if kind == "classification" else 4, (3,), generator=gen)
+    with torch.no_grad():
+        ours = model({**batch, "labels": labels}).loss
+        expected = theirs(**batch, labels=labels).loss
+    assert ours is not None and abs(ours.item() - expected.item()) <= TOL
