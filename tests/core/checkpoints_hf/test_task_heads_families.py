@@ -332,3 +332,53 @@ def test_losses_match(family: str, kind: str, tmp_path: Path) -> None:
         ours = model({**batch, "labels": labels}).loss
         expected = theirs(**batch, labels=labels).loss
     assert ours is not None and abs(ours.item() - expected.item()) <= TOL
+
+
+@pytest.mark.parametrize(
+    ("family", "kind", "pool"),
+    [
+        ("albert", "tagging", "first"),
+        ("albert", "multiple_choice", "first"),
+        ("xlnet", "classification", "first"),
+        ("xlnet", "qa", "first"),
+        ("electra", "qa", "first"),
+    ],
+)
+def test_a_ptm_built_task_model_exports_to_its_family(
+    family: str, kind: str, pool: str, tmp_path: Path
+) -> None:
+    """ptm's own presets (not an imported folder): ALBERT's gelu_new, XLNet with ptm's
+    first-token pool (written as summary_type 'first')."""
+    from ptm_core.encoders import presets
+    from ptm_core.finetune.model import build_task_model
+
+    torch.manual_seed(0)
+    sizes = {"vocab_size": VOCAB, "hidden_size": 24, "num_layers": 2, "num_heads": 3}
+    if family == "xlnet":
+        encoder = presets.xlnet_encoder(**sizes, intermediate_size=40)
+    else:
+        builder = presets.albert_encoder if family == "albert" else presets.electra_encoder
+        encoder = builder(**sizes, embedding_size=16, intermediate_size=40, max_positions=32)
+    num_labels = {"classification": 3, "tagging": 4}.get(kind, 2)
+    model = build_task_model(encoder, kind, num_labels, pool=pool)  # type: ignore[arg-type]
+    with torch.no_grad():
+        for parameter in model.head.parameters():
+            parameter.normal_(std=0.1)
+    export_hf_task_model(model, tmp_path)
+    theirs, info = AUTO[kind].from_pretrained(tmp_path, output_loading_info=True)
+    assert type(theirs) is hf_class(family, kind)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    batch = make_batch(family, kind, seed=3)
+    assert_close(ptm_logits(model, batch), hf_logits(theirs.eval(), kind, batch))
+
+
+def test_a_head_no_class_holds_is_refused_with_the_reason() -> None:
+    from ptm_core.encoders import presets
+    from ptm_core.finetune.model import build_task_model
+
+    encoder = presets.electra_encoder(
+        vocab_size=VOCAB, embedding_size=16, hidden_size=24, num_layers=1, num_heads=3
+    )
+    model = build_task_model(encoder, "classification", 2)  # BERT's tanh head
+    with pytest.raises(CheckpointError, match=r"ElectraForSequenceClassification has dropout"):
+        export_hf_task_model(model, "unused")
