@@ -20,6 +20,7 @@ from torch import Tensor
 from ptm_core.checkpoints import registry
 from ptm_core.checkpoints.hf.bert import check_bert_layout
 from ptm_core.checkpoints.hf.formats import default_hf_format
+from ptm_core.checkpoints.hf.task_heads import task_head_tensors
 from ptm_core.checkpoints.io import (
     CheckpointError,
     atomic_directory,
@@ -64,6 +65,10 @@ def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> 
         config = family.config_from_hf(raw, source=str(config_path))
         config = _apply_overrides(config, overrides, source=str(config_path))
         state, _, missing, unknown = family.state_from_hf(weights, config)
+        task = task_head_tensors(raw)
+        if task is not None:  # a ...For<Task> folder: the encoder without its task head
+            unknown = [name for name in unknown if name not in task[1]]
+            logger.info("%s: the encoder of %s, without its task head", directory, task[0])
     else:
         fields = {k: v for k, v in raw.items() if k != KIND_KEY}
         try:

@@ -249,7 +249,7 @@ def load_compressed(directory: str | Path) -> FinalModel:
         quantize_dynamic_int8,
         weight_only_shell,
     )
-    from ptm_core.finetune.model import build_task_model, read_task_json
+    from ptm_core.finetune.model import build_task_model, pooler_variant, read_task_json
 
     directory = Path(directory)
     record = read_compression_json(directory) if directory.is_dir() else None
@@ -276,6 +276,7 @@ def load_compressed(directory: str | Path) -> FinalModel:
             float(task.get("dropout", 0.1)),
             pool=task.get("pool", "first"),
             label_names=task.get("label_names"),
+            **pooler_variant(task),
         )
         task_config = {k: v for k, v in task.items() if k != "ptm_task"}
     model.eval()

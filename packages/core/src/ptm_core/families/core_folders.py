@@ -28,7 +28,7 @@ def _unkinded_config(path: str | Path) -> dict[str, Any] | None:
 
 def is_encoder_folder(path: str | Path) -> bool:
     """A ptm encoder saved before kinds (absolute positions), or a Hugging Face BERT,
-    ALBERT or ELECTRA folder (``BertFor...`` task folders included)."""
+    ALBERT or ELECTRA folder (``...For<Task>`` task folders included)."""
     raw = _unkinded_config(path)
     if raw is None:
         return False

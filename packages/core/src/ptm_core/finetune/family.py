@@ -1,8 +1,8 @@
 """The task fine-tune of ptm-core's Transformer families: their specs' ``finetune`` hooks.
 
 ``init_from`` is a folder of the family the runner picked by its kind (a ptm ``final/``, a
-Hugging Face BERT/ALBERT/ELECTRA/XLNet folder, a ``BertFor...`` task folder, or a BART/T5
-one); its own tokenizer is used. Without it the ``model`` preset is built at random init
+Hugging Face BERT/ALBERT/ELECTRA/XLNet folder, a ``...For<Task>`` task folder, whose head
+is kept when it fits the task, or a BART/T5 one); its own tokenizer is used. Without it the ``model`` preset is built at random init
 with the ``tokenizer`` vocabulary. ``finetune.random_init=true`` keeps a checkpoint's
 architecture and tokenizer but re-initialises its weights: the "same model without
 pre-training" baseline. An encoder-decoder fine-tunes whole (BART's classification head
@@ -15,7 +15,7 @@ import functools
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -25,12 +25,13 @@ from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.families.core_settings import TaskFinetuneSettings
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data import TaskTokenizer, load_task_tokenizer
+from ptm_core.finetune.model import TaskModel
 from ptm_core.finetune.recipe import FinetuneResult, finetune
 from ptm_core.finetune.seq2seq import load_seq2seq_tokenizer
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.tokenization import WordPieceTokenizer
 
-Model = TransformerEncoder | EncoderDecoderModel
+Model = TransformerEncoder | EncoderDecoderModel | TaskModel
 Loader = Callable[[Path, bool, int], tuple[Model, TaskTokenizer]]
 
 
@@ -52,6 +53,7 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
     task = TaskSpec.from_mapping(settings.task)
     task.check_files()  # before any model is built or loaded
     options = settings.finetune
+    variants: dict[str, dict[str, Any]] = {}
     if run.init_from:
         directory = Path(run.init_from)
         if not directory.is_dir():
@@ -60,6 +62,10 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
                 "ptm run or a Hugging Face model directory"
             )
         model, tokenizer = load(directory, options.random_init, run.seed)
+        if load is _load_encoder:  # a fresh head in the folder's family's variant
+            from ptm_core.checkpoints.hf.bert_tasks import hf_head_variants
+
+            variants = hf_head_variants(directory)
     else:
         model, tokenizer = _from_preset(run, settings)
     return finetune(
@@ -74,6 +80,7 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
         lstm_hidden=options.lstm_hidden,
         num_workers=options.num_workers,
         provenance={"init_from": run.init_from or None, "random_init": options.random_init},
+        head_variants=variants,
     )
 
 
@@ -81,14 +88,16 @@ def _load_encoder(directory: Path, random_init: bool, seed: int) -> tuple[Model,
     from ptm_core.checkpoints.hf.bert_tasks import is_hf_task_directory, load_hf_task_model
 
     tokenizer = load_task_tokenizer(directory)
-    if is_hf_task_directory(directory):  # a BertFor{...} folder: its encoder, not its head
-        encoder = load_hf_task_model(directory).encoder
+    if is_hf_task_directory(directory):
+        # A ...For<Task> folder: its head too, kept by the recipe where it fits the task.
+        model: TransformerEncoder | TaskModel = load_hf_task_model(directory)
+        encoder = cast(TransformerEncoder, model.encoder)
     else:
-        encoder = TransformerEncoder.from_pretrained(directory)
+        model = encoder = TransformerEncoder.from_pretrained(directory)
     if random_init:
         torch.manual_seed(seed)
-        encoder = encoder_from_config(encoder.config)
-    return encoder, tokenizer
+        return encoder_from_config(encoder.config), tokenizer
+    return model, tokenizer
 
 
 def _load_encoder_decoder(

@@ -30,8 +30,10 @@ from torch import Tensor, nn
 
 from ptm_core.checkpoints.io import CheckpointError, check_finite
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.heads.sentence_pair import POOLER_ACTIVATIONS, Pooler
 from ptm_core.heads.tasks import (
     MultipleChoiceHead,
+    PoolerActivation,
     PoolPosition,
     QuestionAnsweringHead,
     SequenceClassificationHead,
@@ -204,16 +206,29 @@ class TaskModel(nn.Module):
 
 def head_settings(head: nn.Module) -> dict[str, Any]:
     """The ``dropout`` and ``pool`` a head was built with (what ``task.json`` records),
-    and its pooler ``activation`` when it is not BERT's tanh (DistilBERT's ReLU)."""
+    and its pooler variant where it is not BERT's: ``pooler_activation`` (``"gelu"`` for
+    ELECTRA, ``"relu"`` for DistilBERT) and ``pooler_input_dropout`` (``true``: ELECTRA,
+    RoBERTa). A tanh pooler records neither, so ``task.json`` files stay as they were."""
     dropout = getattr(head, "dropout", None)
     settings: dict[str, Any] = {
         "dropout": float(dropout.p) if isinstance(dropout, nn.Dropout) else 0.0,
         "pool": str(getattr(head, "pool", "first")),
     }
-    activation = getattr(getattr(head, "pooler", None), "activation", "tanh")
-    if activation != "tanh":  # absent for tanh: task.json files stay as they were
-        settings["activation"] = activation
+    pooler = getattr(head, "pooler", None)
+    if isinstance(pooler, Pooler) and pooler.activation != "tanh":
+        settings["pooler_activation"] = pooler.activation
+    if getattr(head, "input_dropout", False) is True:
+        settings["pooler_input_dropout"] = True
     return settings
+
+
+def pooler_variant(record: dict[str, Any]) -> dict[str, Any]:
+    """``build_task_head``'s ``activation``/``input_dropout`` from a ``task.json`` record
+    (BERT's tanh pooler when the record names none: every folder written before #33)."""
+    return {
+        "activation": record.get("pooler_activation", "tanh"),
+        "input_dropout": bool(record.get("pooler_input_dropout", False)),
+    }
 
 
 def _accuracy(predictions: Tensor, labels: Tensor) -> Tensor:
@@ -276,10 +291,13 @@ def build_task_head(
     *,
     pool: PoolPosition = "first",
     initializer_range: float = 0.02,
-    activation: str = "tanh",
+    activation: PoolerActivation = "tanh",
+    input_dropout: bool = False,
 ) -> nn.Module:
     """The head :class:`TaskModel` uses for ``kind`` (see :mod:`ptm_core.heads.tasks`);
-    ``activation`` is the pooler's (sequence-level kinds)."""
+    ``activation``/``input_dropout`` choose the pooler variant of the sequence-level heads
+    (ELECTRA's: ``"gelu"``, ``True``; DistilBERT's ``"relu"``) and are ignored by tagging
+    and qa."""
     check_kind(kind)
     check_pool(pool)
     _check_num_labels(kind, num_labels)
@@ -291,6 +309,7 @@ def build_task_head(
             pool=pool,
             initializer_range=initializer_range,
             activation=activation,
+            input_dropout=input_dropout,
         )
     if kind == "tagging":
         return TokenClassificationHead(
@@ -299,7 +318,12 @@ def build_task_head(
     if kind == "qa":
         return QuestionAnsweringHead(hidden_size, initializer_range=initializer_range)
     return MultipleChoiceHead(
-        hidden_size, dropout, pool=pool, initializer_range=initializer_range, activation=activation
+        hidden_size,
+        dropout,
+        pool=pool,
+        initializer_range=initializer_range,
+        activation=activation,
+        input_dropout=input_dropout,
     )
 
 
@@ -311,7 +335,8 @@ def build_task_model(
     *,
     pool: PoolPosition = "first",
     label_names: Sequence[str] | None = None,
-    activation: str | None = None,
+    activation: PoolerActivation | None = None,
+    input_dropout: bool = False,
 ) -> TaskModel:
     """Put a fresh head for ``kind`` on ``encoder``.
 
@@ -324,16 +349,18 @@ def build_task_model(
             ptm's own featurizers, also right for XLNet fed BERT-style inputs) or
             ``"last"`` (the last real token, XLNet's ``<cls>``-at-the-end layout).
         label_names: optional label names in index order.
-        activation: the pooler's activation; default the encoder config's
-            ``pooler_activation`` (DistilBERT's ReLU for an encoder imported from
-            DistilBERT), else BERT's tanh.
+        activation: the sequence-level heads' pooler activation, ``"tanh"`` (BERT),
+            ``"gelu"`` (ELECTRA) or ``"relu"`` (DistilBERT); default the encoder config's
+            ``pooler_activation`` (ReLU for an encoder imported from DistilBERT), else tanh.
+        input_dropout: dropout on the summary token before the pooler too (ELECTRA,
+            RoBERTa's classification head).
 
     Returns:
         The :class:`TaskModel`; the head is initialised with the encoder's
         ``initializer_range``.
     """
     if activation is None:
-        activation = str(getattr(encoder.config, "pooler_activation", "tanh"))
+        activation = cast(PoolerActivation, getattr(encoder.config, "pooler_activation", "tanh"))
     head = build_task_head(
         encoder.config.hidden_size,
         kind,
@@ -342,11 +369,12 @@ def build_task_model(
         pool=pool,
         initializer_range=encoder.config.initializer_range,
         activation=activation,
+        input_dropout=input_dropout,
     )
     return TaskModel(encoder, head, kind, num_labels, label_names=label_names)
 
 
-_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool", "activation")
+_RESERVED = ("ptm_task", "kind", "num_labels", "label_names", "dropout", "pool")
 
 
 def save_task_model(
@@ -444,7 +472,7 @@ def read_task_json(path: Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{path}: missing; a fine-tuned model directory holds task.json, "
             f"{TASK_HEAD_FILE}, config.json and model.safetensors as save_task_model writes "
-            "them (a run's final/ folder). For a Hugging Face BertFor... folder use "
+            "them (a run's final/ folder). For a Hugging Face ...For<Task> folder use "
             "ptm_core.checkpoints.hf.bert_tasks.load_hf_task_model"
         ) from None
     except json.JSONDecodeError as exc:
@@ -466,6 +494,14 @@ def read_task_json(path: Path) -> dict[str, Any]:
     pool = record.get("pool", "first")
     if pool not in ("first", "last"):
         raise CheckpointError(f"{path}: pool {pool!r} is not one of first, last")
+    activation = record.get("pooler_activation", "tanh")
+    if activation not in POOLER_ACTIVATIONS:
+        raise CheckpointError(
+            f"{path}: pooler_activation {activation!r} is not one of "
+            f"{', '.join(POOLER_ACTIVATIONS)}"
+        )
+    if not isinstance(record.get("pooler_input_dropout", False), bool):
+        raise CheckpointError(f"{path}: pooler_input_dropout must be true or false")
     return record
 
 
@@ -500,7 +536,7 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
             float(record.get("dropout", 0.1)),
             pool=cast(PoolPosition, record.get("pool", "first")),
             label_names=record.get("label_names"),
-            activation=str(record.get("activation", "tanh")),
+            **pooler_variant(record),
         )
     except ValueError as exc:
         raise CheckpointError(f"{task_path}: {exc}") from None

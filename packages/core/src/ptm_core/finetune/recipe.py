@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -27,8 +27,10 @@ from ptm_core.finetune.data.swag import swag_table
 from ptm_core.finetune.data.tables import TableFile
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
+from ptm_core.finetune.imported_head import keep_imported_head
 from ptm_core.finetune.model import (
     TASK_JSON,
+    TaskModel,
     build_task_model,
     load_task_model,
     read_task_json,
@@ -74,7 +76,7 @@ __all__ = [
 def finetune(
     task: TaskSpec,
     *,
-    encoder: TransformerEncoder | EncoderDecoderModel,
+    encoder: TransformerEncoder | EncoderDecoderModel | TaskModel,
     tokenizer: TaskTokenizer,
     trainer: TrainerConfig,
     seed: int = 0,
@@ -84,13 +86,16 @@ def finetune(
     lstm_hidden: int = 128,
     num_workers: int = 0,
     provenance: dict[str, Any] | None = None,
+    head_variants: dict[str, dict[str, Any]] | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``encoder`` on ``task`` and score the result on the task's dev set.
 
     Args:
         task: the task (kind, files, lengths, metric).
         encoder: the pre-trained encoder (or a random one, for the baseline); an
-            encoder-decoder (BART/T5) runs :func:`finetune_seq2seq`.
+            encoder-decoder (BART/T5) runs :func:`finetune_seq2seq`; a :class:`TaskModel`
+            (a Hugging Face ``...For<Task>`` folder) keeps its head where it fits the task
+            (:func:`~ptm_core.finetune.imported_head.keep_imported_head`).
         tokenizer: its tokenizer (saved into ``final/``): BERT WordPiece, or any Hugging
             Face ``tokenizer.json`` (:class:`~ptm_core.finetune.data.task_tokenizer.HFTokenizer`:
             RoBERTa/BART byte-level BPE, ALBERT/XLNet/T5 Unigram).
@@ -104,6 +109,9 @@ def finetune(
         text_to_text: encoder-decoders only: T5's text-to-text mode (generate the label).
         num_workers: DataLoader processes that featurize training batches.
         provenance: JSON-ready facts to record in ``task.json`` (``init_from``, ...).
+        head_variants: task kind -> the fresh head's ``pool``/``activation``/
+            ``input_dropout`` (an imported ELECTRA or XLNet folder's own head,
+            :func:`~ptm_core.checkpoints.hf.bert_tasks.hf_head_variants`); BERT's otherwise.
 
     Returns:
         :class:`FinetuneResult`; ``<output_dir>/final/`` holds the model, its tokenizer
@@ -112,6 +120,9 @@ def finetune(
     # The new head's initial weights come from the global RNG: seed it from the run's seed,
     # so the same seed gives the same run in any process (the trainer seeds only later).
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
+    imported = encoder if isinstance(encoder, TaskModel) else None
+    if isinstance(encoder, TaskModel):
+        encoder = cast(TransformerEncoder, encoder.encoder)
     if isinstance(encoder, EncoderDecoderModel) and not feature_based:
         return finetune_seq2seq(
             task,
@@ -154,13 +165,20 @@ def finetune(
             dropout=dropout,
             label_names=train.label_names,
         )
+    elif imported is not None:
+        model, note = keep_imported_head(
+            imported, task.kind, num_labels, train.label_names or None, dropout
+        )
+        provenance = {**(provenance or {}), "task_head": note}
     else:
+        variant = (head_variants or {}).get(task.kind, {})
         model = build_task_model(
             encoder,
             task.kind,
             num_labels,
             dropout,
             label_names=train.label_names or None,
+            **variant,
         )
     record = {
         "task": task.to_dict(),

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-POOLER_ACTIVATIONS = ("tanh", "relu")
+POOLER_ACTIVATIONS: tuple[str, ...] = ("tanh", "gelu", "relu")
 
 
 class Pooler(nn.Module):
     """BERT pooler: ``tanh(W h_[CLS] + b)`` over the first token.
 
+    ELECTRA's classification head and sequence summary (Clark et al., 2020) use the same
+    projection with GELU instead of tanh (``activation="gelu"``); DistilBERT's
+    ``pre_classifier`` (Sanh et al., 2019) with ReLU (``activation="relu"``).
+
     Args:
         hidden_size: encoder width ``D``.
-        activation: ``"tanh"`` (BERT, RoBERTa) or ``"relu"`` (DistilBERT's
-            ``pre_classifier``, Sanh et al., 2019).
+        activation: ``"tanh"`` (BERT, RoBERTa, ALBERT, XLNet), ``"gelu"`` (ELECTRA; the
+            exact erf form, as ``transformers``' ``"gelu"``) or ``"relu"`` (DistilBERT).
 
     Shapes:
         ``(B, L, D) -> (B, D)``.
@@ -32,8 +37,12 @@ class Pooler(nn.Module):
         nn.init.zeros_(self.dense.bias)
 
     def forward(self, hidden_states: Tensor) -> Tensor:
-        pooled = self.dense(hidden_states[:, 0])
-        return torch.relu(pooled) if self.activation == "relu" else torch.tanh(pooled)
+        projected = self.dense(hidden_states[:, 0])
+        if self.activation == "gelu":
+            return F.gelu(projected)
+        if self.activation == "relu":
+            return torch.relu(projected)
+        return torch.tanh(projected)
 
 
 class SentencePairHead(nn.Module):

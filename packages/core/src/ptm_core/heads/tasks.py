@@ -3,7 +3,11 @@
 Each head maps the encoder's last hidden states to logits and never computes a loss (the
 loss lives in :class:`~ptm_core.finetune.model.TaskModel`). Parameter layouts follow
 Hugging Face's ``BertFor...`` classes so weights move both ways with a plain name map
-(:mod:`ptm_core.checkpoints.hf.bert_tasks`).
+(:mod:`ptm_core.checkpoints.hf.task_heads`). The pooled heads also take the variants of
+the other families' ``...For...`` classes: ELECTRA's classification head
+(``dropout -> dense -> GELU -> dropout -> out_proj``: ``activation="gelu"``,
+``input_dropout=True``; RoBERTa's is the same with tanh), DistilBERT's ``pre_classifier``
+(``activation="relu"``), ELECTRA's and XLNet's sequence summary (``pool``, ``activation``).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ptm_core.modules.dropout import Dropout
 
 PoolPosition = Literal["first", "last"]
 POOL_POSITIONS: tuple[str, ...] = ("first", "last")
+PoolerActivation = Literal["tanh", "gelu", "relu"]
 
 
 def _linear(hidden_size: int, out_features: int, std: float) -> nn.Linear:
@@ -67,7 +72,10 @@ class SequenceClassificationHead(nn.Module):
 
     ``logits = W_c Dropout(tanh(W_p h + b_p)) + b_c`` with ``h`` the ``[CLS]`` state
     (``pool="first"``) or the last real token (``pool="last"``, XLNet's summary). With
-    ``num_labels=1`` the single output is a regression score (STS-B).
+    ``num_labels=1`` the single output is a regression score (STS-B). ELECTRA's head
+    (Clark et al., 2020; ``ElectraClassificationHead``) is
+    ``W_c Dropout(GELU(W_p Dropout(h) + b_p)) + b_c``: ``activation="gelu"``,
+    ``input_dropout=True``.
 
     Args:
         hidden_size: encoder width ``D``.
@@ -75,7 +83,10 @@ class SequenceClassificationHead(nn.Module):
         dropout: dropout on the pooled vector (BERT: 0.1).
         pool: which token to summarise, ``"first"`` or ``"last"``.
         initializer_range: std of the normal initialisation of the classifier.
-        activation: the pooler's, ``"tanh"`` (BERT) or ``"relu"`` (DistilBERT).
+        activation: the pooler's activation, ``"tanh"`` (BERT), ``"gelu"`` (ELECTRA) or
+            ``"relu"`` (DistilBERT).
+        input_dropout: also drop out the summary token before the pooler (ELECTRA,
+            RoBERTa).
 
     Shapes:
         ``(B, L, D) -> (B, N)``.
@@ -88,17 +99,21 @@ class SequenceClassificationHead(nn.Module):
         dropout: float = 0.1,
         pool: PoolPosition = "first",
         initializer_range: float = 0.02,
-        activation: str = "tanh",
+        activation: PoolerActivation = "tanh",
+        input_dropout: bool = False,
     ) -> None:
         super().__init__()
         check_pool(pool)
         self.pool = pool
+        self.input_dropout = input_dropout
         self.pooler = Pooler(hidden_size, activation)
         self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, num_labels, initializer_range)
 
     def forward(self, hidden_states: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         token = summary_token(hidden_states, self.pool, attention_mask)  # (B, 1, D)
+        if self.input_dropout:
+            token = self.dropout(token)
         return self.classifier(self.dropout(self.pooler(token)))  # (B, N)
 
 
@@ -176,14 +191,16 @@ class MultipleChoiceHead(nn.Module):
 
     Each choice is encoded with the context as its own sequence; the pooled ``[CLS]`` state
     gets one score ``w . Dropout(tanh(W_p h + b_p))``, and a softmax over the ``C`` scores of
-    an example picks the answer.
+    an example picks the answer. ELECTRA's and XLNet's sequence summary are the same with
+    their ``summary_activation`` (``activation``) and ``summary_type`` (``pool``).
 
     Args:
         hidden_size: encoder width ``D``.
         dropout: dropout on the pooled vector.
         pool: which token to summarise, ``"first"`` or ``"last"``.
         initializer_range: std of the normal initialisation of the scorer.
-        activation: the pooler's, ``"tanh"`` (BERT) or ``"relu"`` (DistilBERT).
+        activation: the pooler's activation, ``"tanh"``, ``"gelu"`` or ``"relu"``.
+        input_dropout: also drop out the summary token before the pooler.
 
     Shapes:
         ``(B * C, L, D) -> (B, C)`` given ``num_choices=C``.
@@ -195,11 +212,13 @@ class MultipleChoiceHead(nn.Module):
         dropout: float = 0.1,
         pool: PoolPosition = "first",
         initializer_range: float = 0.02,
-        activation: str = "tanh",
+        activation: PoolerActivation = "tanh",
+        input_dropout: bool = False,
     ) -> None:
         super().__init__()
         check_pool(pool)
         self.pool = pool
+        self.input_dropout = input_dropout
         self.pooler = Pooler(hidden_size, activation)
         self.dropout = Dropout(dropout)
         self.classifier = _linear(hidden_size, 1, initializer_range)
@@ -212,5 +231,7 @@ class MultipleChoiceHead(nn.Module):
         num_choices: int,
     ) -> Tensor:
         token = summary_token(hidden_states, self.pool, attention_mask)  # (B*C, 1, D)
+        if self.input_dropout:
+            token = self.dropout(token)
         scores = self.classifier(self.dropout(self.pooler(token)))  # (B*C, 1)
         return scores.view(-1, num_choices)  # (B, C)

@@ -244,3 +244,16 @@ def pretraining_heads() -> tuple[Any, ...]:
             ),
         ),
     )
+
+
+def task_heads(model_type: str = "albert") -> tuple[Any, ...]:
+    """The ``AlbertFor...`` fine-tuning classes (:mod:`ptm_core.checkpoints.hf.task_heads`):
+    BERT's heads, the pooler at ``albert.pooler``."""
+    from ptm_core.checkpoints.hf.task_heads import bert_style_rows
+
+    return bert_style_rows(
+        "Albert",
+        {"pooler.dense.weight": "albert.pooler.weight", "pooler.dense.bias": "albert.pooler.bias"},
+        sequence_dropout=("classifier_dropout_prob",),
+        token_dropout=("classifier_dropout_prob", "hidden_dropout_prob"),
+    )

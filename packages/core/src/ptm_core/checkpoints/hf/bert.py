@@ -261,3 +261,18 @@ def pretraining_heads() -> tuple[Any, ...]:
             lambda heads, objective, _dir, _src: load_bert_pretraining_heads(heads, nsp=objective),
         ),
     )
+
+
+def task_heads(model_type: str = "bert") -> tuple[Any, ...]:
+    """The ``BertFor...`` fine-tuning classes (:mod:`ptm_core.checkpoints.hf.task_heads`)."""
+    from ptm_core.checkpoints.hf.task_heads import bert_style_rows
+
+    return bert_style_rows(
+        "Bert",
+        {
+            "pooler.dense.weight": "bert.pooler.dense.weight",
+            "pooler.dense.bias": "bert.pooler.dense.bias",
+        },
+        sequence_dropout=("classifier_dropout", "hidden_dropout_prob"),
+        token_dropout=("classifier_dropout", "hidden_dropout_prob"),
+    )

@@ -1,51 +1,54 @@
-"""Hugging Face ``...For{SequenceClassification, TokenClassification, QuestionAnswering,
-MultipleChoice}`` folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
+"""Hugging Face fine-tuning folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
 
-BERT's (``BertFor...``), RoBERTa's, XLM-R's and DistilBERT's classes. The encoder goes
-through the model type's converter module (:mod:`ptm_core.checkpoints.hf.bert`,
-:mod:`~ptm_core.checkpoints.hf.roberta`, ...); the head tensors map one to one by the
-tables of :mod:`~ptm_core.checkpoints.hf.task_layouts` (BERT's: ``pooler.dense`` <-
-``bert.pooler.dense``, ``classifier``, ``qa_outputs``).
+``BertFor...``, ``AlbertFor...``, ``ElectraFor...`` and ``XLNetFor...``
+``{SequenceClassification, TokenClassification, QuestionAnswering(Simple), MultipleChoice}``
+folders load with their heads and export back. The encoder goes through its family's
+converter (:mod:`ptm_core.checkpoints.hf.bert` and its siblings, by ``model_type``); the
+head through the family's rows in :mod:`ptm_core.checkpoints.hf.task_heads`, which also
+say the head's variant: ELECTRA's GELU classification head and the sequence summary of
+ELECTRA and XLNet become the head's ``pool``/``activation``/``input_dropout``, which
+``task.json`` keeps, so a fine-tuned ptm folder reloads and exports with the same head.
 
 The task comes from the config's ``architectures`` (``problem_type: "regression"`` or one
 label makes a sequence classifier a regressor); ``id2label`` becomes the label names and
 is written back on export, so a model moves between ptm and ``transformers`` with its
-labels. Only BERT's layer layout (post-LN, absolute positions, no sharing or factorised
-embeddings) has these classes; other encoders are saved with
-:func:`~ptm_core.finetune.model.save_task_model`. An encoder imported from RoBERTa, XLM-R
-or DistilBERT exports to that model type's classes again.
+labels. Every tensor is checked by its name in the file: a missing, unknown or mis-shaped
+one is refused naming the file and the tensor.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import logging
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, cast
 
+import torch
 from safetensors.torch import load_file, save_file
 
 from ptm_core.checkpoints import registry
-from ptm_core.checkpoints.hf.task_layouts import (
-    BERT,
-    TaskLayout,
-    all_architectures,
-    layout_for_architecture,
-    layout_for_config,
+from ptm_core.checkpoints.hf.file_tensors import check_file_tensors, expected_tensors, file_name
+from ptm_core.checkpoints.hf.formats import default_hf_format
+from ptm_core.checkpoints.hf.task_heads import POOLED_KINDS, HeadVariant, HFTaskHead, find_row
+from ptm_core.checkpoints.io import (
+    CheckpointError,
+    check_state,
+    fill_shared_tensors,
+    read_json_object,
+    read_weights,
 )
-from ptm_core.checkpoints.io import CheckpointError, check_state, read_json_object, read_weights
 from ptm_core.encoders.factory import encoder_from_config
 from ptm_core.finetune.model import TaskModel, build_task_model, head_settings
 
-# Hugging Face architecture -> ptm task kind (regression is decided by the config).
-HF_TASK_ARCHITECTURES = all_architectures()
-_KIND_TO_ARCHITECTURE = {
-    kind: BERT.architecture(kind)
-    for kind in ("classification", "regression", "tagging", "qa", "multiple_choice")
-}
-# ptm head parameter name -> Hugging Face tensor name, per kind (BERT's classes).
-HEAD_NAMES: dict[str, Mapping[str, str]] = {
-    kind: BERT.names(kind) for kind in _KIND_TO_ARCHITECTURE
+logger = logging.getLogger(__name__)
+
+_AUTO_CLASSES = {
+    "classification": "AutoModelForSequenceClassification",
+    "regression": "AutoModelForSequenceClassification",
+    "tagging": "AutoModelForTokenClassification",
+    "qa": "AutoModelForQuestionAnswering",
+    "multiple_choice": "AutoModelForMultipleChoice",
 }
 
 
@@ -57,23 +60,51 @@ def _read_config(path: Path) -> dict[str, Any]:
     )
 
 
+def _family_rows(model_type: str) -> tuple[ModuleType | None, tuple[HFTaskHead, ...]]:
+    module = registry.hf_encoder_family(model_type)
+    rows = getattr(module, "task_heads", None)
+    return module, (rows(model_type) if rows is not None else ())
+
+
+def _all_rows() -> tuple[HFTaskHead, ...]:
+    return tuple(r for t in registry.hf_encoder_families() for r in _family_rows(t)[1])
+
+
+def _model_type(config: dict[str, Any]) -> str:
+    # BERT configs written before model_type existed carry num_hidden_layers.
+    return str(config.get("model_type", "bert"))
+
+
+def hf_task_head(config: dict[str, Any], *, source: str = "config.json") -> HFTaskHead:
+    """The fine-tuning class a Hugging Face ``config.json`` dict names.
+
+    Raises:
+        CheckpointError: ``architectures`` names no class ptm reads for its ``model_type``
+            (the message lists the valid ones).
+    """
+    architectures = list(config.get("architectures") or [])
+    model_type = _model_type(config)
+    _, rows = _family_rows(model_type)
+    row = find_row(rows, architectures)
+    if row is None:
+        valid = [r.architecture for r in rows] or [r.architecture for r in _all_rows()]
+        raise CheckpointError(
+            f"{source}: architectures {architectures!r} has no fine-tuning class ptm reads "
+            f"for model_type {model_type!r}; valid: {', '.join(valid)}. A bare encoder "
+            "(BertModel, ElectraForPreTraining, ...) loads with "
+            "TransformerEncoder.from_pretrained and gets a fresh head from build_task_model"
+        )
+    return row
+
+
 def hf_task_kind(config: dict[str, Any], *, source: str = "config.json") -> str:
-    """The ptm task kind of a Hugging Face ``BertFor...`` config dict.
+    """The ptm task kind of a Hugging Face ``...For<Task>`` config dict.
 
     Raises:
         CheckpointError: ``architectures`` names no supported task class (the message lists
-            them).
+            them), or a multi-label classifier.
     """
-    architectures = config.get("architectures") or []
-    found = [a for a in architectures if a in HF_TASK_ARCHITECTURES]
-    if not found:
-        raise CheckpointError(
-            f"{source}: architectures {architectures!r} has no fine-tuning class ptm reads; "
-            f"valid: {', '.join(HF_TASK_ARCHITECTURES)}. A bare encoder (BertModel, "
-            "BertForPreTraining) loads with TransformerEncoder.from_pretrained and gets a "
-            "fresh head from build_task_model"
-        )
-    kind = HF_TASK_ARCHITECTURES[found[0]]
+    kind = hf_task_head(config, source=source).kind
     if kind == "classification" and (
         config.get("problem_type") == "regression" or _num_labels(config) == 1
     ):
@@ -87,17 +118,16 @@ def hf_task_kind(config: dict[str, Any], *, source: str = "config.json") -> str:
 
 
 def is_hf_task_directory(directory: str | Path) -> bool:
-    """Whether ``directory/config.json`` is a Hugging Face ``BertFor...`` task config."""
+    """Whether ``directory/config.json`` is a Hugging Face fine-tuning config ptm reads."""
     path = Path(directory) / "config.json"
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
-    return (
-        isinstance(raw, dict)
-        and "ptm_format" not in raw
-        and any(a in HF_TASK_ARCHITECTURES for a in raw.get("architectures") or [])
-    )
+    if not isinstance(raw, dict) or "ptm_format" in raw:
+        return False
+    names = set(raw.get("architectures") or [])
+    return any(r.architecture in names for r in _all_rows())
 
 
 def _num_labels(config: dict[str, Any]) -> int:
@@ -126,107 +156,155 @@ def label_names_from_config(config: dict[str, Any], *, source: str) -> list[str]
 
 
 def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskModel:
-    """Load a Hugging Face ``BertFor...`` fine-tuning folder as a :class:`TaskModel`.
+    """Load a Hugging Face fine-tuning folder (BERT, ALBERT, ELECTRA, XLNet) as a
+    :class:`TaskModel`, with its head.
 
     Args:
         directory: folder with ``config.json`` and ``model.safetensors`` (or a
             ``pytorch_model.bin`` holding tensors only).
-        strict: raise on missing or unknown *encoder* tensors (the head's tensors and every
-            shape are always checked).
+        strict: raise on missing or unknown tensors (every shape is always checked, and
+            the head's tensors must be there).
 
     Returns:
         The model (training mode; call ``.eval()`` to predict); its ``label_names`` come
-        from ``id2label`` for classification and tagging, the head dropout from
-        ``classifier_dropout`` (else ``hidden_dropout_prob``).
+        from ``id2label`` for classification and tagging, the head's variant and dropout
+        from the config (see :mod:`ptm_core.checkpoints.hf.task_heads`).
 
     Raises:
-        CheckpointError: unsupported architecture, or missing/unknown/mis-shaped tensors
-            (listed, with the file).
+        CheckpointError: unsupported architecture or head variant, or a missing, unknown
+            or mis-shaped tensor (named, with the file).
     """
     directory = Path(directory)
     config_path = directory / "config.json"
     raw = _read_config(config_path)
     source = str(config_path)
+    row = hf_task_head(raw, source=source)
     kind = hf_task_kind(raw, source=source)
-    layout = _layout(raw, source)
-    family = registry.hf_encoder_family(layout.model_type)
-    assert family is not None, layout.model_type
+    family, _ = _family_rows(_model_type(raw))
+    assert family is not None  # hf_task_head found a row
     encoder_config = family.config_from_hf(raw, source=source)
+    variant = row.read(raw, source)
     weights, weights_path = read_weights(directory)
-    names = layout.names(kind)
-    head_sources = set(names.values())
+    absent = sorted(theirs for theirs in row.names.values() if theirs not in weights)
+    head_sources = set(row.names.values())
     encoder_weights = {k: v for k, v in weights.items() if k not in head_sources}
-    absent = sorted(theirs for theirs in head_sources if theirs not in weights)
-    state, _, missing, unknown = family.state_from_hf(encoder_weights, encoder_config)
+    state, heads, missing, unknown = family.state_from_hf(encoder_weights, encoder_config)
     if absent:
-        # ``unknown`` lists the heads of other tasks (a classifier in a QA folder).
+        # ``unknown`` lists the heads of the family's other classes (a classifier in a QA
+        # folder).
         raise CheckpointError(
-            f"{weights_path}: {', '.join(raw['architectures'])} needs the head tensors "
+            f"{weights_path}: {row.architecture} needs the head tensors "
             f"{', '.join(absent)}, which are absent"
             + (f" (the file holds {', '.join(unknown)} instead)" if unknown else "")
             + f"; fix 'architectures' in {config_path} or export the model again"
         )
     encoder = encoder_from_config(encoder_config)
-    check_state(
-        encoder,
-        state,
-        source=str(weights_path),
-        strict=strict,
-        unknown=unknown,
-        missing_source_names=missing or None,
-    )
-    dropout = raw.get("classifier_dropout")
-    if dropout is None:
-        dropout = raw.get("seq_classif_dropout", raw.get("hidden_dropout_prob", 0.1))
     num_labels = 2 if kind == "qa" else _num_labels(raw)
     label_names = (
         label_names_from_config(raw, source=source)
         if kind in ("classification", "tagging")
         else None
     )
-    model = build_task_model(
-        encoder,
-        kind,
-        num_labels,
-        float(dropout),
-        pool="first",
-        label_names=label_names,
-        **_activation(layout),
+    try:
+        model = build_task_model(
+            encoder,
+            kind,
+            num_labels,
+            variant.dropout,
+            pool=cast(Any, variant.pool),
+            label_names=label_names,
+            activation=cast(Any, variant.activation),
+            input_dropout=variant.input_dropout,
+        )
+    except ValueError as exc:
+        raise CheckpointError(f"{source}: {exc}") from None
+    prefix = str(getattr(family, "HF_PREFIX", ""))
+    expected = expected_tensors(family, encoder_config)
+    own = model.head.state_dict()
+    expected.update({file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in row.names.items()})
+    check_file_tensors(
+        weights,
+        expected,
+        prefix=prefix,
+        leftover={file_name(k, "") for k in heads},
+        strict=strict,
+        weights_path=weights_path,
+        config_path=config_path,
+        architecture=row.architecture,
     )
-    head_state = {ours: weights[theirs] for ours, theirs in names.items()}
-    check_state(model.head, head_state, source=str(weights_path))
+    check_state(
+        encoder,
+        fill_shared_tensors(encoder, state),  # ALBERT: one layer under every layer's name
+        source=str(weights_path),
+        strict=strict,
+        unknown=unknown,
+        missing_source_names=missing or None,
+    )
+    check_state(
+        model.head,
+        {ours: weights[theirs] for ours, theirs in row.names.items()},
+        source=str(weights_path),
+    )
     return model
 
 
-def _activation(layout: TaskLayout) -> dict[str, str]:
-    # Only a non-default pooler activation is passed, so BERT's heads are built as before.
-    return {} if layout.activation == "tanh" else {"activation": layout.activation}
+def _variant(model: TaskModel) -> HeadVariant:
+    settings = head_settings(model.head)
+    if model.kind not in (*POOLED_KINDS, "regression"):
+        return HeadVariant(dropout=settings["dropout"])
+    return HeadVariant(
+        pool=settings["pool"],
+        activation=settings.get("pooler_activation", "tanh"),
+        input_dropout=bool(settings.get("pooler_input_dropout", False)),
+        dropout=settings["dropout"],
+    )
 
 
-def _layout(raw: dict[str, Any], source: str) -> TaskLayout:
-    """The layout of the folder's task class, checked against its ``model_type``."""
-    architecture = next(a for a in raw.get("architectures") or [] if a in HF_TASK_ARCHITECTURES)
-    layout = layout_for_architecture(architecture)
-    assert layout is not None, architecture
-    model_type = raw.get("model_type", "bert")
-    if model_type != layout.model_type:
-        raise CheckpointError(
-            f"{source}: architectures names {architecture} (model_type "
-            f"{layout.model_type!r}) but model_type is {model_type!r}; fix one of the two"
-        )
-    return layout
+def hf_task_export(model: TaskModel) -> tuple[str, HFTaskHead, dict[str, Any]]:
+    """The Hugging Face family and class that hold ``model``, and the config keys of its
+    head's variant.
+
+    The encoder's own family comes first (:func:`~ptm_core.checkpoints.hf.formats.default_hf_format`);
+    an unfactorised BERT-layout encoder may also be an ELECTRA (ELECTRA-base has
+    ``embedding_size == hidden_size``), which then holds ELECTRA's heads.
+
+    Raises:
+        CheckpointError: no class holds this encoder with this head (the message says why).
+    """
+    kind = "classification" if model.kind == "regression" else model.kind
+    variant = _variant(model)
+    family = default_hf_format(model.encoder.config).removeprefix("hf-")
+    candidates = [family, "electra"] if family == "bert" else [family]
+    tried: list[HFTaskHead] = []
+    for name in candidates:
+        _, rows = _family_rows(name)
+        row = next((r for r in rows if r.kind == kind), None)
+        if row is None:
+            continue
+        extra = row.write(variant)
+        if extra is not None:
+            return name, row, extra
+        tried.append(row)
+    described = f"pool={variant.pool!r}, pooler activation {variant.activation!r}" + (
+        ", dropout before the pooler" if variant.input_dropout else ""
+    )
+    raise CheckpointError(
+        f"this {model.kind} head ({described}) has no Hugging Face class for this encoder: "
+        + "; ".join(f"{r.architecture} has {r.fixed}" for r in tried)
+        + ". Save the model with save_task_model instead"
+    )
 
 
 def export_hf_task_model(
     model: TaskModel, directory: str | Path, label_names: list[str] | None = None
 ) -> Path:
-    """Write ``model`` as a Hugging Face ``BertFor...`` folder, atomically.
+    """Write ``model`` as a Hugging Face ``...For<Task>`` folder, atomically.
 
-    ``transformers`` loads the result with ``BertFor<Task>.from_pretrained(directory)`` with
-    no missing or unexpected keys.
+    ``transformers`` loads the result with ``AutoModelFor<Task>.from_pretrained(directory)``
+    with no missing or unexpected keys, and gives the same logits.
 
     Args:
-        model: a :class:`TaskModel` on a BERT-layout encoder, with ``pool="first"``.
+        model: a :class:`TaskModel` on a BERT, ALBERT, ELECTRA or XLNet encoder.
         directory: target folder (replaced as a whole if it exists).
         label_names: names for ``id2label`` / ``label2id`` (default: the model's
             ``label_names``, else ``LABEL_i``).
@@ -235,15 +313,10 @@ def export_hf_task_model(
         The folder written.
 
     Raises:
-        CheckpointError: the encoder or head has no ``BertFor...`` equivalent.
+        CheckpointError: the encoder or head has no Hugging Face equivalent.
     """
     kind = model.kind
-    settings = head_settings(model.head)
-    if settings["pool"] != "first":
-        raise CheckpointError(
-            f"pool={settings['pool']!r}: Hugging Face BERT heads pool the first token; "
-            "save this model with save_task_model instead"
-        )
+    family, row, head_config = hf_task_export(model)
     names = label_names if label_names is not None else model.label_names
     if kind in ("classification", "regression", "tagging"):
         count = model.num_labels
@@ -252,41 +325,70 @@ def export_hf_task_model(
             raise ValueError(f"label_names has {len(names)} names but num_labels={count}")
     else:
         names = None
-    layout = layout_for_config(model.encoder.config)
-    activation = getattr(getattr(model.head, "pooler", None), "activation", "tanh")
-    if kind in ("classification", "regression", "multiple_choice") and (
-        activation != layout.activation
-    ):
-        raise CheckpointError(
-            f"this {kind} head's pooler uses {activation}, but {layout.architecture(kind)} "
-            f"uses {layout.activation}; save this model with save_task_model instead"
-        )
-    head = {
-        theirs: model.head.state_dict()[ours].detach().contiguous().clone()
-        for ours, theirs in layout.names(kind).items()
-    }
+    own = model.head.state_dict()
+    head = {theirs: own[ours].detach().contiguous().clone() for ours, theirs in row.names.items()}
+    prefix = str(getattr(registry.hf_encoder_family(family), "HF_PREFIX", ""))
 
     def rewrite(tmp: Path) -> None:
         config_path, weights_path = tmp / "config.json", tmp / "model.safetensors"
         config = json.loads(config_path.read_text(encoding="utf-8"))
-        config["architectures"] = [layout.architecture(kind)]
+        config["architectures"] = [row.architecture]
         if names is not None:
             config["id2label"] = {str(i): name for i, name in enumerate(names)}
             config["label2id"] = {name: i for i, name in enumerate(names)}
         if kind == "regression":
             config["problem_type"] = "regression"
+            config["num_labels"] = 1
         elif kind == "classification":
             config["problem_type"] = "single_label_classification"
-        if kind != "qa" and layout.model_type == "distilbert":
-            config["seq_classif_dropout"] = settings["dropout"]
-        elif kind != "qa":
-            config["classifier_dropout"] = settings["dropout"]
+        config.update(head_config)
         config_path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         encoder_state = load_file(str(weights_path))
-        state = {f"{layout.prefix}{k}": v for k, v in encoder_state.items()}
+        state = {f"{prefix}{k}": v for k, v in encoder_state.items()}
         state.update(head)
         save_file(state, str(weights_path), metadata={"format": "pt"})
 
-    return model.encoder.save_pretrained(
-        directory, format=f"hf-{layout.model_type}", extra_writers=[rewrite]
-    )
+    with torch.no_grad():
+        return model.encoder.save_pretrained(
+            directory, format=f"hf-{family}", extra_writers=[rewrite]
+        )
+
+
+def auto_class(kind: str) -> str:
+    """The ``transformers`` auto class that loads an exported ``kind`` folder."""
+    return _AUTO_CLASSES[kind]
+
+
+def hf_head_variants(directory: str | Path) -> dict[str, dict[str, Any]]:
+    """The head each task kind gets in ``directory``'s Hugging Face family, as
+    ``build_task_model`` keywords (``pool``, ``activation``, ``input_dropout``).
+
+    A fresh head on an imported ELECTRA encoder is then ELECTRA's (GELU), on an XLNet one
+    XLNet's last-token summary, as ``transformers``' ``...For<Task>`` would build it, and
+    it exports back to that class. ``{}`` for a ptm folder or a family without task classes.
+    """
+    path = Path(directory) / "config.json"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if not isinstance(raw, dict) or "ptm_format" in raw or "model_type" not in raw:
+        return {}
+    _, rows = _family_rows(_model_type(raw))
+    variants: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind not in POOLED_KINDS:
+            continue
+        try:
+            variant = row.read(raw, str(path))
+        except CheckpointError:  # a summary ptm lacks: BERT's head, as for a ptm folder
+            continue
+        settings = {
+            "pool": variant.pool,
+            "activation": variant.activation,
+            "input_dropout": variant.input_dropout,
+        }
+        variants[row.kind] = settings
+        if row.kind == "classification":
+            variants["regression"] = settings
+    return variants

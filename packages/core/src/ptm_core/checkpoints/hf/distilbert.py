@@ -207,3 +207,63 @@ def pretraining_heads() -> tuple[Any, ...]:
             lambda heads, objective, _dir, _src: copy_head(heads, objective, MLM_NAMES),
         ),
     )
+
+
+def task_heads(model_type: str = "distilbert") -> tuple[Any, ...]:
+    """The ``DistilBertFor...`` fine-tuning classes (:mod:`ptm_core.checkpoints.hf.task_heads`).
+
+    Sequence classification and multiple choice are ``pre_classifier`` -> ReLU -> dropout
+    (``seq_classif_dropout``) -> ``classifier`` on the first token: ptm's pooler with
+    ``activation="relu"``. The token classifier's dropout is the encoder's ``dropout``.
+    """
+    from ptm_core.checkpoints.hf.task_heads import (
+        CLASSIFIER_NAMES,
+        QA_NAMES,
+        HeadVariant,
+        HFTaskHead,
+        read_dropout,
+    )
+
+    relu_head = HeadVariant(activation="relu")
+
+    def read_head(config: dict[str, Any], source: str) -> HeadVariant:
+        dropout = read_dropout(("seq_classif_dropout",))(config, source).dropout
+        return HeadVariant(activation="relu", dropout=dropout)
+
+    def write_head(variant: HeadVariant) -> dict[str, Any] | None:
+        if variant.shape() != relu_head.shape():
+            return None
+        return {"seq_classif_dropout": variant.dropout}
+
+    pooled = {
+        "pooler.dense.weight": "pre_classifier.weight",
+        "pooler.dense.bias": "pre_classifier.bias",
+        **CLASSIFIER_NAMES,
+    }
+    fixed = "pre_classifier, ReLU, dropout, classifier on the first token"
+    return (
+        HFTaskHead(
+            "DistilBertForSequenceClassification",
+            "classification",
+            pooled,
+            read_head,
+            write_head,
+            fixed=fixed,
+        ),
+        HFTaskHead(
+            "DistilBertForTokenClassification",
+            "tagging",
+            CLASSIFIER_NAMES,
+            read_dropout(("dropout",)),
+            lambda variant: {} if variant.shape() == HeadVariant().shape() else None,
+        ),
+        HFTaskHead("DistilBertForQuestionAnswering", "qa", QA_NAMES),
+        HFTaskHead(
+            "DistilBertForMultipleChoice",
+            "multiple_choice",
+            pooled,
+            read_head,
+            write_head,
+            fixed=fixed,
+        ),
+    )

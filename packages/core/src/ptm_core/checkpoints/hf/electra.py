@@ -1,22 +1,28 @@
-"""Hugging Face ELECTRA (``ElectraModel`` / ``ElectraForPreTraining``) <-> ptm.
+"""Hugging Face ELECTRA (``ElectraModel``, ``ElectraForPreTraining``, ``ElectraForMaskedLM``
+and the ``ElectraFor<Task>`` classes of :func:`task_heads`) <-> ptm.
 
 ELECTRA's discriminator is BERT with factorised embeddings: the layers use BERT's names
 (mapped by :func:`~ptm_core.checkpoints.hf.bert.hf_bert_to_ptm`), ``embeddings_project`` maps onto
 ptm's ``embedding_projection`` (present only when ``embedding_size != hidden_size``), and
 ``discriminator_predictions.{dense,dense_prediction}`` onto
-:class:`~ptm_core.heads.TokenDiscriminatorHead`.
+:class:`~ptm_core.heads.TokenDiscriminatorHead`, and the generator's
+``generator_predictions.{dense,LayerNorm}`` + ``generator_lm_head`` (``ElectraForMaskedLM``)
+onto a :class:`~ptm_core.heads.MaskedLMHead` of width ``E`` tied to the token table.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor
 
 from ptm_core.checkpoints.hf.bert import HF_BERT_CONFIG_KEYS, hf_bert_to_ptm, ptm_to_hf_bert
 from ptm_core.checkpoints.io import CheckpointError, check_state, read_weights
 from ptm_core.encoders.config import EncoderConfig
+from ptm_core.heads.mlm import MaskedLMHead
 from ptm_core.heads.token_discriminator import TokenDiscriminatorHead
 
 _CONFIG_KEYS = {**HF_BERT_CONFIG_KEYS, "embedding_size": "embedding_size"}
@@ -129,15 +135,53 @@ def load_discriminator_head(path: str | Path, head: TokenDiscriminatorHead) -> N
     discriminator_head_from_hf(heads, head, source=str(weights_path))
 
 
+# ptm MaskedLMHead <- ElectraForMaskedLM's generator head (its decoder is tied to the table).
+GENERATOR_NAMES = {
+    "dense.weight": "generator_predictions.dense.weight",
+    "dense.bias": "generator_predictions.dense.bias",
+    "norm.weight": "generator_predictions.LayerNorm.weight",
+    "norm.bias": "generator_predictions.LayerNorm.bias",
+    "decoder.bias": "generator_lm_head.bias",
+}
+
+
+def generator_head_from_hf(
+    heads: dict[str, Tensor], head: MaskedLMHead, *, source: str = "checkpoint"
+) -> None:
+    """Load ``ElectraForMaskedLM``'s ``generator_predictions`` (dense, GELU, LayerNorm) and
+    ``generator_lm_head`` bias into an MLM head tied to the encoder's ``E``-wide table.
+
+    Raises:
+        CheckpointError: a head tensor is missing, or ``generator_lm_head.weight`` is not
+            the token table (ELECTRA ties them).
+    """
+    absent = sorted(t for t in GENERATOR_NAMES.values() if t not in heads)
+    if absent:
+        raise CheckpointError(
+            f"{source}: head tensors {absent} are missing; this is not an ElectraForMaskedLM "
+            "checkpoint, load the encoder only"
+        )
+    tied = heads.get("generator_lm_head.weight")
+    if tied is not None and not torch.equal(tied, head.decoder.weight.detach()):
+        raise CheckpointError(
+            f"{source}: generator_lm_head.weight differs from the token table; ELECTRA ties "
+            "them. Build the MLM head on the encoder loaded from the same folder"
+        )
+    own = {ours: heads[theirs] for ours, theirs in GENERATOR_NAMES.items()}
+    own["decoder.weight"] = head.decoder.weight.detach()
+    check_state(head, own, source=source)
+
+
 #: The encoder's weight prefix in an ``ElectraForPreTraining`` file.
 HF_PREFIX = "electra."
 
 
 def pretraining_heads() -> tuple[Any, ...]:
-    """The head an ``ElectraForPreTraining`` folder fills: the discriminator of replaced
-    token detection."""
+    """The heads an ``ElectraForPreTraining`` folder fills (the discriminator of replaced
+    token detection) and an ``ElectraForMaskedLM`` folder (the generator's MLM head)."""
     from ptm_core.checkpoints.hf.pretraining_heads import HFHead
     from ptm_core.objectives.electra import ReplacedTokenDetectionObjective
+    from ptm_core.objectives.mlm import MaskedLMObjective
 
     return (
         HFHead(
@@ -146,5 +190,80 @@ def pretraining_heads() -> tuple[Any, ...]:
             lambda heads, objective, _dir, source: discriminator_head_from_hf(
                 heads, objective.discriminator_head, source=source
             ),
+        ),
+        HFHead(
+            MaskedLMObjective,
+            ("generator_predictions.dense.weight", "generator_lm_head.bias"),
+            lambda heads, objective, _dir, source: generator_head_from_hf(
+                heads, objective.head, source=source
+            ),
+        ),
+    )
+
+
+def task_heads(model_type: str = "electra") -> tuple[Any, ...]:
+    """The ``ElectraFor...`` fine-tuning classes (:mod:`ptm_core.checkpoints.hf.task_heads`).
+
+    ``ElectraForSequenceClassification``'s head is fixed (``ElectraClassificationHead``:
+    dropout, dense, GELU, dropout, ``out_proj`` on the first token); multiple choice reads
+    its ``sequence_summary`` from the config (``summary_type``, ``summary_activation``).
+    """
+    from ptm_core.checkpoints.hf.task_heads import (
+        CLASSIFIER_NAMES,
+        QA_NAMES,
+        HeadVariant,
+        HFTaskHead,
+        read_dropout,
+        read_summary,
+        write_dropout,
+        write_summary,
+    )
+
+    dropout_keys = ("classifier_dropout", "hidden_dropout_prob")
+    electra_head = HeadVariant(activation="gelu", input_dropout=True)
+
+    def read_head(config: dict[str, Any], source: str) -> HeadVariant:
+        return replace(electra_head, dropout=read_dropout(dropout_keys)(config, source).dropout)
+
+    def write_head(variant: HeadVariant) -> dict[str, Any] | None:
+        if variant.shape() != electra_head.shape():
+            return None
+        return {"classifier_dropout": variant.dropout}
+
+    summary = {
+        "pooler.dense.weight": "sequence_summary.summary.weight",
+        "pooler.dense.bias": "sequence_summary.summary.bias",
+    }
+    return (
+        HFTaskHead(
+            "ElectraForSequenceClassification",
+            "classification",
+            {
+                "pooler.dense.weight": "classifier.dense.weight",
+                "pooler.dense.bias": "classifier.dense.bias",
+                "classifier.weight": "classifier.out_proj.weight",
+                "classifier.bias": "classifier.out_proj.bias",
+            },
+            read_head,
+            write_head,
+            fixed="dropout, dense, GELU, dropout, out_proj on the first token",
+        ),
+        HFTaskHead(
+            "ElectraForTokenClassification",
+            "tagging",
+            CLASSIFIER_NAMES,
+            read_dropout(dropout_keys),
+            write_dropout("classifier_dropout"),
+        ),
+        HFTaskHead("ElectraForQuestionAnswering", "qa", QA_NAMES),
+        HFTaskHead(
+            "ElectraForMultipleChoice",
+            "multiple_choice",
+            {**summary, **CLASSIFIER_NAMES},
+            lambda config, source: read_summary(
+                config, source, default_type="first", default_activation="gelu"
+            ),
+            write_summary,
+            fixed="a projection of the first or last token with tanh or GELU",
         ),
     )

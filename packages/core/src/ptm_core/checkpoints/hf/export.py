@@ -17,16 +17,18 @@ BERT layout        ``BertForPreTraining`` (MLM +   ``AutoModelForMaskedLM``,
 spanbert, ...)     (MLM only), ``BertModel``
 ALBERT             ``AlbertForPreTraining``        ``AutoModelForMaskedLM``
 ELECTRA            ``ElectraForPreTraining``       ``AutoModelForPreTraining``
-                   (discriminator)
+                   (discriminator), or            ``AutoModelForMaskedLM``
+                   ``ElectraForMaskedLM`` (MLM)
 XLNet              ``XLNetLMHeadModel``            ``AutoModelForCausalLM``
 imported from      ``RobertaForMaskedLM``,         ``AutoModelForMaskedLM``
 RoBERTa, XLM-R,    ``XLMRobertaForMaskedLM``,
 DistilBERT         ``DistilBertForMaskedLM``
 BART               ``BartForConditionalGeneration``  ``AutoModelForSeq2SeqLM``
 T5                 ``T5ForConditionalGeneration``    ``AutoModelForSeq2SeqLM``
-fine-tuned BERT    ``BertFor{SequenceClassification, TokenClassification,
-(RoBERTa, ...)     QuestionAnswering, MultipleChoice}`` (``id2label``/``label2id``), or
-                   the ``RobertaFor...``, ``XLMRobertaFor...``, ``DistilBertFor...`` ones
+fine-tuned         ``{Bert,Albert,Electra,XLNet,Roberta,XLMRoberta,DistilBert}For{
+                   SequenceClassification, TokenClassification, QuestionAnswering,
+                   MultipleChoice}`` (``id2label``/``label2id``;
+                   :mod:`~ptm_core.checkpoints.hf.task_heads`)
 =================  ===================================================================
 
 Heads without a Hugging Face counterpart (SpanBERT's SBO, ELECTRA's generator, ...) are
@@ -47,6 +49,7 @@ from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import registry
+from ptm_core.checkpoints.hf import electra as electra_hf
 from ptm_core.checkpoints.hf.bert import check_bert_layout, encoder_config_to_hf, ptm_to_hf_bert
 from ptm_core.checkpoints.hf.formats import default_hf_format
 from ptm_core.checkpoints.hf.knowledge_export import (
@@ -79,7 +82,7 @@ SUPPORTED_KINDS = (
     "a ptm pretrain final/ of a BERT-layout encoder (bert, roberta, spanbert, ...), ALBERT, "
     "ELECTRA or XLNet",
     "a BART or T5 pretrain final/ (ptm_model: encoder_decoder)",
-    "a ptm finetune final/ (task.json) on a BERT-layout encoder",
+    "a ptm finetune final/ (task.json) on a BERT, ALBERT, ELECTRA or XLNet encoder",
 )
 
 _MLM_NAMES = {  # ptm MaskedLMHead -> BERT's cls.predictions
@@ -113,6 +116,9 @@ _ELECTRA_NAMES = {
     "discriminator_head.dense.bias": "discriminator_predictions.dense.bias",
     "discriminator_head.prediction.weight": "discriminator_predictions.dense_prediction.weight",
     "discriminator_head.prediction.bias": "discriminator_predictions.dense_prediction.bias",
+}
+_ELECTRA_MLM_NAMES = {  # an MLM on an ELECTRA encoder: ElectraForMaskedLM (a generator)
+    f"head.{ours}": theirs for ours, theirs in electra_hf.GENERATOR_NAMES.items()
 }
 _XLNET_NAMES = {"output_bias": "lm_loss.bias"}
 
@@ -371,9 +377,13 @@ def write_hf_encoder(
                     discriminator = {t: tensors[o] for o, t in _ELECTRA_NAMES.items()}
                     break
             state.update(discriminator)
+            generator = {} if discriminator else _take(groups, _ELECTRA_MLM_NAMES, used)
+            state.update(generator)
             architecture, auto = (
                 ("ElectraForPreTraining", "AutoModelForPreTraining")
                 if discriminator
+                else ("ElectraForMaskedLM", "AutoModelForMaskedLM")
+                if generator
                 else ("ElectraModel", "AutoModel")
             )
         else:  # xlnet
@@ -436,18 +446,8 @@ def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> H
     return HFExport(target, family, architecture, "AutoModelForSeq2SeqLM", heads=["lm_head"])
 
 
-_TASK_AUTO = {
-    "classification": "AutoModelForSequenceClassification",
-    "regression": "AutoModelForSequenceClassification",
-    "tagging": "AutoModelForTokenClassification",
-    "qa": "AutoModelForQuestionAnswering",
-    "multiple_choice": "AutoModelForMultipleChoice",
-}
-
-
 def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
-    from ptm_core.checkpoints.hf.bert_tasks import export_hf_task_model
-    from ptm_core.checkpoints.hf.task_layouts import layout_for_config
+    from ptm_core.checkpoints.hf.bert_tasks import auto_class, export_hf_task_model, hf_task_export
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)
@@ -458,7 +458,12 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
     if "ptm_format" not in config:
         raise _unsupported(source, "a fine-tuned model on a non-BERT encoder")
     model, task = load_task_model(source)
-    write_tokenizer = _tokenizer_writer(tokenizer_dir, model.encoder.config.max_positions)
+    try:
+        family, row, _ = hf_task_export(model)
+    except CheckpointError as exc:
+        raise _unsupported(source, str(exc)) from None
+    max_length = None if family == "xlnet" else model.encoder.config.max_positions
+    write_tokenizer = _tokenizer_writer(tokenizer_dir, max_length)
     with atomic_directory(target, kind="export") as tmp:
         try:
             export_hf_task_model(model, tmp / "model")
@@ -467,11 +472,4 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
         _move_into(tmp / "model", tmp)
         write_tokenizer(tmp)
     kind = str(task["kind"])
-    layout = layout_for_config(model.encoder.config)
-    return HFExport(
-        target,
-        layout.model_type,
-        layout.architecture(kind),
-        _TASK_AUTO[kind],
-        heads=[f"task:{kind}"],
-    )
+    return HFExport(target, family, row.architecture, auto_class(kind), heads=[f"task:{kind}"])

@@ -14,6 +14,8 @@ albert      ``predictions.*``, ``albert.pooler``,        MLM, SOP
             ``sop_classifier``
 electra     ``discriminator_predictions.*``             replaced token detection
                                                         (the discriminator)
+electra     ``generator_predictions.*``,                MLM (``ElectraForMaskedLM``,
+            ``generator_lm_head.bias``                  the generator)
 xlnet       ``lm_loss.bias``                            permutation LM
 ==========  ==========================================  ==========================
 

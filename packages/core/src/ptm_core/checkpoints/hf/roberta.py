@@ -10,8 +10,7 @@ under BERT's tensor names, prefixed ``roberta.``. Two things differ:
   right padding, as ptm's collators pad, every real token gets the same vector; padding
   positions differ but no real token attends to them.
 - **heads**: the MLM head is ``lm_head.{dense, layer_norm, bias}`` (decoder tied), the
-  sequence classifier ``classifier.{dense, out_proj}`` on ``<s>``
-  (:mod:`~ptm_core.checkpoints.hf.task_layouts`).
+  sequence classifier ``classifier.{dense, out_proj}`` on ``<s>`` (:func:`task_heads`).
 
 No token types: ``type_vocab_size`` is 1. The config comes back as an
 :class:`~ptm_core.encoders.config.HFEncoderConfig` that remembers ``model_type``, so
@@ -182,5 +181,72 @@ def pretraining_heads() -> tuple[Any, ...]:
             MaskedLMObjective,
             ("lm_head.bias", "lm_head.dense.weight"),
             lambda heads, objective, _dir, _src: copy_head(heads, objective, MLM_NAMES),
+        ),
+    )
+
+
+def task_heads(model_type: str = "roberta") -> tuple[Any, ...]:
+    """The ``RobertaFor...`` / ``XLMRobertaFor...`` fine-tuning classes of ``model_type``
+    (:mod:`ptm_core.checkpoints.hf.task_heads`).
+
+    The sequence classifier is ``RobertaClassificationHead`` (dropout, ``dense``, tanh,
+    dropout, ``out_proj`` on ``<s>``): ptm's tanh pooler with ``input_dropout``. A tanh
+    head without that first dropout exports to it too, as the two compute the same thing
+    outside training. Multiple choice is BERT's: ``roberta.pooler`` + ``classifier``.
+    """
+    from ptm_core.checkpoints.hf.task_heads import (
+        CLASSIFIER_NAMES,
+        QA_NAMES,
+        HeadVariant,
+        HFTaskHead,
+        read_dropout,
+        write_dropout,
+    )
+
+    prefix = class_prefix(model_type)
+    dropout_keys = ("classifier_dropout", "hidden_dropout_prob")
+    roberta_head = HeadVariant(input_dropout=True)
+
+    def read_head(config: dict[str, Any], source: str) -> HeadVariant:
+        dropout = read_dropout(dropout_keys)(config, source).dropout
+        return HeadVariant(input_dropout=True, dropout=dropout)
+
+    def write_head(variant: HeadVariant) -> dict[str, Any] | None:
+        if variant.shape()[:2] != roberta_head.shape()[:2]:
+            return None
+        return {"classifier_dropout": variant.dropout}
+
+    pooler = {
+        "pooler.dense.weight": "roberta.pooler.dense.weight",
+        "pooler.dense.bias": "roberta.pooler.dense.bias",
+    }
+    return (
+        HFTaskHead(
+            f"{prefix}ForSequenceClassification",
+            "classification",
+            {
+                "pooler.dense.weight": "classifier.dense.weight",
+                "pooler.dense.bias": "classifier.dense.bias",
+                "classifier.weight": "classifier.out_proj.weight",
+                "classifier.bias": "classifier.out_proj.bias",
+            },
+            read_head,
+            write_head,
+            fixed="dropout, dense, tanh, dropout, out_proj on the first token",
+        ),
+        HFTaskHead(
+            f"{prefix}ForTokenClassification",
+            "tagging",
+            CLASSIFIER_NAMES,
+            read_dropout(dropout_keys),
+            write_dropout("classifier_dropout"),
+        ),
+        HFTaskHead(f"{prefix}ForQuestionAnswering", "qa", QA_NAMES),
+        HFTaskHead(
+            f"{prefix}ForMultipleChoice",
+            "multiple_choice",
+            {**pooler, **CLASSIFIER_NAMES},
+            read_dropout(dropout_keys),
+            write_dropout("classifier_dropout"),
         ),
     )

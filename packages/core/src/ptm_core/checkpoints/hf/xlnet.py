@@ -268,3 +268,54 @@ def pretraining_heads() -> tuple[Any, ...]:
             lambda _heads, objective, directory, _src: load_lm_head(directory, objective),
         ),
     )
+
+
+def task_heads(model_type: str = "xlnet") -> tuple[Any, ...]:
+    """The ``XLNetFor...`` fine-tuning classes (:mod:`ptm_core.checkpoints.hf.task_heads`).
+
+    Sequence classification and multiple choice read ``sequence_summary`` (by default the
+    last token, tanh) and ``logits_proj``; the token classifier has no dropout;
+    ``XLNetForQuestionAnsweringSimple`` is BERT's span head (the beam-search
+    ``XLNetForQuestionAnswering`` has no ptm counterpart).
+    """
+    from ptm_core.checkpoints.hf.task_heads import (
+        CLASSIFIER_NAMES,
+        QA_NAMES,
+        HeadVariant,
+        HFTaskHead,
+        read_summary,
+        write_summary,
+    )
+
+    pooled = {
+        "pooler.dense.weight": "sequence_summary.summary.weight",
+        "pooler.dense.bias": "sequence_summary.summary.bias",
+        "classifier.weight": "logits_proj.weight",
+        "classifier.bias": "logits_proj.bias",
+    }
+
+    def summary(config: dict[str, Any], source: str) -> HeadVariant:
+        return read_summary(config, source, default_type="last", default_activation="tanh")
+
+    fixed = "a projection of the first or last token with tanh or GELU"
+    return (
+        HFTaskHead(
+            "XLNetForSequenceClassification",
+            "classification",
+            pooled,
+            summary,
+            write_summary,
+            fixed=fixed,
+        ),
+        HFTaskHead(
+            "XLNetForTokenClassification",
+            "tagging",
+            CLASSIFIER_NAMES,
+            lambda _config, _source: HeadVariant(dropout=0.0),
+            lambda variant: {} if variant.shape() == HeadVariant().shape() else None,
+        ),
+        HFTaskHead("XLNetForQuestionAnsweringSimple", "qa", QA_NAMES),
+        HFTaskHead(
+            "XLNetForMultipleChoice", "multiple_choice", pooled, summary, write_summary, fixed=fixed
+        ),
+    )
