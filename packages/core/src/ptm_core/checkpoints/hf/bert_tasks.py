@@ -1,12 +1,14 @@
 """Hugging Face fine-tuning folders <-> ptm's :class:`~ptm_core.finetune.model.TaskModel`.
 
-``BertFor...``, ``AlbertFor...``, ``ElectraFor...`` and ``XLNetFor...``
+``BertFor...``, ``AlbertFor...``, ``ElectraFor...``, ``XLNetFor...``, ``RobertaFor...``,
+``XLMRobertaFor...`` and ``DistilBertFor...``
 ``{SequenceClassification, TokenClassification, QuestionAnswering(Simple), MultipleChoice}``
 folders load with their heads and export back. The encoder goes through its family's
 converter (:mod:`ptm_core.checkpoints.hf.bert` and its siblings, by ``model_type``); the
 head through the family's rows in :mod:`ptm_core.checkpoints.hf.task_heads`, which also
-say the head's variant: ELECTRA's GELU classification head and the sequence summary of
-ELECTRA and XLNet become the head's ``pool``/``activation``/``input_dropout``, which
+say the head's variant: ELECTRA's GELU classification head, RoBERTa's classifier,
+DistilBERT's ReLU and the sequence summary of ELECTRA and XLNet become the head's
+``pool``/``activation``/``input_dropout``, which
 ``task.json`` keeps, so a fine-tuned ptm folder reloads and exports with the same head.
 
 The task comes from the config's ``architectures`` (``problem_type: "regression"`` or one
@@ -156,7 +158,8 @@ def label_names_from_config(config: dict[str, Any], *, source: str) -> list[str]
 
 
 def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskModel:
-    """Load a Hugging Face fine-tuning folder (BERT, ALBERT, ELECTRA, XLNet) as a
+    """Load a Hugging Face fine-tuning folder (BERT, ALBERT, ELECTRA, XLNet, RoBERTa,
+    XLM-R, DistilBERT) as a
     :class:`TaskModel`, with its head.
 
     Args:
@@ -304,7 +307,8 @@ def export_hf_task_model(
     with no missing or unexpected keys, and gives the same logits.
 
     Args:
-        model: a :class:`TaskModel` on a BERT, ALBERT, ELECTRA or XLNet encoder.
+        model: a :class:`TaskModel` on a BERT, ALBERT, ELECTRA or XLNet encoder, or one
+            imported from RoBERTa, XLM-R or DistilBERT.
         directory: target folder (replaced as a whole if it exists).
         label_names: names for ``id2label`` / ``label2id`` (default: the model's
             ``label_names``, else ``LABEL_i``).

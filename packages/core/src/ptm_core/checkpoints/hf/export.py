@@ -82,7 +82,8 @@ SUPPORTED_KINDS = (
     "a ptm pretrain final/ of a BERT-layout encoder (bert, roberta, spanbert, ...), ALBERT, "
     "ELECTRA or XLNet",
     "a BART or T5 pretrain final/ (ptm_model: encoder_decoder)",
-    "a ptm finetune final/ (task.json) on a BERT, ALBERT, ELECTRA or XLNet encoder",
+    "a ptm finetune final/ (task.json) on a BERT, ALBERT, ELECTRA or XLNet encoder, or one "
+    "imported from RoBERTa, XLM-R or DistilBERT",
 )
 
 _MLM_NAMES = {  # ptm MaskedLMHead -> BERT's cls.predictions

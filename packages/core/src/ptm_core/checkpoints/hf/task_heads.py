@@ -16,11 +16,15 @@ electra      ``classifier.{dense,out_proj}``:       ``sequence_summary`` (``summ
              dropout, dense, GELU, dropout, out     ``summary_activation``) + classifier
 xlnet        ``sequence_summary`` (last token,      the same + ``logits_proj``
              tanh) + ``logits_proj``
+roberta,     ``classifier.{dense,out_proj}``:       ``roberta.pooler`` (tanh) + classifier
+xlm-roberta  dropout, dense, tanh, dropout, out
+distilbert   ``pre_classifier``, ReLU, dropout,     the same
+             ``classifier``
 ===========  =====================================  =======================================
 
 Token classification and question answering are ``classifier`` / ``qa_outputs`` on every
-token in all four (XLNet's ``XLNetForQuestionAnsweringSimple``; its token classifier has no
-dropout). :mod:`ptm_core.checkpoints.hf.bert_tasks` loads and exports through these rows.
+token in all of them (XLNet's ``XLNetForQuestionAnsweringSimple``; its token classifier has
+no dropout). :mod:`ptm_core.checkpoints.hf.bert_tasks` loads and exports through these rows.
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ class HeadVariant:
 
     Attributes:
         pool: ``"first"`` (BERT's ``[CLS]``) or ``"last"`` (XLNet's summary token).
-        activation: the pooler's activation, ``"tanh"`` or ``"gelu"``.
-        input_dropout: dropout on the summary token before the pooler as well (ELECTRA).
+        activation: the pooler's activation, ``"tanh"``, ``"gelu"`` (ELECTRA) or ``"relu"``
+            (DistilBERT).
+        input_dropout: dropout on the summary token before the pooler as well (ELECTRA,
+            RoBERTa's classifier).
         dropout: the head's dropout probability.
     """
 
