@@ -24,7 +24,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from flows import cli_embed_kg, cli_linking, cli_predict, cli_wordnet, cli_wordnet_typing
+from flows import (
+    cli_analyze,
+    cli_embed_kg,
+    cli_linking,
+    cli_predict,
+    cli_wordnet,
+    cli_wordnet_typing,
+)
 from ptm_core.atomic import DiskFullError
 
 # Errors in the user's data, settings or disk: one ``ptm:`` line and exit 1, no traceback.
@@ -189,6 +196,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     retrain.add_argument("overrides", nargs="*", help="Hydra overrides for the pre-training")
     cli_predict.add_parser(commands)
+    cli_analyze.add_parser(commands)
     deploy = commands.add_parser("deploy", help="schedule a flow with cron")
     deploy.add_argument("flow_name", choices=["retrain", "pretrain", "evaluate"])
     deploy.add_argument("--cron", required=True, help='e.g. "0 3 * * *"')
@@ -398,6 +406,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return cli_wordnet_typing.run(args)
     if args.command == "predict":
         return cli_predict.run(args)
+    if args.command == cli_analyze.KIND:
+        return cli_analyze.run(args)
     if args.command == "compress":
         from flows.compress import compress
 

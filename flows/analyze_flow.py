@@ -1,0 +1,32 @@
+"""The ``analyze`` Prefect flow: ``ptm analyze``'s probes as a flow run, with the report
+published as a markdown artifact (key ``lama-report``) and the chart embedded in it.
+
+    from flows.analyze_flow import analyze
+    analyze("runs/ernie/final", kg="kg/", output="analysis/ernie", compare="runs/no-kg/final")
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+
+from flows.analyze import lama
+from flows.artifacts import embedded_image, publish_markdown
+
+
+@flow(name="analyze", log_prints=True)
+def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
+    """Run ``probe`` (``lama``) on ``model`` with :func:`flows.analyze.lama`'s settings."""
+    if probe != "lama":
+        raise ValueError(f"probe {probe!r} is not known; use lama")
+    result = lama(model, **settings)
+    chart = Path(result["output"]) / "lama_relations.png"
+    markdown = result["markdown"].replace(
+        "![P@1 per relation](lama_relations.png)", embedded_image(chart, "P@1 per relation")
+    )
+    publish_markdown("lama-report", markdown, f"LAMA probe of {model}")
+    overall = result["summary"]["overall"]
+    print(f"LAMA: P@1 {overall['p@1']:.3f}, P@10 {overall['p@10']:.3f}, MRR {overall['mrr']:.3f}")
+    return result
