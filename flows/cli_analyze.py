@@ -2,13 +2,17 @@
 
 ptm analyze runs/demo/pretrain/final lama --kg kg/ --output analysis/lama
 ptm analyze runs/ernie/final lama --kg kg/ --compare runs/no-kg/final --output analysis/vs
+ptm analyze runs/demo/pretrain/final minimal-pairs --pairs data_specs/minimal_pairs/sample.tsv
 ptm analyze hf_bert/ lama --kg wordnet/ --relations _hypernym --max-per-relation 500 \\
     --templates my_templates.yaml --output analysis/wordnet
+
+``minimal-pairs``: the share of pairs (good<TAB>bad sentences) whose good sentence has the
+higher pseudo-log-likelihood (Salazar et al., 2020); ``pll``: the PLL of each sentence.
 
 ``lama``: cloze statements from a KG's triples, one template per relation (built in for the
 sample KG and WordNet, derived from the relation's name otherwise, or from --templates),
 scored by the model's masked-LM head: P@1, P@10 and MRR per relation and overall, in
-lama.md, lama.json and lama_relations.png under --output. See docs/guides/analysis.md.
+lama.md, lama.json and lama_relations.png under --output. See docs/guides/analysis.md and docs/knowledge/lama.md.
 """
 
 from __future__ import annotations
@@ -64,10 +68,80 @@ def add_parser(commands: Any) -> None:
     lama.add_argument(
         "--overwrite", action="store_true", help="replace an earlier ptm analysis at --output"
     )
+    pairs = probes.add_parser(
+        "minimal-pairs", help="pseudo-log-likelihood accuracy on good/bad sentence pairs"
+    )
+    pairs.add_argument(
+        "--pairs",
+        default="data_specs/minimal_pairs/sample.tsv",
+        help="TSV good<TAB>bad[<TAB>phenomenon] (default: the generated sample)",
+    )
+    pairs.add_argument("--output", default=None, help="also write the scores as JSON here")
+    pairs.add_argument("--batch-size", type=int, default=64)
+    pll = probes.add_parser("pll", help="pseudo-log-likelihood of each line of a text file")
+    pll.add_argument("--sentences", required=True, help="a text file, one sentence per line")
+    pll.add_argument("--batch-size", type=int, default=64)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the probe; print its table; 1 with one ``ptm:`` line on bad input."""
+    try:
+        if args.probe == "minimal-pairs":
+            return _minimal_pairs(args)
+        if args.probe == "pll":
+            return _pll(args)
+    except (OSError, ValueError) as exc:
+        print(f"ptm: {exc}", file=sys.stderr)
+        return 1
+    return _lama(args)
+
+
+def _minimal_pairs(args: argparse.Namespace) -> int:
+    import json
+
+    from ptm_core.analysis import load_masked_language_model
+    from ptm_core.analysis.pll import minimal_pair_accuracy, read_minimal_pairs
+    from ptm_core.atomic import atomic_write_text
+
+    pairs = read_minimal_pairs(args.pairs)
+    result = minimal_pair_accuracy(
+        load_masked_language_model(args.model), pairs, batch_size=args.batch_size
+    )
+    print("| phenomenon | pairs | accuracy |\n|---|---|---|")
+    for name, row in result["phenomena"].items():  # type: ignore[attr-defined]
+        print(f"| {name} | {row['pairs']} | {row['accuracy']:.3f} |")
+    print(f"| **all** | {result['pairs']} | {result['accuracy']:.3f} |")
+    print("(a pair is right when the good sentence has the higher pseudo-log-likelihood)")
+    if args.output:
+        record = {"model": args.model, "pairs_file": args.pairs, **result}
+        record["scores"] = [
+            {"good": p.good, "bad": p.bad, "phenomenon": p.phenomenon, "good_pll": g, "bad_pll": b}
+            for p, (g, b) in zip(pairs, result["scores"], strict=True)  # type: ignore[call-overload]
+        ]
+        atomic_write_text(args.output, json.dumps(record, indent=2) + "\n")
+        print(f"scores: {args.output}")
+    return 0
+
+
+def _pll(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ptm_core.analysis import load_masked_language_model
+    from ptm_core.analysis.pll import pseudo_log_likelihoods
+
+    lines = [line.strip() for line in Path(args.sentences).read_text(encoding="utf-8").splitlines()]
+    sentences = [line for line in lines if line]
+    if not sentences:
+        raise ValueError(f"{args.sentences}: no sentence (one per line)")
+    model = load_masked_language_model(args.model)
+    for sentence, score in zip(
+        sentences, pseudo_log_likelihoods(model, sentences, batch_size=args.batch_size), strict=True
+    ):
+        print(f"{score:.4f}\t{sentence}")
+    return 0
+
+
+def _lama(args: argparse.Namespace) -> int:
     from flows.analyze import lama
 
     if args.max_per_relation is not None and args.max_per_relation < 1:
