@@ -210,6 +210,7 @@ def task_heads(model_type: str = "electra") -> tuple[Any, ...]:
     """
     from ptm_core.checkpoints.hf.task_heads import (
         CLASSIFIER_NAMES,
+        DENSE_OUT_PROJ_NAMES,
         QA_NAMES,
         HeadVariant,
         HFTaskHead,
@@ -238,12 +239,7 @@ def task_heads(model_type: str = "electra") -> tuple[Any, ...]:
         HFTaskHead(
             "ElectraForSequenceClassification",
             "classification",
-            {
-                "pooler.dense.weight": "classifier.dense.weight",
-                "pooler.dense.bias": "classifier.dense.bias",
-                "classifier.weight": "classifier.out_proj.weight",
-                "classifier.bias": "classifier.out_proj.bias",
-            },
+            DENSE_OUT_PROJ_NAMES,
             read_head,
             write_head,
             fixed="dropout, dense, GELU, dropout, out_proj on the first token",

@@ -61,6 +61,7 @@ from ptm_core.checkpoints.hf.knowledge_export import (
     note,
     refusal,
 )
+from ptm_core.checkpoints.hf.pretraining_heads import take_head_group
 from ptm_core.checkpoints.hf.tokenizer_files import (
     HF_TOKENIZER_FILES,
     find_tokenizer_directory,
@@ -231,17 +232,6 @@ def _tokenizer_writer(
     return write
 
 
-def _take(
-    groups: dict[str, dict[str, Tensor]], names: dict[str, str], used: list[str]
-) -> dict[str, Tensor]:
-    """The first objective whose tensors are exactly ``names``' keys, renamed; else ``{}``."""
-    for objective, tensors in groups.items():
-        if objective not in used and set(tensors) == set(names):
-            used.append(objective)
-            return {theirs: tensors[ours].contiguous() for ours, theirs in names.items()}
-    return {}
-
-
 def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
     from ptm_core.encoders.transformer import TransformerEncoder
 
@@ -336,8 +326,8 @@ def write_hf_encoder(
             f"bert.{k}": v
             for k, v in ptm_to_hf_bert(encoder.state_dict(), config.num_layers).items()
         }
-        mlm = _take(groups, _MLM_NAMES, used)
-        pair = _take(groups, _PAIR_NAMES, used)
+        mlm = take_head_group(groups, _MLM_NAMES, used)
+        pair = take_head_group(groups, _PAIR_NAMES, used)
         state.update(mlm)
         state.update(pair)
         if mlm and pair:
@@ -355,10 +345,10 @@ def write_hf_encoder(
             state, architecture, auto = module.hf_export_state(encoder_state, config, groups, used)
         elif family == "albert":
             state = {f"albert.{k}": v for k, v in encoder_state.items()}
-            mlm = _take(groups, _ALBERT_MLM_NAMES, used)
+            mlm = take_head_group(groups, _ALBERT_MLM_NAMES, used)
             if mlm:
                 mlm["predictions.decoder.bias"] = mlm["predictions.bias"].clone()
-            sop = _take(groups, _ALBERT_SOP_NAMES, used)
+            sop = take_head_group(groups, _ALBERT_SOP_NAMES, used)
             state.update(mlm)
             state.update(sop)
             architecture, auto = (
@@ -378,7 +368,7 @@ def write_hf_encoder(
                     discriminator = {t: tensors[o] for o, t in _ELECTRA_NAMES.items()}
                     break
             state.update(discriminator)
-            generator = {} if discriminator else _take(groups, _ELECTRA_MLM_NAMES, used)
+            generator = {} if discriminator else take_head_group(groups, _ELECTRA_MLM_NAMES, used)
             state.update(generator)
             architecture, auto = (
                 ("ElectraForPreTraining", "AutoModelForPreTraining")
@@ -389,7 +379,7 @@ def write_hf_encoder(
             )
         else:  # xlnet
             state = {f"transformer.{k}": v for k, v in encoder_state.items()}
-            head = _take(groups, _XLNET_NAMES, used)
+            head = take_head_group(groups, _XLNET_NAMES, used)
             if head:
                 head["lm_loss.weight"] = encoder_state["word_embedding.weight"].clone()
             state.update(head)
