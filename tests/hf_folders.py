@@ -74,3 +74,55 @@ def roberta_folder(
     (model_class or MASKED_LM[model_type])(CONFIGS[model_type](**settings)).save_pretrained(folder)
     transformers.AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
     return folder
+
+
+SAMPLE_VOCAB = (
+    Path(__file__).resolve().parents[1] / "data_specs" / "text_corpus" / "sample-vocab.txt"
+)
+
+
+def sample_wordpiece(size: int = 1200) -> transformers.BertTokenizer:
+    """A lower-casing ``BertTokenizer`` on the sample vocabulary's first ``size`` pieces
+    (not the data preset's whole vocabulary, so a run that ignored the folder's shows)."""
+    lines = SAMPLE_VOCAB.read_text(encoding="utf-8").splitlines()[:size]
+    return transformers.BertTokenizer(
+        vocab={token: i for i, token in enumerate(lines)}, do_lower_case=True
+    )
+
+
+def off_init(model: Any, seed: int = 3) -> Any:
+    """``model`` with every tensor moved off its init (zero biases, unit norms), so a
+    tensor that is lost or left fresh on the way shows in the outputs."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=g))
+    return model
+
+
+def saved(model: Any, directory: Path, tokenizer: Any = None) -> Any:
+    """:func:`off_init` ``model`` saved (with ``tokenizer``) to ``directory``; in eval mode."""
+    off_init(model).save_pretrained(directory)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return model.eval()
+
+
+def hf_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A transformers model's output as one tensor: QA's start/end stacked last, else
+    the logits, else the last hidden state."""
+    with torch.no_grad():
+        out = model(**inputs)
+    if hasattr(out, "start_logits"):
+        return torch.stack([out.start_logits, out.end_logits], dim=-1)
+    return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
+def assert_close_on_tokens(
+    ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor, tol: float = 1e-5
+) -> None:
+    """Within ``tol`` where the token is real (padding outputs are nobody's business)."""
+    if ours.dim() > 2 or ours.shape == mask.shape:
+        ours, theirs = ours[mask.bool()], theirs[mask.bool()]
+    assert ours.shape == theirs.shape
+    assert (ours - theirs).abs().max().item() <= tol
