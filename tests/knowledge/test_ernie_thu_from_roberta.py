@@ -76,7 +76,7 @@ def test_pretrain_from_the_folder_then_finetune(
     lines = [r.getMessage() for r in caplog.records if "tensors loaded from" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("knowledge.init_from: ")
     assert f"loaded from {folder}, " in lines[0] and "knowledge_layers.0.* (" in lines[0]
-    assert "entity_table" in lines[0]
+    assert lines[0].endswith("fresh: entity_table (1), knowledge_layers.0.* (11)")
     # The run's tokenizer is the folder's BPE: the same ids as its own AutoTokenizer.
     saved = load_task_tokenizer(final)
     assert isinstance(saved, HFTokenizer)

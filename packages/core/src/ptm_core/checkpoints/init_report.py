@@ -41,11 +41,13 @@ class InitReport:
         return sorted(counts.items())
 
     def summary(self) -> str:
-        """``N tensors loaded from <folder>, M initialised fresh: a.* (k), ...``."""
+        """``N tensors loaded from <folder>, M fresh: a.b.* (k), c (1), ...``."""
         line = f"{len(self.loaded)} tensors loaded from {self.source}, {len(self.fresh)} fresh"
         groups = self.fresh_groups()
         if groups:
-            line += ": " + ", ".join(f"{p}* ({n})" for p, n in groups)
+            line += ": " + ", ".join(
+                f"{p}{'*' if p.endswith('.') else ''} ({n})" for p, n in groups
+            )
         return line
 
 
