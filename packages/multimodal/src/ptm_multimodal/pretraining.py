@@ -240,9 +240,16 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     Raises:
         FeatureMismatchError: the eval features differ from the train features, or the
             run directory's earlier ``final/`` was trained on other features.
-        ValueError: the config has no model.
+        ValueError: the config has no model, or it sets ``init_from``.
     """
     data: ImageTextData = run.settings.data
+    if run.init_from:
+        # Refused rather than ignored: the text stream would silently start from random init.
+        raise ValueError(
+            f"init_from={run.init_from}: image-text pre-training does not start its text "
+            "stream from a checkpoint yet (the captions are tokenised with the data's own "
+            "vocab.txt, not a BERT/RoBERTa folder's tokenizer); drop init_from"
+        )
     if run.model is None:
         raise ValueError("image-text pre-training needs a model (model=visualbert_tiny, ...)")
     output_dir = run.output_dir

@@ -252,7 +252,7 @@ class KBertFeaturizer:
         if "visible_matrix" in batch:
             out["attention_mask"] = batch["visible_matrix"]
         elif "kbert_subject" in batch:
-            out["attention_mask"] = kbert_structure(batch)
+            out["attention_mask"] = kbert_structure(batch)  # type: ignore[assignment]
         labels = batch.get("labels")
         if labels is not None and labels.dim() == 2:
             out["labels"] = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
