@@ -1,5 +1,6 @@
-"""Pre-training families that cannot start from a checkpoint yet refuse ``init_from`` in
-one line before any data is prepared, instead of silently training from random init."""
+"""Pre-training families that cannot start from a checkpoint yet (XLM from XLM-R) refuse
+``init_from`` in one line before any data is prepared, instead of silently training from
+random init."""
 
 from __future__ import annotations
 
@@ -15,9 +16,6 @@ from flows.runner import run_composed
     ("experiment", "says"),
     [
         ("xlm_tlm_tiny", "XLM pre-training does not start from a checkpoint yet"),
-        ("visualbert_tiny", "image-text pre-training does not start its text stream"),
-        ("vilbert_tiny", "image-text pre-training does not start its text stream"),
-        ("lxmert_tiny", "image-text pre-training does not start its text stream"),
     ],
 )
 def test_init_from_is_refused_in_one_line(experiment: str, says: str, tmp_path: Path) -> None:
