@@ -44,11 +44,14 @@ TINY = [
 ]
 
 
+def _lines() -> list[str]:
+    return [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    lines = [line for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
     # Three layers: a 2-layer T-Encoder and one aggregator initialised from layer 2.
-    return roberta_folder(tmp_path_factory.mktemp("hf"), lines=lines, num_hidden_layers=3)
+    return roberta_folder(tmp_path_factory.mktemp("hf"), lines=_lines(), num_hidden_layers=3)
 
 
 def test_pretrain_from_the_folder_then_finetune(
@@ -132,7 +135,12 @@ def test_without_entities_the_knowledgeable_encoder_is_roberta(folder: Path) -> 
     assert last.abs().max() <= TOL
 
 
-def test_mentions_align_to_the_first_bpe_piece_in_both_texts_of_a_pair(folder: Path) -> None:
+@pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta"])
+def test_mentions_align_to_the_first_piece_in_both_texts_of_a_pair(
+    model_type: str, folder: Path, tmp_path: Path
+) -> None:
+    if model_type == "xlm-roberta":  # Unigram pieces, "▁" before a word
+        folder = roberta_folder(tmp_path, model_type, lines=_lines())
     tokenizer = load_task_tokenizer(folder)
     a, b = "She moved to Paris.", "Marie Curie lived in Warsaw."
     (enc,) = tokenizer.encode_batch([a], [b])
@@ -148,8 +156,9 @@ def test_mentions_align_to_the_first_bpe_piece_in_both_texts_of_a_pair(folder: P
         )
         first = aligned.index(0)
         assert aligned.count(0) == 1 and texts[first] == segment
-        # The first piece that covers a character of the word (a bare "Ġ" covers none).
-        assert enc.offsets[first][0] == start and word.startswith(enc.tokens[first].lstrip("Ġ"))
+        # The first piece that covers a character of the word (a bare "Ġ"/"▁" covers none).
+        assert enc.offsets[first][0] == start
+        assert word.startswith(enc.tokens[first].lstrip("Ġ▁"))
 
 
 def test_nsp_is_refused_before_the_kg_is_embedded(folder: Path, tmp_path: Path) -> None:
