@@ -74,6 +74,8 @@ def export(
         print("note           XLM pre-training saves the encoder only: exported as XLMModel")
     if result.skipped:
         print(f"not exported   {', '.join(result.skipped)} (no Hugging Face counterpart)")
+    for folder, architecture in result.also.items():
+        print(f"also           {Path(result.directory) / folder}: {architecture}")
     if text_layers_only:
         print(f"note           {result.directory / NOTE_FILE} lists what was left out")
     model_line = f"transformers.{result.auto_class}.from_pretrained({str(target)!r})"

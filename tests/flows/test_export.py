@@ -233,22 +233,36 @@ def test_albert_exports_with_its_mlm_and_sop_heads(
         _assert_close(objectives["sop"].head(hidden), theirs.sop_logits, None)
 
 
-def test_electra_exports_its_discriminator(
+def test_electra_exports_its_discriminator_and_its_generator(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     encoder, mix = _encoder_final("electra_tiny", tmp_path / "final")
     out = tmp_path / "hf"
     printed = _export(tmp_path / "final", out, capsys)
-    assert "ElectraForPreTraining" in printed and "generator" in printed
+    assert "ElectraForPreTraining" in printed
+    assert f"also           {out / 'generator'}: ElectraForMaskedLM\n" in printed
+    assert "not exported" not in printed
     batch = _batch(_check_token_ids(out, WordPieceTokenizer.from_vocab(SAMPLE_VOCAB)))
+    _check_token_ids(out / "generator", WordPieceTokenizer.from_vocab(SAMPLE_VOCAB))
     real = batch["attention_mask"].bool()
+    electra = dict(mix)["electra"]
     with torch.no_grad():
         hidden = encoder(
             batch["input_ids"], attention_mask=real, token_type_ids=batch["token_type_ids"]
         ).last_hidden_state
-        ours = dict(mix)["electra"].discriminator_head(hidden)
+        ours = electra.discriminator_head(hidden)
         theirs = _loaded("AutoModelForPreTraining", out)(**batch).logits
+        # The generator: a narrower encoder on the discriminator's embeddings, and its head.
+        generated = electra.generator(
+            batch["input_ids"], attention_mask=real, token_type_ids=batch["token_type_ids"]
+        ).last_hidden_state
+        ours_generator = electra.generator_head(generated)
+        generator = _loaded("AutoModelForMaskedLM", out / "generator")
+        theirs_generator = generator(**batch).logits
     _assert_close(ours, theirs, real)
+    assert generator.config.hidden_size == electra.generator.config.hidden_size
+    assert generator.config.num_attention_heads == electra.generator.config.num_heads
+    _assert_close(ours_generator, theirs_generator, real)
 
 
 def test_xlnet_exports_its_lm_head(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from hf_folders import SAMPLE_VOCAB, sample_wordpiece
 from safetensors.torch import load_file
 
 from flows.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_VOCAB = ROOT / "data_specs" / "text_corpus" / "sample-vocab.txt"
 
 
 def _vocabulary() -> list[str]:
@@ -26,12 +24,9 @@ def _vocabulary() -> list[str]:
 
 
 def _electra(directory: Path, id2label: dict[int, str] | None = None) -> Any:
-    lines = _vocabulary()
-    tokenizer = transformers.BertTokenizer(
-        vocab={token: i for i, token in enumerate(lines)}, do_lower_case=True
-    )
+    tokenizer = sample_wordpiece()
     config = transformers.ElectraConfig(
-        vocab_size=len(lines),
+        vocab_size=len(tokenizer),
         embedding_size=16,
         hidden_size=24,
         num_hidden_layers=2,

@@ -11,21 +11,16 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from hf_folders import sample_wordpiece, saved
 
 from flows.cli import main
 from ptm_core.models.pretraining import PretrainingModel
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_VOCAB = ROOT / "data_specs" / "text_corpus" / "sample-vocab.txt"
-
 
 def _generator(directory: Path) -> Any:
-    lines = SAMPLE_VOCAB.read_text(encoding="utf-8").splitlines()[:1200]
-    tokenizer = transformers.BertTokenizer(
-        vocab={token: i for i, token in enumerate(lines)}, do_lower_case=True
-    )
+    tokenizer = sample_wordpiece()
     config = transformers.ElectraConfig(
-        vocab_size=len(lines),
+        vocab_size=len(tokenizer),
         embedding_size=16,
         hidden_size=24,
         num_hidden_layers=2,
@@ -36,14 +31,7 @@ def _generator(directory: Path) -> Any:
         attention_probs_dropout_prob=0.0,
     )
     torch.manual_seed(0)
-    model = transformers.ElectraForMaskedLM(config)
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():  # the head off its init (zero bias, unit norm) so a lost one shows
-        for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn(parameter.shape, generator=g))
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return model.eval()
+    return saved(transformers.ElectraForMaskedLM(config), directory, tokenizer)
 
 
 def test_an_electra_generator_continues_with_its_head_and_exports_back(

@@ -12,12 +12,10 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from hf_folders import SAMPLE_VOCAB, sample_wordpiece, saved
 
 from flows.cli import main
 from ptm_core.models.pretraining import PretrainingModel
-
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_VOCAB = ROOT / "data_specs" / "text_corpus" / "sample-vocab.txt"
 
 
 def _hf_vocabulary() -> list[str]:
@@ -26,10 +24,7 @@ def _hf_vocabulary() -> list[str]:
 
 
 def _hf_bert_for_pretraining(directory: Path) -> Any:
-    lines = _hf_vocabulary()
-    tokenizer = transformers.BertTokenizer(
-        vocab={token: i for i, token in enumerate(lines)}, do_lower_case=True
-    )
+    tokenizer = sample_wordpiece()
     config = transformers.BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
@@ -41,14 +36,7 @@ def _hf_bert_for_pretraining(directory: Path) -> Any:
         attention_probs_dropout_prob=0.0,
     )
     torch.manual_seed(0)
-    model = transformers.BertForPreTraining(config)
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():  # heads off their init (zero biases) so a lost head shows
-        for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn(parameter.shape, generator=g))
-    model.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return model.eval()
+    return saved(transformers.BertForPreTraining(config), directory, tokenizer)
 
 
 def _run(hf_dir: Path, run: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
@@ -92,8 +80,8 @@ def test_hf_bert_for_pretraining_continues_with_its_heads_and_tokenizer(
     assert "random init" not in caplog.text
     # The checkpoint's own tokenizer (tokenizer.json as transformers wrote it) is the run's.
     assert (run / "tokenizer" / "tokenizer.json").read_bytes() != b""
-    saved = (run / "tokenizer" / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    assert saved == _hf_vocabulary()
+    kept = (run / "tokenizer" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert kept == _hf_vocabulary()
 
     first = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     assert first["step"] == 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from tokenizers import ByteLevelBPETokenizer, SentencePieceUnigramTokenizer
+from hf_folders import WORDS, roberta_folder
 
 from flows.cli import main
 from ptm_core.encoders.transformer import TransformerEncoder
@@ -30,12 +30,6 @@ from ptm_core.tokenization import VocabInfo
 TOL = 1e-5
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_VOCAB = ROOT / "data_specs" / "text_corpus" / "sample-vocab.txt"
-CONFIGS = {"roberta": transformers.RobertaConfig, "xlm-roberta": transformers.XLMRobertaConfig}
-MASKED_LM = {
-    "roberta": transformers.RobertaForMaskedLM,
-    "xlm-roberta": transformers.XLMRobertaForMaskedLM,
-}
-WORDS = ["Zürich", "café", "東京", "naïve", "river", "🤖", "garden", "北京", "déjà", "stone"]
 PAIRS = [("Où est Zürich?", "東京 🤖 naïve"), ("river stone", "garden café déjà vu")]
 
 
@@ -65,47 +59,11 @@ def _task(root: Path) -> list[str]:
     ]
 
 
-def _roberta_folder(root: Path, model_type: str = "roberta") -> Path:
-    """A ...ForMaskedLM of odd sizes with its tokenizer trained on the task's words:
-    byte-level BPE (RoBERTa) or Unigram (XLM-R)."""
-    folder = root / model_type
-    folder.mkdir()
-    lines = [" ".join(random.Random(i).sample(WORDS, 6)) for i in range(50)]
-    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-    if model_type == "roberta":
-        bpe = ByteLevelBPETokenizer()
-        bpe.train_from_iterator(lines, vocab_size=300, special_tokens=specials)
-        bpe.save_model(str(folder))
-        size = bpe.get_vocab_size()
-    else:
-        unigram = SentencePieceUnigramTokenizer()
-        unigram.train_from_iterator(lines, vocab_size=120, special_tokens=specials[:4])
-        unigram.add_special_tokens(["<mask>"])
-        unigram.save(str(root / "unigram.json"))
-        tokenizer = transformers.XLMRobertaTokenizerFast(tokenizer_file=str(root / "unigram.json"))
-        tokenizer.save_pretrained(folder)
-        size = len(tokenizer)
-    config = CONFIGS[model_type](
-        vocab_size=size,
-        hidden_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=37,
-        max_position_embeddings=66,
-        type_vocab_size=1,
-        layer_norm_eps=1e-5,
-    )
-    torch.manual_seed(0)
-    MASKED_LM[model_type](config).save_pretrained(folder)
-    transformers.AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
-    return folder
-
-
 @pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta"])
 def test_finetune_from_a_roberta_folder_and_export_it_back(
     model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = _roberta_folder(tmp_path, model_type)
+    folder = roberta_folder(tmp_path, model_type)
     run = tmp_path / "run"
     code = main(
         [
@@ -198,7 +156,7 @@ def test_pretrain_continues_a_distilbert_folder_and_exports_distilbert_for_maske
 def test_pretrain_refuses_a_bpe_folder_saying_what_works(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = _roberta_folder(tmp_path)
+    folder = roberta_folder(tmp_path)
     assert _pretrain(folder, tmp_path / "run") != 0
     err = capsys.readouterr().err
     assert f"init_from={folder}: {folder / 'tokenizer.json'}: model is BPE" in err

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from hf_folders import assert_close_on_tokens, hf_logits, saved
 from safetensors.torch import load_file, save_file
 
 from ptm_core.checkpoints import CheckpointError
@@ -52,15 +53,6 @@ def tiny_config(**extra: Any) -> transformers.DistilBertConfig:
     )
 
 
-def saved(model: Any, directory: Path) -> Any:
-    g = torch.Generator().manual_seed(4)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn(parameter.shape, generator=g))
-    model.save_pretrained(directory)
-    return model.eval()
-
-
 def batch(choices: int = 0) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     shape = (2, choices, 9) if choices else (2, 9)
@@ -68,21 +60,6 @@ def batch(choices: int = 0) -> dict[str, torch.Tensor]:
     mask = torch.ones_like(ids)
     mask[1, ..., 6:] = 0
     return {"input_ids": ids * mask, "attention_mask": mask}
-
-
-def hf_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    with torch.no_grad():
-        out = model(**inputs)
-    if hasattr(out, "start_logits"):
-        return torch.stack([out.start_logits, out.end_logits], dim=-1)
-    return out.logits
-
-
-def assert_close(ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> None:
-    if ours.dim() > 2 or ours.shape == mask.shape:
-        ours, theirs = ours[mask.bool()], theirs[mask.bool()]
-    assert ours.shape == theirs.shape
-    assert (ours - theirs).abs().max().item() <= TOL
 
 
 def test_encoder_and_mlm_head_match_and_export_back(tmp_path: Path) -> None:
@@ -100,10 +77,10 @@ def test_encoder_and_mlm_head_match_and_export_back(tmp_path: Path) -> None:
     inputs = batch()
     with torch.no_grad():
         hidden = encoder(**inputs).last_hidden_state
-        assert_close(
+        assert_close_on_tokens(
             hidden, theirs.distilbert(**inputs).last_hidden_state, inputs["attention_mask"]
         )
-        assert_close(
+        assert_close_on_tokens(
             dict(mix)["mlm"].head(hidden), hf_logits(theirs, inputs), inputs["attention_mask"]
         )
 
@@ -114,7 +91,7 @@ def test_encoder_and_mlm_head_match_and_export_back(tmp_path: Path) -> None:
     back, info = transformers.AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert type(back) is transformers.DistilBertForMaskedLM
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    assert_close(
+    assert_close_on_tokens(
         hf_logits(back.eval(), inputs), hf_logits(theirs, inputs), inputs["attention_mask"]
     )
 
@@ -129,7 +106,7 @@ def test_task_heads_match_and_export_back(task: str, tmp_path: Path) -> None:
     with torch.no_grad():
         logits = ours(inputs).logits
     expected = hf_logits(theirs, inputs)
-    assert_close(logits, expected, inputs["attention_mask"])
+    assert_close_on_tokens(logits, expected, inputs["attention_mask"])
 
     # Through ptm's own format too: task.json keeps the ReLU pooler.
     save_task_model(ours, tmp_path / "ptm", task_config={})
@@ -138,7 +115,7 @@ def test_task_heads_match_and_export_back(task: str, tmp_path: Path) -> None:
     back, info = getattr(transformers, TASKS[task]).from_pretrained(out, output_loading_info=True)
     assert type(back) is cls
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    assert_close(hf_logits(back.eval(), inputs), expected, inputs["attention_mask"])
+    assert_close_on_tokens(hf_logits(back.eval(), inputs), expected, inputs["attention_mask"])
 
 
 def test_a_fresh_head_on_a_distilbert_encoder_uses_its_relu_pooler(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 import transformers
+from hf_folders import assert_close_on_tokens, hf_logits, saved
 from safetensors.torch import load_file, save_file
 
 from ptm_core.checkpoints import CheckpointError
@@ -59,16 +60,6 @@ def tiny_config(model_type: str, **extra: Any) -> Any:
     )
 
 
-def saved(model: Any, directory: Path) -> Any:
-    """``model`` with every tensor moved off its init (so each name is checked), saved."""
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            parameter.add_(0.05 * torch.randn(parameter.shape, generator=g))
-    model.save_pretrained(directory)
-    return model.eval()
-
-
 def batch(choices: int = 0) -> dict[str, torch.Tensor]:
     """Right-padded rows of 9 tokens (the second row has 5 real ones); (B, C, L) for MC."""
     g = torch.Generator().manual_seed(0)
@@ -77,22 +68,6 @@ def batch(choices: int = 0) -> dict[str, torch.Tensor]:
     mask = torch.ones_like(ids)
     mask[1, ..., 5:] = 0
     return {"input_ids": ids.masked_fill(mask == 0, PAD), "attention_mask": mask}
-
-
-def hf_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    with torch.no_grad():
-        out = model(**inputs)
-    if hasattr(out, "start_logits"):
-        return torch.stack([out.start_logits, out.end_logits], dim=-1)
-    return out.logits if hasattr(out, "logits") else out.last_hidden_state
-
-
-def assert_close_on_tokens(ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> None:
-    """Within TOL where the token is real (padding outputs are nobody's business)."""
-    if ours.dim() > 2 or ours.shape == mask.shape:
-        ours, theirs = ours[mask.bool()], theirs[mask.bool()]
-    assert ours.shape == theirs.shape
-    assert (ours - theirs).abs().max().item() <= TOL
 
 
 @pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta"])

@@ -54,8 +54,9 @@ class KBertOptions:
         visible_matrix: ``on`` or ``off`` (every token sees every token); a boolean reads
             as on/off.
         max_entities: branches per entity.
-        init_from: a BERT checkpoint (ptm ``final/`` or Hugging Face folder) to fine-tune;
-            ``None``: the ``model`` preset at random init.
+        init_from: a BERT, RoBERTa or XLM-R checkpoint (ptm ``final/`` or Hugging Face
+            folder, with its tokenizer) to fine-tune; ``None``: the ``model`` preset at
+            random init.
     """
 
     kg: Any = "full"

@@ -101,10 +101,19 @@ def plan_xlm_pretraining(run: PretrainRun) -> PretrainingPlan:
 
     Raises:
         ValueError: ``data.stream_length``/``data.max_length`` exceed the encoder's
-            ``max_positions``, or the config has no ``model``.
+            ``max_positions``, the config has no ``model``, or it sets ``init_from``.
     """
     settings: XLMSettings = run.settings
     data = settings.data
+    if run.init_from:
+        # Refused rather than ignored: a run that silently started from random init would
+        # look like continued pre-training.
+        raise ValueError(
+            f"init_from={run.init_from}: XLM pre-training does not start from a checkpoint "
+            "yet (its corpora are prepared with its own shared BPE, and an XLM-R folder's "
+            "Unigram tokenizer and RoBERTa layers do not map onto XLM's encoder); drop "
+            "init_from, or fine-tune the XLM-R folder itself (ptm finetune model=<folder>)"
+        )
     if run.model is None:
         raise ValueError("XLM pre-training needs a model node (model=xlm_tiny)")
     output_dir = run.output_dir

@@ -231,7 +231,7 @@ def _extraction(data: ImageTextData) -> GridExtraction | None:
 
 def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     """Pre-train a VisualBERT, ViLBERT or LXMERT on image-text pairs (the families'
-    ``plan_pretraining`` hook).
+    ``plan_pretraining`` hook); ``init_from=<a BERT folder>`` starts the text stream from it.
 
     The model factory (``run.model``) is called with the data's ``vocab_size``,
     ``visual_embedding_dim`` and ``feature_spec``; each objective factory is built by
@@ -240,7 +240,9 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     Raises:
         FeatureMismatchError: the eval features differ from the train features, or the
             run directory's earlier ``final/`` was trained on other features.
-        ValueError: the config has no model.
+        ValueError: the config has no model, or ``init_from`` (a BERT folder whose
+            encoder fills the text stream, :func:`~ptm_multimodal.text_init.init_text_stream`)
+            does not fit.
     """
     data: ImageTextData = run.settings.data
     if run.model is None:
@@ -267,6 +269,12 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         vocab_size=vocab.vocab_size, visual_embedding_dim=spec.feature_size, feature_spec=spec
     )
     network.check_features(spec, source=str(vocab_path.parent))
+    if run.init_from:
+        from ptm_multimodal.text_init import init_text_stream
+
+        # The data's own file in messages (vocab_path may be the prepared cache's copy).
+        given = Path(data.train_dir) / "vocab.txt" if data.train_dir else vocab_path
+        init_text_stream(network, run.init_from, given)
     backbone = cast(TextBackbone, network)  # every multimodal model declares its text side
     mix = ObjectiveMix(
         {name: build_objective(f, backbone, vocab) for name, f in run.objectives.items()},

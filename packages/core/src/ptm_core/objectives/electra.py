@@ -16,6 +16,17 @@ from ptm_core.objectives.mlm import mask_tokens
 from ptm_core.tokenization import VocabInfo
 
 
+def generator_heads(num_heads: int, generator_hidden: int, size_ratio: float) -> int:
+    """The generator's attention heads: the discriminator's ``num_heads`` scaled by
+    ``size_ratio``, lowered until they divide ``generator_hidden``. Export reads the width
+    back from the weights and uses ``generator_hidden / hidden_size`` as the ratio: the
+    same heads whenever ``hidden_size * size_ratio`` is a whole number."""
+    heads = max(1, round(num_heads * size_ratio))
+    while generator_hidden % heads:
+        heads -= 1
+    return heads
+
+
 def electra_generator(
     discriminator: TransformerEncoder,
     *,
@@ -42,9 +53,7 @@ def electra_generator(
         raise ValueError(f"size_ratio must be in (0, 1], got {size_ratio}")
     config = discriminator.config
     hidden = max(1, round(config.hidden_size * size_ratio))
-    heads = max(1, round(config.num_heads * size_ratio))
-    while hidden % heads:
-        heads -= 1
+    heads = generator_heads(config.num_heads, hidden, size_ratio)
     generator_config = dataclasses.replace(
         config,
         hidden_size=hidden,

@@ -11,13 +11,13 @@ import torch
 
 from ptm_core.data import PretrainingBatches
 from ptm_core.evaluation import average_metrics
+from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.modules import init_bert_weights
 from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.pretraining import load_heads
 from ptm_core.seeding import derive_seed, generator_for
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.dea import DenoisingEntityAutoencoderObjective
 from ptm_knowledge.ernie.examples import build_knowledge_examples, check_mention_coverage
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
@@ -54,7 +54,7 @@ def evaluate_ernie_thu(
             :func:`~ptm_knowledge.ernie.examples.check_mention_coverage`).
     """
     directory = Path(model_dir)
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     encoder = KnowledgeableEncoder.from_pretrained(directory)
     if random_init_seed is not None:
         torch.manual_seed(derive_seed(random_init_seed, "baseline"))

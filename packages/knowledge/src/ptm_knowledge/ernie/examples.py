@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.data.segments import build_segment_pair_examples, build_single_segment_examples
-from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
+from ptm_core.tokenization import VocabInfo
 from ptm_knowledge.ernie.phrases import PhraseExtractor
 from ptm_knowledge.linking.alignment import (
     NO_ENTITY,
@@ -83,7 +84,7 @@ def knowledge_units(
 
 def annotate_documents(
     documents: Sequence[LinkedDocument],
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     *,
     phrases: PhraseExtractor | None = None,
     entity_index: Mapping[str, int] | None = None,
@@ -319,7 +320,7 @@ def _coverage(
 
 def build_knowledge_examples(
     documents: Sequence[LinkedDocument],
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     max_length: int,
     *,
     phrases: PhraseExtractor | None = None,

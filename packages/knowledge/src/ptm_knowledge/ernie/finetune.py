@@ -36,11 +36,11 @@ import torch
 from torch import nn
 
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData, read_task
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_knowledge.ernie.task_features import ErnieFeaturizer
 from ptm_knowledge.ernie.task_io import (
@@ -64,7 +64,7 @@ from ptm_knowledge.linking.linker import saved_linker_options
 def _linked_data(
     task: TaskSpec,
     split: str,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     entity_index: Mapping[str, int],
     kg: str | Path,
     label_names: Sequence[str] | None,
@@ -198,7 +198,7 @@ def finetune_ernie_thu(
         )
     task.check_files()
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
-    tokenizer = WordPieceTokenizer.from_directory(model_dir)
+    tokenizer = load_task_tokenizer(model_dir)
     encoder = KnowledgeableEncoder.from_pretrained(model_dir)
     knowledge = json.loads((model_dir / KNOWLEDGE_CONFIG).read_text())
     entity_ids = knowledge["entity_ids"] or []
@@ -280,7 +280,7 @@ def predict_ernie(
         reinitialise(model)
     model.to(device)
     task = TaskSpec.from_mapping(record["task"])
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     index = {entity: i for i, entity in enumerate(record["entity_ids"])}
     names = record.get("label_names") or None
     data = _linked_data(

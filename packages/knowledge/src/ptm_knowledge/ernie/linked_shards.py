@@ -35,7 +35,7 @@ from ptm_core.data.prepared import (
 )
 from ptm_core.data.shard_writer import OffsetsFile, tokenizer_sha256
 from ptm_core.data.sources import Piece, stream_lines
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_knowledge.ernie.examples import knowledge_units
 from ptm_knowledge.ernie.phrases import PhraseExtractor
 from ptm_knowledge.linking.corpus import LinkedCorpusError, LinkedDocument, read_linked_corpus
@@ -166,7 +166,7 @@ class _ShardState:
 
 def _annotate_batch(
     documents: Sequence[tuple[int, LinkedDocument]],
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     phrases: PhraseExtractor | None,
     state: _ShardState,
 ) -> dict[str, Any]:
@@ -270,7 +270,7 @@ def prepare_linked_shard(task: LinkedShardTask) -> dict[str, Any]:
             "the tokenizer changed while the corpus was being prepared",
             "prepare again (one run per output folder at a time)",
         )
-    tokenizer = WordPieceTokenizer.from_directory(root / TOKENIZER_DIR)
+    tokenizer = load_task_tokenizer(root / TOKENIZER_DIR)
     dtype = np.dtype(task.dtype)
     tag = f".{task.name}.{os.getpid()}-{secrets.token_hex(4)}"
     kinds = (*SHARD_FILES, *ERNIE_FILES)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ptm_core.checkpoints.init_report import check_folder_vocabulary, report_init
 from ptm_core.data import PretrainingBatches
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
@@ -66,8 +67,11 @@ def _model(run: PretrainRun) -> Callable[..., TransformerEncoder]:
     return run.model
 
 
-def _open(run: PretrainRun, data: KGCorpusData, **options: Any) -> tuple[KnowledgeStore, Any, Any]:
-    """The linked corpus (linked now unless given), its store and tokenizer."""
+def _open(
+    run: PretrainRun, data: KGCorpusData, tokenizer: Any = None, **options: Any
+) -> tuple[KnowledgeStore, Any, Any]:
+    """The linked corpus (linked now unless given), its store and tokenizer
+    (``tokenizer``, an ``init_from`` folder's own, replaces ``data.tokenizer``)."""
     output_dir = run.output_dir
     linked = None if data.prepared else linked_corpus_for(data, output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -75,7 +79,7 @@ def _open(run: PretrainRun, data: KGCorpusData, **options: Any) -> tuple[Knowled
         linked,
         data.prepared,
         output_dir=output_dir,
-        tokenizer=data.tokenizer,
+        tokenizer=tokenizer or data.tokenizer,
         vocab_size=data.vocab_size,
         lowercase=data.lowercase,
         cache_dir=data.cache_dir,
@@ -191,11 +195,60 @@ def _entity_table(
     return trained.entity_ids, trained.embeddings, source, set(kg.entity_ids)
 
 
+def _folder_tokenizer(init_from: str | None, data: KGCorpusData) -> Path | None:
+    """An ``init_from`` folder's own tokenizer (its token table is indexed by those ids),
+    which replaces ``data.tokenizer``; ``None`` without one."""
+    if not init_from:
+        return None
+    from ptm_core.checkpoints.hf.tokenizer_files import find_tokenizer_directory
+
+    own = find_tokenizer_directory(init_from)
+    if own is not None and data.tokenizer:
+        logger.info(
+            "knowledge.init_from=%s has its own tokenizer; it replaces data.tokenizer=%s",
+            init_from,
+            data.tokenizer,
+        )
+    return own
+
+
+def _check_token_types(
+    init_from: str, text: TransformerEncoder, factories: Iterable[Callable[..., Any]]
+) -> None:
+    """NSP's second segment needs a second token type, which RoBERTa/XLM-R do not have."""
+    makes = [getattr(f, "func", f) for f in factories]
+    nsp = any(isinstance(m, type) and issubclass(m, NextSentenceObjective) for m in makes)
+    if nsp and text.config.type_vocab_size < 2:
+        raise ValueError(
+            f"knowledge.init_from={init_from}: the encoder has one token type (RoBERTa, "
+            "XLM-R), so NSP's second segment has no embedding; drop NSP: "
+            "'~objective.objectives.nsp' '~objective.weights.nsp'"
+        )
+
+
+def _donated(network: KnowledgeableEncoder) -> list[str]:
+    """The aggregators' token-stream tensors, copied from the text encoder's last layers."""
+    parts = (
+        "token_attention.",
+        "token_attention_norm.",
+        "fuse_token.",
+        "token_out.",
+        "token_output_norm.",
+    )
+    return [
+        name
+        for name in network.state_dict()
+        if name.startswith("knowledge_layers.") and name.split(".", 2)[2].startswith(parts)
+    ]
+
+
 def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
     """ERNIE (Zhang et al., 2019): KG embeddings, then MLM + NSP + dEA on a linked corpus.
 
     The text encoder (``model``, or ``knowledge.init_from``: any checkpoint
-    ``TransformerEncoder.from_pretrained`` reads, e.g. a Hugging Face BERT) is split by
+    ``TransformerEncoder.from_pretrained`` reads, e.g. a Hugging Face BERT or RoBERTa,
+    whose own tokenizer then prepares the corpus; the log says which tensors came from
+    it and which start fresh) is split by
     :meth:`KnowledgeableEncoder.from_text_encoder`: its last
     ``knowledge.num_knowledge_layers`` layers become the aggregators' token streams.
     ``objective.objectives`` take the text encoder (rows are NSP segment pairs when one is
@@ -208,12 +261,21 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
     """
     settings: ErnieThuSettings = run.settings or ErnieThuSettings()
     data, knowledge = settings.data, settings.knowledge
-    store, tok, linked = _open(run, data)
+    store, tok, linked = _open(run, data, _folder_tokenizer(knowledge.init_from, data))
+    factories: dict[str, Callable[..., Any]] = dict(
+        run.objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
+    )
+    text = None
+    if knowledge.init_from:  # checked before the KG is embedded (minutes on a large KG)
+        text = _text_encoder(knowledge.init_from, tok.vocab_size, run.seed)
+        check_folder_vocabulary(knowledge.init_from, text.config.vocab_size, tok.vocab_size)
+        _check_token_types(knowledge.init_from, text, factories.values())
     linked_elsewhere = bool(data.linked_corpus or data.prepared)
     entity_ids, vectors, entity_source, known = _entity_table(run, settings, store, linked)
     index = {entity_id: i for i, entity_id in enumerate(entity_ids)}
     store.bind_entities(index, known=known)
-    text = _text_encoder(knowledge.init_from or _model(run), tok.vocab_size, run.seed)
+    if text is None:
+        text = _text_encoder(_model(run), tok.vocab_size, run.seed)
     network = KnowledgeableEncoder.from_text_encoder(
         text,
         vectors,
@@ -222,10 +284,10 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
         entity_size=knowledge.entity_size,
         entity_bias_everywhere=knowledge.entity_bias_everywhere,
     )
+    if knowledge.init_from:
+        loaded: list[torch.nn.Module | str] = [text, *_donated(network)]
+        report_init(network, knowledge.init_from, loaded, what="knowledge.init_from")
     vocab = tok.vocab_info
-    factories: dict[str, Callable[..., Any]] = dict(
-        run.objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
-    )
     factories.update(
         _built(run, "objective.entity_objectives") or {"dea": DenoisingEntityAutoencoderObjective}
     )

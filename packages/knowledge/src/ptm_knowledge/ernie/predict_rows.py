@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
+from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
 from ptm_core.finetune.predict import record_of
 from ptm_core.finetune.predict_inputs import prediction_rows
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.finetune import _linked_data
 from ptm_knowledge.ernie.task_io import load_ernie_task_model
 
@@ -48,7 +48,7 @@ class ErniePredictions:
         self.data = _linked_data(
             self.task,
             "dev",
-            WordPieceTokenizer.from_directory(directory),
+            load_task_tokenizer(directory),
             index,
             record["kg"],
             self.names or None,

@@ -63,6 +63,7 @@ from ptm_core.data.sources import (
     find_inputs,
     scan_input,
 )
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.ernie.linked_shards import (
     LinkedShardTask,
@@ -116,12 +117,15 @@ def _ready_tokenizer(
 ) -> dict[str, Any]:
     """Given (saved), reused (same spec and inputs), or trained on a stream of sentences."""
     target = out / TOKENIZER_DIR
+    loaded: TaskTokenizer
     if tokenizer is not None:
         path = Path(tokenizer)
+        # A folder's own tokenizer.json: WordPiece (BERT), byte-level BPE (RoBERTa) or
+        # Unigram (XLM-R); the mentions align to its pieces through character offsets.
         loaded = (
             WordPieceTokenizer.from_vocab(path, lowercase=lowercase)
             if path.is_file()
-            else WordPieceTokenizer.from_directory(path)
+            else load_task_tokenizer(path)
         )
         spec: dict[str, Any] = {"given": tokenizer_sha_of(loaded)}
     else:
@@ -151,12 +155,12 @@ def _ready_tokenizer(
     return {
         "sha256": tokenizer_sha256(target),
         "vocab_size": loaded.vocab_size,
-        "lowercase": loaded.lowercase,
+        "lowercase": getattr(loaded, "lowercase", None),  # None: the file's own normalizer
         "spec": spec,
     }
 
 
-def tokenizer_sha_of(tokenizer: WordPieceTokenizer) -> str:
+def tokenizer_sha_of(tokenizer: TaskTokenizer) -> str:
     """SHA-256 of a tokenizer's saved files."""
     with tempfile.TemporaryDirectory(prefix="ptm-tokenizer-") as scratch:
         tokenizer.save(scratch)
@@ -244,7 +248,8 @@ def prepare_linked_corpus(
     Args:
         linked_corpus: the ``.jsonl`` file ``ptm link`` wrote.
         output_dir: the folder to write (layout: module docstring).
-        tokenizer: a ``vocab.txt`` or tokenizer folder; ``None`` trains a WordPiece
+        tokenizer: a ``vocab.txt`` or tokenizer folder (WordPiece, or a RoBERTa/XLM-R
+            folder's ``tokenizer.json``); ``None`` trains a WordPiece
             vocabulary on the first ``tokenizer_sample_bytes`` of sentences.
         vocab_size, lowercase: of a trained (or ``vocab.txt``) tokenizer.
         phrases: the phrase extractor for ERNIE-Baidu's phrase units (``None``: none).

@@ -36,6 +36,7 @@ from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import Piece
 from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
 from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.pretraining import (
     RUN_TOKENIZER,
     PretrainResult,
@@ -43,7 +44,7 @@ from ptm_core.pretraining import (
     keep_run_tokenizer,
 )
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.tokenization import VocabInfo
 from ptm_core.training.run import TrainingRun
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore
 from ptm_knowledge.ernie.linked_shards import iter_numbered_documents
@@ -165,7 +166,7 @@ def open_linked_corpus(
     nlp: Any = None,
     cache_dir: str | Path | None = None,
     workers: int | None = 0,
-) -> tuple[KnowledgeStore, WordPieceTokenizer]:
+) -> tuple[KnowledgeStore, TaskTokenizer]:
     """The prepared linked corpus to train on, and its tokenizer (kept as the run's).
 
     Args:
@@ -237,7 +238,7 @@ def open_linked_corpus(
             workers=workers,
         )
         store = KnowledgeStore.open(target, verify=False)
-    tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
+    tok = load_task_tokenizer(store.tokenizer_dir)
     keep_run_tokenizer(tok, output_dir)
     report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok

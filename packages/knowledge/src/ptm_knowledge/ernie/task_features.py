@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 
 from ptm_core.finetune.data.features import Batch, pad_rows
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_knowledge.ernie.task_links import (
     LinkedExample,
 )
@@ -36,7 +36,7 @@ class ErnieFeaturizer:
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: TaskTokenizer,
         entity_index: Mapping[str, int],
         max_length: int = 128,
         *,
@@ -61,12 +61,11 @@ class ErnieFeaturizer:
         entity_rows = []
         for row, enc in zip(rows, encoded, strict=True):
             ids = [NO_ENTITY] * len(enc)
+            texts = _text_of_token(enc.special_tokens_mask)
             for segment, spans in ((0, row.mentions), (1, row.pair_mentions)):
                 outside = [
-                    int(special or kind != segment)
-                    for special, kind in zip(
-                        enc.special_tokens_mask, enc.token_type_ids, strict=True
-                    )
+                    int(special or text != segment)
+                    for special, text in zip(enc.special_tokens_mask, texts, strict=True)
                 ]
                 aligned = align_mentions_to_pieces(enc.offsets, spans, self.entity_index, outside)
                 ids = [a if a != NO_ENTITY else i for i, a in zip(ids, aligned, strict=True)]
@@ -88,6 +87,21 @@ class ErnieFeaturizer:
                 "batch do; label every example, or none (a file to predict on)"
             )
         return batch
+
+
+def _text_of_token(special_tokens_mask: Sequence[int]) -> list[int]:
+    """Which text (0 or 1) each token belongs to, counted by the runs of specials between
+    them: token types cannot tell, as RoBERTa's ``<s> a </s></s> b </s>`` has one type."""
+    text, out, seen_text, after_gap = 0, [], False, False
+    for special in special_tokens_mask:
+        if special:
+            after_gap = seen_text
+        else:
+            if after_gap:
+                text, after_gap = text + 1, False
+            seen_text = True
+        out.append(text)
+    return out
 
 
 __all__ = [

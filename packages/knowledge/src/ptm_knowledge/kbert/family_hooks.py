@@ -2,7 +2,8 @@
 
 Reads the labelled TSVs and the KG named by ``data`` (``configs/data/kbert_sample.yaml``),
 builds the encoder (``model``, or ``kbert.init_from``: any checkpoint
-``TransformerEncoder.from_pretrained`` loads, used without re-pre-training) and fine-tunes
+``TransformerEncoder.from_pretrained`` loads, a BERT, RoBERTa or XLM-R folder with its own
+tokenizer, used without re-pre-training) and fine-tunes
 a K-BERT classifier (a core ``TaskModel`` on core ``TaskBatches``, see
 :func:`~ptm_knowledge.kbert.finetune_kbert`) with the ablations of ``kbert.kg`` /
 ``kbert.visible_matrix``; ``final/`` is a core fine-tuned model folder (``task.json`` with
@@ -43,6 +44,8 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
     import torch
 
     from ptm_core import TransformerEncoder
+    from ptm_core.checkpoints.init_report import check_folder_vocabulary
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
     from ptm_core.tokenization import WordPieceTokenizer
     from ptm_knowledge.kbert import finetune_kbert, knowledge_from_graph, read_labeled_tsv
     from ptm_knowledge.kg import load_knowledge_graph
@@ -54,9 +57,13 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         raise ValueError(f"data.{missing} is null: K-BERT needs data.corpus, data.dev, data.kg")
     kg = _switch("kbert.kg", options.kg, "full", "none")
     visible = _switch("kbert.visible_matrix", options.visible_matrix, "on", "off")
+    tokenizer: Any
     if options.init_from:
-        tokenizer = WordPieceTokenizer.from_directory(options.init_from)
+        # The folder's own tokenizer: WordPiece (BERT), byte-level BPE (RoBERTa) or
+        # Unigram (XLM-R); its token table is indexed by those ids.
+        tokenizer = load_task_tokenizer(options.init_from)
         encoder = TransformerEncoder.from_pretrained(options.init_from)
+        check_folder_vocabulary(options.init_from, encoder.config.vocab_size, tokenizer.vocab_size)
     else:
         if not data.tokenizer or run.model is None:
             raise ValueError("data.tokenizer and model are needed without kbert.init_from")
@@ -91,6 +98,7 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         visible_matrix=visible,  # type: ignore[arg-type]
         dropout=DROPOUT if dropout in (None, {}) else float(dropout),
         seed=run.seed,
+        init_from=options.init_from,
         provenance={
             "train": str(data.corpus),
             "dev": str(data.dev),

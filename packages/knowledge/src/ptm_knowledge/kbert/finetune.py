@@ -24,7 +24,9 @@ from safetensors.torch import load_file
 
 from ptm_core import TransformerEncoder
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints.init_report import report_init
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
     TASK_JSON,
     TaskModel,
@@ -35,7 +37,6 @@ from ptm_core.finetune.model import (
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_knowledge.kbert.model import KBertFeaturizer, KGMode, VisibleMode
 from ptm_knowledge.kbert.tsv import (
@@ -110,7 +111,7 @@ def finetune_kbert(
     dev: Sequence[LabeledSentence] | Sequence[TaggedSentence],
     *,
     encoder: TransformerEncoder,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     knowledge: Mapping[str, Sequence[str]],
     label_names: Sequence[str],
     trainer: TrainerConfig,
@@ -122,6 +123,7 @@ def finetune_kbert(
     dropout: float = 0.1,
     seed: int = 0,
     num_workers: int = 0,
+    init_from: str | Path | None = None,
     provenance: Mapping[str, Any] | None = None,
 ) -> FinetuneResult:
     """Fine-tune a K-BERT sentence classifier (or tagger) and score it on ``dev``.
@@ -140,7 +142,7 @@ def finetune_kbert(
         train, dev: labelled sentences (:func:`read_labeled_tsv`) or tagged sentences
             (:func:`read_tagged_tsv`).
         encoder: the text encoder (a ``from_pretrained`` BERT keeps its weights).
-        tokenizer: the encoder's WordPiece tokenizer.
+        tokenizer: the encoder's tokenizer (WordPiece, or a RoBERTa/XLM-R folder's).
         knowledge: subject -> objects (:func:`knowledge_from_graph`).
         label_names: class or tag names in index order.
         trainer: core trainer settings (``output_dir``, ``max_steps``, ...).
@@ -149,6 +151,8 @@ def finetune_kbert(
         dropout: head dropout.
         seed: batch order seed.
         num_workers: processes that featurize training batches.
+        init_from: the folder ``encoder`` was loaded from; the log says which tensors
+            came from it and which start fresh (the task head).
         provenance: JSON-ready facts kept in ``task.json`` (the KG's path, the data files).
 
     Returns:
@@ -168,6 +172,8 @@ def finetune_kbert(
     )
     kind = "tagging" if isinstance(train[0], TaggedSentence) else "classification"
     model = build_task_model(encoder, kind, len(label_names), dropout, label_names=label_names)
+    if init_from is not None:
+        report_init(model, init_from, [encoder], what="kbert.init_from")
     settings = {
         "recipe": RECIPE,
         "max_entities": max_entities,
@@ -252,7 +258,7 @@ def _load_legacy(directory: Path) -> tuple[TaskModel, dict[str, Any]]:
 
 
 def featurizer_for(
-    config: Mapping[str, Any], tokenizer: WordPieceTokenizer, knowledge: Mapping[str, Sequence[str]]
+    config: Mapping[str, Any], tokenizer: TaskTokenizer, knowledge: Mapping[str, Sequence[str]]
 ) -> KBertFeaturizer:
     """The :class:`KBertFeaturizer` a saved model was trained with (its ``task.json``)."""
     return KBertFeaturizer(
@@ -294,7 +300,7 @@ def predict_kbert(
     if reinitialise is not None:
         reinitialise(model)
     model.to(device)
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     names = list(config["label_names"])
     metrics, predictions = evaluate_kbert(
         model,

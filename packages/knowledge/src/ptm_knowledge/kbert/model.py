@@ -23,10 +23,11 @@ from ptm_core import TransformerEncoder
 from ptm_core.modules.attention_structure import AttentionStructure
 from ptm_core.objectives import IGNORE_INDEX
 from ptm_knowledge.kbert.sentence_tree import (
+    CLS,
+    SEP,
     SPECIAL_TOKENS,
     SentenceTree,
     build_sentence_tree,
-    pair_words,
     wordpiece_splitter,
 )
 
@@ -44,7 +45,10 @@ class KBertFeaturizer:
     """Sentences (+ labels) -> K-BERT model inputs, with the paper's ablations built in.
 
     Args:
-        tokenizer: a :class:`ptm_core.tokenization.WordPieceTokenizer` (pieces and ids).
+        tokenizer: the encoder's tokenizer (pieces, ids and the special-token layout):
+            a :class:`ptm_core.tokenization.WordPieceTokenizer`, or a RoBERTa/XLM-R
+            folder's :class:`ptm_core.finetune.data.task_tokenizer.HFTokenizer`
+            (``load_task_tokenizer``); with one token type, segments are all 0.
         knowledge: subject -> objects in priority order (see :func:`knowledge_from_graph`).
         max_entities: branches per subject.
         max_length: tree length (sentence units are kept before knowledge).
@@ -81,13 +85,27 @@ class KBertFeaturizer:
         self.visible_matrix = visible_matrix
         self.structured_mask = structured_mask
         self.split = wordpiece_splitter(tokenizer)
-        self.unk_id = tokenizer.vocab_info.unk_id
-        self.pad_id = tokenizer.vocab_info.pad_id
+        vocab = tokenizer.vocab_info
+        self.unk_id = vocab.unk_id
+        self.pad_id = vocab.pad_id
+        self._special_ids = {CLS: vocab.cls_id, SEP: vocab.sep_id}
+        self._single = _layout(tokenizer, pair=False)
+        self._pair = _layout(tokenizer, pair=True)
+        # RoBERTa/XLM-R have one token type: their pairs are told apart by the specials.
+        self.segments = any(tokenizer.build_inputs([-1], [-2])[1])
+
+    def words(self, words: Sequence[str], second: Sequence[str] | None = None) -> list[str]:
+        """The tokenizer's layout as a word list, its specials as ``[CLS]``/``[SEP]``
+        markers: BERT's ``[CLS] a [SEP] b [SEP]``, RoBERTa's ``<s> a </s></s> b </s>``."""
+        out: list[str] = []
+        for part in self._single if second is None else self._pair:
+            out.extend(words if part == "A" else (second or []) if part == "B" else [part])
+        return out
 
     def tree(self, words: Sequence[str], second: Sequence[str] | None = None) -> SentenceTree:
-        """The sentence tree of ``[CLS] words [SEP] (second [SEP])``."""
+        """The sentence tree of :meth:`words` (``[CLS] words [SEP] (second [SEP])``)."""
         return build_sentence_tree(
-            pair_words(words, second),
+            self.words(words, second),
             self.knowledge,
             max_entities=self.max_entities,
             max_length=self.max_length,
@@ -113,11 +131,12 @@ class KBertFeaturizer:
                 ``IGNORE_INDEX``.
         """
         tree = self.tree(words, second)
-        ids = [self.tokenizer.token_to_id(t) for t in tree.tokens]
+        ids = [self._special_ids.get(t, self.tokenizer.token_to_id(t)) for t in tree.tokens]
+        segments = tree.segment_ids if self.segments else torch.zeros_like(tree.segment_ids)
         item = {
             "input_ids": torch.tensor([self.unk_id if i is None else i for i in ids]),
             "position_ids": tree.soft_positions,
-            "token_type_ids": tree.segment_ids,
+            "token_type_ids": segments,
             "visible_matrix": tree.visible_matrix,
             "is_knowledge": tree.is_knowledge,
             "word_start": _word_starts(tree),
@@ -129,8 +148,8 @@ class KBertFeaturizer:
         if label is not None:
             item["labels"] = torch.tensor(label)
         if word_labels is not None:
-            # Word index in pair_words -> index in word_labels (specials carry no tag).
-            all_words = pair_words(words, second)
+            # Word index in the layout -> index in word_labels (specials carry no tag).
+            all_words = self.words(words, second)
             tag_of: list[int] = []
             k = 0
             for w in all_words:
@@ -238,6 +257,22 @@ class KBertFeaturizer:
         if labels is not None and labels.dim() == 2:
             out["labels"] = labels.masked_fill(batch["is_knowledge"], IGNORE_INDEX)
         return out
+
+
+def _layout(tokenizer: Any, *, pair: bool) -> list[str]:
+    """The tokenizer's specials around one text or a pair: ``"A"``/``"B"`` for the texts,
+    ``[CLS]``/``[SEP]`` markers for its cls and sep tokens (read off ``build_inputs``)."""
+    vocab = tokenizer.vocab_info
+    ids = tokenizer.build_inputs([-1], [-2] if pair else None)[0]
+    names = {-1: "A", -2: "B", vocab.cls_id: CLS, vocab.sep_id: SEP}
+    unknown = [i for i in ids if i not in names]
+    if unknown:
+        raise ValueError(
+            f"the tokenizer puts special id {unknown[0]} around the texts, neither its cls "
+            f"({vocab.cls_id}) nor its sep ({vocab.sep_id}) token; K-BERT's sentence tree "
+            "needs a BERT- or RoBERTa-style tokenizer"
+        )
+    return [names[i] for i in ids]
 
 
 def _word_starts(tree: SentenceTree) -> Tensor:

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from ptm_core.finetune.data.tables import TableFile
+from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
 from ptm_core.finetune.predict import PredictorError, record_of
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.kbert.finetune import featurizer_for, load_kbert_classifier
 from ptm_knowledge.kbert.model import segment_words
 from ptm_knowledge.kbert.tsv import LabeledSentence
@@ -60,7 +60,7 @@ class KBertPredictions:
             predicate=bool(provenance.get("predicate", True)),
             aliases=bool(provenance.get("aliases", False)),
         )
-        tokenizer = WordPieceTokenizer.from_directory(directory)
+        tokenizer = load_task_tokenizer(directory)
         self.model = model.to(device).eval()
         self.featurizer = featurizer_for(config, tokenizer, knowledge)
         self.names: list[str] = list(config["label_names"])

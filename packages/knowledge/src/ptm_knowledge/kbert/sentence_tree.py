@@ -22,6 +22,7 @@ Differences from the reference code (github.com/autoliuweijie/K-BERT, ``brain/kn
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -275,14 +276,22 @@ def _segments(tokens: list[str], word_index: Tensor, real: int) -> Tensor:
 
 
 def wordpiece_splitter(tokenizer: object) -> Splitter:
-    """``split`` for :func:`build_sentence_tree`: a WordPiece tokenizer's pieces of a string.
+    """``split`` for :func:`build_sentence_tree`: a tokenizer's pieces of one word or object.
+
+    WordPiece and Unigram/SentencePiece pieces are the tokenizer's own for the string. A
+    byte-level BPE tokenizer (RoBERTa) marks the space before a word inside its piece
+    (``Ġworld``), so each word is encoded with a space before it, as ``transformers``
+    encodes words already split (``is_split_into_words`` with ``add_prefix_space``).
 
     Args:
-        tokenizer: a :class:`ptm_core.tokenization.WordPieceTokenizer`.
+        tokenizer: a :class:`ptm_core.tokenization.WordPieceTokenizer` or a
+            :class:`ptm_core.finetune.data.task_tokenizer.HFTokenizer`.
     """
     backend = tokenizer.backend  # type: ignore[attr-defined]
+    pre_tokenizer = json.loads(backend.to_str()).get("pre_tokenizer")
+    space = " " if '"ByteLevel"' in json.dumps(pre_tokenizer) else ""
 
     def split(text: str) -> list[str]:
-        return list(backend.encode(text, add_special_tokens=False).tokens)
+        return list(backend.encode(space + text, add_special_tokens=False).tokens)
 
     return split

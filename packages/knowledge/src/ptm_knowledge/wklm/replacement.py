@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.objectives.base import IGNORE_INDEX
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_knowledge.kg.graph import EntityTable
 from ptm_knowledge.wklm.type_index import EntityTypeIndex
 
@@ -45,7 +45,7 @@ class SurfaceForms:
     """
 
     def __init__(
-        self, entities: EntityTable, tokenizer: WordPieceTokenizer, *, aliases: bool = False
+        self, entities: EntityTable, tokenizer: TaskTokenizer, *, aliases: bool = False
     ) -> None:
         self.entities = entities
         self.tokenizer = tokenizer
@@ -72,10 +72,7 @@ class SurfaceForms:
         key = (entity, form)
         cached = self._cache.get(key)
         if cached is None:
-            enc = self.tokenizer.encode(self.text(entity, form), truncation=False)
-            cached = [
-                i for i, s in zip(enc.input_ids, enc.special_tokens_mask, strict=True) if not s
-            ]
+            cached = self.tokenizer.tokenize_ids(self.text(entity, form))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[key] = cached

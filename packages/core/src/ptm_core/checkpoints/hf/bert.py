@@ -9,6 +9,7 @@ family module it exposes ``config_from_hf``, ``config_to_hf``, ``state_from_hf``
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -115,38 +116,73 @@ def hf_bert_to_ptm(
             key = key[: -len("beta")] + "bias"
         source[key] = tensor
 
-    encoder_state: dict[str, Tensor] = {}
-    missing: list[str] = []
-    used: set[str] = set()
-
-    def take(hf_name: str) -> Tensor | None:
-        if hf_name not in source:
-            missing.append(hf_name)
-            return None
-        used.add(hf_name)
-        return source[hf_name]
-
-    for ours, theirs in _HF_EMBEDDING_NAMES.items():
-        found = take(theirs)
-        if found is not None:
-            encoder_state[ours] = found
-    for i in range(num_layers):
-        hf_prefix = f"encoder.layer.{i}."
-        for kind in ("weight", "bias"):
-            parts = [take(f"{hf_prefix}attention.self.{p}.{kind}") for p in _HF_QKV]
-            if all(p is not None for p in parts):
-                encoder_state[f"layers.{i}.attention.qkv_proj.{kind}"] = torch.cat(
-                    [p for p in parts if p is not None], dim=0
-                )
-            for ours, theirs in _HF_LAYER_NAMES.items():
-                found = take(f"{hf_prefix}{theirs}.{kind}")
-                if found is not None:
-                    encoder_state[f"layers.{i}.{ours}.{kind}"] = found
+    encoder_state, missing, used = read_bert_layout(
+        source,
+        num_layers,
+        embeddings=_HF_EMBEDDING_NAMES,
+        layer=_HF_LAYER_NAMES,
+        qkv=tuple(f"attention.self.{p}" for p in _HF_QKV),
+        layer_prefix="encoder.layer.{}.",
+    )
     head_state = {k: v for k, v in source.items() if k.startswith(("pooler.", "cls."))}
     unknown = sorted(
         k for k in source if k not in used and not k.startswith(_HF_NON_ENCODER_PREFIXES)
     )
     return encoder_state, head_state, missing, unknown
+
+
+def read_bert_layout(
+    source: Mapping[str, Tensor],
+    num_layers: int,
+    *,
+    embeddings: Mapping[str, str],
+    layer: Mapping[str, str],
+    qkv: Sequence[str],
+    layer_prefix: str,
+) -> tuple[dict[str, Tensor], list[str], set[str]]:
+    """Read BERT's layer layout under a family's own names (BERT, DistilBERT, ...).
+
+    Args:
+        source: the file's tensors, encoder prefix already stripped.
+        num_layers: layers expected.
+        embeddings: ptm name -> file name of the embedding tensors.
+        layer: ptm module -> file module inside a layer (``.weight``/``.bias`` added).
+        qkv: the file's query, key and value modules inside a layer (fused into
+            ``attention.qkv_proj``).
+        layer_prefix: a layer's file prefix with ``{}`` for its index (``encoder.layer.{}.``).
+
+    Returns:
+        ``(encoder_state, missing, used)``: ptm-named tensors, the file names expected but
+        absent (in reading order), and the file names read.
+    """
+    state: dict[str, Tensor] = {}
+    missing: list[str] = []
+    used: set[str] = set()
+
+    def take(name: str) -> Tensor | None:
+        if name not in source:
+            missing.append(name)
+            return None
+        used.add(name)
+        return source[name]
+
+    for ours, theirs in embeddings.items():
+        found = take(theirs)
+        if found is not None:
+            state[ours] = found
+    for i in range(num_layers):
+        prefix = layer_prefix.format(i)
+        for kind in ("weight", "bias"):
+            parts = [take(f"{prefix}{p}.{kind}") for p in qkv]
+            if all(p is not None for p in parts):
+                state[f"layers.{i}.attention.qkv_proj.{kind}"] = torch.cat(
+                    [p for p in parts if p is not None], dim=0
+                )
+            for ours, theirs in layer.items():
+                found = take(f"{prefix}{theirs}.{kind}")
+                if found is not None:
+                    state[f"layers.{i}.{ours}.{kind}"] = found
+    return state, missing, used
 
 
 def ptm_to_hf_bert(state: dict[str, Tensor], num_layers: int) -> dict[str, Tensor]:

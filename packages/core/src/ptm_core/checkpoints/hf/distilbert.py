@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import Tensor
 
-from ptm_core.checkpoints.hf.bert import check_bert_layout
+from ptm_core.checkpoints.hf.bert import check_bert_layout, read_bert_layout
+from ptm_core.checkpoints.hf.pretraining_heads import take_head_group
 from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.encoders.config import EncoderConfig, HFEncoderConfig
 
@@ -127,33 +127,14 @@ def state_from_hf(
     """Map DistilBERT tensors onto ptm names; the contract of
     :func:`~ptm_core.checkpoints.hf.bert.hf_bert_to_ptm` (heads: ``vocab_*``)."""
     source = {name.removeprefix(HF_PREFIX): tensor for name, tensor in state.items()}
-    out: dict[str, Tensor] = {}
-    missing: list[str] = []
-    used: set[str] = set()
-
-    def take(name: str) -> Tensor | None:
-        if name not in source:
-            missing.append(name)
-            return None
-        used.add(name)
-        return source[name]
-
-    for ours, theirs in _EMBEDDINGS.items():
-        found = take(theirs)
-        if found is not None:
-            out[ours] = found
-    for i in range(config.num_layers):
-        prefix = f"transformer.layer.{i}."
-        for kind in ("weight", "bias"):
-            parts = [take(f"{prefix}attention.{p}.{kind}") for p in _QKV]
-            if all(p is not None for p in parts):
-                out[f"layers.{i}.attention.qkv_proj.{kind}"] = torch.cat(
-                    [p for p in parts if p is not None], dim=0
-                )
-            for ours, theirs in _LAYER.items():
-                found = take(f"{prefix}{theirs}.{kind}")
-                if found is not None:
-                    out[f"layers.{i}.{ours}.{kind}"] = found
+    out, missing, used = read_bert_layout(
+        source,
+        config.num_layers,
+        embeddings=_EMBEDDINGS,
+        layer=_LAYER,
+        qkv=tuple(f"attention.{p}" for p in _QKV),
+        layer_prefix="transformer.layer.{}.",
+    )
     heads = {k: v for k, v in source.items() if k.startswith("vocab_")}
     unknown = sorted(
         k
@@ -187,26 +168,18 @@ def hf_export_state(
     tensors) or a bare ``DistilBertModel``; see
     :func:`~ptm_core.checkpoints.hf.roberta.hf_export_state`."""
     state = {f"{HF_PREFIX}{k}": v for k, v in encoder_state.items()}
-    for objective, tensors in groups.items():
-        if objective not in used and set(tensors) == set(MLM_NAMES):
-            used.append(objective)
-            state.update({theirs: tensors[ours] for ours, theirs in MLM_NAMES.items()})
-            return state, "DistilBertForMaskedLM", "AutoModelForMaskedLM"
+    mlm = take_head_group(groups, MLM_NAMES, used)
+    if mlm:
+        state.update(mlm)
+        return state, "DistilBertForMaskedLM", "AutoModelForMaskedLM"
     return state, "DistilBertModel", "AutoModel"
 
 
 def pretraining_heads() -> tuple[Any, ...]:
     """The head a ``DistilBertForMaskedLM`` folder fills: MLM (and its subclasses)."""
-    from ptm_core.checkpoints.hf.pretraining_heads import HFHead, copy_head
-    from ptm_core.objectives.mlm import MaskedLMObjective
+    from ptm_core.checkpoints.hf.pretraining_heads import masked_lm_head
 
-    return (
-        HFHead(
-            MaskedLMObjective,
-            ("vocab_projector.bias", "vocab_transform.weight"),
-            lambda heads, objective, _dir, _src: copy_head(heads, objective, MLM_NAMES),
-        ),
-    )
+    return (masked_lm_head(MLM_NAMES),)
 
 
 def task_heads(model_type: str = "distilbert") -> tuple[Any, ...]:

@@ -176,6 +176,57 @@ def generator_head_from_hf(
 HF_PREFIX = "electra."
 
 
+#: Where ``ptm export --format hf`` writes an ELECTRA run's generator.
+GENERATOR_DIR = "generator"
+
+
+def generator_export(
+    encoder_state: dict[str, Tensor], config: EncoderConfig, tensors: dict[str, Tensor]
+) -> tuple[dict[str, Any], dict[str, Tensor]] | None:
+    """The ``ElectraForMaskedLM`` (config dict, file tensors) of the replaced-token
+    detection objective's generator, or ``None`` when ``tensors`` hold none.
+
+    The generator shares the discriminator's embeddings (as in ELECTRA), so they come from
+    ``encoder_state``; its layers, its ``E -> D_g`` projection and its MLM head from the
+    objective's own tensors. Its width and depth are read off the tensors; its heads
+    follow :func:`~ptm_core.objectives.electra.electra_generator`'s rule.
+
+    Args:
+        encoder_state: the discriminator's ptm-named tensors.
+        config: the discriminator's config.
+        tensors: the objective's tensors (``generator.*``, ``generator_head.*``, ...).
+    """
+    from ptm_core.objectives.electra import generator_heads
+
+    own = {
+        k.removeprefix("generator."): v for k, v in tensors.items() if k.startswith("generator.")
+    }
+    head = {
+        k.removeprefix("generator_head."): v
+        for k, v in tensors.items()
+        if k.startswith("generator_head.")
+    }
+    if "layers.0.attention.qkv_proj.weight" not in own or set(head) != set(GENERATOR_NAMES):
+        return None
+    hidden = int(own["layers.0.attention.qkv_proj.weight"].shape[1])
+    layers = 1 + max(int(k.split(".")[1]) for k in own if k.startswith("layers."))
+    generator = replace(
+        config,
+        hidden_size=hidden,
+        num_heads=generator_heads(config.num_heads, hidden, hidden / config.hidden_size),
+        intermediate_size=int(own["layers.0.feed_forward.w_in.weight"].shape[0]),
+        num_layers=layers,
+        embedding_size=config.embedding_width,
+    )
+    embeddings = {k: v for k, v in encoder_state.items() if k.startswith("embeddings.")}
+    state = {f"electra.{k}": v for k, v in state_to_hf({**embeddings, **own}, generator).items()}
+    state.update({theirs: head[ours] for ours, theirs in GENERATOR_NAMES.items()})
+    state["generator_lm_head.weight"] = encoder_state["embeddings.word.weight"]  # tied
+    hf = config_to_hf(generator)
+    hf["architectures"] = ["ElectraForMaskedLM"]
+    return hf, state
+
+
 def pretraining_heads() -> tuple[Any, ...]:
     """The heads an ``ElectraForPreTraining`` folder fills (the discriminator of replaced
     token detection) and an ``ElectraForMaskedLM`` folder (the generator's MLM head)."""
@@ -210,6 +261,7 @@ def task_heads(model_type: str = "electra") -> tuple[Any, ...]:
     """
     from ptm_core.checkpoints.hf.task_heads import (
         CLASSIFIER_NAMES,
+        DENSE_OUT_PROJ_NAMES,
         QA_NAMES,
         HeadVariant,
         HFTaskHead,
@@ -238,12 +290,7 @@ def task_heads(model_type: str = "electra") -> tuple[Any, ...]:
         HFTaskHead(
             "ElectraForSequenceClassification",
             "classification",
-            {
-                "pooler.dense.weight": "classifier.dense.weight",
-                "pooler.dense.bias": "classifier.dense.bias",
-                "classifier.weight": "classifier.out_proj.weight",
-                "classifier.bias": "classifier.out_proj.bias",
-            },
+            DENSE_OUT_PROJ_NAMES,
             read_head,
             write_head,
             fixed="dropout, dense, GELU, dropout, out_proj on the first token",

@@ -31,8 +31,11 @@ fine-tuned         ``{Bert,Albert,Electra,XLNet,Roberta,XLMRoberta,DistilBert}Fo
                    :mod:`~ptm_core.checkpoints.hf.task_heads`)
 =================  ===================================================================
 
-Heads without a Hugging Face counterpart (SpanBERT's SBO, ELECTRA's generator, ...) are
-left out and named in :attr:`HFExport.skipped`.
+An ELECTRA pre-training run's generator (a narrower encoder on the discriminator's
+embeddings, with its MLM head) is written beside the discriminator as an
+``ElectraForMaskedLM`` folder, ``<out>/generator/`` (:attr:`HFExport.also`). Heads without
+a Hugging Face counterpart (SpanBERT's SBO, ...) are left out and named in
+:attr:`HFExport.skipped`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from safetensors.torch import load_file, save_file
 from torch import Tensor
@@ -61,6 +64,7 @@ from ptm_core.checkpoints.hf.knowledge_export import (
     note,
     refusal,
 )
+from ptm_core.checkpoints.hf.pretraining_heads import take_head_group
 from ptm_core.checkpoints.hf.tokenizer_files import (
     HF_TOKENIZER_FILES,
     find_tokenizer_directory,
@@ -136,6 +140,9 @@ class HFExport:
         auto_class: the ``transformers`` auto class that loads it with its heads.
         heads: the ptm objectives (or task head) whose weights were exported.
         skipped: objectives whose heads have no Hugging Face counterpart (not written).
+        also: other models written in subfolders, folder -> ``transformers`` class (an
+            ELECTRA run's generator: ``{"generator": "ElectraForMaskedLM"}``); each gets
+            the tokenizer files too.
     """
 
     directory: Path
@@ -144,6 +151,7 @@ class HFExport:
     auto_class: str
     heads: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    also: dict[str, str] = field(default_factory=dict)
 
 
 def _unsupported(source: Path, what: str) -> CheckpointError:
@@ -231,17 +239,6 @@ def _tokenizer_writer(
     return write
 
 
-def _take(
-    groups: dict[str, dict[str, Tensor]], names: dict[str, str], used: list[str]
-) -> dict[str, Tensor]:
-    """The first objective whose tensors are exactly ``names``' keys, renamed; else ``{}``."""
-    for objective, tensors in groups.items():
-        if objective not in used and set(tensors) == set(names):
-            used.append(objective)
-            return {theirs: tensors[ours].contiguous() for ours, theirs in names.items()}
-    return {}
-
-
 def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
     from ptm_core.encoders.transformer import TransformerEncoder
 
@@ -260,6 +257,8 @@ def _export_encoder(source: Path, target: Path, tokenizer_dir: Path | None) -> H
         with atomic_directory(target, kind="export") as tmp:
             result = write_hf_encoder(encoder, tmp, family=family, heads=heads, tokenizer=None)
             write_tokenizer(tmp)
+            for folder in result.also:
+                write_tokenizer(tmp / folder)
     except CheckpointError as exc:
         raise _unsupported(source, str(exc)) from None
     result.directory = target
@@ -330,14 +329,15 @@ def write_hf_encoder(
         groups.setdefault(objective, {})[rest] = tensor
     used: list[str] = []
     state: dict[str, Tensor]
+    generator_folder: tuple[dict[str, Any], dict[str, Tensor]] | None = None
     if family == "bert":
         hf_config = encoder_config_to_hf(config)
         state = {
             f"bert.{k}": v
             for k, v in ptm_to_hf_bert(encoder.state_dict(), config.num_layers).items()
         }
-        mlm = _take(groups, _MLM_NAMES, used)
-        pair = _take(groups, _PAIR_NAMES, used)
+        mlm = take_head_group(groups, _MLM_NAMES, used)
+        pair = take_head_group(groups, _PAIR_NAMES, used)
         state.update(mlm)
         state.update(pair)
         if mlm and pair:
@@ -355,10 +355,10 @@ def write_hf_encoder(
             state, architecture, auto = module.hf_export_state(encoder_state, config, groups, used)
         elif family == "albert":
             state = {f"albert.{k}": v for k, v in encoder_state.items()}
-            mlm = _take(groups, _ALBERT_MLM_NAMES, used)
+            mlm = take_head_group(groups, _ALBERT_MLM_NAMES, used)
             if mlm:
                 mlm["predictions.decoder.bias"] = mlm["predictions.bias"].clone()
-            sop = _take(groups, _ALBERT_SOP_NAMES, used)
+            sop = take_head_group(groups, _ALBERT_SOP_NAMES, used)
             state.update(mlm)
             state.update(sop)
             architecture, auto = (
@@ -376,9 +376,12 @@ def write_hf_encoder(
                 if set(_ELECTRA_NAMES) <= set(tensors):
                     used.append(objective)
                     discriminator = {t: tensors[o] for o, t in _ELECTRA_NAMES.items()}
+                    generator_folder = electra_hf.generator_export(
+                        encoder.state_dict(), config, tensors
+                    )
                     break
             state.update(discriminator)
-            generator = {} if discriminator else _take(groups, _ELECTRA_MLM_NAMES, used)
+            generator = {} if discriminator else take_head_group(groups, _ELECTRA_MLM_NAMES, used)
             state.update(generator)
             architecture, auto = (
                 ("ElectraForPreTraining", "AutoModelForPreTraining")
@@ -389,7 +392,7 @@ def write_hf_encoder(
             )
         else:  # xlnet
             state = {f"transformer.{k}": v for k, v in encoder_state.items()}
-            head = _take(groups, _XLNET_NAMES, used)
+            head = take_head_group(groups, _XLNET_NAMES, used)
             if head:
                 head["lm_loss.weight"] = encoder_state["word_embedding.weight"].clone()
             state.update(head)
@@ -399,19 +402,31 @@ def write_hf_encoder(
                 else ("XLNetModel", "AutoModel")
             )
     hf_config["architectures"] = [architecture]
+    _write_model(directory, hf_config, state)
+    max_length = None if family == "xlnet" else config.max_positions
+    if tokenizer is not None:
+        write_hf_tokenizer_files(tokenizer, directory, model_max_length=max_length)
+    skipped = [name for name in groups if name not in used]
+    also: dict[str, str] = {}
+    if generator_folder is not None:
+        # ELECTRA's generator: transformers' ElectraForMaskedLM, beside the discriminator.
+        _write_model(directory / electra_hf.GENERATOR_DIR, *generator_folder)
+        if tokenizer is not None:
+            write_hf_tokenizer_files(
+                tokenizer, directory / electra_hf.GENERATOR_DIR, model_max_length=max_length
+            )
+        also[electra_hf.GENERATOR_DIR] = "ElectraForMaskedLM"
+    return HFExport(directory, family, architecture, auto, heads=used, skipped=skipped, also=also)
+
+
+def _write_model(directory: Path, hf_config: dict[str, Any], state: dict[str, Tensor]) -> None:
+    directory.mkdir(exist_ok=True)
     (directory / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     save_file(
         {k: v.detach().contiguous() for k, v in state.items()},
         str(directory / "model.safetensors"),
         metadata={"format": "pt"},
     )
-    if tokenizer is not None:
-        max_length = None if family == "xlnet" else config.max_positions
-        write_hf_tokenizer_files(tokenizer, directory, model_max_length=max_length)
-    skipped = [name for name in groups if name not in used]
-    if family == "electra" and used:
-        skipped.append(f"{used[0]} (generator)")
-    return HFExport(directory, family, architecture, auto, heads=used, skipped=skipped)
 
 
 def _move_into(written: Path, tmp: Path) -> None:

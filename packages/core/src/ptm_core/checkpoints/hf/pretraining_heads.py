@@ -124,3 +124,35 @@ def copy_head(heads: dict[str, Tensor], objective: Any, names: dict[str, str]) -
                     f"{tuple(params[ours].shape)}"
                 )
             params[ours].copy_(heads[theirs])
+
+
+def masked_lm_head(names: dict[str, str]) -> HFHead:
+    """The MLM row (MLM and its subclasses) of a ``...ForMaskedLM`` folder whose head
+    tensors are ``names`` (ptm name relative to the objective -> the file's name; the
+    decoder is tied to the token table, so its bias and the dense weight tell the head is
+    there)."""
+    from ptm_core.objectives.mlm import MaskedLMObjective
+
+    return HFHead(
+        MaskedLMObjective,
+        (names["head.decoder.bias"], names["head.dense.weight"]),
+        lambda heads, objective, _dir, _src: copy_head(heads, objective, names),
+    )
+
+
+def take_head_group(
+    groups: dict[str, dict[str, Tensor]], names: dict[str, str], used: list[str]
+) -> dict[str, Tensor]:
+    """For export: the first objective not in ``used`` whose tensors are exactly ``names``'
+    keys, renamed to the file's names (its name is appended to ``used``); else ``{}``.
+
+    Args:
+        groups: the objectives' own tensors by objective name (``heads.safetensors``).
+        names: ptm name -> the file's name of one head.
+        used: objective names already exported.
+    """
+    for objective, tensors in groups.items():
+        if objective not in used and set(tensors) == set(names):
+            used.append(objective)
+            return {theirs: tensors[ours].contiguous() for ours, theirs in names.items()}
+    return {}

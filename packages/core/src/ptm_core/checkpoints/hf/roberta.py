@@ -31,6 +31,7 @@ from ptm_core.checkpoints.hf.bert import (
     hf_config_to_encoder_config,
     ptm_to_hf_bert,
 )
+from ptm_core.checkpoints.hf.pretraining_heads import take_head_group
 from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.encoders.config import EncoderConfig, HFEncoderConfig
 
@@ -163,26 +164,18 @@ def hf_export_state(
     """
     prefix = class_prefix(getattr(config, "hf_model_type", "roberta"))
     state = {f"{HF_PREFIX}{k}": v for k, v in encoder_state.items()}
-    for objective, tensors in groups.items():
-        if objective not in used and set(tensors) == set(MLM_NAMES):
-            used.append(objective)
-            state.update({theirs: tensors[ours] for ours, theirs in MLM_NAMES.items()})
-            return state, f"{prefix}ForMaskedLM", "AutoModelForMaskedLM"
+    mlm = take_head_group(groups, MLM_NAMES, used)
+    if mlm:
+        state.update(mlm)
+        return state, f"{prefix}ForMaskedLM", "AutoModelForMaskedLM"
     return state, f"{prefix}Model", "AutoModel"
 
 
 def pretraining_heads() -> tuple[Any, ...]:
     """The head a ``RobertaForMaskedLM`` folder fills: MLM (and its subclasses)."""
-    from ptm_core.checkpoints.hf.pretraining_heads import HFHead, copy_head
-    from ptm_core.objectives.mlm import MaskedLMObjective
+    from ptm_core.checkpoints.hf.pretraining_heads import masked_lm_head
 
-    return (
-        HFHead(
-            MaskedLMObjective,
-            ("lm_head.bias", "lm_head.dense.weight"),
-            lambda heads, objective, _dir, _src: copy_head(heads, objective, MLM_NAMES),
-        ),
-    )
+    return (masked_lm_head(MLM_NAMES),)
 
 
 def task_heads(model_type: str = "roberta") -> tuple[Any, ...]:
@@ -196,6 +189,7 @@ def task_heads(model_type: str = "roberta") -> tuple[Any, ...]:
     """
     from ptm_core.checkpoints.hf.task_heads import (
         CLASSIFIER_NAMES,
+        DENSE_OUT_PROJ_NAMES,
         QA_NAMES,
         HeadVariant,
         HFTaskHead,
@@ -224,12 +218,7 @@ def task_heads(model_type: str = "roberta") -> tuple[Any, ...]:
         HFTaskHead(
             f"{prefix}ForSequenceClassification",
             "classification",
-            {
-                "pooler.dense.weight": "classifier.dense.weight",
-                "pooler.dense.bias": "classifier.dense.bias",
-                "classifier.weight": "classifier.out_proj.weight",
-                "classifier.bias": "classifier.out_proj.bias",
-            },
+            DENSE_OUT_PROJ_NAMES,
             read_head,
             write_head,
             fixed="dropout, dense, tanh, dropout, out_proj on the first token",

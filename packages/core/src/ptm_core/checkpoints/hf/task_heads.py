@@ -38,6 +38,13 @@ from ptm_core.checkpoints.io import CheckpointError
 POOLED_KINDS = ("classification", "multiple_choice")
 QA_NAMES = {"qa_outputs.weight": "qa_outputs.weight", "qa_outputs.bias": "qa_outputs.bias"}
 CLASSIFIER_NAMES = {"classifier.weight": "classifier.weight", "classifier.bias": "classifier.bias"}
+#: RoBERTa's and ELECTRA's sequence classifier: ``classifier.dense`` then ``out_proj``.
+DENSE_OUT_PROJ_NAMES = {
+    "pooler.dense.weight": "classifier.dense.weight",
+    "pooler.dense.bias": "classifier.dense.bias",
+    "classifier.weight": "classifier.out_proj.weight",
+    "classifier.bias": "classifier.out_proj.bias",
+}
 
 
 @dataclass(frozen=True)
