@@ -49,7 +49,7 @@ ARMS: dict[str, list[str]] = {
     "prompt": ["finetune.peft=prompt", "finetune.peft_virtual_tokens=20"],
 }
 LEARNING_RATES: dict[str, float] = {"full": 1e-3, "lora": 5e-3, "prompt": 1e-2}
-DEFAULT_TASKS = ("gain_kind", "gain_ner")
+DEFAULT_TASKS = ("gain_sentiment", "gain_kind", "gain_ner", "gain_qa")
 
 
 def overrides_of(final: Path, task: str, arm: str, seed: int) -> list[str]:
@@ -164,7 +164,18 @@ def report(results: dict[str, Any]) -> str:
                 f"{100 * share:.2f}% ({runs[0]['trainable']:,}) | "
                 f"{rss:.0f} MiB | {weights:.2f} MB |"
             )
-    lines += ["", "Per run: `benchmarks/results/peft_table.json` (`runs`, with each command)."]
+    lines += [
+        "",
+        "The model has under a million parameters, a few MB beside the ~1 GB the Python "
+        "process holds (torch, the runner's imports, the task data): the peak-RSS column "
+        "measures that runtime, and the memory an adapter saves (no gradients or AdamW "
+        "moments for the frozen weights: 3 x 4 bytes per frozen parameter) shows only at "
+        "larger sizes (BERT-base: about 1.3 GB). The checkpoint sizes scale with the model: "
+        "a LoRA final/ of BERT-base (r 8, every projection) holds about 2.4 MB plus the head, "
+        "against 440 MB for a full fine-tune.",
+        "",
+        "Per run: `benchmarks/results/peft_table.json` (`runs`, with each command).",
+    ]
     return "\n".join(lines) + "\n"
 
 
