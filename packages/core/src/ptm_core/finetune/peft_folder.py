@@ -25,8 +25,7 @@ import torch
 from safetensors.torch import save_file
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints.encoder import PTM_ENCODER_FORMAT, encoder_kind
-from ptm_core.checkpoints.io import CheckpointError, write_json
+from ptm_core.checkpoints.io import PTM_ENCODER_FORMAT, CheckpointError, write_json
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.model import (
     TASK_FORMAT_VERSION,
@@ -40,7 +39,7 @@ from ptm_core.finetune.model import (
     read_trained_state,
 )
 from ptm_core.heads.tasks import PoolPosition
-from ptm_core.model_kinds import with_kind
+from ptm_core.model_kinds import ENCODER, XLNET, with_kind
 from ptm_core.peft import PeftConfig, adapter_state, attach_peft
 
 ADAPTER_FILE = "adapter.safetensors"
@@ -97,9 +96,8 @@ def save_peft_task_model(
             "base": {"path": str(base), "sha256": base_fingerprint(base)},
         },
     }
-    encoder_config = with_kind(
-        {"ptm_format": PTM_ENCODER_FORMAT, **inner.config.to_dict()}, encoder_kind(inner.config)
-    )
+    kind = XLNET if inner.config.relative else ENCODER  # as checkpoints.encoder names it
+    encoder_config = with_kind({"ptm_format": PTM_ENCODER_FORMAT, **inner.config.to_dict()}, kind)
     adapter = adapter_state(model)
     head = {k: v.detach().contiguous() for k, v in model.head.state_dict().items()}
     with atomic_directory(directory) as tmp:

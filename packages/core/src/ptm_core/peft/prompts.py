@@ -45,14 +45,16 @@ class SoftPromptEncoder(nn.Module):
         (``hidden_states`` too): ``(B, L, D)``.
     """
 
+    encoder: Any  # a TransformerEncoder (or XLNetEncoder); typed loosely to stay below them
+
     def __init__(self, encoder: nn.Module, num_virtual_tokens: int) -> None:
         super().__init__()
         self.encoder = encoder
         self.num_virtual_tokens = num_virtual_tokens
-        table = encoder.embeddings.word.weight
+        table: Tensor = self.encoder.embeddings.word.weight
         drawn = torch.randint(0, table.shape[0], (num_virtual_tokens,))
         self.prompt = nn.Parameter(table.detach()[drawn].clone())  # (P, E)
-        max_positions = getattr(encoder.config, "max_positions", None)
+        max_positions = getattr(self.encoder.config, "max_positions", None)
         self.max_length = None if max_positions is None else int(max_positions) - num_virtual_tokens
 
     @property

@@ -11,6 +11,8 @@ puts the fused layer back (after LoRA was merged) for saving or export.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -27,13 +29,17 @@ class SplitQKVProjection(nn.Module):
         input ``(..., D)``; output ``(..., 3 h d)``, the fused layer's layout.
     """
 
+    # nn.Linear until peft wraps them (then its LoRA/IA3 layers, which call the linear).
+    query: nn.Module
+    key: nn.Module
+    value: nn.Module
+
     def __init__(self, fused: nn.Linear) -> None:
         super().__init__()
         inner = fused.out_features // 3
-        bias = fused.bias is not None
-        names = ("query", "key", "value")
-        for index, name in enumerate(names):
-            linear = nn.Linear(fused.in_features, inner, bias=bias)
+
+        def part(index: int) -> nn.Linear:
+            linear = nn.Linear(fused.in_features, inner, bias=fused.bias is not None)
             linear.to(device=fused.weight.device, dtype=fused.weight.dtype)
             rows = slice(index * inner, (index + 1) * inner)
             with torch.no_grad():
@@ -41,7 +47,9 @@ class SplitQKVProjection(nn.Module):
                 if fused.bias is not None and linear.bias is not None:
                     linear.bias.copy_(fused.bias[rows])
             linear.weight.requires_grad_(fused.weight.requires_grad)
-            setattr(self, name, linear)
+            return linear
+
+        self.query, self.key, self.value = part(0), part(1), part(2)
 
     def forward(self, hidden: Tensor) -> Tensor:
         return torch.cat([self.query(hidden), self.key(hidden), self.value(hidden)], dim=-1)
@@ -49,19 +57,20 @@ class SplitQKVProjection(nn.Module):
     def fused(self) -> nn.Linear:
         """One ``nn.Linear`` with the three weights stacked again (plain linears only:
         merge an adapter first)."""
-        parts = (self.query, self.key, self.value)
-        if not all(type(part) is nn.Linear for part in parts):
+        parts = [p for p in (self.query, self.key, self.value) if type(p) is nn.Linear]
+        if len(parts) != 3:
             raise TypeError(
                 "the query/key/value projections still carry an adapter; merge it "
-                "(ptm_core.peft.merge_adapters) before fusing them"
+                "(ptm_core.peft.library.merge_adapters) before fusing them"
             )
-        first = parts[0]
+        first = cast(nn.Linear, parts[0])
         linear = nn.Linear(first.in_features, 3 * first.out_features, bias=first.bias is not None)
         linear.to(device=first.weight.device, dtype=first.weight.dtype)
         with torch.no_grad():
-            linear.weight.copy_(torch.cat([p.weight for p in parts]))
+            linear.weight.copy_(torch.cat([cast(nn.Linear, p).weight for p in parts]))
+            biases = [cast(nn.Linear, p).bias for p in parts]
             if linear.bias is not None:
-                linear.bias.copy_(torch.cat([p.bias for p in parts if p.bias is not None]))
+                linear.bias.copy_(torch.cat([b for b in biases if b is not None]))
         return linear
 
 

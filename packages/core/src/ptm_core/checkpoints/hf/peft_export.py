@@ -24,7 +24,9 @@ from ptm_core.peft.config import LIBRARY_METHODS
 ADAPTER_DIR = "adapter"
 
 
-def prepare_peft_export(source: Path, record: dict[str, Any], *, adapter: bool) -> tuple[Any, dict[str, Any]]:
+def prepare_peft_export(
+    source: Path, record: dict[str, Any], *, adapter: bool
+) -> tuple[Any, dict[str, Any]]:
     """Load the run as a plain task model to export: merged, or with the adapter taken off.
 
     Returns:
