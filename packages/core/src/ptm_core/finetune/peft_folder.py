@@ -32,13 +32,11 @@ from ptm_core.finetune.model import (
     TASK_HEAD_FILE,
     TASK_JSON,
     TaskModel,
-    build_task_model,
     head_settings,
     load_head_state,
-    pooler_variant,
     read_trained_state,
+    task_model_of_record,
 )
-from ptm_core.heads.tasks import PoolPosition
 from ptm_core.model_kinds import ENCODER, XLNET, with_kind
 from ptm_core.peft import PeftConfig, adapter_state, attach_peft
 
@@ -167,15 +165,7 @@ def load_peft_task_model(directory: str | Path, record: dict[str, Any]) -> TaskM
     base = check_base(directory, record)
     encoder = load_base_encoder(base)
     with torch.random.fork_rng(devices=[]):  # the adapter's fresh init is overwritten below
-        model = build_task_model(
-            encoder,
-            record["kind"],
-            record["num_labels"],
-            float(record.get("dropout", 0.1)),
-            pool=cast(PoolPosition, record.get("pool", "first")),
-            label_names=record.get("label_names"),
-            **pooler_variant(record),
-        )
+        model = task_model_of_record(encoder, record, task_path)
         attach_peft(model, config)
     expected = adapter_state(model)
     state = read_trained_state(
