@@ -131,6 +131,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ERNIE-THU: export only the text layers, without the knowledge layers",
     )
+    export.add_argument(
+        "--peft-adapter",
+        action="store_true",
+        help="a finetune.peft=lora|ia3 run: write OUT/adapter (a peft adapter folder) beside "
+        "the base model instead of merging the adapter into the weights",
+    )
     compress = commands.add_parser(
         "compress", help="quantise, prune or ONNX-export a final/ into a new folder"
     )
@@ -437,6 +443,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 format=args.format,
                 overwrite=args.overwrite,
                 text_layers_only=args.text_layers_only,
+                peft_adapter=args.peft_adapter,
             )
         except USER_ERRORS as exc:
             print(f"ptm: {exc}", file=sys.stderr)

@@ -36,6 +36,7 @@ def export(
     format: str = "hf",
     overwrite: bool = False,
     text_layers_only: bool = False,
+    peft_adapter: bool = False,
 ) -> HFExport:
     """Export ``source`` to ``target`` in ``format`` and print a short summary.
 
@@ -47,6 +48,9 @@ def export(
         overwrite: replace ``target`` when it holds an earlier ptm output.
         text_layers_only: ERNIE-THU only: export its text layers without the knowledge
             layers (refused without it), with a note of what was left out.
+        peft_adapter: a ``finetune.peft=lora|ia3`` run: write its adapter as a ``peft``
+            adapter folder (``<target>/adapter``) beside the base model instead of merging
+            it into the weights (the default).
 
     Returns:
         What was written (:class:`~ptm_core.checkpoints.hf.export.HFExport`).
@@ -65,7 +69,8 @@ def export(
             f"{target}: the output folder must not be {source} or inside it; give another one"
         )
     check_output_directory(target, kind="export", overwrite=overwrite, option="--overwrite")
-    result = exporter(source)(source, target, text_layers_only=text_layers_only)
+    options = {"peft_adapter": True} if peft_adapter else {}  # core's export_hf only
+    result = exporter(source)(source, target, text_layers_only=text_layers_only, **options)
     print(f"exported       {source} -> {result.directory}")
     print(f"family         {result.family}")
     print(f"architecture   {result.architecture}")
@@ -79,6 +84,10 @@ def export(
     if text_layers_only:
         print(f"note           {result.directory / NOTE_FILE} lists what was left out")
     model_line = f"transformers.{result.auto_class}.from_pretrained({str(target)!r})"
+    if peft_adapter:
+        adapter = str(Path(target) / "adapter")
+        print(f"adapter        {adapter} (peft; the weights in {target} are the base's)")
+        model_line = f"peft.PeftModel.from_pretrained({model_line}, {adapter!r})"
     if any((Path(result.directory) / name).is_file() for name in TOKENIZER_FILES):
         print(f"load with      {model_line}, AutoTokenizer.from_pretrained({str(target)!r})")
     else:

@@ -103,6 +103,8 @@ class ULMFiTFinetune:
         text_to_text: refused (a seq2seq switch).
         kg: ERNIE-THU's KG (not read).
         use_entities: ERNIE-THU's switch (not read).
+        peft: refused unless ``none`` (adapters attach to Transformer encoders), with its
+            ``peft_*`` settings (not read).
     """
 
     random_init: bool = False
@@ -113,6 +115,12 @@ class ULMFiTFinetune:
     text_to_text: bool = False
     kg: str | None = None
     use_entities: bool = True
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

@@ -88,8 +88,8 @@ class ErnieFinetune:
 class FinetuneOptions:
     """The ``finetune`` block of ``configs/finetune.yaml`` as an ERNIE-THU ``init_from``
     reads it (``ptm finetune model=<ERNIE-THU final/>``): ``kg`` and ``use_entities`` as
-    :class:`ErnieFinetune`; ``random_init``, ``feature_based`` and ``text_to_text`` are
-    refused when set."""
+    :class:`ErnieFinetune`; ``random_init``, ``feature_based``, ``text_to_text`` and
+    ``peft`` (other than ``none``) are refused when set."""
 
     random_init: bool = False
     num_workers: int = 0
@@ -99,6 +99,12 @@ class FinetuneOptions:
     text_to_text: bool = False
     kg: str | None = None
     use_entities: bool = True
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

@@ -361,6 +361,11 @@ def finetune_awd_lstm(run: Any) -> Any:
             "model=<the final/ of ptm pretrain experiment=awd_lstm_tiny>"
         )
     options = settings.finetune
+    if options.peft != "none":
+        raise ValueError(
+            f"finetune.peft={options.peft} is not supported for an AWD-LSTM model "
+            f"({run.init_from}): adapters attach to Transformer encoders; set finetune.peft=none"
+        )
     unsupported = [key for key in ("feature_based", "text_to_text") if getattr(options, key)]
     if unsupported:
         raise ValueError(

@@ -22,6 +22,7 @@ from ptm_core.checkpoints.hf.bert import check_bert_layout
 from ptm_core.checkpoints.hf.formats import default_hf_format
 from ptm_core.checkpoints.hf.task_heads import task_head_tensors
 from ptm_core.checkpoints.io import (
+    PTM_ENCODER_FORMAT,
     CheckpointError,
     atomic_directory,
     check_state,
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
     from ptm_core.tokenization import WordPieceTokenizer
 
 logger = logging.getLogger(__name__)
-
-PTM_ENCODER_FORMAT = "ptm-encoder/1"
 
 
 def load_encoder(path: str | Path, *, strict: bool = True, **overrides: Any) -> TransformerEncoder:

@@ -21,6 +21,9 @@ from torch import Tensor
 from ptm_core import finite_values
 from ptm_core.atomic import atomic_directory, atomic_write_text
 
+# The "ptm_format" of a ptm encoder's config.json (checkpoints/encoder.py writes it).
+PTM_ENCODER_FORMAT = "ptm-encoder/1"
+
 
 class CheckpointError(ValueError):
     """A checkpoint cannot be loaded: the message names the file and what is wrong."""

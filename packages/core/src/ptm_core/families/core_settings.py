@@ -98,6 +98,16 @@ class FinetuneOptions:
         text_to_text: encoder-decoders: T5's text-to-text mode (generate the label name).
         kg: ERNIE-THU models only: the KG the task text is linked against.
         use_entities: ERNIE-THU models only: false is the kg-free ablation.
+        peft: parameter-efficient fine-tuning (:mod:`ptm_core.peft`): ``none`` (train
+            everything), ``lora``, ``ia3`` (through Hugging Face ``peft``), ``prompt`` (soft
+            prompt tuning) or ``prefix`` (per-layer key/value prefixes). The encoder stays
+            frozen; the adapter and the task head train.
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (the update is ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the encoder's ``nn.Linear`` names LoRA/IA3 wrap (``None``: the
+            family's attention and feed-forward projections).
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     random_init: bool = False
@@ -108,6 +118,12 @@ class FinetuneOptions:
     text_to_text: bool = False
     kg: str | None = None
     use_entities: bool = True
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

@@ -29,6 +29,7 @@ from ptm_core.finetune.model import TaskModel
 from ptm_core.finetune.recipe import FinetuneResult, finetune
 from ptm_core.finetune.seq2seq import load_seq2seq_tokenizer
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.peft.config import PeftConfig
 from ptm_core.tokenization import WordPieceTokenizer
 
 Model = TransformerEncoder | EncoderDecoderModel | TaskModel
@@ -54,6 +55,12 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
     task.check_files()  # before any model is built or loaded
     options = settings.finetune
     variants: dict[str, dict[str, Any]] = {}
+    peft = PeftConfig.from_options(options)
+    if peft.enabled and (not run.init_from or options.random_init):
+        raise ValueError(
+            f"finetune.peft={peft.method} trains an adapter on a pre-trained model: give "
+            "model=<a final/ or Hugging Face folder> (init_from) and finetune.random_init=false"
+        )
     if run.init_from:
         directory = Path(run.init_from)
         if not directory.is_dir():
@@ -81,6 +88,8 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
         num_workers=options.num_workers,
         provenance={"init_from": run.init_from or None, "random_init": options.random_init},
         head_variants=variants,
+        peft=peft,
+        base=run.init_from or None,
     )
 
 

@@ -527,9 +527,20 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
         )
     task_path = directory / TASK_JSON
     record = read_task_json(task_path)
-    encoder = TransformerEncoder.from_pretrained(directory)
+    model = task_model_of_record(TransformerEncoder.from_pretrained(directory), record, task_path)
+    head_path = directory / TASK_HEAD_FILE
+    load_head_state(model.head, head_path, record)
+    task_config = {k: v for k, v in record.items() if k != "ptm_task"}
+    return model, task_config
+
+
+def task_model_of_record(
+    encoder: TransformerEncoder, record: dict[str, Any], task_path: Path
+) -> TaskModel:
+    """A fresh head on ``encoder`` as ``task.json``'s ``record`` describes it (kind, labels,
+    dropout, pool, pooler variant); a bad record raises naming ``task_path``."""
     try:
-        model = build_task_model(
+        return build_task_model(
             encoder,
             record["kind"],
             record["num_labels"],
@@ -540,10 +551,6 @@ def load_task_model(directory: str | Path) -> tuple[TaskModel, dict[str, Any]]:
         )
     except ValueError as exc:
         raise CheckpointError(f"{task_path}: {exc}") from None
-    head_path = directory / TASK_HEAD_FILE
-    load_head_state(model.head, head_path, record)
-    task_config = {k: v for k, v in record.items() if k != "ptm_task"}
-    return model, task_config
 
 
 def load_head_state(head: nn.Module, path: Path, record: dict[str, Any]) -> None:

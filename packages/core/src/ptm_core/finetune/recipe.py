@@ -13,6 +13,7 @@ written beside ``final/``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -56,8 +57,11 @@ from ptm_core.finetune.text_to_text import (
     load_text_to_text,
     save_text_to_text,
 )
+from ptm_core.peft import PeftConfig, attach_peft, count_trainable
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
+
+logger = logging.getLogger(__name__)
 
 # FinetuneResult, evaluate_task and read_task live in scoring/task_data; flows/ still
 # imports them from here.
@@ -87,6 +91,8 @@ def finetune(
     num_workers: int = 0,
     provenance: dict[str, Any] | None = None,
     head_variants: dict[str, dict[str, Any]] | None = None,
+    peft: PeftConfig | None = None,
+    base: str | Path | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``encoder`` on ``task`` and score the result on the task's dev set.
 
@@ -112,11 +118,19 @@ def finetune(
         head_variants: task kind -> the fresh head's ``pool``/``activation``/
             ``input_dropout`` (an imported ELECTRA or XLNet folder's own head,
             :func:`~ptm_core.checkpoints.hf.bert_tasks.hf_head_variants`); BERT's otherwise.
+        peft: a parameter-efficient method (:mod:`ptm_core.peft`): the encoder stays
+            frozen, the adapter and the head train, and ``final/`` holds only those
+            (:mod:`ptm_core.finetune.peft_folder`), pointing at ``base``.
+        base: the folder ``encoder`` was loaded from (needed with ``peft``).
 
     Returns:
         :class:`FinetuneResult`; ``<output_dir>/final/`` holds the model, its tokenizer
-        and ``task.json``, ``<output_dir>/eval.json`` the dev metrics.
+        and ``task.json``, ``<output_dir>/eval.json`` the dev metrics (and
+        ``parameters/trainable``, ``parameters/trainable_share``).
     """
+    peft = peft if peft is not None and peft.enabled else None
+    if peft is not None:
+        check_peft_run(task, peft, encoder, base, trainer, feature_based=feature_based)
     # The new head's initial weights come from the global RNG: seed it from the run's seed,
     # so the same seed gives the same run in any process (the trainer seeds only later).
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
@@ -180,6 +194,10 @@ def finetune(
             label_names=train.label_names or None,
             **variant,
         )
+    if peft is not None:
+        attach_peft(model, peft)
+    trainable = count_trainable(model)
+    logger.info("%s: %s%s", task.name, trainable.describe(), f" ({peft.method})" if peft else "")
     record = {
         "task": task.to_dict(),
         "feature_based": feature_based,
@@ -187,7 +205,18 @@ def finetune(
     }
 
     def save_final(directory: Path) -> None:
-        if feature_based:
+        if peft is not None:
+            from ptm_core.finetune.peft_folder import save_peft_task_model
+
+            save_peft_task_model(
+                model,
+                directory,
+                config=peft,
+                base=cast(Path, base),
+                task_config=record,
+                extra_writers=[tokenizer.save],
+            )
+        elif feature_based:
             from ptm_core.finetune.feature_based import save_feature_based_tagger
 
             save_feature_based_tagger(
@@ -207,7 +236,40 @@ def finetune(
         score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
+        facts={
+            "parameters/trainable": trainable.trainable,
+            "parameters/trainable_share": round(trainable.share, 6),
+        },
     )
+
+
+def check_peft_run(
+    task: TaskSpec,
+    peft: PeftConfig,
+    encoder: Any,
+    base: str | Path | None,
+    trainer: TrainerConfig,
+    *,
+    feature_based: bool,
+) -> None:
+    """Refuse, in one line naming the setting, what a parameter-efficient run cannot do."""
+    where = f"task {task.name}: finetune.peft={peft.method}"
+    if feature_based:
+        raise ValueError(f"{where} and feature_based=true exclude each other; set one of them")
+    if isinstance(encoder, EncoderDecoderModel):
+        raise ValueError(
+            f"{where} runs on encoder task models (BERT, RoBERTa, ALBERT, ELECTRA, XLNet...), "
+            "not on an encoder-decoder; set finetune.peft=none"
+        )
+    if base is None:
+        raise ValueError(
+            f"{where} trains an adapter on a pre-trained model: give init_from=<its folder> "
+            "(model=<a final/ or Hugging Face folder>), without finetune.random_init"
+        )
+    if trainer.unfreeze_every > 0:
+        raise ValueError(
+            f"{where}: trainer.unfreeze_every would unfreeze the frozen encoder; set it to 0"
+        )
 
 
 def finetune_seq2seq(
@@ -349,6 +411,10 @@ def load_finetuned(
         model = load_compressed(directory).model
     elif (extension_loader := task_loader(record)) is not None:  # e.g. ULMFiT (ptm-classic)
         model = extension_loader(directory)
+    elif "peft" in record:  # adapter + head beside a pointer to the base model
+        from ptm_core.finetune.peft_folder import load_peft_task_model
+
+        model = load_peft_task_model(directory, record)
     else:
         model, _ = load_task_model(directory)
     return model.eval(), tokenizer, TaskSpec.from_mapping(record["task"]), record

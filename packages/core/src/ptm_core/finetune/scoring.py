@@ -155,6 +155,7 @@ def train_and_score(
     score: Callable[[], dict[str, float] | tuple[dict[str, float], Any]],
     name: str,
     metric: str | None = None,
+    facts: dict[str, Any] | None = None,
 ) -> FinetuneResult:
     """The tail of every fine-tuning run: train (:func:`train_and_save`: resume, rank 0
     writes ``final/``), score the dev set with ``score()``, write ``eval.json`` atomically
@@ -166,7 +167,7 @@ def train_and_score(
     :func:`evaluate_task` does. A collapsed run (a training loss that ends at the label
     prior's, or dev predictions of one class: :mod:`ptm_core.finetune.collapse`) is warned
     about in the log, on the terminal and under ``warnings`` in ``eval.json`` and the
-    result's ``final_metrics``.
+    result's ``final_metrics``. ``facts`` (the trainable-parameter count) join them.
     """
     run = train_and_save(model, data, trainer, save_final=save_final)
     scored = score()
@@ -174,6 +175,7 @@ def train_and_score(
     final_metrics: dict[str, Any] = {
         **run.final_metrics,
         **{f"dev/{key}": value for key, value in dev_metrics.items()},
+        **(facts or {}),
     }
     rows = getattr(data, "rows", None)
     warnings = collapse_warnings(

@@ -58,6 +58,11 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         }
     else:  # ptm finetune model=<ERNIE-THU final/>
         generic = settings.finetune
+        if generic.peft != "none":
+            raise ValueError(
+                f"finetune.peft={generic.peft} is not supported for an ERNIE-THU model "
+                f"({init_from}) yet; set finetune.peft=none"
+            )
         unsupported = [key for key in _GENERIC_SWITCHES if getattr(generic, key)]
         if unsupported:
             raise ValueError(

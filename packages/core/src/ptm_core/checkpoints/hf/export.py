@@ -162,7 +162,11 @@ def _unsupported(source: Path, what: str) -> CheckpointError:
 
 
 def export_hf(
-    source: str | Path, target: str | Path, *, text_layers_only: bool = False
+    source: str | Path,
+    target: str | Path,
+    *,
+    text_layers_only: bool = False,
+    peft_adapter: bool = False,
 ) -> HFExport:
     """Write ``source`` (a ptm ``final/``) as a Hugging Face folder at ``target``, atomically.
 
@@ -176,6 +180,10 @@ def export_hf(
             its T-Encoder's text layers as a ``BertModel``, with a note
             (:data:`~ptm_core.checkpoints.hf.knowledge_export.NOTE_FILE`) of what was left
             out. Refused for any other folder.
+        peft_adapter: for a ``finetune.peft=lora|ia3`` ``final/``: keep the adapter apart,
+            as a ``peft`` adapter folder in ``<target>/adapter``, instead of merging it into
+            the weights (:mod:`ptm_core.checkpoints.hf.peft_export`). Refused for any other
+            folder.
 
     Returns:
         :class:`HFExport`.
@@ -200,7 +208,12 @@ def export_hf(
             "knowledge layers); this folder exports whole: leave the flag out"
         )
     if (source / TASK_JSON).is_file():
-        return _export_task(source, Path(target), tokenizer_dir)
+        return _export_task(source, Path(target), tokenizer_dir, peft_adapter)
+    if peft_adapter:
+        raise CheckpointError(
+            f"{source}: --peft-adapter is for a finetune.peft=lora|ia3 final/; this folder "
+            "has no adapter: leave the flag out"
+        )
     if raw.get("ptm_model") == "encoder_decoder":
         return _export_seq2seq(source, Path(target), tokenizer_dir)
     if "ptm_format" in raw:
@@ -462,8 +475,11 @@ def _export_seq2seq(source: Path, target: Path, tokenizer_dir: Path | None) -> H
     return HFExport(target, family, architecture, "AutoModelForSeq2SeqLM", heads=["lm_head"])
 
 
-def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFExport:
+def _export_task(
+    source: Path, target: Path, tokenizer_dir: Path | None, peft_adapter: bool = False
+) -> HFExport:
     from ptm_core.checkpoints.hf.bert_tasks import auto_class, export_hf_task_model, hf_task_export
+    from ptm_core.checkpoints.hf.peft_export import prepare_peft_export, write_adapter_folder
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)
@@ -473,7 +489,16 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
     config = read_json_object(source / "config.json")
     if "ptm_format" not in config:
         raise _unsupported(source, "a fine-tuned model on a non-BERT encoder")
-    model, task = load_task_model(source)
+    if "peft" in record:  # base + adapter: merged, or the adapter as a peft folder
+        model, adapter = prepare_peft_export(source, record, adapter=peft_adapter)
+        task = record
+    elif peft_adapter:
+        raise CheckpointError(
+            f"{source}: --peft-adapter is for a finetune.peft=lora|ia3 final/; this model was "
+            "fine-tuned whole: leave the flag out"
+        )
+    else:
+        model, task = load_task_model(source)
     try:
         family, row, _ = hf_task_export(model)
     except CheckpointError as exc:
@@ -487,5 +512,8 @@ def _export_task(source: Path, target: Path, tokenizer_dir: Path | None) -> HFEx
             raise _unsupported(source, str(exc)) from None
         _move_into(tmp / "model", tmp)
         write_tokenizer(tmp)
+        if peft_adapter:
+            prefix = str(getattr(registry.hf_encoder_family(family), "HF_PREFIX", ""))
+            write_adapter_folder(tmp, adapter, record, prefix, str(Path(target).resolve()))
     kind = str(task["kind"])
     return HFExport(target, family, row.architecture, auto_class(kind), heads=[f"task:{kind}"])

@@ -1,0 +1,97 @@
+"""Put a parameter-efficient method on a task model, and tell what trains."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from ptm_core.peft.config import LIBRARY_METHODS, PeftConfig
+from ptm_core.peft.prompts import (
+    PREFIX_KEY,
+    PREFIX_VALUE,
+    PROMPT_KEY,
+    SoftPromptEncoder,
+    add_prefixes,
+)
+
+
+@dataclass(frozen=True)
+class TrainableParameters:
+    """How many parameters train (adapter + head) out of all the model holds.
+
+    Attributes:
+        trainable: parameters with ``requires_grad``.
+        total: every parameter (tied ones once).
+    """
+
+    trainable: int
+    total: int
+
+    @property
+    def share(self) -> float:
+        """``trainable / total`` (0 for an empty model)."""
+        return self.trainable / self.total if self.total else 0.0
+
+    def describe(self) -> str:
+        """``"trainable parameters 12,345 of 4,400,000 (0.28%)"``."""
+        return (
+            f"trainable parameters {self.trainable:,} of {self.total:,} ({100 * self.share:.2f}%)"
+        )
+
+
+def count_trainable(model: nn.Module) -> TrainableParameters:
+    """Count ``model``'s trainable and total parameters (``parameters()`` skips tied repeats)."""
+    params = list(model.parameters())
+    return TrainableParameters(
+        trainable=sum(p.numel() for p in params if p.requires_grad),
+        total=sum(p.numel() for p in params),
+    )
+
+
+def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
+    """Freeze ``model.encoder`` and put ``config``'s method on it; the rest (the head) trains.
+
+    Args:
+        model: a task model whose encoder is ``model.encoder``
+            (:class:`~ptm_core.finetune.model.TaskModel`).
+        config: the method (``none`` returns ``model`` untouched).
+
+    Returns:
+        ``model``, changed in place: LoRA/IA3 wrap the encoder's linears (``peft``); prompt
+        tuning wraps the encoder in :class:`SoftPromptEncoder`; prefix tuning wraps each
+        layer's attention in :class:`~ptm_core.peft.prompts.PrefixAttention`.
+    """
+    if not config.enabled:
+        return model
+    encoder: nn.Module = model.encoder  # type: ignore[assignment]
+    for param in encoder.parameters():
+        param.requires_grad_(False)
+    if config.method in LIBRARY_METHODS:
+        from ptm_core.peft.library import inject
+
+        inject(encoder, config)
+    elif config.method == "prefix":
+        add_prefixes(encoder, config.num_virtual_tokens)
+    else:
+        model.encoder = SoftPromptEncoder(encoder, config.num_virtual_tokens)
+    return model
+
+
+def adapter_state(model: nn.Module) -> dict[str, Tensor]:
+    """The adapter's tensors under the encoder (names relative to ``model.encoder``), without
+    the frozen base weights."""
+    encoder: nn.Module = model.encoder  # type: ignore[assignment]
+    return {
+        name: tensor.detach().contiguous()
+        for name, tensor in encoder.state_dict().items()
+        if is_adapter_tensor(name)
+    }
+
+
+def is_adapter_tensor(name: str) -> bool:
+    """Whether a state-dict name under the encoder is an adapter's (LoRA, IA3, prompt, prefix)."""
+    parts = name.split(".")
+    if parts[-1] in (PROMPT_KEY, PREFIX_KEY, PREFIX_VALUE):
+        return True
+    return any(part.startswith(("lora_", "ia3_")) for part in parts)

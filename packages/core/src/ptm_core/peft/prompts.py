@@ -1,0 +1,231 @@
+"""Soft prompts and prefixes inside ptm's encoder (what ``peft`` cannot apply to it).
+
+- :class:`SoftPromptEncoder`: prompt tuning (Lester et al., 2021). ``P`` trained vectors
+  are prepended to the token embeddings through the encoder's ``inputs_embeds`` input;
+  the heads read the real tokens' states (the prompt positions are cut off the output).
+- :class:`PrefixAttention`: prefix tuning (Li & Liang, 2021). Each layer's attention
+  attends ``P`` trained keys and values before the sequence's own, through the attention
+  block's cached-keys path (``forward_cached``), the seam decoders use for their cache.
+
+Both keep the wrapped encoder frozen and its layers untouched; the masks are extended so
+that every real token attends the virtual ones and padding stays hidden.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ptm_core.encoders.output import EncoderOutput
+from ptm_core.modules.attention import MultiHeadSelfAttention
+from ptm_core.modules.attention_structure import AttentionStructure
+
+PROMPT_KEY = "prompt"
+PREFIX_KEY = "prefix_key"
+PREFIX_VALUE = "prefix_value"
+
+
+class SoftPromptEncoder(nn.Module):
+    """An encoder with ``P`` trained prompt vectors before every input (Lester et al., 2021).
+
+    The prompt starts from ``P`` token embeddings drawn from the vocabulary (the paper's
+    best initialisation). Prompt positions take positions ``0..P-1`` and segment 0; real
+    tokens follow at ``P..P+L-1`` (given ``position_ids`` are shifted by ``P``).
+
+    Args:
+        encoder: the frozen encoder (its ``embeddings.word`` table gives the width ``E``).
+        num_virtual_tokens: ``P``.
+
+    Shapes:
+        ``forward`` takes the encoder's inputs ``(B, L)`` (``attention_mask`` ``(B, L)`` or
+        ``(B, L, L)``) and returns its :class:`EncoderOutput` over the ``L`` real positions
+        (``hidden_states`` too): ``(B, L, D)``.
+    """
+
+    encoder: Any  # a TransformerEncoder (or XLNetEncoder); typed loosely to stay below them
+
+    def __init__(self, encoder: nn.Module, num_virtual_tokens: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.num_virtual_tokens = num_virtual_tokens
+        table: Tensor = self.encoder.embeddings.word.weight
+        drawn = torch.randint(0, table.shape[0], (num_virtual_tokens,))
+        self.prompt = nn.Parameter(table.detach()[drawn].clone())  # (P, E)
+        max_positions = getattr(self.encoder.config, "max_positions", None)
+        self.max_length = None if max_positions is None else int(max_positions) - num_virtual_tokens
+
+    @property
+    def config(self) -> Any:
+        """The wrapped encoder's config (what task models and checkpoints read)."""
+        return self.encoder.config
+
+    def forward(
+        self,
+        input_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        position_ids: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        **kwargs: Any,
+    ) -> EncoderOutput:
+        if input_ids is None:
+            raise ValueError(
+                "prompt tuning reads input_ids (the prompt goes before their embeddings)"
+            )
+        batch, length = input_ids.shape
+        count = self.num_virtual_tokens
+        if self.max_length is not None and length > self.max_length:
+            raise ValueError(
+                f"a row of {length} tokens plus {count} prompt tokens exceeds the encoder's "
+                f"{self.max_length + count} positions; lower task.max_length to "
+                f"{self.max_length} or finetune.peft_virtual_tokens"
+            )
+        words = self.encoder.embeddings.word(input_ids)  # (B, L, E)
+        prompt = self.prompt.to(words.dtype).unsqueeze(0).expand(batch, -1, -1)  # (B, P, E)
+        device = input_ids.device
+        if position_ids is not None:
+            head = torch.arange(count, device=device).expand(position_ids.shape[0], -1)
+            position_ids = torch.cat([head, position_ids + count], dim=1)
+        if token_type_ids is not None:
+            token_type_ids = torch.cat([token_type_ids.new_zeros(batch, count), token_type_ids], 1)
+        out = self.encoder(
+            inputs_embeds=torch.cat([prompt, words], dim=1),  # (B, P + L, E)
+            attention_mask=_prompt_mask(attention_mask, count),
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            **kwargs,
+        )
+        hidden_states = out.hidden_states
+        return dataclasses.replace(
+            out,
+            last_hidden_state=out.last_hidden_state[:, count:],
+            hidden_states=None
+            if hidden_states is None
+            else tuple(h[:, count:] for h in hidden_states),
+        )
+
+
+def _prompt_mask(mask: Tensor | None, count: int) -> Tensor | None:
+    """The mask over ``[prompt; tokens]``: every real token sees the prompt; the prompt sees
+    the real tokens (padding stays hidden from everyone)."""
+    if mask is None:
+        return None
+    if isinstance(mask, AttentionStructure) or not isinstance(mask, Tensor):
+        raise ValueError(
+            "prompt tuning takes a (B, L) padding or (B, L, L) visibility attention_mask, "
+            f"not {type(mask).__name__}; use finetune.peft=lora for this model's inputs"
+        )
+    if mask.dim() == 2:  # (B, L) padding
+        return torch.cat([mask.new_ones(mask.shape[0], count), mask], dim=1)
+    if mask.dim() == 3:  # (B, L, L) visibility
+        visible = mask.bool()
+        batch = visible.shape[0]
+        real = visible.any(dim=1)  # (B, L): a column someone may see is a real token
+        top = torch.cat(
+            [visible.new_ones(batch, count, count), real.unsqueeze(1).expand(-1, count, -1)], 2
+        )  # (B, P, P + L)
+        rows_real = visible.any(dim=2, keepdim=True)  # (B, L, 1): padding rows see nothing
+        bottom = torch.cat([rows_real.expand(-1, -1, count), visible], dim=2)  # (B, L, P + L)
+        return torch.cat([top, bottom], dim=1)
+    raise ValueError(f"attention_mask must be (B, L) or (B, L, L), got {tuple(mask.shape)}")
+
+
+class PrefixAttention(nn.Module):
+    """Self-attention that attends ``P`` trained keys and values first (Li & Liang, 2021).
+
+    The prefix enters through the attention block's cached-keys path
+    (:meth:`~ptm_core.modules.attention.MultiHeadSelfAttention.forward_cached`): the same
+    projections, kernel and dropout as the plain path, with the prefix as the "past".
+    Parameters are stored per layer, ``prefix_key``/``prefix_value`` ``(P, h d)``, the
+    layout of peft's prefix encoder once split by layer.
+
+    Args:
+        attention: the frozen self-attention block.
+        num_virtual_tokens: ``P``.
+
+    Shapes:
+        hidden ``(B, L, D)``; mask as the block takes it (``None``, bool ``(B, 1, 1|L, L)``,
+        additive float ``(B|1, h, L, L)`` or an :class:`AttentionStructure`); output
+        ``(B, L, D)``.
+    """
+
+    def __init__(self, attention: MultiHeadSelfAttention, num_virtual_tokens: int) -> None:
+        super().__init__()
+        self.attention = attention
+        self.num_virtual_tokens = num_virtual_tokens
+        inner = attention.num_heads * attention.head_dim
+        weight = attention.out_proj.weight
+        # peft's prefix encoder is an nn.Embedding: N(0, 1) entries.
+        self.prefix_key = nn.Parameter(
+            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
+        )
+        self.prefix_value = nn.Parameter(
+            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
+        )
+
+    def apply_execution_settings(self, settings: Any) -> None:
+        """Pass a run's kernels to the wrapped attention."""
+        self.attention.apply_execution_settings(settings)
+
+    def forward(
+        self, hidden_states: Tensor, mask: Any = None, return_scores: bool = False
+    ) -> Tensor:
+        if return_scores:
+            raise ValueError(
+                "prefix tuning does not return attention scores; use finetune.peft=lora "
+                "for attention distillation or probing"
+            )
+        batch = hidden_states.shape[0]
+        heads, width = self.attention.num_heads, self.attention.head_dim
+        count = self.num_virtual_tokens
+
+        def per_head(prefix: Tensor) -> Tensor:  # (P, h d) -> (B, h, P, d)
+            shaped = prefix.to(hidden_states.dtype).view(count, heads, width).transpose(0, 1)
+            return shaped.unsqueeze(0).expand(batch, -1, -1, -1)
+
+        if isinstance(mask, AttentionStructure):
+            mask = mask.to(hidden_states.device).reference_mask()  # (B, 1, L, L) bool
+        if mask is not None:
+            rows = mask.shape[:-1]
+            if mask.dtype == torch.bool:
+                seen = mask.new_ones(*rows, count)
+            else:
+                seen = mask.new_zeros(*rows, count)  # additive: 0 = may attend
+            mask = torch.cat([seen, mask], dim=-1)  # (..., L, P + L)
+        output, _, _ = self.attention.forward_cached(
+            hidden_states, per_head(self.prefix_key), per_head(self.prefix_value), mask
+        )
+        return output
+
+
+def add_prefixes(encoder: nn.Module, num_virtual_tokens: int) -> int:
+    """Wrap every encoder layer's self-attention in :class:`PrefixAttention` (in place).
+
+    Returns:
+        How many layers were wrapped.
+
+    Raises:
+        ValueError: the encoder's layers use another attention (XLNet's relative one, or
+            shared layers); the message names it.
+    """
+    layers = getattr(encoder, "layers", None)
+    if layers is None:
+        raise ValueError(f"{type(encoder).__name__} has no layers to put prefixes in")
+    seen: set[int] = set()
+    for index, layer in enumerate(layers):
+        attention = getattr(layer, "attention", None)
+        if id(layer) in seen:
+            raise ValueError(
+                "prefix tuning needs one attention block per layer; this encoder shares its "
+                "layers (ALBERT): use finetune.peft=lora or prompt"
+            )
+        seen.add(id(layer))
+        if not isinstance(attention, MultiHeadSelfAttention):
+            raise ValueError(
+                f"layer {index}'s attention is {type(attention).__name__}; prefix tuning "
+                "runs on the standard self-attention: use finetune.peft=lora or prompt"
+            )
+        layer.attention = PrefixAttention(attention, num_virtual_tokens)
+    return len(layers)
