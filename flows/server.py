@@ -38,6 +38,9 @@ from typing import Any
 
 from prefect.server.api.server import SubprocessASGIServer
 
+from flows.processes import is_running as _is_running
+from flows.processes import started_at as _started_at
+
 logger = logging.getLogger(__name__)
 
 #: Folder under ``PREFECT_HOME`` with one ``<pid>.json`` record per running server.
@@ -155,26 +158,6 @@ class ParentBoundServer(SubprocessASGIServer):
             with contextlib.suppress(OSError):
                 self._record.unlink()
             self._record = None
-
-
-def _started_at(pid: int) -> float | None:
-    """Creation time of process ``pid`` (tells a live process from a reused pid), or None."""
-    try:
-        import psutil  # ships with prefect-dask (through distributed)
-    except ImportError:
-        return None
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return float(process.create_time())
-    except psutil.Error:
-        return None
-
-
-def _is_running(pid: int, started: float) -> bool:
-    now = _started_at(pid)
-    return now is not None and abs(now - started) < 1.0
 
 
 def _write_record(folder: Path, pid: int) -> Path | None:
