@@ -233,7 +233,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("pretrain", "finetune") and getattr(args, "overwrite", False):
         args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
-    from flows.config import ConfigError
+    from flows.config_errors import ConfigError  # not flows.config: Hydra costs ~1 s
     from ptm_core.progress import ProgressSettingError, check_progress_settings
 
     try:

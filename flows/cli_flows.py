@@ -149,7 +149,7 @@ def _task_runner(args: argparse.Namespace) -> Any:
 def _run_flow(args: argparse.Namespace) -> Any:
     if args.command == "flow":
         if args.name == "finetune":
-            from flows.finetune import finetune
+            from flows.finetune_flow import finetune
 
             return finetune(args.overrides, multirun=args.multirun)
         from flows.pretrain import pretrain

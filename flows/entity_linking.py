@@ -333,10 +333,8 @@ def link_entities_in_process(
     settings = {**dataclasses.asdict(LinkerSettings()), **(linker or {})}
     # The noun-share prior file is an input like the KG: an edited one relinks every shard.
     kg_fingerprint = fingerprint_files(*_kg_files(kg_path), *_prior_files(settings))
-    # Load and validate the KG (and the linker settings) once, here: a data error fails
-    # with its file and line instead of failing, and being retried, in every shard.
-    # Shards run in threads of this process reuse this linker (_linker is cached).
-    _linker(str(kg_path), kg_fingerprint, json.dumps(settings, sort_keys=True))
+    linker_key = (str(kg_path), kg_fingerprint, json.dumps(settings, sort_keys=True))
+    loaded = False
     output_path = Path(output).resolve()
     shard_dir = output_path.parent / f".{output_path.name}.shards"
     # Temporary files of a killed run: never read (names start with "."), but they pile up.
@@ -365,6 +363,14 @@ def link_entities_in_process(
                 json.dumps([shard, kg_fingerprint, settings], sort_keys=True).encode()
             ).hexdigest()[:KEY_LENGTH]
             out = str(shard_dir / f"{key}.jsonl")
+            if not loaded and not Path(out).is_file():
+                # Load and validate the KG (and the linker settings) once, before the first
+                # shard to link: a data error fails with its file and line instead of
+                # failing, and being retried, in every shard; shards in this process's
+                # threads reuse this linker (_linker is cached). A re-run whose shards are
+                # all on disk never loads it (spaCy's import alone takes seconds).
+                _linker(*linker_key)
+                loaded = True
             arguments = (index, shard, docs[0].source, str(kg_path), kg_fingerprint, settings, out)
             pending.append((arguments, runner.submit(arguments)))
             count += 1

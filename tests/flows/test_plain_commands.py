@@ -178,3 +178,48 @@ def test_server_start_status_stop_and_flow_runs_reuse_it(tmp_path: Path) -> None
     assert not psutil.pid_exists(record["pid"]) or psutil.Process(record["pid"]).status() == (
         psutil.STATUS_ZOMBIE
     )
+
+
+def test_plain_prepare_retries_io_errors_not_bad_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import flows.execution
+    import flows.preparation as module
+    from ptm_core.data.corpus import CorpusError
+
+    monkeypatch.setattr(flows.execution, "RETRY_DELAYS", (0.0, 0.0))
+    corpus = tmp_path / "big.jsonl"
+    lines = [json.dumps({"text": f"Document {i} is here. It ends now."}) for i in range(300)]
+    lines[150] = "[1, 2"  # line 151, in the middle shard
+    corpus.write_text("\n".join(lines) + "\n")
+    calls: list[str] = []
+    real = module.prepare_shard
+
+    def flaky(shard):  # type: ignore[no-untyped-def]
+        calls.append(shard.name)
+        if calls.count(shard.name) == 1 and len(calls) == 1:
+            raise OSError(5, "Input/output error")  # transient: tried again
+        return real(shard)
+
+    monkeypatch.setattr(module, "prepare_shard", flaky)
+    out = tmp_path / "out"
+    with pytest.raises(CorpusError, match=rf"^{corpus}:151: invalid JSON"):
+        module.prepare_corpus_in_process(
+            [str(corpus)], str(out), tokenizer=str(VOCAB), workers=0, shard_bytes=3000
+        )
+    assert calls[0] == calls[1]  # the I/O error was retried
+    shards = set(calls)
+    assert len(calls) == len(shards) + 1 > 4  # the bad line was not retried
+    records = list((out / "shards").glob("*.json"))
+    assert len(records) == len(shards) - 1 and not (out / "manifest.json").exists()
+
+
+def test_plain_link_reuses_the_shard_files_of_an_earlier_run(tmp_path: Path) -> None:
+    from flows.entity_linking import link_entities_in_process
+
+    output = tmp_path / "linked.jsonl"
+    first = link_entities_in_process(str(SAMPLE), str(KG), str(output), shard_size=8)
+    assert first["executed"] == first["shards"] > 1
+    text = output.read_text(encoding="utf-8")
+    again = link_entities_in_process(str(SAMPLE), str(KG), str(output), shard_size=8)
+    assert again["executed"] == 0 and output.read_text(encoding="utf-8") == text
