@@ -223,3 +223,31 @@ def test_plain_link_reuses_the_shard_files_of_an_earlier_run(tmp_path: Path) -> 
     text = output.read_text(encoding="utf-8")
     again = link_entities_in_process(str(SAMPLE), str(KG), str(output), shard_size=8)
     assert again["executed"] == 0 and output.read_text(encoding="utf-8") == text
+
+
+def test_flow_runs_only_when_asked_configured_or_a_flow_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import flows.cli_flows as dispatch
+    from flows.cli import _parser
+
+    parse = _parser().parse_args
+    monkeypatch.setattr(dispatch, "prefect_configured", lambda: False)
+    prepare = ["prepare", "corpus.txt", "--output", "out"]
+    assert not dispatch.runs_as_flow(parse(prepare))
+    assert dispatch.runs_as_flow(parse([*prepare, "--prefect"]))
+    assert dispatch.runs_as_flow(parse([*prepare, "--dask"]))
+    assert dispatch.runs_as_flow(parse(["demo"]))
+    assert not dispatch.runs_as_flow(parse(["finetune", "task=kg_pair"]))
+    flow = dispatch.as_flow_command(
+        parse(["finetune", "--prefect", "-m", "task=kg_pair", "seed=0,1"])
+    )
+    assert (flow.command, flow.name, flow.multirun, flow.overrides) == (
+        "flow",
+        "finetune",
+        True,
+        ["task=kg_pair", "seed=0,1"],
+    )
+    monkeypatch.setattr(dispatch, "prefect_configured", lambda: True)
+    assert dispatch.runs_as_flow(parse(["evaluate", "model"]))
+    assert not dispatch.runs_as_flow(parse(["export", "final", "hf"]))
