@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         state = "already running" if record["already"] else "started"
         print(f"Prefect server {state} at {record['ui']} (pid {record['pid']})")
         print(f"flow runs (--prefect, ptm flow, ptm demo) report to {record['url']}")
+        print(f"for `prefect` commands: export PREFECT_API_URL={record['url']}")
         print("stop it with `ptm server stop`")
         return 0
     if args.action == "stop":
