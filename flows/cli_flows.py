@@ -16,6 +16,7 @@ a temporary one that dies with the command (:func:`flows.local_server.prefect_ap
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -84,69 +85,78 @@ def run(args: argparse.Namespace) -> Any:
     """Check the arguments, then run the command in this process or as a flow run."""
     check(args)
     if not runs_as_flow(args):
-        return _run_in_process(args)
+        return _run_work(args, as_flow=False)
     from flows.local_server import prefect_api
 
     with prefect_api():
         return _run_flow(args)
 
 
-def _run_in_process(args: argparse.Namespace) -> Any:
-    if args.command == "evaluate":
-        from flows.evaluation import evaluate_in_process
+#: command -> (the flow, the function it wraps), as ``module:name``.
+_WORK = {
+    "evaluate": ("flows.evaluate:evaluate", "flows.evaluation:evaluate_in_process"),
+    "link": ("flows.link_entities:link_entities", "flows.entity_linking:link_entities_in_process"),
+    "prepare": (
+        "flows.prepare_corpus:prepare_corpus",
+        "flows.preparation:prepare_corpus_in_process",
+    ),
+    "embed-kg": (
+        "flows.embed_knowledge_graph:embed_knowledge_graph",
+        "flows.kg_embedding:embed_knowledge_graph_in_process",
+    ),
+}
 
-        return evaluate_in_process(
+
+def _work(args: argparse.Namespace, as_flow: bool) -> Any:
+    """The flow (with a Dask task runner for ``--dask``) or the plain function it wraps."""
+    module, _, name = _WORK[args.command][0 if as_flow else 1].partition(":")
+    work = getattr(importlib.import_module(module), name)
+    if as_flow and (getattr(args, "dask", False) or getattr(args, "dask_address", None)):
+        from prefect_dask import DaskTaskRunner
+
+        address = args.dask_address
+        work = work.with_options(
+            task_runner=DaskTaskRunner(address=address) if address else DaskTaskRunner()
+        )
+    return work
+
+
+def _run_work(args: argparse.Namespace, as_flow: bool) -> Any:
+    """``prepare``, ``link``, ``evaluate`` or ``embed-kg``: the same call either way."""
+    work = _work(args, as_flow)
+    if args.command == "evaluate":
+        from flows.evaluation_data import MIN_COMPARE_TOKENS
+
+        limit = MIN_COMPARE_TOKENS if args.min_tokens is None else int(args.min_tokens)
+        return work(
             args.model_dir,
             args.corpus,
             args.baseline,
             args.seed,
             args.report,
             args.task,
-            min_tokens=_min_tokens(args),
+            min_tokens=limit,
         )
     if args.command == "link":
-        from flows.entity_linking import link_entities_in_process
         from flows.linker_flags import linker_options
 
-        return link_entities_in_process(
-            args.corpus, args.kg, args.output, args.shard_size, linker_options(args)
-        )
+        return work(args.corpus, args.kg, args.output, args.shard_size, linker_options(args))
     if args.command == "prepare":
-        from flows.preparation import prepare_corpus_in_process
-
-        return prepare_corpus_in_process(
+        on_dask = as_flow and bool(args.dask or args.dask_address)
+        return work(
             args.inputs,
             args.output,
             tokenizer=args.tokenizer,
             vocab_size=args.vocab_size,
-            workers=args.workers,
+            workers=0 if on_dask else args.workers,
             text_field=args.text_field,
         )
-    if args.command == "embed-kg":
-        from flows.kg_embedding import embed_knowledge_graph_in_process
-
-        return embed_knowledge_graph_in_process(
-            args.kg, args.output, args.model, **cli_embed_kg.keywords(args)
-        )
-    raise AssertionError(args.command)
-
-
-def _min_tokens(args: argparse.Namespace) -> int:
-    from flows.evaluation_data import MIN_COMPARE_TOKENS
-
-    return MIN_COMPARE_TOKENS if args.min_tokens is None else int(args.min_tokens)
-
-
-def _task_runner(args: argparse.Namespace) -> Any:
-    """A Dask task runner for ``--dask``/``--dask-address``, else None (the flow's own)."""
-    if not (args.dask or args.dask_address):
-        return None
-    from prefect_dask import DaskTaskRunner
-
-    return DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
+    return work(args.kg, args.output, args.model, **cli_embed_kg.keywords(args))
 
 
 def _run_flow(args: argparse.Namespace) -> Any:
+    if args.command in _WORK:
+        return _run_work(args, as_flow=True)
     if args.command == "flow":
         if args.name == "finetune":
             from flows.finetune_flow import finetune
@@ -159,46 +169,6 @@ def _run_flow(args: argparse.Namespace) -> Any:
         from flows.demo import demo
 
         return demo(args.output_dir, args.overrides)
-    if args.command == "evaluate":
-        from flows.evaluate import evaluate
-
-        return evaluate(
-            args.model_dir,
-            args.corpus,
-            args.baseline,
-            args.seed,
-            args.report,
-            args.task,
-            min_tokens=_min_tokens(args),
-        )
-    if args.command == "link":
-        from flows.link_entities import link_entities
-        from flows.linker_flags import linker_options
-
-        link = link_entities
-        if (runner := _task_runner(args)) is not None:
-            link = link_entities.with_options(task_runner=runner)
-        return link(args.corpus, args.kg, args.output, args.shard_size, linker_options(args))
-    if args.command == "prepare":
-        from flows.prepare_corpus import prepare_corpus
-
-        prepare = prepare_corpus
-        if (runner := _task_runner(args)) is not None:
-            prepare = prepare_corpus.with_options(task_runner=runner)
-        return prepare(
-            args.inputs,
-            args.output,
-            tokenizer=args.tokenizer,
-            vocab_size=args.vocab_size,
-            workers=0 if args.dask or args.dask_address else args.workers,
-            text_field=args.text_field,
-        )
-    if args.command == "embed-kg":
-        from flows.embed_knowledge_graph import embed_knowledge_graph
-
-        return embed_knowledge_graph(
-            args.kg, args.output, args.model, **cli_embed_kg.keywords(args)
-        )
     if args.command == "retrain":
         from flows.retrain import retrain
 
