@@ -1,4 +1,8 @@
-"""The temporary Prefect server of a ``ptm`` command, bound to the life of that command.
+"""The temporary Prefect server of a ``ptm`` flow run, bound to the life of that command.
+
+Plain commands use no server. A flow run (``--prefect``, ``ptm flow``, ``ptm demo``, ...)
+reports to ``PREFECT_API_URL``, else to the server of ``ptm server start``
+(:mod:`flows.local_server`), and only when neither exists to this temporary one.
 
 With no ``PREFECT_API_URL``, Prefect 3 starts a temporary API server on first use
 (``prefect.server.api.server.SubprocessASGIServer``: ``python -m uvicorn ...`` in a child
