@@ -98,11 +98,13 @@ def embedded_image(path: str | Path, alt: str) -> str:
 
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
-    """Create a Prefect markdown artifact when running inside a flow; no-op otherwise."""
-    from prefect.artifacts import create_markdown_artifact
-    from prefect.context import FlowRunContext
+    """Create a Prefect markdown artifact when running inside a flow; no-op otherwise
+    (a plain command writes its report to a file and prints the path instead)."""
+    from flows.execution import in_flow_run
 
-    if FlowRunContext.get() is not None:
+    if in_flow_run():
+        from prefect.artifacts import create_markdown_artifact
+
         create_markdown_artifact(markdown=markdown, key=key, description=description)
 
 

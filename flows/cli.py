@@ -5,12 +5,14 @@ ptm finetune task=kg_pair model=runs/demo/pretrain/final # fine-tune (in process
 ptm finetune --multirun task=kg_pair seed=0,1,2          # a sweep: mean +- std over seeds
 ptm config experiment=bert_tiny                          # print the composed config
 ptm config --schema family=xlm                           # the typed schemas, with defaults
-ptm demo                                                 # end-to-end demo flow
+ptm demo                                                 # end-to-end demo flow (Prefect)
 ptm flow pretrain experiment=bert_tiny                   # the pretrain flow (Prefect)
-ptm evaluate runs/demo/pretrain/final                    # evaluate flow + report
+ptm evaluate runs/demo/pretrain/final                    # evaluate + report (in process)
+ptm evaluate --prefect runs/demo/pretrain/final          # the same as a Prefect flow run
+ptm server start                                         # a Prefect server flow runs reuse
 ptm export --format hf runs/demo/pretrain/final hf_model/  # a transformers folder
 ptm predict runs/kg_pair/final rows.csv --output predictions.jsonl  # batched inference
-ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]
+ptm prepare data/ --output prepared/ [--tokenizer vocab.txt] [--workers 2]  # in process
 ptm retrain --corpus data/ --registry runs/registry experiment=bert_tiny
 ptm retrain --corpus data/ --gate-task kg_pair experiment=bert_tiny   # gate on a downstream task
 ptm deploy retrain --cron "0 3 * * *" --param corpus=data/
@@ -19,7 +21,6 @@ ptm deploy retrain --cron "0 3 * * *" --param corpus=data/
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,8 +28,10 @@ from typing import Any
 from flows import (
     cli_analyze,
     cli_embed_kg,
+    cli_flows,
     cli_linking,
     cli_predict,
+    cli_server,
     cli_wordnet,
     cli_wordnet_typing,
 )
@@ -211,129 +214,15 @@ def _parser() -> argparse.ArgumentParser:
         "--param", action="append", default=[], help="flow parameter KEY=JSON_OR_STRING"
     )
     deploy.add_argument("--serve", action="store_true", help="block and run the schedule here")
+    cli_server.add_parser(commands)
+    cli_flows.add_prefect_flags(commands)
     return parser
-
-
-def _parse_params(items: Sequence[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--param {item!r}: expected KEY=VALUE")
-        try:
-            params[key] = json.loads(value)
-        except json.JSONDecodeError:
-            params[key] = value
-    return params
-
-
-def _run(args: argparse.Namespace) -> Any:
-    if args.command == "flow":
-        if args.name == "finetune":
-            from flows.finetune import finetune
-
-            return finetune(args.overrides, multirun=args.multirun)
-        from flows.pretrain import pretrain
-
-        return pretrain(args.overrides)
-    if args.command == "demo":
-        from flows.demo import demo
-
-        return demo(args.output_dir, args.overrides)
-    if args.command == "evaluate":
-        from flows.evaluate import evaluate
-
-        limit = {} if args.min_tokens is None else {"min_tokens": args.min_tokens}
-        return evaluate(
-            args.model_dir, args.corpus, args.baseline, args.seed, args.report, args.task, **limit
-        )
-    if args.command == "link":
-        from flows.link_entities import link_entities
-        from flows.linker_flags import linker_options
-
-        flow_fn = link_entities
-        if args.dask or args.dask_address:
-            from prefect_dask import DaskTaskRunner
-
-            runner = (
-                DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
-            )
-            flow_fn = link_entities.with_options(task_runner=runner)  # type: ignore[arg-type]
-        return flow_fn(args.corpus, args.kg, args.output, args.shard_size, linker_options(args))
-    if args.command == "prepare":
-        from flows.prepare_corpus import prepare_corpus
-
-        prepare_fn = prepare_corpus
-        if args.dask or args.dask_address:
-            from prefect_dask import DaskTaskRunner
-
-            runner = (
-                DaskTaskRunner(address=args.dask_address) if args.dask_address else DaskTaskRunner()
-            )
-            prepare_fn = prepare_corpus.with_options(task_runner=runner)  # type: ignore[arg-type]
-        return prepare_fn(
-            args.inputs,
-            args.output,
-            tokenizer=args.tokenizer,
-            vocab_size=args.vocab_size,
-            workers=0 if args.dask or args.dask_address else args.workers,
-            text_field=args.text_field,
-        )
-    if args.command == "embed-kg":
-        return cli_embed_kg.run(args)
-    if args.command == "retrain":
-        from flows.retrain import retrain
-
-        return retrain(
-            args.corpus,
-            args.registry,
-            args.overrides,
-            args.eval_corpus,
-            force=args.force,
-            gate_task=args.gate_task,
-            **({} if args.min_eval_tokens is None else {"min_eval_tokens": args.min_eval_tokens}),
-        )
-    if args.command == "deploy":
-        from flows.deploy import deploy
-
-        deployment = deploy(
-            args.flow_name,
-            cron=args.cron,
-            name=args.name,
-            parameters=_parse_params(args.param),
-            serve=args.serve,
-        )
-        print(f"deployment {deployment} scheduled with cron {args.cron!r}")
-        print("inspect it with `prefect deployment ls`; run the schedule with `--serve`")
-        return None
-    raise AssertionError(args.command)
 
 
 def _setup_logging() -> None:
     from flows.cli_logging import setup_logging
 
     setup_logging(USER_ERRORS)
-
-
-def _check_before_server(args: argparse.Namespace) -> None:
-    """Arguments that can be checked without Prefect fail before its server starts."""
-    if args.command == "evaluate":
-        from flows.evaluate import check_evaluation
-
-        check_evaluation(args.model_dir, args.corpus, args.baseline, args.report)
-    if args.command == "prepare":
-        from ptm_core.data.prepare import check_output_folder, check_preparation_settings
-        from ptm_core.data.sources import find_inputs
-
-        check_preparation_settings(vocab_size=args.vocab_size, workers=args.workers)
-        find_inputs(args.inputs)
-        check_output_folder(args.output)
-    if args.command == "link":
-        from flows.link_entities import check_output_file
-
-        check_output_file(args.output)
-    if args.command == "embed-kg":
-        cli_embed_kg.check(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -352,7 +241,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command in ("pretrain", "finetune") and getattr(args, "overwrite", False):
         args.overrides = [*args.overrides, "trainer.resume=false"]
     _setup_logging()
-    from flows.config import ConfigError
+    from flows.config_errors import ConfigError  # not flows.config: Hydra costs ~1 s
     from ptm_core.progress import ProgressSettingError, check_progress_settings
 
     try:
@@ -361,6 +250,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2
 
+    if args.command in ("pretrain", "finetune") and cli_flows.runs_as_flow(args):
+        args = cli_flows.as_flow_command(args)
+    if args.command == cli_server.KIND:
+        return cli_server.run(args)
     if args.command == "families":
         from flows.runner import families_table
 
@@ -449,12 +342,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"ptm: {exc}", file=sys.stderr)
             return 1
         return 0
-    from flows.server import temporary_server
-
     try:
-        _check_before_server(args)
-        with temporary_server():  # dies with this process, even on kill -9
-            _run(args)
+        cli_flows.run(args)  # in this process, or as a flow run (--prefect, PREFECT_API_URL)
     except ConfigError as exc:
         print(f"ptm: {exc}", file=sys.stderr)
         return 2

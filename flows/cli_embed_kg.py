@@ -81,12 +81,12 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Fail on a bad setting or output folder before the Prefect server starts.
+    """Fail on a bad setting or output folder before any work (or Prefect server) starts.
 
     Raises:
         ValueError: one line naming the flag.
     """
-    from flows.embed_knowledge_graph import check_output
+    from flows.kg_embedding import check_output
     from ptm_knowledge.kg import check_embedding_settings
 
     check_embedding_settings(preset=args.preset, **settings(args))
@@ -97,18 +97,14 @@ def check(args: argparse.Namespace) -> None:
     check_output(args.output, overwrite=args.overwrite)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the ``embed_knowledge_graph`` flow with the command line's settings."""
-    from flows.embed_knowledge_graph import embed_knowledge_graph
-
-    return embed_knowledge_graph(
-        args.kg,
-        args.output,
-        args.model,
-        preset=args.preset,
-        seed=args.seed,
-        device=args.device,
-        threads=args.threads,
-        overwrite=args.overwrite,
+def keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``embed_knowledge_graph`` (the flow, or its work in
+    process) that the command line gives."""
+    return {
+        "preset": args.preset,
+        "seed": args.seed,
+        "device": args.device,
+        "threads": args.threads,
+        "overwrite": args.overwrite,
         **settings(args),
-    )
+    }

@@ -1,8 +1,9 @@
 """The `finetune` flow: fine-tune a model on a downstream task, one run or a sweep.
 
 ``ptm finetune task=kg_pair model=runs/demo/pretrain/final`` runs one fine-tuning in this
-process; ``ptm flow finetune ...`` runs the same under Prefect (one task per run, a markdown
-artifact with the results). Overrides use Hydra's syntax, and Hydra's sweep syntax with
+process, without Prefect; ``ptm flow finetune ...`` (or ``ptm finetune --prefect``) runs the
+same under Prefect (:mod:`flows.finetune_flow`: one task per run, a markdown artifact with
+the results). Overrides use Hydra's syntax, and Hydra's sweep syntax with
 ``--multirun``: ``seed=0,1,2 trainer.learning_rate=1e-3,3e-3`` is the cartesian product,
 reported as mean ± std over the seeds of each setting (fine-tuning small data moves by
 several points between seeds: GLUE's MRPC by about ±6).
@@ -11,16 +12,13 @@ several points between seeds: GLUE's MRPC by about ±6).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
-
-from flows.artifacts import markdown_table, publish_markdown
+from flows.artifacts import markdown_table
 from flows.config import compose_config
 from flows.hub_models import looks_like_hub_name
 from flows.label_report import write_label_report
@@ -250,37 +248,3 @@ def headline_metric(task_name: str) -> str:
 
     task = TaskSpec.from_mapping(dict(cfg.task))
     return f"{task_name}/{task.metric}"
-
-
-@task(name="finetune-run", log_prints=True)
-def finetune_run(overrides: list[str]) -> dict[str, Any]:
-    """One fine-tuning run (resumes from the run's last checkpoint if there is one); its
-    end table (metrics and folders) goes to the run log."""
-    from flows.end_table import print_finetune_table
-
-    run = run_one(overrides)
-    print_finetune_table(run)
-    return run
-
-
-@flow(name="finetune", log_prints=True)
-def finetune(overrides: list[str] | None = None, multirun: bool = False) -> dict[str, Any]:
-    """Fine-tune under Prefect: one run, or with ``multirun`` every run of the sweep.
-
-    Publishes a markdown artifact with the dev metrics (mean ± std over seeds per setting).
-    """
-    overrides = list(overrides or [])
-    if multirun:
-        result = run_sweep(overrides, runner=lambda combo: finetune_run(combo))
-    else:
-        run = finetune_run(overrides)
-        rows = summarize([run])
-        result = {"runs": [run], "summary": rows, "table": format_summary(rows)}
-    publish_markdown(
-        "finetune-report",
-        summary_markdown(result["summary"]),
-        description="dev metrics, mean ± std over seeds",
-    )
-    print(result["table"])
-    print(json.dumps(result["summary"], indent=1))
-    return result

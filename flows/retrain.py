@@ -10,7 +10,7 @@ from typing import Any
 from filelock import BaseFileLock, FileLock, Timeout
 from prefect import flow, task
 
-from flows.evaluate import evaluate_language_model
+from flows.evaluation import evaluate_language_model
 from flows.evaluation_data import (
     MIN_COMPARE_TOKENS,
     check_enough_tokens,

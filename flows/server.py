@@ -1,4 +1,8 @@
-"""The temporary Prefect server of a ``ptm`` command, bound to the life of that command.
+"""The temporary Prefect server of a ``ptm`` flow run, bound to the life of that command.
+
+Plain commands use no server. A flow run (``--prefect``, ``ptm flow``, ``ptm demo``, ...)
+reports to ``PREFECT_API_URL``, else to the server of ``ptm server start``
+(:mod:`flows.local_server`), and only when neither exists to this temporary one.
 
 With no ``PREFECT_API_URL``, Prefect 3 starts a temporary API server on first use
 (``prefect.server.api.server.SubprocessASGIServer``: ``python -m uvicorn ...`` in a child
@@ -37,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from prefect.server.api.server import SubprocessASGIServer
+
+from flows.processes import is_running as _is_running
+from flows.processes import started_at as _started_at
 
 logger = logging.getLogger(__name__)
 
@@ -155,26 +162,6 @@ class ParentBoundServer(SubprocessASGIServer):
             with contextlib.suppress(OSError):
                 self._record.unlink()
             self._record = None
-
-
-def _started_at(pid: int) -> float | None:
-    """Creation time of process ``pid`` (tells a live process from a reused pid), or None."""
-    try:
-        import psutil  # ships with prefect-dask (through distributed)
-    except ImportError:
-        return None
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:
-            return None
-        return float(process.create_time())
-    except psutil.Error:
-        return None
-
-
-def _is_running(pid: int, started: float) -> bool:
-    now = _started_at(pid)
-    return now is not None and abs(now - started) < 1.0
 
 
 def _write_record(folder: Path, pid: int) -> Path | None:

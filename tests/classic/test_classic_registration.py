@@ -59,7 +59,7 @@ def test_the_family_specs_are_light() -> None:
 
 
 def test_evaluations_of_the_recurrent_kinds_come_from_the_specs() -> None:
-    from flows.evaluate import load_evaluations
+    from flows.evaluation import load_evaluations
     from ptm_classic import evaluation_kinds, kinds
     from ptm_core import model_kinds
     from ptm_core.evaluation import kinds as core_kinds

@@ -98,7 +98,7 @@ class FamilyContract:
             self._finetune(final, tmp_path / "finetune")
 
     def _evaluate(self, spec: Any, final: Path, tmp_path: Path) -> None:
-        from flows.evaluate import load_evaluations, model_family
+        from flows.evaluation import load_evaluations, model_family
 
         named = spec.hook("evaluation")
         names = {e.name for e in (named if isinstance(named, (tuple, list)) else (named,))}

@@ -16,11 +16,11 @@ class TestKgEmbeddingsContract(FamilyContract):
     family = FAMILY
 
     def saved_folder(self, tmp_path: Path) -> Path:
-        from flows.embed_knowledge_graph import train_embeddings
+        from flows.kg_embedding import train_embeddings
 
         data = generate(tmp_path.parent / "data")
         out = tmp_path / "kg_embeddings"
-        summary = train_embeddings.fn(
+        summary = train_embeddings(
             str(data.kg), str(out), "TransE", 0, {"embedding_dim": 8, "num_epochs": 2}
         )
         assert summary["entities"] == len(data.entity_ids)
@@ -29,7 +29,7 @@ class TestKgEmbeddingsContract(FamilyContract):
 
 def test_a_folder_without_config_json_is_recognised(tmp_path: Path) -> None:
     """Folders written before config.json named the kind still load and score."""
-    from flows.evaluate import model_family
+    from flows.evaluation import model_family
     from flows.runner import family_of_folder
     from ptm_core.checkpoints import registry
 

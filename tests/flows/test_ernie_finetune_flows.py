@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.evaluate import evaluate, model_family
+from flows.evaluate import evaluate
+from flows.evaluation import model_family
 from flows.finetune import run_one
 from ptm_core.encoders import bert_encoder
 from ptm_core.tokenization import WordPieceTokenizer

@@ -47,7 +47,7 @@ def test_multimodal_model_is_scored_by_matching(tmp_path: Path) -> None:
 
 
 def test_unknown_directory_is_a_clear_error(tmp_path: Path) -> None:
-    from flows.evaluate import model_family
+    from flows.evaluation import model_family
 
     with pytest.raises(ValueError, match="cannot tell which evaluation fits"):
         model_family(tmp_path)
@@ -81,7 +81,8 @@ def test_cogqa_model_is_scored_against_system1_alone(
 
 
 def test_xlnet_model_is_scored_by_permutation_lm_against_random_init(tmp_path: Path) -> None:
-    from flows.evaluate import evaluate, model_family
+    from flows.evaluate import evaluate
+    from flows.evaluation import model_family
 
     model_dir = _train(
         "xlnet_tiny",

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.evaluate import evaluate, model_family
+from flows.evaluate import evaluate
+from flows.evaluation import model_family
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_multimodal import visualbert

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.evaluate import load_evaluations, model_family
+from flows.evaluation import load_evaluations, model_family
 from ptm_classic import kinds as classic_kinds
 from ptm_core import model_kinds
 from ptm_core.evaluation.registry import Evaluation, register_evaluation, registered_kinds
@@ -237,7 +237,7 @@ def test_a_recurrent_lm_final_scores_below_random_init(
     experiment: str, metric: str, tmp_path: Path
 ) -> None:
     from flows.config import compose_config
-    from flows.evaluate import evaluation_of
+    from flows.evaluation import evaluation_of
     from flows.runner import run_composed
 
     cfg = compose_config(

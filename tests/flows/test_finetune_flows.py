@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from flow_settings import FAST
 
-from flows.evaluate import evaluate, model_family
-from flows.finetune import finetune, run_one
+from flows.evaluate import evaluate
+from flows.evaluation import model_family
+from flows.finetune import run_one
+from flows.finetune_flow import finetune
 from flows.pretrain import pretrain
 from flows.registry import ModelRegistry
 

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from flows.link_entities import _prior_files
+from flows.entity_linking import _prior_files
 from flows.linker_flags import add_linker_arguments, linker_options
 from ptm_knowledge.kg_corpus_settings import LinkerSettings
 from ptm_knowledge.linking import LEGACY_SETTINGS

@@ -130,7 +130,7 @@ def test_cli_names_config_json_and_the_missing_key(tmp_path: Path) -> None:
 
 
 def test_model_family_names_the_broken_file_without_the_cli(tmp_path: Path) -> None:
-    from flows.evaluate import model_family
+    from flows.evaluation import model_family
 
     with pytest.raises(FileNotFoundError, match="does not exist"):
         model_family(tmp_path / "nope")

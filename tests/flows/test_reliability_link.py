@@ -192,16 +192,19 @@ def _shard_files(tmp_path: Path, count: int) -> list[Path]:
 def test_streaming_merge_keeps_shard_order_in_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import flows.entity_linking
     import flows.link_entities as link
 
-    monkeypatch.setattr(link, "_COPY_BLOCK", 7)  # records cut across many read blocks
+    monkeypatch.setattr(
+        flows.entity_linking, "_COPY_BLOCK", 7
+    )  # records cut across many read blocks
     shards = _shard_files(tmp_path, 5)
     order = [shards[i] for i in (3, 0, 4, 1, 2)]
     output = tmp_path / "merged.jsonl"
     assert link.merge_shards.fn([str(p) for p in order], str(output)) == str(output)
     expected = "".join(p.read_text(encoding="utf-8").rstrip("\n") + "\n" for p in order)
     assert output.read_text(encoding="utf-8") == expected
-    merger = link.ShardMerger(tmp_path / "counted.jsonl")
+    merger = flows.entity_linking.ShardMerger(tmp_path / "counted.jsonl")
     for shard in order:
         merger.add(shard)
     merger.commit()
@@ -224,11 +227,14 @@ def test_streaming_merge_is_atomic(tmp_path: Path) -> None:
 def test_flow_output_equals_link_corpus_with_few_shards_in_flight(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import flows.entity_linking
     import flows.link_entities as link
     from ptm_knowledge.kg import load_knowledge_graph
     from ptm_knowledge.linking import EntityLinker, link_corpus
 
-    monkeypatch.setattr(link, "IN_FLIGHT", 2)  # shards are merged while others still run
+    monkeypatch.setattr(
+        flows.entity_linking, "IN_FLIGHT", 2
+    )  # shards are merged while others still run
     corpus = _corpus(tmp_path, documents=10)
     output = tmp_path / "linked.jsonl"
     result = link.link_entities(str(corpus), str(KG), str(output), shard_size=3)

@@ -20,13 +20,13 @@ ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "data_specs" / "text_corpus" / "sample" / "corpus.txt"
 KG = ROOT / "data_specs" / "knowledge_graph" / "sample"
 
-# `ptm link` through flows.cli.main, held inside the flow (reading the corpus blocks, after
+# `ptm link --prefect` through flows.cli.main, held inside the flow (reading the corpus blocks, after
 # writing a marker file) so that the kill lands while the command and its server are both
 # alive, however fast or loaded the machine is.
 HELD_LINK = textwrap.dedent(
     """
     import pathlib, sys, time
-    import flows.link_entities as link
+    import flows.entity_linking as link
 
     def held(*args, **kwargs):
         pathlib.Path(sys.argv[4]).touch()
@@ -35,7 +35,7 @@ HELD_LINK = textwrap.dedent(
     link.iter_text_corpus = held
     from flows.cli import main
 
-    sys.exit(main(["link", "--corpus", sys.argv[1], "--kg", sys.argv[2], "--output", sys.argv[3]]))
+    sys.exit(main(["link", "--prefect", "--corpus", sys.argv[1], "--kg", sys.argv[2], "--output", sys.argv[3]]))
     """
 )
 

@@ -134,7 +134,7 @@ def test_a_saved_cogqa_system_names_its_kind(saved_cogqa: Path) -> None:
 
 
 def test_a_cogqa_folder_saved_before_the_kind_still_loads_and_scores(saved_cogqa: Path) -> None:
-    from flows.evaluate import model_family
+    from flows.evaluation import model_family
     from ptm_knowledge.cogqa import load_cogqa
 
     (saved_cogqa / "config.json").unlink()  # the layout written before "ptm_model"
