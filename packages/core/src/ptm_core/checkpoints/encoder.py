@@ -271,5 +271,9 @@ def check_rebuilds(encoder: TransformerEncoder) -> None:
 
 
 def encoder_kind(config: EncoderConfig) -> str:
-    """The ``"ptm_model"`` of a plain encoder: ``"xlnet"`` with relative positions."""
+    """The ``"ptm_model"`` of a plain encoder: ``"xlnet"`` with relative positions, the
+    kind a family config names (``ptm_kind``, ModernBERT's), else ``"encoder"``."""
+    own = getattr(config, "ptm_kind", None)
+    if own is not None:
+        return str(own)
     return XLNET if config.relative else ENCODER
