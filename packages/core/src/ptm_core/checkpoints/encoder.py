@@ -162,7 +162,7 @@ def save_encoder(
     if format == "hf":
         format = default_hf_format(config)
     family = None if format == "ptm" else registry.hf_encoder_family(format.removeprefix("hf-"))
-    if family is not None and format != "hf-xlnet":
+    if family is not None and format not in ("hf-xlnet", "hf-modernbert"):
         check_bert_layout(config, format)
     head_state = _own_head_tensors(heads, encoder)
     if family is not None and (tokenizer is not None or head_state):
