@@ -178,6 +178,12 @@ def config_to_hf(config: EncoderConfig) -> dict[str, Any]:
         classifier_activation=config.activation,
         decoder_bias=True,
         tie_word_embeddings=True,
+        # ptm's heads read no special token id; transformers' defaults (50281, ...) would
+        # point outside a ptm vocabulary.
+        bos_token_id=None,
+        eos_token_id=None,
+        cls_token_id=None,
+        sep_token_id=None,
     )
     return hf
 
