@@ -236,3 +236,62 @@ def test_mismatched_folders_are_refused_naming_the_file_and_the_tensor(tmp_path:
         TransformerEncoder.from_pretrained(pattern)
     assert str(exc.value) == _first_line(exc)
     assert str(pattern / "config.json") in str(exc.value) and "layer_types" in str(exc.value)
+
+
+TASKS = {
+    "SequenceClassification": "AutoModelForSequenceClassification",
+    "TokenClassification": "AutoModelForTokenClassification",
+    "QuestionAnswering": "AutoModelForQuestionAnswering",
+    "MultipleChoice": "AutoModelForMultipleChoice",
+}
+
+
+def _hf_logits(model: Any, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    with torch.no_grad():
+        out = model(**inputs)
+    if hasattr(out, "start_logits"):
+        return torch.stack([out.start_logits, out.end_logits], dim=-1)
+    return out.logits
+
+
+def _task_batch(task: str) -> dict[str, torch.Tensor]:
+    inputs = batch()
+    if task != "MultipleChoice":
+        return inputs
+    return {k: v.view(1, 3, LENGTH) for k, v in inputs.items()}  # 1 question, 3 choices
+
+
+def _compare(task: str, ours: torch.Tensor, theirs: torch.Tensor, mask: torch.Tensor) -> float:
+    if task in ("TokenClassification", "QuestionAnswering"):
+        return close_on_tokens(ours, theirs, mask)
+    return (ours - theirs).abs().max().item()
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("task", list(TASKS))
+def test_task_heads_match_and_export_back(task: str, pooling: str, tmp_path: Path) -> None:
+    from ptm_core.checkpoints.hf.bert_tasks import export_hf_task_model, load_hf_task_model
+
+    if pooling == "mean" and task in ("TokenClassification", "QuestionAnswering"):
+        pytest.skip("classifier_pooling only changes the pooled heads")
+    cls = getattr(transformers, f"ModernBertFor{task}")
+    labels = {} if task in ("QuestionAnswering", "MultipleChoice") else {"num_labels": 3}
+    config = tiny_config(classifier_pooling=pooling, **labels)
+    theirs = saved(cls(config), tmp_path / "hf")
+    ours = load_hf_task_model(tmp_path / "hf").eval()
+    inputs = _task_batch(task)
+    mask = batch()["attention_mask"]
+    with torch.no_grad():
+        logits = ours(inputs).logits
+    expected = _hf_logits(theirs, inputs)
+    assert _compare(task, logits, expected, mask) <= TOL
+
+    with torch.no_grad():  # a trained head: both biases off zero
+        ours.head.dense.bias.normal_(0.0, 0.2)
+        ours.head.norm.bias.normal_(0.0, 0.2)
+        trained = ours(inputs).logits
+    out = export_hf_task_model(ours, tmp_path / "export")
+    back, info = getattr(transformers, TASKS[task]).from_pretrained(out, output_loading_info=True)
+    assert type(back) is cls
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert _compare(task, _hf_logits(back.eval(), inputs), trained, mask) <= TOL

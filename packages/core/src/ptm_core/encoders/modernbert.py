@@ -240,6 +240,25 @@ class ModernBertEncoder(TransformerEncoder):
             state.attention_mask = self.layer_masks(attention_mask, state.hidden)
         return state
 
+    def build_task_head(
+        self, kind: str, num_labels: int, dropout: float = 0.0, *, pool: str = "first"
+    ) -> nn.Module:
+        """ModernBERT's head for ``kind`` (``ModernBertFor...``'s prediction head, dropout
+        and classifier; ``pool`` ``"first"`` or ``"mean"``): what ``build_task_model``
+        puts on this encoder."""
+        from ptm_core.heads.modernbert import ModernBertTaskHead
+
+        return ModernBertTaskHead(
+            self.config.hidden_size,
+            kind,
+            num_labels,
+            dropout,
+            pool=pool,
+            activation=self.config.activation,
+            layer_norm_eps=self.config.layer_norm_eps,
+            initializer_range=self.config.initializer_range,
+        )
+
     def layer_masks(self, padding: Tensor | None, hidden: Tensor) -> LayerMasks:
         """Layer ``i``'s mask as a function of ``i``: ``padding`` (global layers) or one
         ``sliding`` structure shared by every local layer."""

@@ -343,3 +343,85 @@ def pretraining_heads() -> tuple[Any, ...]:
     from ptm_core.objectives.mlm import MaskedLMObjective
 
     return (HFHead(MaskedLMObjective, ("head.dense.weight", "head.norm.weight"), _load_mlm_head),)
+
+
+# ptm ModernBertTaskHead -> every ModernBertFor<Task>'s head tensors.
+_TASK_NAMES = {
+    "dense.weight": "head.dense.weight",
+    "dense.bias": "head.dense.bias",
+    "norm.weight": "head.norm.weight",
+    "norm.bias": "head.norm.bias",
+    "classifier.weight": "classifier.weight",
+    "classifier.bias": "classifier.bias",
+}
+_POOLS = {"cls": "first", "mean": "mean"}
+
+
+def _read_head(config: dict[str, Any], source: str) -> Any:
+    from ptm_core.checkpoints.hf.task_heads import HeadVariant
+
+    pooling = config.get("classifier_pooling", "cls")
+    if pooling not in _POOLS:
+        raise CheckpointError(
+            f"{source}: classifier_pooling {pooling!r} is not one of {', '.join(_POOLS)}"
+        )
+    activation = config.get("classifier_activation", "gelu")
+    if activation != config.get("hidden_activation", "gelu"):
+        raise CheckpointError(
+            f"{source}: classifier_activation {activation!r} differs from hidden_activation "
+            f"{config.get('hidden_activation', 'gelu')!r}; ptm's ModernBERT heads use the "
+            "encoder's activation. Set classifier_activation to it or load the encoder alone"
+        )
+    dropout = float(config.get("classifier_dropout") or 0.0)
+    return HeadVariant(pool=_POOLS[pooling], activation=str(activation), dropout=dropout)
+
+
+def _write_head(variant: Any) -> dict[str, Any] | None:
+    pooling = {ours: theirs for theirs, ours in _POOLS.items()}.get(variant.pool)
+    if pooling is None:
+        return None
+    return {
+        "classifier_pooling": pooling,
+        "classifier_dropout": variant.dropout,
+        "classifier_bias": True,
+    }
+
+
+def _export_head(head: dict[str, Tensor], config: EncoderConfig) -> dict[str, Tensor]:
+    """Fold the head norm's bias into the classifier bias when the folder's norms have
+    none (``classifier`` is linear: ``W (g n + beta) + b = W (g n) + (W beta + b)``)."""
+    assert isinstance(config, ModernBertConfig)
+    if config.norm_bias:
+        return head
+    out = dict(head)
+    beta = out.pop("head.norm.bias")
+    out["classifier.bias"] = out["classifier.bias"] + out["classifier.weight"] @ beta
+    return out
+
+
+def task_heads(model_type: str = MODEL_TYPE) -> tuple[Any, ...]:
+    """The four ``ModernBertFor...`` classes (:mod:`ptm_core.checkpoints.hf.task_heads`):
+    each reads ``head`` (``ModernBertPredictionHead``), dropout and ``classifier``; the
+    sequence-level ones pool ``classifier_pooling`` (``cls`` or ``mean``)."""
+    from ptm_core.checkpoints.hf.task_heads import HFTaskHead
+
+    optional = ("head.dense.bias", "head.norm.bias")
+    kinds = {
+        "SequenceClassification": "classification",
+        "TokenClassification": "tagging",
+        "QuestionAnswering": "qa",
+        "MultipleChoice": "multiple_choice",
+    }
+    return tuple(
+        HFTaskHead(
+            f"ModernBertFor{task}",
+            kind,
+            _TASK_NAMES,
+            _read_head,
+            _write_head,
+            fixed="a prediction head (dense, activation, norm) and a classifier",
+            optional=optional,
+            export=_export_head,
+        )
+        for task, kind in kinds.items()
+    )
