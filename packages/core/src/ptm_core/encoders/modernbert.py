@@ -192,7 +192,7 @@ class ModernBertEncoder(TransformerEncoder):
                 config.hidden_size, config.intermediate_size, config.activation, config.mlp_bias
             )
 
-        def norm() -> nn.Module:
+        def norm() -> nn.LayerNorm:
             return nn.LayerNorm(
                 config.hidden_size, eps=config.layer_norm_eps, bias=config.norm_bias
             )

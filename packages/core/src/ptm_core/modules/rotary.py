@@ -41,6 +41,7 @@ class RotaryEmbedding(nn.Module):
         self.theta = float(theta)
         # Not a parameter and not saved: the frequencies follow from (d, theta).
         exponents = torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim
+        self.inv_freq: Tensor
         self.register_buffer("inv_freq", 1.0 / (self.theta**exponents), persistent=False)
 
     def angles(self, positions: Tensor) -> tuple[Tensor, Tensor]:
