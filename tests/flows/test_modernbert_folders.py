@@ -152,3 +152,19 @@ def test_finetune_from_a_hugging_face_folder_with_its_bpe_tokenizer(
     theirs = transformers.AutoTokenizer.from_pretrained(folder)
     text = "Zürich café naïve river 東京 🤖"
     assert ours.tokenize_ids(text) == theirs(text, add_special_tokens=False)["input_ids"]
+    capsys.readouterr()
+
+    out = tmp_path / "export"
+    assert main(["export", "--format", "hf", str(run / "final"), str(out)]) == 0
+    assert "ModernBertForSequenceClassification" in capsys.readouterr().out
+    back, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+        out, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    exported = transformers.AutoTokenizer.from_pretrained(out)
+    rows = exported(["river stone café", "Zürich garden"], padding=True, return_tensors="pt")
+    batch = {"input_ids": rows["input_ids"], "attention_mask": rows["attention_mask"]}
+    with torch.no_grad():
+        expected = model.eval()(batch).logits
+        logits = back.eval()(**batch).logits
+    assert (logits - expected).abs().max().item() <= 1e-5
