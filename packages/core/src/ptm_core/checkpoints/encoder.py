@@ -161,7 +161,7 @@ def save_encoder(
     if format == "hf":
         format = default_hf_format(config)
     family = None if format == "ptm" else registry.hf_encoder_family(format.removeprefix("hf-"))
-    if family is not None and format != "hf-xlnet":
+    if family is not None and format not in ("hf-xlnet", "hf-modernbert"):
         check_bert_layout(config, format)
     head_state = _own_head_tensors(heads, encoder)
     if family is not None and (tokenizer is not None or head_state):
@@ -270,5 +270,9 @@ def check_rebuilds(encoder: TransformerEncoder) -> None:
 
 
 def encoder_kind(config: EncoderConfig) -> str:
-    """The ``"ptm_model"`` of a plain encoder: ``"xlnet"`` with relative positions."""
+    """The ``"ptm_model"`` of a plain encoder: ``"xlnet"`` with relative positions, the
+    kind a family config names (``ptm_kind``, ModernBERT's), else ``"encoder"``."""
+    own = getattr(config, "ptm_kind", None)
+    if own is not None:
+        return str(own)
     return XLNET if config.relative else ENCODER

@@ -11,6 +11,12 @@ from ptm_core.encoders.encoder_decoder import (
 )
 from ptm_core.encoders.encoder_decoder_config import Seq2SeqConfig
 from ptm_core.encoders.factory import encoder_class, encoder_from_config
+from ptm_core.encoders.modernbert import (
+    ModernBertConfig,
+    ModernBertEncoder,
+    modernbert_encoder,
+    modernbert_tiny,
+)
 from ptm_core.encoders.presets import (
     albert_base,
     albert_encoder,
@@ -42,6 +48,8 @@ __all__ = [
     "EncoderDecoderModel",
     "EncoderOutput",
     "LayerCache",
+    "ModernBertConfig",
+    "ModernBertEncoder",
     "Seq2SeqConfig",
     "Seq2SeqOutput",
     "TransformerDecoder",
@@ -65,6 +73,8 @@ __all__ = [
     "electra_tiny",
     "encoder_class",
     "encoder_from_config",
+    "modernbert_encoder",
+    "modernbert_tiny",
     "seq2seq_encoder",
     "xlnet_base",
     "xlnet_encoder",

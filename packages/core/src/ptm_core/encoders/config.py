@@ -16,9 +16,10 @@ LAYER_SHARING = ("none", "all", "attention", "ffn")
 # Where positions enter: learned absolute embeddings added to the input (BERT),
 # Transformer-XL / XLNet relative encodings inside every attention layer, or T5's bucketed
 # relative bias (Raffel et al., 2020): no table, one learned scalar per head and distance
-# bucket added to every layer's attention logits.
-PositionEncoding = Literal["absolute", "relative", "bucketed"]
-POSITION_ENCODINGS = ("absolute", "relative", "bucketed")
+# bucket added to every layer's attention logits; or rotary positions (RoPE) inside every
+# attention layer (ModernBERT, whose config class owns them: ptm_core.encoders.modernbert).
+PositionEncoding = Literal["absolute", "relative", "bucketed", "rotary"]
+POSITION_ENCODINGS = ("absolute", "relative", "bucketed", "rotary")
 
 # Paper switches that earlier versions wrote into every encoder's config.json (27 keys),
 # with the value every encoder but T5's / XLNet's had, and where each lives now. A saved
@@ -107,6 +108,8 @@ class EncoderConfig:
 
     # Whether this class describes Transformer-XL relative positions (XLNetConfig does).
     RELATIVE_FAMILY: ClassVar[bool] = False
+    # Whether this class builds rotary attention layers (ModernBertConfig does).
+    ROTARY_FAMILY: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size")
@@ -143,13 +146,21 @@ class EncoderConfig:
         if self.position_encoding not in POSITION_ENCODINGS:
             raise ValueError(
                 "EncoderConfig.position_encoding must be 'absolute' or 'relative' "
-                f"(Transformer-XL), or 'bucketed' (T5), got {self.position_encoding!r}"
+                f"(Transformer-XL), 'bucketed' (T5) or 'rotary' (ModernBERT), got {self.position_encoding!r}"
             )
         if self.relative and not self.RELATIVE_FAMILY:
             raise ValueError(
                 "EncoderConfig.position_encoding='relative' is XLNet's encoder: build an "
                 "XLNetConfig (ptm_core.encoders.xlnet), or use EncoderConfig.from_dict, "
                 "which does so for such a config.json"
+            )
+        if (self.position_encoding == "rotary") != self.ROTARY_FAMILY:
+            raise ValueError(
+                "EncoderConfig.position_encoding='rotary' is ModernBERT's encoder: build a "
+                "ModernBertConfig (ptm_core.encoders.modernbert), or use EncoderConfig.from_dict"
+                if not self.ROTARY_FAMILY
+                else f"{type(self).__name__}.position_encoding must be 'rotary', got "
+                f"{self.position_encoding!r}"
             )
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)

@@ -8,6 +8,7 @@ architecture from random init seeded by ``seed``. Heavy imports happen inside th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -168,11 +169,17 @@ FINETUNED = register_evaluation(
 #: The ``encoder`` family's evaluations: its pre-trained folders and the task models it
 #: fine-tunes (``task.json``).
 ENCODER_EVALUATIONS = (MASKED_LM, FINETUNED)
+#: The ``modernbert`` family's: the same masked-LM scoring of its own kind.
+MODERNBERT_MASKED_LM = register_evaluation(
+    dataclasses.replace(MASKED_LM, name="modernbert_masked_lm", kinds=("modernbert",))
+)
+MODERNBERT_EVALUATIONS = (MODERNBERT_MASKED_LM, FINETUNED)
 
 __all__ = [
     "ENCODER_EVALUATIONS",
     "FINETUNED",
     "MASKED_LM",
+    "MODERNBERT_EVALUATIONS",
     "PERMUTATION_LM",
     "SEQ2SEQ",
     "reinitialise",

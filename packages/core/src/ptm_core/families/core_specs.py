@@ -11,6 +11,7 @@ encoder, so its ``final/`` is loaded, evaluated and fine-tuned by the ``encoder`
 
 from __future__ import annotations
 
+from ptm_core.families.modernbert_spec import MODERNBERT
 from ptm_core.families.spec import FamilySpec
 
 _SETTINGS = "ptm_core.families.core_settings"
@@ -86,4 +87,4 @@ DISTILL = FamilySpec(
     recipes={"distill": "pretrain"},
 )
 
-FAMILIES = (ENCODER, XLNET, SEQ2SEQ, DISTILL)
+FAMILIES = (ENCODER, XLNET, SEQ2SEQ, DISTILL, MODERNBERT)

@@ -355,10 +355,18 @@ def build_task_model(
         input_dropout: dropout on the summary token before the pooler too (ELECTRA,
             RoBERTa's classification head).
 
+    An encoder whose family has heads of its own (``encoder.build_task_head(kind,
+    num_labels, dropout, pool=...)``, ModernBERT's) builds the head itself; ``activation``
+    and ``input_dropout`` are then its family's.
+
     Returns:
         The :class:`TaskModel`; the head is initialised with the encoder's
         ``initializer_range``.
     """
+    own_heads = getattr(encoder, "build_task_head", None)
+    if callable(own_heads):  # a family with its own heads (ModernBERT's prediction head)
+        head: nn.Module = own_heads(kind, num_labels, dropout, pool=pool)
+        return TaskModel(encoder, head, kind, num_labels, label_names=label_names)
     if activation is None:
         activation = cast(PoolerActivation, getattr(encoder.config, "pooler_activation", "tanh"))
     head = build_task_head(
@@ -492,8 +500,8 @@ def read_task_json(path: Path) -> dict[str, Any]:
             f"{path}: num_labels must be an integer, got {record.get('num_labels')!r}"
         )
     pool = record.get("pool", "first")
-    if pool not in ("first", "last"):
-        raise CheckpointError(f"{path}: pool {pool!r} is not one of first, last")
+    if pool not in ("first", "last", "mean"):  # mean: ModernBERT's classifier_pooling
+        raise CheckpointError(f"{path}: pool {pool!r} is not one of first, last, mean")
     activation = record.get("pooler_activation", "tanh")
     if activation not in POOLER_ACTIVATIONS:
         raise CheckpointError(

@@ -106,10 +106,24 @@ class MultiHeadSelfAttention(nn.Module):
         batch, length, _ = hidden_states.shape
         qkv = self.qkv_proj(hidden_states).view(batch, length, 3, self.num_heads, self.head_dim)
         query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
+        return self.attend_split(query, key, value, mask, return_scores)
+
+    def attend_split(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | AttentionStructure | None = None,
+        return_scores: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """:meth:`forward` after the projection: attention over split heads
+        ``(B, h, L, d)``, then the output projection ``(B, L, D)``. A subclass that changes
+        queries and keys (rotary positions) calls this after its own projection."""
+        batch, _, length, _ = query.shape
         if isinstance(mask, AttentionStructure):
             mask.check_length(length)
             if return_scores:  # the explicit path reads the dense reference mask
-                mask = mask.to(hidden_states.device).reference_mask()
+                mask = mask.to(query.device).reference_mask()
             else:
                 dropout = self.dropout if self.training else 0.0
                 context = attend(

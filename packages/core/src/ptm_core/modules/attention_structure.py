@@ -47,6 +47,7 @@ STRUCTURE_KINDS: tuple[str, ...] = (
     "documents",
     "kbert",
     "permutation",
+    "sliding",
 )
 PERMUTATION_STREAMS: tuple[str, ...] = ("content", "query")
 
@@ -96,6 +97,7 @@ class AttentionStructure:
         order_ranks: ``permutation``: ``[B, L]`` rank in the factorisation order.
         stream: ``permutation``: ``"content"`` (sees ranks ``<=`` its own) or ``"query"``
             (strictly ``<``).
+        window: ``sliding``: how many positions a token sees to each side.
 
     The structure caches what it compiles to (the SDPA mask, the ``BlockMask``), so every
     layer of an encoder reuses one build; it is immutable, build a new one per batch.
@@ -112,6 +114,7 @@ class AttentionStructure:
     branch_id: Tensor | None = None
     order_ranks: Tensor | None = None
     stream: str = "content"
+    window: int = 0
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
 
     # ------------------------------------------------------------------ constructors
@@ -228,6 +231,24 @@ class AttentionStructure:
             blind = ~real | (ranks <= first)
         return cls("permutation", real, blind, order_ranks=ranks, stream=stream)
 
+    @classmethod
+    def sliding(cls, padding_mask: Tensor, window: int) -> AttentionStructure:
+        """Local attention (Longformer; ModernBERT's local layers): a real token sees the
+        real tokens at most ``window`` positions away on either side.
+
+        Equal to :func:`~ptm_core.modules.attention_masks.sliding_window_mask`; padding
+        rows are blind. On flex the ``BlockMask`` keeps only the blocks near the diagonal,
+        so the cost grows with ``L * window``, not ``L**2``.
+
+        Args:
+            padding_mask: ``[B, L]``, 1/True at real tokens.
+            window: how far a token sees to each side (``>= 0``).
+        """
+        if not isinstance(window, int) or window < 0:
+            raise ValueError(f"a sliding window must be an integer >= 0, got {window!r}")
+        real = _as_2d("padding_mask", padding_mask).bool()
+        return cls("sliding", real, ~real, window=window)
+
     # ------------------------------------------------------------------ the rule
     @property
     def shape(self) -> tuple[int, int]:
@@ -290,6 +311,9 @@ class AttentionStructure:
             if self.stream == "content":
                 return lambda b, q, k: real[b, q] & real[b, k] & (ranks[b, k] <= ranks[b, q])
             return lambda b, q, k: real[b, q] & real[b, k] & (ranks[b, k] < ranks[b, q])
+        if self.kind == "sliding":
+            window = self.window
+            return lambda b, q, k: real[b, q] & real[b, k] & ((q - k).abs() <= window)
         raise ValueError(f"unknown structure kind {self.kind!r}; valid: {STRUCTURE_KINDS}")
 
     @property

@@ -39,7 +39,8 @@ def _init_one(child: nn.Module, std: float) -> None:
                 child.weight[child.padding_idx].zero_()
     elif isinstance(child, nn.LayerNorm) and child.elementwise_affine:
         nn.init.ones_(child.weight)
-        nn.init.zeros_(child.bias)
+        if child.bias is not None:  # bias-free norms (ModernBERT)
+            nn.init.zeros_(child.bias)
 
 
 def init_t5_weights(module: nn.Module, hidden_size: int) -> None:

@@ -180,9 +180,16 @@ class UnpadLayout:
         dropout: float = 0.0,
         scale: float | None = None,
         dropout_kernel: str = "auto",
+        window: int | None = None,
     ) -> Tensor:
         """``(T, 3, h, d) -> (T, h * d)``: :func:`packed_attention` over this layout."""
-        return packed_attention(qkv, self, dropout, scale, dropout_kernel)
+        return packed_attention(qkv, self, dropout, scale, dropout_kernel, window=window)
+
+    @property
+    def positions(self) -> Tensor:
+        """``(T,)`` each packed token's position in its padded row (``0 .. L-1``): what
+        rotary positions and local windows count, so both paths see the same numbers."""
+        return self.indices % self.seq_len
 
 
 def _varlen_usable(qkv: Tensor, dropout: float) -> bool:
@@ -206,6 +213,8 @@ def packed_attention(
     dropout: float = 0.0,
     scale: float | None = None,
     dropout_kernel: str = "auto",
+    *,
+    window: int | None = None,
 ) -> Tensor:
     """Self-attention of packed tokens, each attending the real tokens of its own sequence.
 
@@ -224,6 +233,12 @@ def packed_attention(
         dropout: dropout on the attention probabilities (pass 0 in eval mode).
         scale: factor on ``QK^T``; ``None`` = ``1 / sqrt(d)``.
         dropout_kernel: the attention module's dropout kernel (:mod:`ptm_core.modules.dropout`).
+        window: local attention (ModernBERT's local layers): a token sees only the tokens of
+            its sequence at most ``window`` places away on either side. On the varlen kernel
+            this is its ``window_size``; on the grouped path a ``(slots, slots)`` band shared
+            by every row of a group. ``None`` = the whole sequence. Within a sequence the
+            places are counted among its real tokens: with left or right padding that is the
+            padded path's distance.
 
     Returns:
         ``(T, h * d)`` context, heads merged.
@@ -234,8 +249,17 @@ def packed_attention(
 
         query, key, value = qkv.unbind(1)  # 3 x (T, h, d)
         cu = layout.cu_seqlens
+        sides = (-1, -1) if window is None else (window, window)
         out = varlen_attn(
-            query, key, value, cu, cu, layout.max_seqlen, layout.max_seqlen, scale=scale
+            query,
+            key,
+            value,
+            cu,
+            cu,
+            layout.max_seqlen,
+            layout.max_seqlen,
+            scale=scale,
+            window_size=sides,
         )
         return out.reshape(tokens, heads * head_dim)  # type: ignore[union-attr]
     compact = qkv.new_zeros(layout.compact_size, 3, heads, head_dim)
@@ -246,8 +270,15 @@ def packed_attention(
         part = compact[group.offset : group.offset + positions]
         part = part.view(group.rows, group.slots, 3, heads, head_dim)
         query, key, value = part.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (rows, h, slots, d)
+        mask = group.key_mask
+        if window is not None:
+            slot = torch.arange(group.slots, device=qkv.device)
+            band = (slot[:, None] - slot[None, :]).abs() <= window  # (slots, slots)
+            # An empty slot beyond its row's end + window would see no key (a NaN row, and
+            # NaN gradients); it sees itself, a zero vector whose output is dropped.
+            mask = band if mask is None else (mask & band) | (slot[:, None] == slot[None, :])
         context = attend_heads(
-            query, key, value, group.key_mask, dropout, scale, dropout_kernel=dropout_kernel
+            query, key, value, mask, dropout, scale, dropout_kernel=dropout_kernel
         )
         contexts.append(context.reshape(positions, heads * head_dim))
     context = contexts[0] if len(contexts) == 1 else torch.cat(contexts)

@@ -237,6 +237,7 @@ def check_bert_layout(config: EncoderConfig, format: str) -> None:
             f"format={format!r} needs BERT's layer layout, but this encoder has "
             f"{', '.join(changed)}; save it with format='ptm'"
             + (" or 'hf-xlnet'" if config.relative else "")
+            + (" or 'hf-modernbert'" if config.position_encoding == "rotary" else "")
         )
 
 

@@ -188,7 +188,11 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
     encoder_config = family.config_from_hf(raw, source=source)
     variant = row.read(raw, source)
     weights, weights_path = read_weights(directory)
-    absent = sorted(theirs for theirs in row.names.values() if theirs not in weights)
+    absent = sorted(
+        theirs
+        for theirs in row.names.values()
+        if theirs not in weights and theirs not in row.optional
+    )
     head_sources = set(row.names.values())
     encoder_weights = {k: v for k, v in weights.items() if k not in head_sources}
     state, heads, missing, unknown = family.state_from_hf(encoder_weights, encoder_config)
@@ -224,7 +228,8 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
     prefix = str(getattr(family, "HF_PREFIX", ""))
     expected = expected_tensors(family, encoder_config)
     own = model.head.state_dict()
-    expected.update({file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in row.names.items()})
+    present = {o: t for o, t in row.names.items() if t in weights or t not in row.optional}
+    expected.update({file_name(t, prefix): (t, tuple(own[o].shape)) for o, t in present.items()})
     check_file_tensors(
         weights,
         expected,
@@ -243,11 +248,10 @@ def load_hf_task_model(directory: str | Path, *, strict: bool = True) -> TaskMod
         unknown=unknown,
         missing_source_names=missing or None,
     )
-    check_state(
-        model.head,
-        {ours: weights[theirs] for ours, theirs in row.names.items()},
-        source=str(weights_path),
-    )
+    head_state = {ours: weights[theirs] for ours, theirs in present.items()}
+    # A bias the folder's config turns off is a zero bias of ptm's head.
+    head_state.update({o: torch.zeros_like(own[o]) for o in row.names if o not in present})
+    check_state(model.head, head_state, source=str(weights_path))
     return model
 
 
@@ -331,6 +335,8 @@ def export_hf_task_model(
         names = None
     own = model.head.state_dict()
     head = {theirs: own[ours].detach().contiguous().clone() for ours, theirs in row.names.items()}
+    if row.export is not None:
+        head = row.export(head, model.encoder.config)
     prefix = str(getattr(registry.hf_encoder_family(family), "HF_PREFIX", ""))
 
     def rewrite(tmp: Path) -> None:

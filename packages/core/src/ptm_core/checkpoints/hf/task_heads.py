@@ -108,6 +108,11 @@ class HFTaskHead:
         write: ``write(variant)`` -> the config keys that describe ``variant``, or ``None``
             when this class cannot hold it.
         fixed: a variant the class always has (ELECTRA's classification head), for errors.
+        optional: tensor names of ``names`` a file may lack (a bias its config turns off,
+            ModernBERT's ``classifier_bias`` / ``norm_bias``): the ptm parameter is then zero.
+        export: rewrites the head's file tensors for the encoder's config before they are
+            written (ModernBERT folds a norm bias its config cannot hold into the classifier
+            bias); ``None`` = written as they are.
     """
 
     architecture: str
@@ -116,6 +121,8 @@ class HFTaskHead:
     read: Callable[[dict[str, Any], str], HeadVariant] = field(default=read_dropout(()))
     write: Callable[[HeadVariant], dict[str, Any] | None] = field(default=write_dropout(None))
     fixed: str = "a tanh pooler on the first token"
+    optional: tuple[str, ...] = ()
+    export: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None
 
 
 def bert_style_rows(
