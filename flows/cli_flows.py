@@ -6,7 +6,9 @@ and ``ptm finetune``) do their work in this process: no Prefect server, no flow 
 
 - ``--prefect`` on the command (``ptm flow pretrain|finetune`` for those two), or ``--dask``
   (a Dask task runner is Prefect's);
-- a configured ``PREFECT_API_URL`` (environment or active Prefect profile);
+- a configured ``PREFECT_API_URL`` (environment or active Prefect profile), for the four
+  commands that were flows before (not ``pretrain``/``finetune``: their flow runs print no
+  end table on stdout yet, and they ran in process before as now);
 - always for ``ptm demo``, ``ptm retrain`` and ``ptm deploy``, which are flows.
 
 A flow run reports to the user's server, else to the one ``ptm server start`` runs, else to
@@ -28,8 +30,11 @@ from flows.execution import prefect_configured
 FLOW_COMMANDS = ("flow", "demo", "retrain", "deploy")
 #: Commands that run in this process unless asked to run as a flow.
 WITH_FLOW = ("prepare", "evaluate", "link", "embed-kg", "pretrain", "finetune")
+#: Of those, the ones a configured ``PREFECT_API_URL`` alone turns into flow runs.
+FLOW_WHEN_CONFIGURED = ("prepare", "evaluate", "link", "embed-kg")
 PREFECT_HELP = (
-    "run as a Prefect flow run (default when PREFECT_API_URL is set); it reports to the "
+    "run as a Prefect flow run (prepare/link/evaluate/embed-kg: the default when "
+    "PREFECT_API_URL is set); it reports to the "
     "server of `ptm server start` when one runs"
 )
 
@@ -47,7 +52,9 @@ def runs_as_flow(args: argparse.Namespace) -> bool:
     if args.command not in WITH_FLOW:
         return False
     asked = getattr(args, "prefect", False) or getattr(args, "dask", False)
-    return bool(asked or getattr(args, "dask_address", None) or prefect_configured())
+    if asked or getattr(args, "dask_address", None):
+        return True
+    return args.command in FLOW_WHEN_CONFIGURED and prefect_configured()
 
 
 def as_flow_command(args: argparse.Namespace) -> argparse.Namespace:

@@ -281,7 +281,9 @@ def test_relative_options_need_relative_positions() -> None:
         with pytest.raises(ValueError, match=rf"c.json: {key}=.*belongs to XLNetConfig"):
             EncoderConfig.from_dict({key: value}, source="c.json")
     with pytest.raises(ValueError, match="must be 'absolute' or 'relative'"):
-        EncoderConfig(position_encoding="rotary")  # type: ignore[arg-type]
+        EncoderConfig(position_encoding="alibi")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="'rotary' is ModernBERT's encoder: build a ModernBertConfig"):
+        EncoderConfig(position_encoding="rotary")
 
 
 def test_relative_encoder_rejects_position_ids_and_absolute_encoders_reject_memory() -> None:

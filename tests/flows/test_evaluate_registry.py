@@ -57,6 +57,7 @@ def test_a_kind_cannot_be_registered_twice() -> None:
 KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     model_kinds.ENCODER: ({"heads.safetensors": b""}, ENCODER, "masked_lm"),
     model_kinds.XLNET: ({"heads.safetensors": b""}, ENCODER, "permutation_lm"),
+    "modernbert": ({"heads.safetensors": b""}, ENCODER, "modernbert_masked_lm"),
     model_kinds.ENCODER_DECODER: (
         {"model.safetensors": b"", "tokenizer": None},
         SEQ2SEQ,

@@ -250,4 +250,7 @@ def test_flow_runs_only_when_asked_configured_or_a_flow_command(
     )
     monkeypatch.setattr(dispatch, "prefect_configured", lambda: True)
     assert dispatch.runs_as_flow(parse(["evaluate", "model"]))
+    # pretrain/finetune stay in process (with their end tables) unless asked
+    assert not dispatch.runs_as_flow(parse(["pretrain", "experiment=bert_tiny"]))
+    assert dispatch.runs_as_flow(parse(["pretrain", "--prefect", "experiment=bert_tiny"]))
     assert not dispatch.runs_as_flow(parse(["export", "final", "hf"]))
