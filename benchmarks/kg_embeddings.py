@@ -90,15 +90,17 @@ def part_sizes(args: argparse.Namespace) -> dict[str, object]:
             f"num_epochs={args.epochs}, patience=0, eval_every={args.epochs + 1}, "
             f"threads={args.threads}, evaluate_baseline=False)))"
         )
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        # stderr passes through: training and evaluation progress of hour-long runs.
+        out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         if out.returncode:
-            raise SystemExit(out.stderr[-2000:])
+            raise SystemExit(f"size min_triples={min_triples} failed (exit {out.returncode})")
         run = json.loads(out.stdout.strip().splitlines()[-1])
         keys = ("entities", "train", "train_seconds", "final_evaluation_seconds", "peak_rss_mb")
         rows.append({k: run[k] for k in keys})
         rows[-1]["test"] = run["test"]["mrr"]
         rows[-1]["seconds_per_epoch"] = round(run["train_seconds"] / args.epochs, 1)
         rows[-1]["settings"] = run["settings"]
+        print(json.dumps(rows[-1]), flush=True)  # a killed run keeps the sizes done
     return {"epochs": args.epochs, "rows": rows}
 
 

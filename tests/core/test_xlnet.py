@@ -282,7 +282,9 @@ def test_relative_options_need_relative_positions() -> None:
             EncoderConfig.from_dict({key: value}, source="c.json")
     with pytest.raises(ValueError, match="must be 'absolute' or 'relative'"):
         EncoderConfig(position_encoding="alibi")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="'rotary' is ModernBERT's encoder: build a ModernBertConfig"):
+    with pytest.raises(
+        ValueError, match="'rotary' is ModernBERT's encoder: build a ModernBertConfig"
+    ):
         EncoderConfig(position_encoding="rotary")
 
 
