@@ -19,6 +19,7 @@ from flows.execution import RETRY_DELAYS, is_transient, run_logger, with_retries
 from ptm_core.data.prepare import (
     DEFAULT_SAMPLE_BYTES,
     DEFAULT_SHARD_BYTES,
+    check_output_folder,
     check_preparation_settings,
     plan_shards,
     preparation_lock,
@@ -114,6 +115,7 @@ def prepare_corpus_in_process(
         ``{"output", "fingerprint", "shards", "built", "documents", "sentences", "tokens"}``;
         ``built`` counts the shards built in this run.
     """
+    check_output_folder(output)  # a user's folder is never written into, whoever calls
     check_preparation_settings(
         vocab_size=vocab_size,
         workers=workers,

@@ -254,3 +254,17 @@ def test_flow_runs_only_when_asked_configured_or_a_flow_command(
     assert not dispatch.runs_as_flow(parse(["pretrain", "experiment=bert_tiny"]))
     assert dispatch.runs_as_flow(parse(["pretrain", "--prefect", "experiment=bert_tiny"]))
     assert not dispatch.runs_as_flow(parse(["export", "final", "hf"]))
+
+
+def test_prepare_in_process_leaves_a_users_folder_alone(tmp_path: Path) -> None:
+    """The function checks its output itself, not only the CLI (the flow calls it too)."""
+    from flows.preparation import prepare_corpus_in_process
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("One sentence here. Another one there.\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    with pytest.raises(ValueError, match="mine"):
+        prepare_corpus_in_process([str(corpus)], str(mine), workers=0)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
