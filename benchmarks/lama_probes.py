@@ -33,7 +33,7 @@ def _chance_mrr(vocabulary: int) -> float:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from flows.analyze import lama
-    from ptm_knowledge.probing.models import load_probe_model
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
 
     started = time.time()
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,9 +46,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             compare=args.compare,
             ablate_knowledge=args.ablate_knowledge,
         )
-    model = load_probe_model(args.model, knowledge=False)
-    specials = len(model.tokenizer.vocab_info.special_ids)  # type: ignore[attr-defined]
-    vocabulary = int(model.tokenizer.vocab_size) - specials  # type: ignore[attr-defined]
+    tokenizer = load_task_tokenizer(args.model)  # the vocabulary only, not the weights again
+    vocabulary = tokenizer.vocab_size - len(tokenizer.vocab_info.special_ids)
     command = "nice -n 10 python -m benchmarks.lama_probes " + " ".join(args.argv)
     return {
         "label": args.label,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import resource
 import sys
 import tempfile
 import time
@@ -20,6 +19,7 @@ from typing import Any, Literal
 
 import torch
 
+from ptm_core.data.shard_writer import peak_rss_mb
 from ptm_knowledge.kg.embedding_settings import EmbeddingSettings
 from ptm_knowledge.kg.embedding_splits import TripleSplit
 
@@ -69,12 +69,6 @@ def resolve_device(device: str) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device (--device) is {device!r} but CUDA is not available; use auto")
     return resolved
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 1024 / (1024 if sys.platform == "darwin" else 1)
 
 
 #: glibc's mallopt parameter number of M_MMAP_THRESHOLD (malloc.h).
