@@ -75,6 +75,16 @@ def export_xlm(source: Path, target: Path, **options: Any) -> HFExport:
     from ptm_multilingual.tokenizer import SharedBPETokenizer
 
     encoder = XLMEncoder.from_pretrained(source)
+    hf_type = getattr(encoder.encoder.config, "hf_model_type", None)
+    if hf_type is not None:
+        # transformers' XLM classes have neither XLM-R's token-type vector nor its MLM
+        # transform, and XLM-R's classes have no language table: no class holds this model.
+        raise CheckpointError(
+            f"{source / 'config.json'}: this XLM run started from an {hf_type} folder (its "
+            "text layers keep XLM-R's layout) and also learnt a language table; no "
+            "transformers class holds both, so it is not exported. Fine-tune and serve it "
+            "with ptm (ptm finetune model=<folder>, ptm predict)"
+        )
     try:
         tokenizer = SharedBPETokenizer.from_directory(source)
     except FileNotFoundError as exc:

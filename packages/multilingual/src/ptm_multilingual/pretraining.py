@@ -26,6 +26,7 @@ from ptm_core.training.run import TrainingRun
 from ptm_multilingual.batches import XLMBatches
 from ptm_multilingual.corpora import read_parallel_corpora
 from ptm_multilingual.evaluation import retrieval_accuracy
+from ptm_multilingual.init_from import XLMStart
 from ptm_multilingual.model import XLMEncoder
 from ptm_multilingual.prepared_data import prepare_xlm
 from ptm_multilingual.prepared_reader import PreparedXLM
@@ -60,14 +61,17 @@ class XLMPretrainResult:
     tokenizer: SharedBPETokenizer
 
 
-def _prepared_folder(data: XLMData, output_dir: Path, seed: int) -> Path:
-    """``data.prepared``, else the raw corpora prepared once into the cache."""
+def _prepared_folder(
+    data: XLMData, output_dir: Path, seed: int, init_tokenizer: Path | None = None
+) -> Path:
+    """``data.prepared``, else the raw corpora prepared once into the cache (with the
+    ``init_from`` folder's tokenizer when there is one)."""
     if data.prepared is not None:
         # A prepared folder holds its own tokenizer; the raw corpora keys are not read.
         return Path(data.prepared)
     saved = output_dir / "tokenizer"
     # A resumed run keeps its own tokenizer: the one its checkpoints were trained with.
-    given = data.tokenizer
+    given: str | Path | None = init_tokenizer or data.tokenizer
     if given is None and (saved / "tokenizer.json").exists():
         given = str(saved)
     return prepare_xlm(
@@ -101,24 +105,22 @@ def plan_xlm_pretraining(run: PretrainRun) -> PretrainingPlan:
 
     Raises:
         ValueError: ``data.stream_length``/``data.max_length`` exceed the encoder's
-            ``max_positions``, the config has no ``model``, or it sets ``init_from``.
+            ``max_positions``, the config has neither ``model`` nor ``init_from``, or the
+            ``init_from`` folder cannot start XLM (:class:`~ptm_multilingual.init_from.XLMStart`).
     """
     settings: XLMSettings = run.settings
     data = settings.data
-    if run.init_from:
-        # Refused rather than ignored: a run that silently started from random init would
-        # look like continued pre-training.
-        raise ValueError(
-            f"init_from={run.init_from}: XLM pre-training does not start from a checkpoint "
-            "yet (its corpora are prepared with its own shared BPE, and an XLM-R folder's "
-            "Unigram tokenizer and RoBERTa layers do not map onto XLM's encoder); drop "
-            "init_from, or fine-tune the XLM-R folder itself (ptm finetune model=<folder>)"
-        )
-    if run.model is None:
-        raise ValueError("XLM pre-training needs a model node (model=xlm_tiny)")
+    start = XLMStart.open(run.init_from, data) if run.init_from else None
+    if run.model is None and start is None:
+        raise ValueError("XLM pre-training needs a model node (model=xlm_tiny) or init_from")
     output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
-    prepared = PreparedXLM.open(_prepared_folder(data, output_dir, run.seed))
+    if start is None:
+        prepared = PreparedXLM.open(_prepared_folder(data, output_dir, run.seed))
+    else:
+        with start.tokenizer_folder() as given:
+            prepared = PreparedXLM.open(_prepared_folder(data, output_dir, run.seed, given))
+        start.check_prepared(prepared.tokenizer, data.prepared)
     tok = prepared.tokenizer
     keep_run_tokenizer(tok, output_dir)  # refuses to replace the tokenizer of checkpoints
     vocab = tok.vocab_info
@@ -134,17 +136,23 @@ def plan_xlm_pretraining(run: PretrainRun) -> PretrainingPlan:
     )
 
     torch.manual_seed(derive_seed(run.seed, "init"))
-    text_encoder = run.model(vocab_size=vocab.vocab_size)
-    if max(data.stream_length, data.max_length) > text_encoder.config.max_positions:
+    if start is None:
+        assert run.model is not None
+        xlm = XLMEncoder(run.model(vocab_size=vocab.vocab_size), tok.languages)
+    else:
+        xlm = start.encoder(tok.languages)
+    positions = xlm.encoder.config.max_positions
+    if max(data.stream_length, data.max_length) > positions:
         raise ValueError(
             f"data.stream_length/data.max_length exceed the encoder's max_positions="
-            f"{text_encoder.config.max_positions}; lower them or raise model.max_positions"
+            f"{positions}; lower them or raise model.max_positions"
         )
-    xlm = XLMEncoder(text_encoder, tok.languages)
     mix = ObjectiveMix(
         {name: build_objective(make, xlm, vocab) for name, make in run.objectives.items()},
         run.weights,
     )
+    if start is not None:
+        start.load_heads(mix, xlm)
     counts = prepared.token_counts(data.stream_length)
     for _, objective in mix:
         setter = getattr(objective, "set_token_counts", None)
