@@ -2,8 +2,10 @@
 folder's own tokenizer, and ``ptm export --format hf`` of the result loads in
 transformers' ``AutoModelForSequenceClassification`` and ``AutoTokenizer`` with the same
 logits (fp32, 1e-5) and ids. ``ptm pretrain init_from=<DistilBERT folder>`` continues
-with its MLM head and exports a ``DistilBertForMaskedLM``; a RoBERTa folder's BPE
-tokenizer is refused by pre-training with one line that says what works instead."""
+with its MLM head and exports a ``DistilBertForMaskedLM``; ``init_from=<RoBERTa / XLM-R
+folder>`` continues MLM on a generated corpus read with the folder's BPE/Unigram tokenizer
+and exports a ``RobertaForMaskedLM``/``XLMRobertaForMaskedLM`` with the same logits, while
+NSP on their one token type is refused in one line."""
 
 from __future__ import annotations
 
@@ -153,11 +155,82 @@ def test_pretrain_continues_a_distilbert_folder_and_exports_distilbert_for_maske
     assert (ours[real] - expected[real]).abs().max().item() <= TOL
 
 
-def test_pretrain_refuses_a_bpe_folder_saying_what_works(
+def _corpus(root: Path) -> Path:
+    """Generated documents over the folders' words (accents, CJK, emoji), not the sample."""
+    rng = random.Random(1)
+    root.mkdir(parents=True)
+    documents = [
+        "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 9))) for _ in range(4))
+        for _ in range(30)
+    ]
+    (root / "docs.txt").write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("model_type", ["roberta", "xlm-roberta"])
+def test_pretrain_continues_a_bpe_or_unigram_folder_and_exports_it_back(
+    model_type: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = roberta_folder(tmp_path, model_type)
+    run = tmp_path / "run"
+    overrides = [
+        "pretrain",
+        "experiment=roberta_tiny",
+        f"init_from={folder}",
+        f"data.corpus={_corpus(tmp_path / 'corpus')}",
+        "trainer.max_steps=2",
+        f"trainer.output_dir={run}",
+        f"data.cache_dir={run / 'cache'}",
+        "data.batch_size=4",
+        "data.max_length=32",
+    ]
+    assert main(overrides) == 0
+    # The corpus was read with the folder's own tokenizer: the prepared ids are its pieces.
+    from ptm_core.data.prepared import PreparedCorpus
+
+    store = PreparedCorpus.open(next((run / "cache").iterdir()))
+    reference = transformers.AutoTokenizer.from_pretrained(folder)
+    first = (tmp_path / "corpus" / "docs.txt").read_text(encoding="utf-8").splitlines()[0]
+    bounds = store.sentence_offsets(0)
+    ids = store.tokens(int(bounds[0]), int(bounds[1])).tolist()
+    assert ids == reference(first, add_special_tokens=False)["input_ids"]
+    capsys.readouterr()
+
+    out = tmp_path / "hf"
+    assert main(["export", "--format", "hf", str(run / "final"), str(out)]) == 0
+    theirs, info = transformers.AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)
+    assert (
+        type(theirs).__name__
+        == f"{'XLMRoberta' if model_type != 'roberta' else 'Roberta'}ForMaskedLM"
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    encoder = TransformerEncoder.from_pretrained(run / "final").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    batch = dict(tokenizer([" ".join(WORDS[:5]), "東京 🤖"], padding=True, return_tensors="pt"))
+    assert torch.equal(
+        batch["input_ids"],
+        reference([" ".join(WORDS[:5]), "東京 🤖"], padding=True, return_tensors="pt")["input_ids"],
+    )
+    mix = ObjectiveMix({"mlm": build_objective(MaskedLMObjective, encoder, _vocab(reference))})
+    load_heads(mix, run / "final")
+    with torch.no_grad():
+        ours = dict(mix)["mlm"].eval().head(encoder(**batch).last_hidden_state)
+        expected = theirs.eval()(**batch).logits
+    real = batch["attention_mask"].bool()
+    assert (ours[real] - expected[real]).abs().max().item() <= TOL
+
+
+def _vocab(tokenizer: transformers.PreTrainedTokenizerBase) -> VocabInfo:
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<s>", "</s>", "<pad>", "<unk>", "<mask>")]
+    return VocabInfo(len(tokenizer), ids[0], ids[1], ids[2], ids[3], ids[4])
+
+
+def test_pretrain_refuses_nsp_on_a_folder_with_one_token_type(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = roberta_folder(tmp_path)
     assert _pretrain(folder, tmp_path / "run") != 0
     err = capsys.readouterr().err
-    assert f"init_from={folder}: {folder / 'tokenizer.json'}: model is BPE" in err
-    assert f"ptm finetune model={folder}" in err
+    assert f"init_from={folder}: the encoder has one token type" in err
+    assert "'~objective.objectives.nsp'" in err and "experiment=roberta_tiny" in err
+    assert not (tmp_path / "run" / "final").exists()

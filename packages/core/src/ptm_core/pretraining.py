@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -33,6 +33,9 @@ from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training.checkpointing import find_latest_checkpoint
+
+if TYPE_CHECKING:
+    from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +237,7 @@ def open_training_corpus(
     cache_dir: str | Path | None = None,
     workers: int | None = None,
     run_dir: Path | None = None,
-) -> tuple[TokenStore, WordPieceTokenizer]:
+) -> tuple[TokenStore, TaskTokenizer]:
     """The memory-mapped corpus to train on, and the tokenizer its ids come from.
 
     With ``run_dir``, the tokenizer is also kept as that run's (:func:`keep_run_tokenizer`).
@@ -276,7 +279,9 @@ def open_training_corpus(
             lowercase=lowercase,
             workers=workers,
         )
-    tok = WordPieceTokenizer.from_directory(store.tokenizer_dir)
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+
+    tok = load_task_tokenizer(store.tokenizer_dir)
     if run_dir is not None:
         keep_run_tokenizer(tok, run_dir)
     source = tokenizer_source(tokenizer, prepared, corpus, vocab_size)
@@ -291,10 +296,12 @@ def default_cache_dir() -> Path:
 
 
 def _check_same_tokenizer(given: Path, prepared: Path, lowercase: bool) -> None:
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+
     tokenizer = (
         WordPieceTokenizer.from_vocab(given, lowercase=lowercase)
         if given.is_file()
-        else WordPieceTokenizer.from_directory(given)
+        else load_task_tokenizer(given)
     )
     with tempfile.TemporaryDirectory(prefix="ptm-tokenizer-") as scratch:
         tokenizer.save(Path(scratch))

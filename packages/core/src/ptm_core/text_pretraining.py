@@ -97,6 +97,13 @@ def _plan_text(run: PretrainRun, *, relative: bool) -> PretrainingPlan:
     )
     for _, objective in mix:
         if isinstance(objective, UsesWordBoundaries):
+            if not isinstance(tok, WordPieceTokenizer):
+                raise ValueError(
+                    f"{type(objective).__name__} finds word boundaries from WordPiece's '##' "
+                    f"pieces, and the run's tokenizer ({tokenizer}) is not WordPiece (a "
+                    "RoBERTa/XLM-R folder's BPE or Unigram); use token-level MLM "
+                    "(experiment=roberta_tiny) with this folder"
+                )
             objective.bind_tokenizer(tok)  # word boundaries from the run's own tokenizer
         if isinstance(objective, UniLMObjective):  # attention.structured_masks
             objective.structured_masks = run.trainer.structured_masks
@@ -160,14 +167,6 @@ def _tokenizer_source(data: TextData, init_from: str | None) -> str | Path | Non
     own = find_tokenizer_directory(init_from)
     if own is None:
         return data.tokenizer or init_from
-    try:
-        WordPieceTokenizer.from_directory(own)
-    except ValueError as exc:
-        raise ValueError(
-            f"init_from={init_from}: {exc}. ptm pretrain reads corpora with WordPiece "
-            "tokenizers only, so a folder with a BPE or Unigram tokenizer (RoBERTa, XLM-R) "
-            f"fine-tunes (ptm finetune model={init_from}) but does not pre-train further yet"
-        ) from None
     if data.tokenizer:
         logger.info(
             "init_from=%s has its own tokenizer; it replaces data.tokenizer=%s",
@@ -181,8 +180,13 @@ def _encoder(
     run: PretrainRun, settings: TextSettings, vocab: VocabInfo, tokenizer: str | Path | None
 ) -> TransformerEncoder:
     if run.init_from is not None:
+        from ptm_core.checkpoints.init_report import check_segment_objectives
+
         encoder = TransformerEncoder.from_pretrained(run.init_from)
         _check_init_vocabulary(run.init_from, encoder, vocab, tok_source=tokenizer)
+        check_segment_objectives(
+            f"init_from={run.init_from}", encoder.config.type_vocab_size, run.objectives
+        )
         return encoder
     if run.model is None:
         raise ValueError("no model: give a model preset (model=bert_tiny) or init_from=<final/>")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
@@ -129,4 +130,40 @@ def check_folder_vocabulary(folder: str | Path, vocab_size: int, tokenizer_size:
     )
 
 
-__all__ = ["InitReport", "check_folder_vocabulary", "report_init"]
+def check_segment_objectives(
+    setting: str, type_vocab_size: int, factories: Mapping[str, Callable[..., Any]]
+) -> None:
+    """Refuse sentence-pair objectives on an encoder with one token type.
+
+    NSP's and SOP's second segment is embedded with token type 1, which a RoBERTa or XLM-R
+    folder does not have (its table has one row): without this check the run fails at its
+    first step with an index error. An encoder with no table (DistilBERT) embeds no type.
+
+    Args:
+        setting: the option that named the folder, with its value (``init_from=<folder>``).
+        type_vocab_size: rows of the loaded encoder's token-type table.
+        factories: the run's objective factories by name (classes or partials).
+
+    Raises:
+        ValueError: one line naming the objectives and the overrides that drop them.
+    """
+    from ptm_core.objectives.nsp import NextSentenceObjective
+    from ptm_core.objectives.sop import SentenceOrderObjective
+
+    if type_vocab_size != 1:  # 0: no table (DistilBERT), segments are told apart by [SEP]
+        return
+    pairs = [
+        name
+        for name, make in factories.items()
+        if isinstance(inner := getattr(make, "func", make), type)
+        and issubclass(inner, (NextSentenceObjective, SentenceOrderObjective))
+    ]
+    if pairs:
+        drop = " ".join(f"'~objective.objectives.{n}' '~objective.weights.{n}'" for n in pairs)
+        raise ValueError(
+            f"{setting}: the encoder has one token type (RoBERTa, XLM-R), so the second segment of {', '.join(pairs)} has no embedding; "
+            f"drop it: {drop} (or use experiment=roberta_tiny: MLM alone)"
+        )
+
+
+__all__ = ["InitReport", "check_folder_vocabulary", "check_segment_objectives", "report_init"]

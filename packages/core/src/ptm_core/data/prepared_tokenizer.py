@@ -45,7 +45,7 @@ def tokenizer_spec(
     if not path.is_dir():
         raise FileNotFoundError(
             f"{path}: tokenizer not found; pass a vocab.txt or a tokenizer folder "
-            "(WordPieceTokenizer.save or a Hugging Face BERT tokenizer)"
+            "(WordPieceTokenizer.save or a Hugging Face folder's tokenizer.json)"
         )
     return {"folder": tokenizer_sha256(path)}
 
@@ -75,12 +75,17 @@ def ready_tokenizer(
         has ``"sample"``: the bytes read and the identity of the pieces they came from.
     """
     target = out / TOKENIZER_DIR
+    loaded: Any
     if given is not None:
+        from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+
         path = Path(given)
+        # A folder's own tokenizer: WordPiece (BERT), byte-level BPE (RoBERTa) or Unigram
+        # (XLM-R); the ids are its pieces without special tokens either way.
         loaded = (
             WordPieceTokenizer.from_vocab(path, lowercase=bool(settings["lowercase"]))
             if path.is_file()
-            else WordPieceTokenizer.from_directory(path)
+            else load_task_tokenizer(path)
         )
         entry: dict[str, Any] = {"source": "given", "given": str(path.resolve())}
     else:
@@ -100,7 +105,7 @@ def ready_tokenizer(
     entry.update(
         sha256=tokenizer_sha256(target),
         vocab_size=loaded.vocab_size,
-        lowercase=loaded.lowercase,
+        lowercase=getattr(loaded, "lowercase", None),  # None: the file's own normalizer
         spec=dict(spec),
     )
     return entry
@@ -168,7 +173,7 @@ def _train_on_sample(
     return trained, sample
 
 
-def _save_if_changed(tokenizer: WordPieceTokenizer, target: Path) -> None:
+def _save_if_changed(tokenizer: Any, target: Path) -> None:
     """Write the tokenizer to ``target`` unless the same files are already there."""
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tokenizer.", suffix=".tmp") as t:
         tokenizer.save(t)

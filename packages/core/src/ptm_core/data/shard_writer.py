@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,6 +42,9 @@ from ptm_core.data.prepared import (
 from ptm_core.data.sources import Piece, iter_piece_documents
 from ptm_core.data.worker_lifetime import die_with_parent
 from ptm_core.tokenization import WordPieceTokenizer
+
+if TYPE_CHECKING:
+    from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def tokenizer_sha256(directory: str | os.PathLike[str]) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def load_tokenizer(directory: str, sha256: str) -> WordPieceTokenizer:
+def load_tokenizer(directory: str, sha256: str) -> TaskTokenizer:
     """The tokenizer of a prepared corpus, loaded once per process and checked by hash.
 
     Raises:
@@ -102,7 +105,9 @@ def load_tokenizer(directory: str, sha256: str) -> WordPieceTokenizer:
             "the tokenizer changed while the corpus was being prepared",
             "run `ptm prepare` again (one run per output folder at a time)",
         )
-    return WordPieceTokenizer.from_directory(directory)
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+
+    return load_task_tokenizer(directory)
 
 
 def peak_rss_mb() -> float:
@@ -279,10 +284,14 @@ def prepare_shard(task: ShardTask) -> dict[str, Any]:
 
 
 def _tokenize(
-    tokenizer: WordPieceTokenizer, batch: list[str], dtype: np.dtype
+    tokenizer: TaskTokenizer, batch: list[str], dtype: np.dtype
 ) -> tuple[bytes, np.ndarray]:
     """Ids of a batch of sentences as raw bytes of ``dtype``, and ``int64 (n,)`` lengths."""
-    ids = tokenizer.tokenize_ids_batch(batch)
+    if isinstance(tokenizer, WordPieceTokenizer):
+        ids = tokenizer.tokenize_ids_batch(batch)
+    else:  # a folder's BPE/Unigram tokenizer: its pieces, without <s> ... </s>
+        encodings = tokenizer.backend.encode_batch_fast(batch, add_special_tokens=False)
+        ids = [list(encoding.ids) for encoding in encodings]
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
     return flat.tobytes(), lengths

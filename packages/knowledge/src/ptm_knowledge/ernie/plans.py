@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ptm_core.checkpoints.init_report import check_folder_vocabulary, report_init
+from ptm_core.checkpoints.init_report import (
+    check_folder_vocabulary,
+    check_segment_objectives,
+    report_init,
+)
 from ptm_core.data import PretrainingBatches
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
@@ -212,20 +216,6 @@ def _folder_tokenizer(init_from: str | None, data: KGCorpusData) -> Path | None:
     return own
 
 
-def _check_token_types(
-    init_from: str, text: TransformerEncoder, factories: Iterable[Callable[..., Any]]
-) -> None:
-    """NSP's second segment needs a second token type, which RoBERTa/XLM-R do not have."""
-    makes = [getattr(f, "func", f) for f in factories]
-    nsp = any(isinstance(m, type) and issubclass(m, NextSentenceObjective) for m in makes)
-    if nsp and text.config.type_vocab_size < 2:
-        raise ValueError(
-            f"knowledge.init_from={init_from}: the encoder has one token type (RoBERTa, "
-            "XLM-R), so NSP's second segment has no embedding; drop NSP: "
-            "'~objective.objectives.nsp' '~objective.weights.nsp'"
-        )
-
-
 def _donated(network: KnowledgeableEncoder) -> list[str]:
     """The aggregators' token-stream tensors, copied from the text encoder's last layers."""
     parts = (
@@ -269,7 +259,9 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
     if knowledge.init_from:  # checked before the KG is embedded (minutes on a large KG)
         text = _text_encoder(knowledge.init_from, tok.vocab_size, run.seed)
         check_folder_vocabulary(knowledge.init_from, text.config.vocab_size, tok.vocab_size)
-        _check_token_types(knowledge.init_from, text, factories.values())
+        check_segment_objectives(
+            f"knowledge.init_from={knowledge.init_from}", text.config.type_vocab_size, factories
+        )
     linked_elsewhere = bool(data.linked_corpus or data.prepared)
     entity_ids, vectors, entity_source, known = _entity_table(run, settings, store, linked)
     index = {entity_id: i for i, entity_id in enumerate(entity_ids)}
