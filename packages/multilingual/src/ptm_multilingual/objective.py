@@ -117,7 +117,8 @@ class XLMMaskedLMObjective(Objective):
         self.selection_weights: Tensor | None = None
         if token_counts is not None:
             self.set_token_counts(token_counts)
-        self.head = XLMPredictionHead(hidden_size, vocab_size, tie_to=tie_to)
+        # XLM's single projection; a run started from XLM-R swaps in its transform head.
+        self.head: nn.Module = XLMPredictionHead(hidden_size, vocab_size, tie_to=tie_to)
 
     def set_token_counts(self, counts: Sequence[int] | Tensor) -> None:
         """Give the corpus counts ``(V,)`` that smoothed selection weighs by."""

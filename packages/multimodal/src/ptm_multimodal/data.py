@@ -6,7 +6,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -15,8 +15,10 @@ from ptm_core.data.batches import iter_built_in_workers
 from ptm_core.data.lines import iter_lines
 from ptm_core.data.text_cells import check_text, loads_json
 from ptm_core.seeding import generator_for
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.boxes import encode_boxes
+
+if TYPE_CHECKING:
+    from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_multimodal.region_features import (
     ImageRegions,
     RegionFeatureSet,
@@ -174,10 +176,11 @@ class InMemoryPairs:
     """
 
     def __init__(
-        self, dataset: ImageTextDataset, tokenizer: WordPieceTokenizer, max_length: int = 32
+        self, dataset: ImageTextDataset, tokenizer: TaskTokenizer, max_length: int = 32
     ) -> None:
         self.dataset = dataset
-        self.encoded = [tokenizer.encode(p.caption, max_length=max_length) for p in dataset.pairs]
+        captions = [p.caption for p in dataset.pairs]
+        self.encoded = tokenizer.encode_batch(captions, max_length=max_length) if captions else []
         self.images = [dataset.features[p.image_id] for p in dataset.pairs]
 
     def __len__(self) -> int:
@@ -229,7 +232,7 @@ class ImageTextBatches:
     def __init__(
         self,
         dataset: ImageTextDataset | PairRows,
-        tokenizer: WordPieceTokenizer | None = None,
+        tokenizer: TaskTokenizer | None = None,
         batch_size: int = 64,
         *,
         negative_prob: float = 0.5,

@@ -35,11 +35,11 @@ from torch import nn
 
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data.task_batches import TaskBatches
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.finetune.label_scores import LabelledPredictions
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.scoring import FinetuneResult, train_and_score
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_multimodal.region_features import read_region_features
 from ptm_multimodal.settings import ImageTextSettings
@@ -175,7 +175,7 @@ def finetune_image_text(
     init_from: str | Path | None = None,
     trainer: TrainerConfig,
     backbone: nn.Module | None = None,
-    tokenizer: WordPieceTokenizer | None = None,
+    tokenizer: TaskTokenizer | None = None,
     seed: int = 0,
     dropout: float = 0.1,
     random_init: bool = False,

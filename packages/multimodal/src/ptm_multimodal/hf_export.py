@@ -29,7 +29,6 @@ def export_lxmert(source: Path, target: Path, **options: Any) -> HFExport:
         CheckpointError: a model Hugging Face cannot express, or weights that do not fit.
     """
     _refuse_options(source, options)
-    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
     from ptm_multimodal.lxmert_hf import save_hf_lxmert
     from ptm_multimodal.lxmert_loading import load_lxmert
 
@@ -39,7 +38,7 @@ def export_lxmert(source: Path, target: Path, **options: Any) -> HFExport:
     except CheckpointError as exc:
         raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
     positions = int(getattr(wrapped.encoder, "hyperparameters", {}).get("max_positions", 512))
-    write_hf_tokenizer_files(tokenizer, target, model_max_length=positions)
+    _write_tokenizer(tokenizer, target, positions)
     names = [name for name, _ in wrapped.objectives]
     pretraining = architecture == "LxmertForPreTraining"
     return HFExport(
@@ -59,7 +58,8 @@ def export_visualbert(source: Path, target: Path, **options: Any) -> HFExport:
     ``VisualBertForPreTraining`` (``AutoModelForPreTraining``); otherwise a
     ``VisualBertModel``. Other objectives (masked regions, alignment) have no Hugging Face
     counterpart and are listed as skipped. The tokenizer is the WordPiece one, written by
-    :func:`~ptm_core.checkpoints.hf.tokenizer_files.write_hf_tokenizer_files`.
+    :func:`~ptm_core.checkpoints.hf.tokenizer_files.write_hf_tokenizer_files`; a RoBERTa
+    folder's BPE tokenizer (a text stream started from one) is written as it is.
 
     Args:
         source: a ``final/`` with ``config.json`` (``architecture: visualbert``),
@@ -71,7 +71,6 @@ def export_visualbert(source: Path, target: Path, **options: Any) -> HFExport:
             that do not fit.
     """
     _refuse_options(source, options)
-    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
     from ptm_multimodal.loading import load_multimodal
     from ptm_multimodal.visualbert_hf_export import save_hf_visualbert
 
@@ -80,9 +79,7 @@ def export_visualbert(source: Path, target: Path, **options: Any) -> HFExport:
         architecture = save_hf_visualbert(wrapped, target)
     except CheckpointError as exc:
         raise CheckpointError(f"{source / 'config.json'}: {exc}") from exc
-    write_hf_tokenizer_files(
-        tokenizer, target, model_max_length=int(getattr(wrapped.encoder, "text_positions", 512))
-    )
+    _write_tokenizer(tokenizer, target, int(getattr(wrapped.encoder, "text_positions", 512)))
     names = [name for name, _ in wrapped.objectives]
     exported = [n for n in names if n in ("mlm", "itm")]
     pretraining = architecture == "VisualBertForPreTraining"
@@ -95,3 +92,15 @@ def export_visualbert(source: Path, target: Path, **options: Any) -> HFExport:
         skipped=[n for n in names if n not in exported]
         + ([] if pretraining else [n for n in exported if n == "mlm"]),
     )
+
+
+def _write_tokenizer(tokenizer: Any, target: Path, max_positions: int) -> None:
+    """The captions' tokenizer as ``AutoTokenizer`` reads it: WordPiece files written for
+    BERT's classes, a Hugging Face ``tokenizer.json`` (BPE, Unigram) saved as it is."""
+    from ptm_core.checkpoints.hf.tokenizer_files import write_hf_tokenizer_files
+    from ptm_core.tokenization import WordPieceTokenizer
+
+    if isinstance(tokenizer, WordPieceTokenizer):
+        write_hf_tokenizer_files(tokenizer, target, model_max_length=max_positions)
+    else:
+        tokenizer.save(target)

@@ -17,11 +17,11 @@ import safetensors.torch
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_weights
 from ptm_core.encoders import EncoderConfig, TransformerEncoder
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.model_kinds import KIND_KEY
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.alignment import AlignmentObjective
 from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
 from ptm_multimodal.families import INPUT_KEYS
@@ -69,7 +69,7 @@ def _build(config: dict[str, Any], source: str):
 
 def load_multimodal(
     directory: str | Path, *, features: FeatureSpec | None = None
-) -> tuple[PretrainingModel, WordPieceTokenizer]:
+) -> tuple[PretrainingModel, TaskTokenizer]:
     """Rebuild a trained VisualBERT/ViLBERT/LXMERT with its heads and tokenizer.
 
     Objectives are rebuilt from the class names in ``config.json`` with their default
@@ -104,7 +104,7 @@ def load_multimodal(
     model = _build(config, source)
     if features is not None:
         model.check_features(features, source="the given features")
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     vocab = tokenizer.vocab_info
     objectives: dict[str, Objective] = {}
     weights: dict[str, float] = {}
@@ -157,7 +157,7 @@ def save_multimodal(
     model: PretrainingModel,
     directory: str | Path,
     *,
-    tokenizer: WordPieceTokenizer | None = None,
+    tokenizer: TaskTokenizer | None = None,
 ) -> Path:
     """Write ``model`` (network + objective heads) and its tokenizer as a ``final/`` that
     :func:`load_multimodal` reads, atomically (the families' ``save`` hook).
@@ -176,7 +176,7 @@ def save_multimodal(
     """
     tokenizer = tokenizer or getattr(model, "tokenizer", None)
     if tokenizer is None:
-        raise ValueError("save_multimodal needs tokenizer= (the captions' WordPieceTokenizer)")
+        raise ValueError("save_multimodal needs tokenizer= (the captions' tokenizer)")
     directory = Path(directory)
     with atomic_directory(directory) as tmp:
         safetensors.torch.save_model(model, str(tmp / "model.safetensors"))

@@ -9,10 +9,11 @@ from typing import Any
 from torch import Tensor
 
 from ptm_core.checkpoints import CheckpointError, read_weights
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
-from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
+from ptm_core.tokenization import VocabInfo
 from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS, current_names
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
@@ -79,7 +80,7 @@ def load_checked(
 
 def load_lxmert(
     directory: str | Path, *, features: FeatureSpec | None = None
-) -> tuple[PretrainingModel, WordPieceTokenizer]:
+) -> tuple[PretrainingModel, TaskTokenizer]:
     """Rebuild an LXMERT ``final/`` (``ptm pretrain experiment=lxmert_*``) with its heads.
 
     Head sizes (answers, detector classes, which object decoders) are read from the
@@ -103,7 +104,7 @@ def load_lxmert(
     feature_spec = None if spec is None else FeatureSpec.from_dict(spec, source=source)
     state = current_names(read_weights(directory)[0])
     numbers = {k: v for k, v in config.items() if k not in NOT_NUMBERS}
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     heads: dict[str, dict[str, Any]] = {}
     weights: dict[str, float] = {}
     for name, entry in config.get("objectives", {}).items():

@@ -8,7 +8,8 @@ number of pairs.
 Layout (format ``ptm-image-text/1``)::
 
     <dir>/manifest.json                 written last, atomically
-    <dir>/vocab.txt                     the vocabulary the caption ids come from
+    <dir>/vocab.txt | tokenizer.json    the tokenizer the caption ids come from (the data
+                                        folder's, :mod:`ptm_multimodal.caption_tokenizer`)
     <dir>/shards/text-<k>.safetensors   pairs [k * P, (k + 1) * P): ``input_ids`` (T,)
                                         uint16/uint32, ``special_tokens_mask`` (T,) uint8,
                                         ``offsets`` (n + 1,) int64 local token offsets,
@@ -46,7 +47,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -60,7 +61,11 @@ from ptm_core.data.lines import iter_lines
 from ptm_core.data.prepare import preparation_lock, remove_temporary_files
 from ptm_core.data.prepared import token_dtype
 from ptm_core.data.sources import file_sha256
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_multimodal.caption_tokenizer import (
+    caption_tokenizer_file,
+    copy_caption_tokenizer,
+    load_caption_tokenizer,
+)
 from ptm_multimodal.data import (
     CaptionTokens,
     ImageTextError,
@@ -79,12 +84,14 @@ from ptm_multimodal.region_features import (
     read_region_index,
 )
 
+if TYPE_CHECKING:
+    from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
+
 logger = logging.getLogger(__name__)
 
 FORMAT = "ptm-image-text/1"
 MANIFEST = "manifest.json"
 SHARDS_DIR = "shards"
-VOCAB = "vocab.txt"
 PAIRS_PER_SHARD = 8192
 IMAGES_PER_SHARD = 1024
 _OPEN_SHARDS = 16  # shards kept open per process (text arrays loaded, features mapped)
@@ -158,15 +165,16 @@ def image_text_fingerprint(
 ) -> str:
     """SHA-256 of the inputs' contents, the feature extractor and the settings.
 
-    Inputs: ``pairs.jsonl`` and ``vocab.txt``, plus ``features.json`` and
+    Inputs: ``pairs.jsonl`` and ``vocab.txt`` (or ``tokenizer.json``), plus ``features.json`` and
     ``features.safetensors`` (precomputed features) or, with ``extraction``, the images'
     sizes and modification times (hashing every image would cost as much as a pass of the
     backbone).
     """
     root = Path(directory)
-    inputs: dict[str, Any] = {
-        name: file_sha256(_required(root / name)) for name in ("pairs.jsonl", VOCAB)
-    }
+    inputs: dict[str, Any] = {"pairs.jsonl": file_sha256(_required(root / "pairs.jsonl"))}
+    caption_file = caption_tokenizer_file(root)
+    # vocab.txt keeps its key: folders prepared before tokenizer.json keep their fingerprint.
+    inputs[caption_file.name] = file_sha256(caption_file)
     if extraction is None:
         for name in ("features.json", "features.safetensors"):
             inputs[name] = file_sha256(_required(root / name))
@@ -410,7 +418,7 @@ def caption_hash(caption: str) -> int:
 def _prepare_text(
     root: Path,
     out: Path,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     image_numbers: dict[str, int],
     *,
     max_length: int,
@@ -517,7 +525,8 @@ def prepare_image_text(
         if manifest is not None:
             return PreparedImageText.open(out)
         (out / SHARDS_DIR).mkdir(parents=True, exist_ok=True)
-        tokenizer = WordPieceTokenizer.from_vocab(root / VOCAB)
+        caption_file = caption_tokenizer_file(root)
+        tokenizer = load_caption_tokenizer(caption_file)
         if extraction is None:
             spec, image_ids, feature_records = _prepare_regions(
                 root, out, images_per_shard, fingerprint
@@ -542,7 +551,7 @@ def prepare_image_text(
             fingerprint=fingerprint,
         )
         del image_numbers, image_ids
-        atomic_write_bytes(out / VOCAB, (root / VOCAB).read_bytes())
+        copy_caption_tokenizer(caption_file, out)
         manifest = {
             "format": FORMAT,
             "fingerprint": fingerprint,
@@ -696,8 +705,8 @@ class PreparedImageText:
 
     @property
     def vocab_path(self) -> Path:
-        """The ``vocab.txt`` the caption ids come from."""
-        return self.directory / VOCAB
+        """The ``vocab.txt`` or ``tokenizer.json`` the caption ids come from."""
+        return caption_tokenizer_file(self.directory)
 
     @property
     def num_images(self) -> int:

@@ -22,12 +22,13 @@ from torch import nn
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import IGNORE_INDEX, ObjectiveMix
 from ptm_core.objectives.base import Batch
 from ptm_core.objectives.inputs import TextBackbone, build_objective
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_multimodal.caption_tokenizer import caption_tokenizer_file, load_caption_tokenizer
 from ptm_multimodal.data import (
     ImageTextBatches,
     ImageTextDataset,
@@ -123,7 +124,7 @@ def open_pairs(
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
     synthetic: SyntheticPairs | None = None,
-    tokenizer_for: Callable[[Path], WordPieceTokenizer],
+    tokenizer_for: Callable[[Path], TaskTokenizer],
     max_length: int = 32,
     prepare: bool = True,
     cache_dir: str | Path | None = None,
@@ -132,7 +133,7 @@ def open_pairs(
     """The train and eval pairs, prepared into the cache once (``prepare``) or read whole.
 
     Returns:
-        ``(train, eval or None, feature spec, vocab.txt)``.
+        ``(train, eval or None, feature spec, the captions' vocab.txt or tokenizer.json)``.
     """
     train_path, eval_path = data_dirs(
         output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
@@ -155,7 +156,7 @@ def open_pairs(
         train, evaluation = read_image_text_pairs(train_path), None
         if eval_path is not None:
             evaluation = read_image_text_pairs(eval_path)
-        spec, vocab_path = train.features.spec, train_path / "vocab.txt"
+        spec, vocab_path = train.features.spec, caption_tokenizer_file(train_path)
         tokenizer = tokenizer_for(vocab_path)
         train_rows = InMemoryPairs(train, tokenizer, max_length)
         eval_rows = None if evaluation is None else InMemoryPairs(evaluation, tokenizer, max_length)
@@ -253,7 +254,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         train_dir=data.train_dir,
         eval_dir=data.eval_dir,
         synthetic=data.synthetic,
-        tokenizer_for=WordPieceTokenizer.from_vocab,
+        tokenizer_for=load_caption_tokenizer,
         max_length=data.max_length,
         prepare=data.prepare,
         cache_dir=data.cache_dir,
@@ -262,7 +263,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     final_dir = output_dir / "final"
     if (final_dir / "config.json").exists():
         check_checkpoint_features(final_dir, spec, source=str(vocab_path.parent))
-    tokenizer = WordPieceTokenizer.from_vocab(vocab_path)
+    tokenizer = load_caption_tokenizer(vocab_path)
     vocab = tokenizer.vocab_info
     torch.manual_seed(derive_seed(run.seed, "init"))
     network = run.model(
@@ -273,7 +274,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         from ptm_multimodal.text_init import init_text_stream
 
         # The data's own file in messages (vocab_path may be the prepared cache's copy).
-        given = Path(data.train_dir) / "vocab.txt" if data.train_dir else vocab_path
+        given = caption_tokenizer_file(data.train_dir) if data.train_dir else vocab_path
         init_text_stream(network, run.init_from, given)
     backbone = cast(TextBackbone, network)  # every multimodal model declares its text side
     mix = ObjectiveMix(
@@ -330,7 +331,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
 
 
 def evaluate_matching(
-    model: PretrainingModel, pairs: PairRows, tokenizer: WordPieceTokenizer, *, seed: int
+    model: PretrainingModel, pairs: PairRows, tokenizer: TaskTokenizer, *, seed: int
 ) -> dict[str, Any]:
     """Matching accuracy (and with shuffled images) and caption->image recall on ``pairs``."""
     batches = ImageTextBatches(pairs, tokenizer, 64, shuffle=False)

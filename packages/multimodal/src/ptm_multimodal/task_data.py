@@ -28,7 +28,7 @@ from torch import Tensor
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.lines import iter_lines
-from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_multimodal.boxes import encode_boxes
 from ptm_multimodal.region_features import RegionFeatureSet, stack_regions
 
@@ -217,7 +217,7 @@ class ImageTextFeaturizer:
 
     def __init__(
         self,
-        tokenizer: WordPieceTokenizer,
+        tokenizer: TaskTokenizer,
         features: RegionFeatureSet,
         kind: str,
         label_names: Sequence[str],
@@ -233,7 +233,7 @@ class ImageTextFeaturizer:
 
     def featurize(self, rows: Sequence[ImageTextExample]) -> dict[str, Tensor]:
         budget = self.max_length - 1 if self.answer_slot else self.max_length
-        encoded = [self.tokenizer.encode(r.text, max_length=budget) for r in rows]
+        encoded = self.tokenizer.encode_batch([r.text for r in rows], max_length=budget)
         texts = [
             (list(t.input_ids), list(t.attention_mask), list(t.token_type_ids)) for t in encoded
         ]

@@ -17,13 +17,13 @@ from torch import nn
 
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
     TASK_FORMAT_VERSION,
     TASK_HEAD_FILE,
     TASK_JSON,
     read_trained_state,
 )
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.checkpoint_kinds import with_model_kind
 from ptm_multimodal.task_model import (
     TASK_FAMILY,
@@ -37,7 +37,7 @@ def save_image_text_task_model(
     model: ImageTextTaskModel,
     directory: str | Path,
     *,
-    tokenizer: WordPieceTokenizer,
+    tokenizer: TaskTokenizer,
     task_config: Mapping[str, Any],
 ) -> Path:
     """Write ``final/`` atomically (see the module docstring for the layout)."""
@@ -67,7 +67,7 @@ def save_image_text_task_model(
 
 def load_image_text_task_model(
     directory: str | Path,
-) -> tuple[ImageTextTaskModel, WordPieceTokenizer, ImageTextTask, dict[str, Any]]:
+) -> tuple[ImageTextTaskModel, TaskTokenizer, ImageTextTask, dict[str, Any]]:
     """Load what :func:`save_image_text_task_model` wrote.
 
     Returns:
@@ -124,5 +124,5 @@ def load_image_text_task_model(
     )
     head.load_state_dict(state)
     model = ImageTextTaskModel(backbone, head, record["kind"], record["label_names"])
-    tokenizer = WordPieceTokenizer.from_directory(directory)
+    tokenizer = load_task_tokenizer(directory)
     return model.eval(), tokenizer, ImageTextTask.from_mapping(record["task"]), record

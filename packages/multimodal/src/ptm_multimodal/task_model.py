@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import (
     TaskOutput,
     task_loss,
@@ -26,7 +27,6 @@ from ptm_core.finetune.model import (
 from ptm_core.heads.tasks import SequenceClassificationHead
 from ptm_core.modules.dropout import Dropout
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import WordPieceTokenizer
 from ptm_multimodal.task_spec import IMAGE_TEXT_KINDS
 
 TASK_FAMILY = "multimodal"
@@ -139,7 +139,7 @@ class ClozeAnswerHead(nn.Module):
         return cast(Tensor, self.decoder(self.norm(self.activation(self.dense(slot)))))
 
 
-def answer_token_ids(tokenizer: WordPieceTokenizer, names: Sequence[str]) -> list[int]:
+def answer_token_ids(tokenizer: TaskTokenizer, names: Sequence[str]) -> list[int]:
     """The vocabulary id of each answer word (its only word piece).
 
     Raises:
@@ -147,7 +147,7 @@ def answer_token_ids(tokenizer: WordPieceTokenizer, names: Sequence[str]) -> lis
     """
     ids: list[int] = []
     for name in names:
-        pieces = tokenizer.encode(name).input_ids[1:-1]
+        pieces = tokenizer.encode_batch([name])[0].input_ids[1:-1]
         if len(pieces) != 1:
             raise ValueError(
                 f"answer {name!r} is {len(pieces)} word pieces; multimodal_finetune.head=cloze "
@@ -287,7 +287,7 @@ def init_head_from_pretraining(head: nn.Module, objectives: Mapping[str, nn.Modu
 
 def load_backbone(
     directory: str | Path, *, random_init: bool = False, seed: int = 0
-) -> tuple[nn.Module, WordPieceTokenizer, dict[str, nn.Module]]:
+) -> tuple[nn.Module, TaskTokenizer, dict[str, nn.Module]]:
     """A pre-training ``final/`` as ``(backbone, tokenizer, objectives by name)``.
 
     With ``random_init`` the same architecture is rebuilt from its builder's
@@ -300,6 +300,6 @@ def load_backbone(
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
         torch.manual_seed(derive_seed(seed, "init"))
         backbone = _build(config, str(directory / "config.json"))
-        return backbone, WordPieceTokenizer.from_directory(directory), {}
+        return backbone, load_task_tokenizer(directory), {}
     wrapped, tokenizer = load_multimodal(directory)
     return wrapped.encoder, tokenizer, dict(wrapped.objectives.objectives)

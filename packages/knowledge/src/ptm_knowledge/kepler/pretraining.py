@@ -34,7 +34,7 @@ from ptm_core.pretraining import (
     save_heads,
 )
 from ptm_core.seeding import derive_seed
-from ptm_core.tokenization import VocabInfo
+from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training.distributed import is_main_process
 from ptm_core.training.run import TrainingRun
 from ptm_knowledge.kepler.descriptions import load_description_graph, tokenize_descriptions
@@ -218,6 +218,12 @@ def plan_kepler(run: PretrainRun) -> PretrainingPlan:
         cache_dir=data.cache_dir,
         run_dir=output_dir,
     )
+    if not isinstance(tok, WordPieceTokenizer):
+        raise ValueError(
+            f"data.tokenizer={data.tokenizer}: KEPLER reads entity descriptions and word "
+            "boundaries with a WordPiece tokenizer, and this one is BPE/Unigram; give a BERT "
+            "folder or vocab.txt, or leave data.tokenizer unset to train one"
+        )
     vocab = tok.vocab_info
     descriptions = tokenize_descriptions(
         graph,
