@@ -56,7 +56,7 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _data(corpora: dict[str, Path], **overrides: object) -> XLMData:
-    return XLMData(corpus=str(corpora["mono"]), parallel=str(corpora["parallel"]), **overrides)  # type: ignore[arg-type]
+    return XLMData(corpus=str(corpora["mono"]), parallel=str(corpora["parallel"]), **overrides)
 
 
 def test_first_forward_pass_is_xlm_r(corpora: dict[str, Path]) -> None:

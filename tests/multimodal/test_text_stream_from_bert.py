@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -111,13 +112,12 @@ def test_the_text_stream_starts_from_the_folder(
     assert torch.equal(saved[key], theirs[name])
 
 
-def test_lxmert_language_layers_are_bert(data: Path, tmp_path: Path) -> None:
+def _lxmert(vocab_size: int) -> Any:
+    """A tiny LXMERT whose language layers have the test folders' sizes (eval mode)."""
     from ptm_multimodal.lxmert import lxmert
-    from ptm_multimodal.text_init import init_text_stream
 
-    folder = _bert_folder(tmp_path, data / "vocab.txt")
-    network = lxmert(
-        vocab_size=len((data / "vocab.txt").read_text().split()),
+    return lxmert(
+        vocab_size=vocab_size,
         visual_embedding_dim=8,
         hidden_size=64,
         num_heads=4,
@@ -129,6 +129,13 @@ def test_lxmert_language_layers_are_bert(data: Path, tmp_path: Path) -> None:
         dropout=0.0,
         attention_dropout=0.0,
     ).eval()
+
+
+def test_lxmert_language_layers_are_bert(data: Path, tmp_path: Path) -> None:
+    from ptm_multimodal.text_init import init_text_stream
+
+    folder = _bert_folder(tmp_path, data / "vocab.txt")
+    network = _lxmert(len((data / "vocab.txt").read_text().split()))
     init_text_stream(network, folder, data / "vocab.txt")
     theirs = transformers.BertModel.from_pretrained(folder).eval()
     ids = torch.randint(
@@ -190,25 +197,12 @@ def _roberta_data(root: Path, data: Path) -> tuple[Path, Path]:
 def test_the_text_stream_starts_from_a_roberta_folder(
     data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ptm_multimodal.lxmert import lxmert
     from ptm_multimodal.prepared import open_image_text
     from ptm_multimodal.text_init import init_text_stream
 
     pairs, folder = _roberta_data(tmp_path, data)
     reference = transformers.AutoTokenizer.from_pretrained(folder)
-    network = lxmert(
-        vocab_size=len(reference),
-        visual_embedding_dim=8,
-        hidden_size=64,
-        num_heads=4,
-        intermediate_size=128,
-        l_layers=2,
-        r_layers=1,
-        x_layers=1,
-        max_positions=32,
-        dropout=0.0,
-        attention_dropout=0.0,
-    ).eval()
+    network = _lxmert(len(reference))
     init_text_stream(network, folder, pairs / "tokenizer.json")
     theirs = transformers.RobertaModel.from_pretrained(folder).eval()
     batch = reference(
