@@ -141,6 +141,15 @@ def plan_xlm_pretraining(run: PretrainRun) -> PretrainingPlan:
         xlm = XLMEncoder(run.model(vocab_size=vocab.vocab_size), tok.languages)
     else:
         xlm = start.encoder(tok.languages)
+        config = xlm.encoder.config
+        logger.info(
+            "init_from=%s: the encoder is the folder's (%d layers x %d, vocabulary %d); "
+            "the model preset's sizes are not used",
+            run.init_from,
+            config.num_layers,
+            config.hidden_size,
+            config.vocab_size,
+        )
     positions = xlm.encoder.config.max_positions
     if max(data.stream_length, data.max_length) > positions:
         raise ValueError(
