@@ -1,0 +1,154 @@
+"""Where a word-substitution attack gets its candidate words.
+
+- :class:`EmbeddingCandidates`: the nearest neighbours of the word in a static word-vector
+  table (word2vec, GloVe or NNLM, as ``ptm pretrain experiment=word2vec_tiny`` writes it:
+  :class:`~ptm_core.data.vector_table.VectorTable`), by cosine, the top ``k`` above a
+  similarity threshold (TextFooler, Jin et al., 2020, takes 50 above 0.5 in counter-fitted
+  vectors).
+- :class:`MaskedLMCandidates`: the word masked in its sentence and the masked-LM's top
+  ``k`` whole-word predictions (BAE-R, Garg & Ramakrishnan, 2020; BERT-Attack, Li et al.,
+  2020, reads the same head without the mask).
+
+Both return whole words that pass :func:`~ptm_core.analysis.attack_words.is_substitute`,
+in the original word's case pattern, best first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from ptm_core.analysis.attack_words import WordSpan, is_substitute, match_case, with_words
+from ptm_core.analysis.masked_lm_model import MaskedLanguageModel
+
+
+class CandidateSource(Protocol):
+    """Substitutes of word ``index`` of ``text`` (``spans`` are its words), best first."""
+
+    name: str
+
+    def __call__(self, text: str, spans: Sequence[WordSpan], index: int) -> list[str]: ...
+
+
+class EmbeddingCandidates:
+    """Nearest neighbours in a static word-vector table.
+
+    Args:
+        table: a :class:`~ptm_core.data.vector_table.VectorTable` (or the folder holding one).
+        k: at most this many neighbours per word.
+        min_similarity: only neighbours whose cosine similarity is at least this.
+
+    A word missing from the table is looked up lower-cased (tables trained on lower-cased
+    text); a word in neither has no candidates.
+    """
+
+    name = "embeddings"
+
+    def __init__(self, table: object, *, k: int = 50, min_similarity: float = 0.5) -> None:
+        from ptm_core.data.vector_table import VectorTable
+
+        if isinstance(table, (str, Path)):
+            table = VectorTable.load(table)
+        if not isinstance(table, VectorTable):
+            raise TypeError(f"table must be a VectorTable or its folder, got {type(table)}")
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        if not -1.0 <= min_similarity <= 1.0:
+            raise ValueError(f"min_similarity is a cosine in [-1, 1], got {min_similarity}")
+        self.table = table
+        self.k = k
+        self.min_similarity = min_similarity
+        self._cache: dict[str, list[tuple[str, float]]] = {}
+
+    def neighbours(self, word: str) -> list[tuple[str, float]]:
+        """``(word, cosine)`` neighbours of ``word`` that pass the filters, nearest first."""
+        key = word if word in self.table else word.lower()
+        if key not in self._cache:
+            found: list[tuple[str, float]] = []
+            if key in self.table:
+                # a few extra, as stop words and sub-word rows are filtered out after
+                for other, score in self.table.most_similar(key, self.k + 20):
+                    if score < self.min_similarity or len(found) == self.k:
+                        break
+                    if is_substitute(other, word):
+                        found.append((other, score))
+            self._cache[key] = found
+        return self._cache[key]
+
+    def __call__(self, text: str, spans: Sequence[WordSpan], index: int) -> list[str]:
+        word = spans[index].text
+        seen: set[str] = set()
+        out = []
+        for other, _score in self.neighbours(word):
+            cased = match_case(other, word)
+            if cased not in seen:
+                seen.add(cased)
+                out.append(cased)
+        return out
+
+
+class MaskedLMCandidates:
+    """The masked-LM's top whole-word predictions at the word, masked in its sentence.
+
+    Args:
+        model: a masked LM (:func:`~ptm_core.analysis.load_masked_language_model`).
+        k: at most this many words per position.
+
+    Predictions that are a word piece (``##ing``, a BPE piece without its word-start
+    marker), a special token, a stop word or the word itself are skipped.
+    """
+
+    name = "mlm"
+
+    def __init__(self, model: MaskedLanguageModel, *, k: int = 50) -> None:
+        if k < 1:
+            raise ValueError(f"k must be >= 1, got {k}")
+        self.model = model
+        self.k = k
+        info = model.tokenizer.vocab_info  # type: ignore[attr-defined]
+        self._specials = set(info.special_ids)
+        backend = model.tokenizer.backend  # type: ignore[attr-defined]
+        self._words: dict[int, str | None] = {}
+        self._backend = backend
+        # A BPE vocabulary marks word starts ("Ġ", "▁"); WordPiece marks continuations.
+        vocab = backend.get_vocab()
+        self._start_marker = next(
+            (m for m in ("Ġ", "▁") if sum(t.startswith(m) for t in vocab) > len(vocab) // 10),
+            None,
+        )
+
+    def _word(self, token_id: int) -> str | None:
+        if token_id not in self._words:
+            token = self._backend.id_to_token(token_id)
+            word: str | None = None
+            if token is not None and token_id not in self._specials:
+                if self._start_marker is not None:
+                    if token.startswith(self._start_marker):
+                        word = token[len(self._start_marker) :]
+                elif not token.startswith("##"):
+                    word = token
+            self._words[token_id] = word
+        return self._words[token_id]
+
+    def __call__(self, text: str, spans: Sequence[WordSpan], index: int) -> list[str]:
+        original = spans[index].text
+        masked = with_words(text, spans, {index: self.model.mask_token})
+        log_probs = self.model.mask_log_probs([masked])[0]
+        vocab_rows = min(log_probs.shape[0], self._backend.get_vocab_size())
+        order = torch.argsort(log_probs[:vocab_rows], descending=True)
+        out: list[str] = []
+        for token_id in order[: max(self.k * 4, 64)].tolist():
+            word = self._word(int(token_id))
+            if word is not None and is_substitute(word, original):
+                cased = match_case(word, original)
+                if cased not in out:
+                    out.append(cased)
+                    if len(out) == self.k:
+                        break
+        return out
+
+
+__all__ = ["CandidateSource", "EmbeddingCandidates", "MaskedLMCandidates"]
