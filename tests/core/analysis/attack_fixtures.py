@@ -60,6 +60,7 @@ def write_vocab(path: Path) -> Path:
 
 def finetuned_classifier(root: Path, steps: int = 120) -> Path:
     """A ptm ``final/`` fine-tuned on the generated task (about 100% right on its dev set)."""
+    root.mkdir(parents=True, exist_ok=True)
     train = write_task(root / "train.tsv", 240, seed=1)
     dev = write_task(root / "dev.tsv", 40, seed=2)
     tokenizer = WordPieceTokenizer.from_vocab(write_vocab(root / "vocab.txt"))
@@ -128,3 +129,24 @@ def sentiment_table() -> VectorTable:
         if word in POSITIVE + NEGATIVE + UNSEEN:
             vectors[i] += sentiment  # one "evaluative adjective" direction
     return VectorTable(words, vectors, "hand")
+
+
+def hf_masked_lm(root: Path) -> Path:
+    """A random ``BertForMaskedLM`` folder with the task's vocabulary."""
+    import transformers
+
+    folder = root / "mlm"
+    folder.mkdir(parents=True)
+    vocab = write_vocab(root / "mlm-vocab.txt")
+    torch.manual_seed(1)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab.read_text().split()),
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=3,
+        intermediate_size=40,
+        max_position_embeddings=64,
+    )
+    transformers.BertForMaskedLM(config).save_pretrained(folder)
+    transformers.BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
+    return folder

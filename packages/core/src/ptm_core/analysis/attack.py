@@ -204,7 +204,9 @@ def attack_example(
         true_probability = float(scores[best, label])
         current[index] = candidates[best]
         trace.substitutions.append(
-            Substitution(index, spans[index].text, candidates[best], trace.queries, true_probability)
+            Substitution(
+                index, spans[index].text, candidates[best], trace.queries, true_probability
+            )
         )
         if flipped:
             trace.succeeded = True

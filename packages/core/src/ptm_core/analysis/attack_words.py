@@ -17,8 +17,7 @@ from dataclasses import dataclass
 WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")
 
 #: English stop words (NLTK's list, with the negations TextFooler also keeps fixed).
-STOP_WORDS = frozenset(
-    """a about above after again against ain all am an and any are aren aren't as at be
+_STOP_WORDS = """a about above after again against ain all am an and any are aren aren't as at be
     because been before being below between both but by can couldn couldn't d did didn
     didn't do does doesn doesn't doing don don't down during each few for from further had
     hadn hadn't has hasn hasn't have haven haven't having he her here hers herself him
@@ -29,8 +28,8 @@ STOP_WORDS = frozenset(
     them themselves then there these they this those through to too under until up ve very
     was wasn wasn't we were weren weren't what when where which while who whom why will
     with won won't wouldn wouldn't y you you'd you'll you're you've your yours yourself
-    yourselves never nothing nobody none neither cannot without""".split()
-)
+    yourselves never nothing nobody none neither cannot without"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
 
 
 @dataclass(frozen=True)
