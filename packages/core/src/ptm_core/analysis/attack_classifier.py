@@ -127,7 +127,8 @@ def load_sequence_classifier(
         kind = model.kind
         names = list(model.label_names or [str(i) for i in range(model.num_labels)])
         text_fields, label_field = None, "label"
-        max_length = min(512, int(getattr(model.encoder.config, "max_position_embeddings", 512)))
+        # ptm's max_positions is what the encoder can read (RoBERTa's offset taken off)
+        max_length = min(512, int(getattr(model.encoder.config, "max_positions", 512)))
         default_batch = 64
     else:
         what = "does not exist" if not directory.exists() else "has no task.json nor config.json"
