@@ -36,20 +36,92 @@ RESULTS = Path(__file__).resolve().parent / "results"
 WORK = BENCH_DIR / "attack"
 BUDGETS = (0.0, 0.05, 0.1, 0.2, 0.3)
 
-POSITIVE = (
-    "clean friendly spacious quiet comfortable charming helpful cosy bright modern lovely "
-    "superb excellent pleasant delightful welcoming stylish peaceful wonderful great"
-).split()
-NEGATIVE = (
-    "dirty rude cramped noisy uncomfortable shabby unhelpful cold dark dated awful terrible "
-    "horrible unpleasant dreadful hostile tacky chaotic miserable bad"
-).split()
-NOUNS = (
-    "room staff lobby bed breakfast bathroom pool view hotel reception balcony restaurant "
-    "location service garden hallway shower bar terrace gym carpet lift kitchen towels "
-    "minibar spa corridor parking entrance wifi sauna buffet suite window mattress pillow "
-    "desk lounge courtyard elevator"
-).split()
+POSITIVE = [
+    "clean",
+    "friendly",
+    "spacious",
+    "quiet",
+    "comfortable",
+    "charming",
+    "helpful",
+    "cosy",
+    "bright",
+    "modern",
+    "lovely",
+    "superb",
+    "excellent",
+    "pleasant",
+    "delightful",
+    "welcoming",
+    "stylish",
+    "peaceful",
+    "wonderful",
+    "great",
+]
+NEGATIVE = [
+    "dirty",
+    "rude",
+    "cramped",
+    "noisy",
+    "uncomfortable",
+    "shabby",
+    "unhelpful",
+    "cold",
+    "dark",
+    "dated",
+    "awful",
+    "terrible",
+    "horrible",
+    "unpleasant",
+    "dreadful",
+    "hostile",
+    "tacky",
+    "chaotic",
+    "miserable",
+    "bad",
+]
+NOUNS = [
+    "room",
+    "staff",
+    "lobby",
+    "bed",
+    "breakfast",
+    "bathroom",
+    "pool",
+    "view",
+    "hotel",
+    "reception",
+    "balcony",
+    "restaurant",
+    "location",
+    "service",
+    "garden",
+    "hallway",
+    "shower",
+    "bar",
+    "terrace",
+    "gym",
+    "carpet",
+    "lift",
+    "kitchen",
+    "towels",
+    "minibar",
+    "spa",
+    "corridor",
+    "parking",
+    "entrance",
+    "wifi",
+    "sauna",
+    "buffet",
+    "suite",
+    "window",
+    "mattress",
+    "pillow",
+    "desk",
+    "lounge",
+    "courtyard",
+    "elevator",
+]
 SUBJECTS = ["we", "my wife", "our group", "my partner", "the kids", "i", "my father"]
 VERBS = ["found", "thought", "considered", "felt"]
 INTENSIFIERS = ["very", "quite", "rather", "really", "truly", "fairly", "extremely"]

@@ -3,13 +3,11 @@ changed words marked, and the accuracy-under-attack curve (``ptm analyze MODEL a
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flows.artifacts import markdown_table
-from ptm_core.atomic import atomic_write_bytes
+from flows.artifacts import markdown_table, save_figure
 
 #: The chart's file name inside the output folder.
 CHART = "attack.png"
@@ -125,7 +123,4 @@ def plot_budgets(record: Mapping[str, Any], path: str | Path) -> Path:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return atomic_write_bytes(path, buffer.getvalue())
+    return save_figure(figure, path)

@@ -93,33 +93,41 @@ def finetuned_classifier(root: Path, steps: int = 120) -> Path:
     return finetune(spec, encoder=encoder, tokenizer=tokenizer, trainer=trainer).encoder_dir
 
 
-def hf_classifier(root: Path) -> Path:
-    """A random ``BertForSequenceClassification`` folder with the task's vocabulary."""
+def _hf_folder(folder: Path, model_class: str, seed: int, **config: object) -> Path:
+    """A random ``transformers`` BERT model of ``model_class`` with the task's vocabulary."""
     import transformers
 
-    folder = root / "hf"
     folder.mkdir(parents=True)
-    vocab = write_vocab(root / "hf-vocab.txt")
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
+    vocab = write_vocab(folder.parent / f"{folder.name}-vocab.txt")
+    torch.manual_seed(seed)
+    settings = transformers.BertConfig(
         vocab_size=len(vocab.read_text().split()),
         hidden_size=24,
         num_hidden_layers=2,
         num_attention_heads=3,
         intermediate_size=40,
         max_position_embeddings=64,
-        num_labels=2,
-        id2label={0: "neg", 1: "pos"},
-        label2id={"neg": 0, "pos": 1},
+        **config,
     )
-    transformers.BertForSequenceClassification(config).save_pretrained(folder)
+    getattr(transformers, model_class)(settings).save_pretrained(folder)
     transformers.BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
     return folder
 
 
+def hf_classifier(root: Path) -> Path:
+    """A random ``BertForSequenceClassification`` folder (labels neg, pos)."""
+    labels = {"num_labels": 2, "id2label": {0: "neg", 1: "pos"}, "label2id": {"neg": 0, "pos": 1}}
+    return _hf_folder(root / "hf", "BertForSequenceClassification", 0, **labels)
+
+
+def hf_masked_lm(root: Path) -> Path:
+    """A random ``BertForMaskedLM`` folder."""
+    return _hf_folder(root / "mlm", "BertForMaskedLM", 1)
+
+
 def sentiment_table() -> VectorTable:
-    """Word vectors where, as in word2vec, an adjective's nearest neighbours hold its
-    antonyms (they share contexts): ``good``'s are ``great`` (0.95), ``bad``, ``fine``."""
+    """Word vectors whose evaluative adjectives share one direction, so a word's nearest
+    neighbours mix both polarities, as antonyms do in word2vec (they share contexts)."""
     words = POSITIVE + NEGATIVE + UNSEEN + ["the", "movie"]
     g = torch.Generator().manual_seed(0)
     base = torch.randn(len(words), 16, generator=g)
@@ -129,24 +137,3 @@ def sentiment_table() -> VectorTable:
         if word in POSITIVE + NEGATIVE + UNSEEN:
             vectors[i] += sentiment  # one "evaluative adjective" direction
     return VectorTable(words, vectors, "hand")
-
-
-def hf_masked_lm(root: Path) -> Path:
-    """A random ``BertForMaskedLM`` folder with the task's vocabulary."""
-    import transformers
-
-    folder = root / "mlm"
-    folder.mkdir(parents=True)
-    vocab = write_vocab(root / "mlm-vocab.txt")
-    torch.manual_seed(1)
-    config = transformers.BertConfig(
-        vocab_size=len(vocab.read_text().split()),
-        hidden_size=24,
-        num_hidden_layers=2,
-        num_attention_heads=3,
-        intermediate_size=40,
-        max_position_embeddings=64,
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(folder)
-    transformers.BertTokenizer(str(vocab), do_lower_case=True).save_pretrained(folder)
-    return folder
