@@ -111,6 +111,22 @@ def test_masked_lm_candidates_are_whole_words(root: Path) -> None:
         assert word[0].isupper() and word.lower() != "good"
 
 
+def test_masked_lm_candidates_of_a_byte_level_bpe_model(tmp_path: Path) -> None:
+    from hf_folders import roberta_folder
+
+    model = load_masked_language_model(roberta_folder(tmp_path, "roberta"))
+    source = MaskedLMCandidates(model, k=1000)  # every word-start token of the vocabulary
+    backend = model.tokenizer.backend  # type: ignore[attr-defined]
+    vocab = backend.get_vocab().items()
+    starts = {backend.decode([i]).strip() for t, i in vocab if t[0] in "Ġ▁" and len(t) > 1}
+    text = "Zürich garden river stone"
+    found = source(text, word_spans(text), 2)
+    assert found and "river" not in [w.lower() for w in found]
+    assert set(found) <= starts  # tokens that start a word, decoded: no inner pieces
+    assert "café" in found and not any("Ã" in w or "Ġ" in w for w in found)  # bytes decoded
+    assert all(WORD.fullmatch(w) and w.lower() not in STOP_WORDS for w in found)
+
+
 @pytest.mark.parametrize("kind", ["ptm", "hf"])
 def test_budget_zero_changes_nothing(
     kind: str, root: Path, finetuned: Path, dev: Path, table

@@ -15,9 +15,10 @@ in the original word's case pattern, best first.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -97,8 +98,10 @@ class MaskedLMCandidates:
         model: a masked LM (:func:`~ptm_core.analysis.load_masked_language_model`).
         k: at most this many words per position.
 
-    Predictions that are a word piece (``##ing``, a BPE piece without its word-start
-    marker), a special token, a stop word or the word itself are skipped.
+    Predictions that are a word piece (``##ing``, a BPE or SentencePiece piece without its
+    word-start marker), a special token, a stop word or the word itself are skipped;
+    byte-level BPE tokens are decoded (``Ġcafé``). A piece that starts a word but needs a
+    continuation cannot be told from a whole word and may be proposed.
     """
 
     name = "mlm"
@@ -111,25 +114,22 @@ class MaskedLMCandidates:
         info = model.tokenizer.vocab_info  # type: ignore[attr-defined]
         self._specials = set(info.special_ids)
         backend = model.tokenizer.backend  # type: ignore[attr-defined]
-        self._words: dict[int, str | None] = {}
         self._backend = backend
-        # A BPE vocabulary marks word starts ("Ġ", "▁"); WordPiece marks continuations.
-        vocab = backend.get_vocab()
-        self._start_marker = next(
-            (m for m in ("Ġ", "▁") if sum(t.startswith(m) for t in vocab) > len(vocab) // 10),
-            None,
-        )
+        self._words: dict[int, str | None] = {}
+        self._marker = _word_marker(backend)
 
     def _word(self, token_id: int) -> str | None:
+        """The whole word ``token_id`` stands for, or ``None`` (a piece, a special)."""
         if token_id not in self._words:
             token = self._backend.id_to_token(token_id)
             word: str | None = None
             if token is not None and token_id not in self._specials:
-                if self._start_marker is not None:
-                    if token.startswith(self._start_marker):
-                        word = token[len(self._start_marker) :]
-                elif not token.startswith("##"):
-                    word = token
+                starts, marker = self._marker
+                if not starts:  # WordPiece: "##" marks a continuation
+                    word = None if token.startswith(marker) else token
+                elif token.startswith(marker) and len(token) > len(marker):
+                    # decoding turns byte-level BPE's alphabet back into text
+                    word = self._backend.decode([token_id]).strip()
             self._words[token_id] = word
         return self._words[token_id]
 
@@ -149,6 +149,18 @@ class MaskedLMCandidates:
                     if len(out) == self.k:
                         break
         return out
+
+
+def _word_marker(backend: Any) -> tuple[bool, str]:
+    """``(marks word starts, marker)`` of a ``tokenizers.Tokenizer``: WordPiece marks
+    continuations (``##``), byte-level BPE word starts (``Ġ``), SentencePiece (``▁``)."""
+    spec = json.loads(backend.to_str())
+    model = spec.get("model") or {}
+    if model.get("type") == "WordPiece":
+        return False, str(model.get("continuing_subword_prefix") or "##")
+    if "ByteLevel" in json.dumps(spec.get("pre_tokenizer")):
+        return True, "Ġ"
+    return True, "▁"
 
 
 __all__ = ["CandidateSource", "EmbeddingCandidates", "MaskedLMCandidates"]
