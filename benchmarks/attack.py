@@ -12,8 +12,9 @@ Steps, all on data generated here (hotel reviews; nothing from the bundled sampl
 3. ``ptm finetune task=sentiment`` from the pre-trained ``final/`` on labelled reviews that
    use only 14 of the 20 adjectives of each polarity (the other 6 are seen in pre-training
    only: the synonyms a real test set brings);
-4. ``ptm analyze final/ attack`` with the word2vec table's neighbours and with the
-   pre-trained model's MLM head, budgets 0, 0.05, 0.1, 0.2 and 0.3 of each review's words.
+4. ``ptm analyze final/ attack`` with the word2vec table's neighbours, with the
+   pre-trained model's MLM head, and with the MLM's words that are also near in the table
+   (``--mlm-filter``), budgets 0, 0.05, 0.1, 0.2 and 0.3 of each review's words.
 
 Writes ``benchmarks/results/attack.{md,json}``; run folders under ``$PTM_BENCH_DIR/attack``.
 """
@@ -261,6 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         WORK / "report",
         embeddings=table,
         mlm=mlm,
+        mlm_filter=True,
         max_perturbed=0.2,
         budgets=BUDGETS,
         candidates=args.candidates,

@@ -27,6 +27,7 @@ def _sources(
     mlm: str | Path | None,
     k: int,
     min_similarity: float,
+    mlm_filter: bool,
 ) -> list[tuple[Any, str]]:
     from ptm_core.analysis import load_masked_language_model
     from ptm_core.analysis.attack_candidates import EmbeddingCandidates, MaskedLMCandidates
@@ -50,6 +51,15 @@ def _sources(
                 f"the masked-LM head of `{mlm}`",
             )
         )
+        if mlm_filter:
+            table = sources[0][0]
+            sources.append(
+                (
+                    MaskedLMCandidates(masked, k=k, similar_in=table),
+                    f"the same MLM predictions, kept when their cosine to the word in "
+                    f"`{embeddings}` is at least {min_similarity:g}",
+                )
+            )
     return sources
 
 
@@ -60,6 +70,7 @@ def attack(
     *,
     embeddings: str | Path | None = None,
     mlm: str | Path | None = None,
+    mlm_filter: bool = False,
     max_perturbed: float = 0.2,
     budgets: Sequence[float] = (),
     max_words: int | None = None,
@@ -82,6 +93,8 @@ def attack(
         mlm: a folder with a masked-LM head (a pre-training ``final/``, an HF
             ``...ForMaskedLM``): candidates are its predictions at the masked word. Give
             one of ``embeddings`` and ``mlm`` or both (each is reported).
+        mlm_filter: also attack with the MLM's predictions that are at least
+            ``min_similarity`` close to the word in the ``embeddings`` table.
         max_perturbed: the budget: the share of each text's words that may change.
         budgets: more budgets to report (the accuracy-under-attack curve).
         max_words: also at most this many words per text.
@@ -106,6 +119,11 @@ def attack(
             "table folder, e.g. `ptm pretrain experiment=word2vec_tiny`'s final/) or --mlm "
             "FOLDER (a model with a masked-LM head), or both"
         )
+    if mlm_filter and (embeddings is None or mlm is None):
+        raise ValueError(
+            "--mlm-filter keeps the MLM's words near the word in a table: give "
+            "both --mlm FOLDER and --embeddings TABLE"
+        )
     out = Path(output)
     check_output_directory(out, kind=KIND, overwrite=overwrite, option="--overwrite")
     every = sorted({float(max_perturbed), *map(float, budgets)})
@@ -115,7 +133,7 @@ def attack(
         raise ValueError(f"--max-words is {max_words}; give 0 or more")
     if max_examples is not None and max_examples < 1:
         raise ValueError(f"--max-examples is {max_examples}; give 1 or more")
-    sources = _sources(embeddings, mlm, candidates, min_similarity)
+    sources = _sources(embeddings, mlm, candidates, min_similarity, mlm_filter)
     classifier = load_sequence_classifier(model, batch_size=batch_size)
     examples = classifier.read(data)
     if max_examples is not None and max_examples < len(examples):
@@ -132,6 +150,7 @@ def attack(
             "max_words": max_words,
             "candidates": candidates,
             "min_similarity": min_similarity,
+            "mlm_filter": mlm_filter,
             "max_examples": max_examples,
             "seed": seed,
         },

@@ -40,6 +40,12 @@ def add_probe_parser(probes: Any) -> None:
         "--mlm", default=None, help="folder with a masked-LM head: its predictions as candidates"
     )
     attack.add_argument(
+        "--mlm-filter",
+        action="store_true",
+        help="also attack with the MLM's words whose cosine to the word in --embeddings is "
+        "at least --min-similarity",
+    )
+    attack.add_argument(
         "--max-perturbed",
         type=float,
         default=0.2,
@@ -85,6 +91,7 @@ def run_probe(args: argparse.Namespace) -> int:
             args.output,
             embeddings=args.embeddings,
             mlm=args.mlm,
+            mlm_filter=args.mlm_filter,
             max_perturbed=args.max_perturbed,
             budgets=args.budgets,
             max_words=args.max_words,

@@ -111,6 +111,16 @@ def test_masked_lm_candidates_are_whole_words(root: Path) -> None:
         assert word[0].isupper() and word.lower() != "good"
 
 
+def test_masked_lm_candidates_filtered_by_a_table(root: Path) -> None:
+    model = load_masked_language_model(hf_masked_lm(root / "filtered"))
+    table = EmbeddingCandidates(sentiment_table(), min_similarity=0.9)
+    text = "The movie was Good ."
+    plain = MaskedLMCandidates(model, k=100)(text, word_spans(text), 3)
+    kept = MaskedLMCandidates(model, k=100, similar_in=table)(text, word_spans(text), 3)
+    expected = [w for w in plain if (table.similarity(w, "good") or -1.0) >= 0.9]
+    assert kept == expected and 0 < len(kept) < len(plain)  # in the MLM's order
+
+
 def test_masked_lm_candidates_of_a_byte_level_bpe_model(tmp_path: Path) -> None:
     from hf_folders import roberta_folder
 
@@ -202,7 +212,9 @@ def test_bad_inputs_get_one_line(tmp_path: Path, finetuned: Path, dev: Path, cap
         == 1
     )
     assert "[0, 1]" in capsys.readouterr().err
-    assert not any((tmp_path / name).exists() for name in ("o1", "o2", "o3"))
+    assert main([*base, str(tmp_path / "o4"), "--embeddings", str(table_dir), "--mlm-filter"]) == 1
+    assert "give both --mlm FOLDER and --embeddings TABLE" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in ("o1", "o2", "o3", "o4"))
 
 
 def test_cli_writes_the_report_and_the_flow_runs_it(
@@ -215,11 +227,11 @@ def test_cli_writes_the_report_and_the_flow_runs_it(
     sentiment_table().save(table_dir)
     out = tmp_path / "report"
     args = ["analyze", str(finetuned), "attack", "--data", str(dev), "--output", str(out)]
-    args += ["--embeddings", str(table_dir), "--mlm", str(hf_masked_lm(tmp_path))]
+    args += ["--embeddings", str(table_dir), "--mlm", str(hf_masked_lm(tmp_path)), "--mlm-filter"]
     args += ["--min-similarity", "0.3", "--candidates", "5", "--budgets", "0,0.1,0.3"]
     assert main(args) == 0
     record = json.loads((out / "attack.json").read_text())
-    assert set(record["sources"]) == {"embeddings", "mlm"}
+    assert set(record["sources"]) == {"embeddings", "mlm", "mlm-filtered"}
     assert list(record["sources"]["embeddings"]["budgets"]) == ["0", "0.1", "0.2", "0.3"]
     zero = record["sources"]["embeddings"]["budgets"]["0"]
     assert zero["attacked_accuracy"] == zero["clean_accuracy"]

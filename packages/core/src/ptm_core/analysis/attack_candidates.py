@@ -79,6 +79,14 @@ class EmbeddingCandidates:
             self._cache[key] = found
         return self._cache[key]
 
+    def similarity(self, a: str, b: str) -> float | None:
+        """Cosine similarity of two words in the table (``None``: one is not in it)."""
+        rows = [self.table.index(w if w in self.table else w.lower()) for w in (a, b)]
+        if rows[0] is None or rows[1] is None:
+            return None
+        unit = self.table.unit_vectors()
+        return float(unit[rows[0]] @ unit[rows[1]])
+
     def __call__(self, text: str, spans: Sequence[WordSpan], index: int) -> list[str]:
         word = spans[index].text
         seen: set[str] = set()
@@ -97,6 +105,9 @@ class MaskedLMCandidates:
     Args:
         model: a masked LM (:func:`~ptm_core.analysis.load_masked_language_model`).
         k: at most this many words per position.
+        similar_in: keep only predictions whose cosine similarity to the word in this
+            table is at least its ``min_similarity`` (a word-embedding constraint in the
+            manner of TextFooler's; words missing from the table are dropped).
 
     Predictions that are a word piece (``##ing``, a BPE or SentencePiece piece without its
     word-start marker), a special token, a stop word or the word itself are skipped;
@@ -106,11 +117,20 @@ class MaskedLMCandidates:
 
     name = "mlm"
 
-    def __init__(self, model: MaskedLanguageModel, *, k: int = 50) -> None:
+    def __init__(
+        self,
+        model: MaskedLanguageModel,
+        *,
+        k: int = 50,
+        similar_in: EmbeddingCandidates | None = None,
+    ) -> None:
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
         self.model = model
         self.k = k
+        self.similar_in = similar_in
+        if similar_in is not None:
+            self.name = "mlm-filtered"
         info = model.tokenizer.vocab_info  # type: ignore[attr-defined]
         self._specials = set(info.special_ids)
         backend = model.tokenizer.backend  # type: ignore[attr-defined]
@@ -142,13 +162,19 @@ class MaskedLMCandidates:
         out: list[str] = []
         for token_id in order[: max(self.k * 4, 64)].tolist():
             word = self._word(int(token_id))
-            if word is not None and is_substitute(word, original):
+            if word is not None and is_substitute(word, original) and self._similar(word, original):
                 cased = match_case(word, original)
                 if cased not in out:
                     out.append(cased)
                     if len(out) == self.k:
                         break
         return out
+
+    def _similar(self, word: str, original: str) -> bool:
+        if self.similar_in is None:
+            return True
+        similarity = self.similar_in.similarity(word, original)
+        return similarity is not None and similarity >= self.similar_in.min_similarity
 
 
 def _word_marker(backend: Any) -> tuple[bool, str]:
