@@ -33,6 +33,7 @@ def _sources(
     from ptm_core.analysis.attack_candidates import EmbeddingCandidates, MaskedLMCandidates
 
     sources: list[tuple[Any, str]] = []
+    table = None
     if embeddings is not None:
         table = EmbeddingCandidates(embeddings, k=k, min_similarity=min_similarity)
         sources.append(
@@ -51,8 +52,7 @@ def _sources(
                 f"the masked-LM head of `{mlm}`",
             )
         )
-        if mlm_filter:
-            table = sources[0][0]
+        if mlm_filter and table is not None:
             sources.append(
                 (
                     MaskedLMCandidates(masked, k=k, similar_in=table),
@@ -166,7 +166,7 @@ def attack(
                 {
                     "line": trace.example.line,
                     "id": trace.example.id,
-                    "label": classifier.label_names[int(trace.example.label)],  # type: ignore[arg-type]
+                    "label": classifier.label_names[trace.label],
                     "original": trace.attacked_text,
                     **outcome,
                     "prediction": classifier.label_names[outcome["prediction"]],

@@ -86,6 +86,14 @@ class AttackTrace:
         return self.example.pair if self.example.pair is not None else self.example.text
 
     @property
+    def label(self) -> int:
+        """The true class index (:func:`attack_example` refuses unlabelled examples)."""
+        label = self.example.label
+        if label is None:
+            raise ValueError(f"line {self.example.line}: the example has no label")
+        return int(label)
+
+    @property
     def correct(self) -> bool:
         """Whether the clean text was classified right (only those are attacked)."""
         return self.prediction == self.example.label
@@ -138,7 +146,7 @@ def _importance(
     probabilities: Sequence[float],
 ) -> list[int]:
     """Attackable word indices, most important first (ties: earlier word first)."""
-    label = int(trace.example.label)  # type: ignore[arg-type]
+    label = trace.label
     candidates = [i for i, s in enumerate(trace.spans) if is_attackable(s.text)]
     if not candidates:
         return []
