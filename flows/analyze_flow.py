@@ -13,14 +13,19 @@ from typing import Any
 from prefect import flow
 
 from flows.analyze import lama
+from flows.analyze_attack import attack
+from flows.analyze_attack_report import CHART
 from flows.artifacts import embedded_image, publish_markdown
 
 
 @flow(name="analyze", log_prints=True)
 def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
-    """Run ``probe`` (``lama``) on ``model`` with :func:`flows.analyze.lama`'s settings."""
+    """Run ``probe`` (``lama``, ``attack``) on ``model`` with the settings of
+    :func:`flows.analyze.lama` or :func:`flows.analyze_attack.attack`."""
+    if probe == "attack":
+        return _attack(model, **settings)
     if probe != "lama":
-        raise ValueError(f"probe {probe!r} is not known; use lama")
+        raise ValueError(f"probe {probe!r} is not known; use lama or attack")
     result = lama(model, **settings)
     chart = Path(result["output"]) / "lama_relations.png"
     markdown = result["markdown"].replace(
@@ -29,4 +34,21 @@ def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
     publish_markdown("lama-report", markdown, f"LAMA probe of {model}")
     overall = result["summary"]["overall"]
     print(f"LAMA: P@1 {overall['p@1']:.3f}, P@10 {overall['p@10']:.3f}, MRR {overall['mrr']:.3f}")
+    return result
+
+
+def _attack(model: str, **settings: Any) -> dict[str, Any]:
+    result = attack(model, **settings)
+    chart = Path(result["output"]) / CHART
+    markdown = result["markdown"].replace(
+        f"![accuracy under attack per budget]({CHART})",
+        f"{embedded_image(chart, 'accuracy under attack per budget')}\n\n(chart: `{chart}`)",
+    )
+    publish_markdown("attack-report", markdown, f"Word-substitution attack on {model}")
+    for name, budgets in result["sources"].items():
+        for budget, s in budgets.items():
+            print(
+                f"attack ({name}, budget {budget}): accuracy {s['clean_accuracy']:.3f} -> "
+                f"{s['attacked_accuracy']:.3f}, success rate {s['success_rate']:.3f}"
+            )
     return result

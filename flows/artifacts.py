@@ -15,10 +15,20 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return MetricsLog(Path(path)).read()
 
 
-def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
-    """Write a PNG of every ``*loss`` series against the step (matplotlib, no display)."""
+def save_figure(figure: Any, path: str | Path) -> Path:
+    """Write a matplotlib ``figure`` as a PNG at ``path`` atomically and close it."""
     import io
 
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write a PNG of every ``*loss`` series against the step (matplotlib, no display)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,10 +45,7 @@ def plot_loss_curve(records: Sequence[Mapping[str, Any]], path: str | Path) -> P
     if keys:
         axis.legend()
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return atomic_write_bytes(path, buffer.getvalue())
+    return save_figure(figure, path)
 
 
 def markdown_table(

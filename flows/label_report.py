@@ -9,14 +9,12 @@ folded into one "other" row and column), and the figure grows with the labels sh
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from flows.artifacts import embedded_image, markdown_table, publish_markdown
-from ptm_core.atomic import atomic_write_bytes
+from flows.artifacts import embedded_image, markdown_table, publish_markdown, save_figure
 from ptm_core.finetune.label_scores import LABELS_FILE
 
 PNG_NAME = "label_report.png"
@@ -118,10 +116,7 @@ def plot_label_report(scores: Mapping[str, Any], path: str | Path, k: int = TOP_
                     left.text(j, i, matrix[i][j], ha="center", va="center", fontsize=7, color=color)
     _per_label_chart(right, worst_first(per_label)[:k], scores.get("per_label_unit", "examples"))
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    return atomic_write_bytes(path, buffer.getvalue())
+    return save_figure(figure, path)
 
 
 def _per_label_chart(axis: Any, rows: Sequence[Mapping[str, Any]], unit: str) -> None:
