@@ -1,0 +1,188 @@
+"""``ptm analyze MODEL layers``: linear probes on every layer, with control tasks.
+
+:func:`layers` reads labelled spans (CoNLL word tags, or KG mentions typed by their
+entity), pools each span's frozen states at every representation of the model (and of
+``compare``, or of the same architecture at random init), trains the per-layer, scalar-mix
+and control probes of :mod:`ptm_core.analysis.layer_probes` for each seed, and writes
+``layers.json``, ``layers.md`` and ``layers.png`` into one output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from flows.analyze import KIND
+from flows.analyze_layers_report import layers_markdown, plot_layers
+
+logger = logging.getLogger(__name__)
+
+#: The ``compare`` value that probes the model's own architecture at random init.
+RANDOM_INIT = "random-init"
+#: ``ptm_model`` kinds whose folders load through their family, not as a text encoder.
+_ERNIE_THU = "ernie_thu"
+
+
+def load_layer_encoder(
+    folder: str | Path, *, random_init_seed: int | None = None
+) -> tuple[torch.nn.Module, Any, int]:
+    """``(encoder, tokenizer backend, pad id)`` of a model folder, for frozen features.
+
+    A ptm ``final/`` of a text family with one encoder (BERT, RoBERTa, ALBERT, ELECTRA,
+    SpanBERT, ERNIE-Baidu, KEPLER, WKLM, ModernBERT, XLNet; ERNIE-THU with its knowledge
+    layers and no entity inputs) or a Hugging Face folder :func:`load_encoder` reads.
+
+    Args:
+        folder: the model folder.
+        random_init_seed: keep the architecture and tokenizer, re-initialise every weight
+            from this seed (the "same model from random init" baseline).
+
+    Raises:
+        ValueError / CheckpointError / FileNotFoundError: the folder is not one (names it).
+    """
+    from ptm_core.checkpoints import read_json_object
+    from ptm_core.checkpoints.encoder import load_encoder
+    from ptm_core.encoders.factory import encoder_from_config
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+
+    directory = Path(folder)
+    kind = read_json_object(directory / "config.json").get("ptm_model")
+    encoder: torch.nn.Module
+    if kind == _ERNIE_THU:
+        from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
+
+        if random_init_seed is not None:
+            raise ValueError(
+                f"{directory}: an ERNIE-THU folder has no random-init baseline here; compare "
+                "with --compare <a text model's folder>"
+            )
+        encoder = KnowledgeableEncoder.from_pretrained(directory)
+    else:
+        encoder = load_encoder(directory)
+        if random_init_seed is not None:
+            torch.manual_seed(random_init_seed)
+            encoder = encoder_from_config(encoder.config)
+    tokenizer = load_task_tokenizer(directory)
+    return encoder.eval(), tokenizer.backend, int(tokenizer.vocab_info.pad_id)
+
+
+def _label_texts(
+    conll: str | Path | None, column: int, kg: str | Path | None, text: str | Path | None
+) -> tuple[list[Any], dict[str, Any]]:
+    if (conll is None) == (kg is None):
+        raise ValueError("give the labels: --conll FILE (word tags) or --kg DIR --text FILE")
+    if conll is not None:
+        from ptm_core.analysis.probe_labels import conll_texts
+
+        texts = conll_texts(conll, column)
+        return texts, {"kind": "conll", "file": str(conll), "column": column}
+    if text is None:
+        raise ValueError("--kg needs --text FILE: the text whose KG mentions are probed")
+    from ptm_knowledge.probing.entity_types import entity_type_texts
+
+    texts, info = entity_type_texts(kg, text)  # type: ignore[arg-type]
+    return texts, {"kind": "kg", "kg": str(kg), "text": str(text), **info}
+
+
+def layers(
+    model: str | Path,
+    output: str | Path,
+    *,
+    conll: str | Path | None = None,
+    column: int = -1,
+    kg: str | Path | None = None,
+    text: str | Path | None = None,
+    compare: str | Path | None = None,
+    pooling: str = "first",
+    seeds: tuple[int, ...] = (0,),
+    settings: Any = None,
+    batch_size: int = 32,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Layer probes of ``model`` (and ``compare``) on the labels of ``conll`` or ``kg``.
+
+    Args:
+        model: a model folder (:func:`load_layer_encoder`).
+        output: the folder to write (``overwrite`` replaces an earlier analysis only).
+        conll: a CoNLL file; ``column`` is the label's column (1 = the second, -1 = last).
+        column: see ``conll``.
+        kg: a KG folder with entity types; ``text`` is the text its mentions are found in.
+        text: see ``kg``.
+        compare: a second model folder, or ``"random-init"`` for ``model``'s architecture
+            re-initialised (with each seed).
+        pooling: ``"first"`` piece of a span, or the ``"mean"`` of its pieces.
+        seeds: one probe run per seed (split, control labels, probe init, random init).
+        settings: a :class:`~ptm_core.analysis.layer_probes.ProbeSettings`.
+        batch_size: texts per forward pass.
+        overwrite: replace an earlier ``ptm analyze`` output at ``output``.
+
+    Returns:
+        ``{"models": [{"model", "runs", "summary", "dropped"}, ...], "labels": ...,
+        "output": ..., "markdown": ...}``.
+    """
+    from ptm_core.analysis.layer_features import span_features
+    from ptm_core.analysis.layer_probes import ProbeSettings, mean_and_std, probe_layers
+    from ptm_core.atomic import atomic_directory, check_output_directory
+
+    out = Path(output)
+    check_output_directory(out, kind=KIND, overwrite=overwrite, option="--overwrite")
+    if not seeds:
+        raise ValueError("give at least one seed (--seeds 0,1,2)")
+    settings = settings or ProbeSettings()
+    texts, labels = _label_texts(conll, column, kg, text)
+    arms: list[tuple[str, str | Path, bool]] = [(str(model), model, False)]
+    if compare is not None:
+        if str(compare) == RANDOM_INIT:
+            arms.append((f"{model} (random init)", model, True))
+        else:
+            arms.append((str(compare), compare, False))
+    models = []
+    for name, folder, random_init in arms:
+        runs = []
+        features = None
+        for seed in seeds:
+            if features is None or random_init:
+                encoder, backend, pad_id = load_layer_encoder(
+                    folder, random_init_seed=seed if random_init else None
+                )
+                features = span_features(
+                    encoder,
+                    backend,
+                    texts,
+                    pad_id=pad_id,
+                    pooling=pooling,  # type: ignore[arg-type]
+                    batch_size=batch_size,
+                )
+            logger.info("%s, seed %d: %d spans", name, seed, len(features.labels))
+            runs.append({"seed": seed, **probe_layers(features, seed=seed, settings=settings)})
+        assert features is not None
+        models.append(
+            {
+                "model": name,
+                "random_init": random_init,
+                "spans": len(features.labels),
+                "dropped": features.dropped,
+                "runs": runs,
+                "summary": mean_and_std(runs),
+            }
+        )
+    record = {
+        "labels": labels,
+        "pooling": pooling,
+        "seeds": list(seeds),
+        "settings": asdict(settings),
+        "models": models,
+    }
+    markdown = layers_markdown(record)
+    with atomic_directory(
+        out, kind=KIND, overwrite=overwrite, option="--overwrite", legacy=False
+    ) as tmp:
+        (tmp / "layers.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        plot_layers(record, tmp / "layers.png")
+        (tmp / "layers.md").write_text(markdown, encoding="utf-8")
+    return {**record, "output": str(out), "markdown": markdown}
