@@ -1,8 +1,11 @@
 """The ``analyze`` Prefect flow: ``ptm analyze``'s probes as a flow run, with the report
-published as a markdown artifact (key ``lama-report``) and the chart embedded in it.
+published as a markdown artifact (key ``lama-report``, ``layer-probes-report`` for
+``probe="layers"``) and the chart embedded in it.
 
     from flows.analyze_flow import analyze
     analyze("runs/ernie/final", kg="kg/", output="analysis/ernie", compare="runs/no-kg/final")
+    analyze("hf_bert/", probe="layers", conll="tags.conll", column=1, output="analysis/pos",
+            compare="random-init", seeds=(0, 1, 2))
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ from flows.artifacts import embedded_image, publish_markdown
 
 @flow(name="analyze", log_prints=True)
 def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
-    """Run ``probe`` (``lama``) on ``model`` with :func:`flows.analyze.lama`'s settings."""
+    """Run ``probe`` (``lama``, or ``layers`` with :func:`flows.analyze_layers.layers`'s
+    settings) on ``model`` with :func:`flows.analyze.lama`'s settings."""
+    if probe == "layers":
+        return _layers(model, **settings)
     if probe != "lama":
-        raise ValueError(f"probe {probe!r} is not known; use lama")
+        raise ValueError(f"probe {probe!r} is not known; use lama or layers")
     result = lama(model, **settings)
     chart = Path(result["output"]) / "lama_relations.png"
     markdown = result["markdown"].replace(
@@ -29,4 +35,19 @@ def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
     publish_markdown("lama-report", markdown, f"LAMA probe of {model}")
     overall = result["summary"]["overall"]
     print(f"LAMA: P@1 {overall['p@1']:.3f}, P@10 {overall['p@10']:.3f}, MRR {overall['mrr']:.3f}")
+    return result
+
+
+def _layers(model: str, **settings: Any) -> dict[str, Any]:
+    from flows.analyze_layers import layers
+
+    result = layers(model, **settings)
+    chart = Path(result["output"]) / "layers.png"
+    markdown = result["markdown"].replace(
+        "![Accuracy per layer](layers.png)",
+        embedded_image(chart, "Accuracy per layer") + f"\n\n(chart: `{chart}`)",
+    )
+    publish_markdown("layer-probes-report", markdown, f"Layer probes of {model}")
+    mix = result["models"][0]["summary"]["mix"]
+    print(f"layer probes: scalar mix accuracy {mix['accuracy']['mean']:.3f}")
     return result

@@ -41,6 +41,9 @@ class ProbeSettings:
         eval_every: steps between two dev evaluations (the best one is kept).
         dev_share: share of the texts held out for early stopping.
         test_share: share of the texts held out for the reported accuracy.
+        threads: torch threads while the probes train (restored after). A probe step is a
+            few small matrix products, which more threads only slow down on a busy
+            machine: 618 spans x 4 layers took 25 s on 2 threads and 0.9 s on 1 here.
     """
 
     steps: int = 300
@@ -49,10 +52,14 @@ class ProbeSettings:
     eval_every: int = 10
     dev_share: float = 0.1
     test_share: float = 0.2
+    threads: int = 1
 
     def __post_init__(self) -> None:
-        if self.steps < 1 or self.eval_every < 1:
-            raise ValueError(f"steps ({self.steps}) and eval_every must be >= 1")
+        if min(self.steps, self.eval_every, self.threads) < 1:
+            raise ValueError(
+                f"steps ({self.steps}), eval_every ({self.eval_every}) and threads "
+                f"({self.threads}) must be >= 1"
+            )
         if min(self.dev_share, self.test_share) <= 0 or self.dev_share + self.test_share >= 1:
             raise ValueError(
                 f"dev_share {self.dev_share} and test_share {self.test_share} must be > 0 and "
@@ -165,6 +172,15 @@ def probe_layers(
         Accuracies are on the test split.
     """
     settings = settings or ProbeSettings()
+    before = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        return _probe_layers(data, seed, settings)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _probe_layers(data: SpanFeatures, seed: int, settings: ProbeSettings) -> dict[str, Any]:
     masks = split_texts(data.groups, settings, seed)
     names = sorted(set(data.labels))
     index = {n: i for i, n in enumerate(names)}
