@@ -243,7 +243,7 @@ def mean_and_std(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         {"layer": i, **{k: stats([run["layers"][i][k] for run in runs]) for k in keys}}
         for i in range(len(runs[0]["layers"]))
     ]
-    mix = {k: stats([run["mix"][k] for run in runs]) for k in keys}
+    mix: dict[str, Any] = {k: stats([run["mix"][k] for run in runs]) for k in keys}
     reps = len(runs[0]["mix"]["weights"])
     mix["weights"] = [stats([run["mix"]["weights"][r] for run in runs]) for r in range(reps)]
     return {"seeds": len(runs), "layers": layers, "mix": mix}
