@@ -173,10 +173,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.label == DEFAULT_LABEL:
         shutil.copyfile(WORK / args.label / "layers.png", CHART)
     command = "python -m benchmarks.layer_probes " + " ".join(args.argv)
+    if args.gain:
+        name = f"ptm bert_tiny_gain final/ ({args.gain_steps} steps)"
+    else:
+        name = "all-MiniLM-L6-v2" if args.model is None else model
     return {
         "command": command.strip(),
         "seconds": seconds,
         "model": model,
+        "name": name,
         "data": data,
         "markdown": result["markdown"],
         "models": [
@@ -209,7 +214,8 @@ def _gain_task(args: argparse.Namespace) -> tuple[str, Path, dict[str, Any]]:
 def _task_line(data: dict[str, Any]) -> str:
     if "task" in data:
         pre = data["pretraining"]
-        metrics = ", ".join(f"{k} {v:.3f}" for k, v in pre["last_metrics"].items())
+        shown = ("mlm/loss", "mlm/accuracy", "nsp/accuracy")
+        metrics = ", ".join(f"{k} {pre['last_metrics'][k]:.3f}" for k in shown)
         return (
             f"Task: {data['task']}, {data['sentences']} sentences; the nonce names' kind is "
             f"told only by the pre-training corpus. Pre-training: `ptm pretrain "
@@ -236,13 +242,13 @@ def write(sections: dict[str, Any]) -> None:
     ]
     for label, section in sections.items():
         body = section["markdown"].split("\n", 2)[2]
-        body = body.split("\n![")[0]
+        body = body.split("\n![")[0].replace(section["model"], section["name"])
         data = section["data"]
         lines += [
             f"## {label}",
             "",
             f"`nice -n 15 {section['command']}` ({section['seconds']:.0f} s on 2 shared CPU "
-            f"cores). Model `{section['model']}`.",
+            f"cores). Model `{section['name']}`.",
             _task_line(data),
             "",
             body.replace("\n## ", "\n### "),
