@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fixtures import BENCH_DIR
+from benchmarks.fixtures import BENCH_DIR, ROOT
 
 RESULTS = Path(__file__).parent / "results"
 WORK = BENCH_DIR / "layer-probes"
@@ -148,8 +148,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from ptm_core.analysis.layer_probes import ProbeSettings
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
 
+    test_conll = None
     if args.gain:
-        model, conll, data = _gain_task(args)
+        model, conll, test_conll, data = _gain_task(args)
         column = -1
     else:
         model = args.model or str(minilm_folder())
@@ -163,6 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         model,
         WORK / args.label,
         conll=conll,
+        test_conll=test_conll,
         column=column,
         compare=RANDOM_INIT,
         seeds=tuple(args.seeds),
@@ -191,24 +193,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _gain_task(args: argparse.Namespace) -> tuple[str, Path, dict[str, Any]]:
-    """The tiny BERT pre-trained on the gain suite's corpus, and the suite's NER sentences."""
+def _gain_task(args: argparse.Namespace) -> tuple[str, Path, Path, dict[str, Any]]:
+    """The tiny BERT pre-trained on the gain suite's corpus, and the suite's NER files: its
+    dev sentences (names never in its train sentences) are the probes' test split."""
     from benchmarks.finetune_gain import GAIN_DIR, pretrain_gain
 
     final, record = pretrain_gain(args.gain_steps, threads=1)
-    conll = WORK / "gain-ner.conll"
-    parts = [
-        (GAIN_DIR / name).read_text(encoding="utf-8") for name in ("ner_train.txt", "ner_dev.txt")
-    ]
-    conll.parent.mkdir(parents=True, exist_ok=True)
-    conll.write_text("\n\n".join(part.strip("\n") for part in parts) + "\n", encoding="utf-8")
-    sentences = sum(p.count("\n\n") for p in parts)
     data = {
-        "task": "gain NER (data_specs/gain_tasks/ner_{train,dev}.txt, tags O/B-PER/B-LOC)",
-        "sentences": sentences,
+        "task": "gain NER (train and dev: data_specs/gain_tasks/ner_train.txt; test: "
+        "ner_dev.txt, whose names never occur in ner_train.txt; tags O/B-PER/B-LOC)",
         "pretraining": {k: record[k] for k in ("steps", "wall_s", "last_metrics", "corpus")},
     }
-    return str(final), conll, data
+    return str(final), GAIN_DIR / "ner_train.txt", GAIN_DIR / "ner_dev.txt", data
 
 
 def _task_line(data: dict[str, Any]) -> str:
@@ -217,8 +213,8 @@ def _task_line(data: dict[str, Any]) -> str:
         shown = ("mlm/loss", "mlm/accuracy", "nsp/accuracy")
         metrics = ", ".join(f"{k} {pre['last_metrics'][k]:.3f}" for k in shown)
         return (
-            f"Task: {data['task']}, {data['sentences']} sentences; the nonce names' kind is "
-            f"told only by the pre-training corpus. Pre-training: `ptm pretrain "
+            f"Task: {data['task']}; the nonce names' kind is told only by the pre-training "
+            f"corpus. Pre-training: `ptm pretrain "
             f"experiment=bert_tiny_gain` on the generated gain corpus, {pre['steps']} steps "
             f"({pre['wall_s']:.0f} s; last {metrics})."
         )
@@ -243,6 +239,7 @@ def write(sections: dict[str, Any]) -> None:
     for label, section in sections.items():
         body = section["markdown"].split("\n", 2)[2]
         body = body.split("\n![")[0].replace(section["model"], section["name"])
+        body = body.replace(f"{ROOT}/", "")
         data = section["data"]
         lines += [
             f"## {label}",

@@ -72,15 +72,25 @@ def load_layer_encoder(
 
 
 def _label_texts(
-    conll: str | Path | None, column: int, kg: str | Path | None, text: str | Path | None
+    conll: str | Path | None,
+    column: int,
+    kg: str | Path | None,
+    text: str | Path | None,
+    test_conll: str | Path | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
     if (conll is None) == (kg is None):
         raise ValueError("give the labels: --conll FILE (word tags) or --kg DIR --text FILE")
+    if test_conll is not None and conll is None:
+        raise ValueError("--test-conll goes with --conll (the train and dev sentences)")
     if conll is not None:
         from ptm_core.analysis.probe_labels import conll_texts
 
         texts = conll_texts(conll, column)
-        return texts, {"kind": "conll", "file": str(conll), "column": column}
+        info: dict[str, Any] = {"kind": "conll", "file": str(conll), "column": column}
+        if test_conll is not None:
+            info.update(test_file=str(test_conll), test_from=len(texts))
+            texts += conll_texts(test_conll, column)
+        return texts, info
     if text is None:
         raise ValueError("--kg needs --text FILE: the text whose KG mentions are probed")
     from ptm_knowledge.probing.entity_types import entity_type_texts
@@ -95,6 +105,7 @@ def layers(
     *,
     conll: str | Path | None = None,
     column: int = -1,
+    test_conll: str | Path | None = None,
     kg: str | Path | None = None,
     text: str | Path | None = None,
     compare: str | Path | None = None,
@@ -111,6 +122,8 @@ def layers(
         output: the folder to write (``overwrite`` replaces an earlier analysis only).
         conll: a CoNLL file; ``column`` is the label's column (1 = the second, -1 = last).
         column: see ``conll``.
+        test_conll: a CoNLL file whose sentences are the test split (the ``conll`` file's
+            are then split into train and dev only).
         kg: a KG folder with entity types; ``text`` is the text its mentions are found in.
         text: see ``kg``.
         compare: a second model folder, or ``"random-init"`` for ``model``'s architecture
@@ -134,7 +147,7 @@ def layers(
     if not seeds:
         raise ValueError("give at least one seed (--seeds 0,1,2)")
     settings = settings or ProbeSettings()
-    texts, labels = _label_texts(conll, column, kg, text)
+    texts, labels = _label_texts(conll, column, kg, text, test_conll)
     arms: list[tuple[str, str | Path, bool]] = [(str(model), model, False)]
     if compare is not None:
         if str(compare) == RANDOM_INIT:
@@ -159,7 +172,10 @@ def layers(
                     batch_size=batch_size,
                 )
             logger.info("%s, seed %d: %d spans", name, seed, len(features.labels))
-            runs.append({"seed": seed, **probe_layers(features, seed=seed, settings=settings)})
+            probed = probe_layers(
+                features, seed=seed, settings=settings, test_from=labels.get("test_from")
+            )
+            runs.append({"seed": seed, **probed})
         assert features is not None
         models.append(
             {

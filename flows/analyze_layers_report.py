@@ -25,7 +25,8 @@ def _cell(stats: Mapping[str, float], seeds: int) -> str:
 
 def _source(labels: Mapping[str, Any]) -> str:
     if labels["kind"] == "conll":
-        return f"column {labels['column']} of `{labels['file']}` (one label per word)"
+        test = f", test sentences from `{labels['test_file']}`" if "test_file" in labels else ""
+        return f"column {labels['column']} of `{labels['file']}` (one label per word){test}"
     return (
         f"types of `{labels['kg']}`'s entities linked in `{labels['text']}` "
         f"({labels['mentions']} mentions in {labels['texts']} texts; "
@@ -37,6 +38,7 @@ def layers_markdown(record: Mapping[str, Any]) -> str:
     """The report of :func:`flows.analyze_layers.layers`'s record."""
     first = record["models"][0]
     run = first["runs"][0]
+    unseen = run["unseen"]
     seeds = len(record["seeds"])
     counts = sorted(run["labels"].items(), key=lambda item: -item[1])
     shown = ", ".join(f"{name} {n}" for name, n in counts[:SHOWN_LABELS])
@@ -49,7 +51,8 @@ def layers_markdown(record: Mapping[str, Any]) -> str:
         f"({shown}{more}). Spans pooled by their {record['pooling']} piece"
         + ("s" if record["pooling"] == "mean" else "")
         + f". Texts split {run['split']['train']}/{run['split']['dev']}/{run['split']['test']} "
-        f"spans (train/dev/test, seeded; a text's spans stay together); accuracy is on the "
+        f"spans (train/dev/test, seeded; a text's spans stay together; {unseen:.0%} of the "
+        f"test spans are of word types not in train); accuracy is on the "
         f"test split, the probe kept at its best dev step ({settings['steps']} full-batch "
         f"Adam steps, lr {settings['learning_rate']}, weight decay {settings['weight_decay']}). "
         f"The train split's most frequent label scores {run['majority']:.3f}.",
@@ -110,7 +113,9 @@ def plot_layers(record: Mapping[str, Any], path: str | Path) -> Path:
     for colour, entry in zip(colours, record["models"], strict=False):
         layers = entry["summary"]["layers"]
         x = [layer["layer"] for layer in layers]
-        name = Path(entry["model"]).name if not entry["random_init"] else "random init"
+        folder = Path(entry["model"].removesuffix(" (random init)"))
+        name = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+        name += " (random init)" if entry["random_init"] else ""
         for key, style, label in (
             ("accuracy", "-o", "task"),
             ("control_accuracy", "--s", "control"),

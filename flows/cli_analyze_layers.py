@@ -40,6 +40,11 @@ def add_probe_parser(probes: Any) -> None:
         default=-1,
         help="the label's column, 0-based from the word (1 = POS in CoNLL-2003; -1 = last)",
     )
+    source.add_argument(
+        "--test-conll",
+        default=None,
+        help="with --conll: a CoNLL file that is the test split (--conll: train and dev)",
+    )
     source.add_argument("--kg", default=None, help="KG folder whose entities.tsv has types")
     source.add_argument("--text", default=None, help="with --kg: text file, one text a line")
     layers.add_argument("--output", required=True, help="folder for layers.md/json/png")
@@ -73,6 +78,7 @@ def run_probe(args: argparse.Namespace) -> int:
             args.output,
             conll=args.conll,
             column=args.column,
+            test_conll=args.test_conll,
             kg=args.kg,
             text=args.text,
             compare=args.compare,

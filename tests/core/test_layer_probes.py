@@ -19,6 +19,7 @@ from ptm_core.analysis.layer_probes import (
     control_labels,
     mean_and_std,
     probe_layers,
+    split_texts,
 )
 from ptm_core.analysis.probe_labels import conll_texts
 from ptm_core.data.errors import DataError
@@ -142,3 +143,16 @@ def test_mean_pooling_and_truncated_spans_are_counted() -> None:
     assert mean.features.shape[0] == 4
     with pytest.raises(ValueError, match="pooling 'last' is not known"):
         span_features(ContextEncoder(), _backend(), texts, pad_id=0, pooling="last")  # type: ignore[arg-type]
+
+
+def test_a_test_file_is_the_test_split_and_the_rest_is_train_and_dev() -> None:
+    groups = torch.arange(40).repeat_interleave(3)  # 40 texts of 3 spans
+    masks = split_texts(groups, ProbeSettings(), seed=1, test_from=30)
+    assert torch.equal(masks["test"], groups >= 30)
+    assert not (masks["train"] & masks["dev"]).any()
+    assert torch.equal(masks["train"] | masks["dev"], groups < 30)
+    assert int(masks["dev"].sum()) == 3 * 3  # 10 % of the 30 other texts
+    plain = split_texts(groups, ProbeSettings(), seed=1)
+    assert [int(plain[k].sum()) // 3 for k in ("train", "dev", "test")] == [28, 4, 8]
+    with pytest.raises(ValueError, match="texts for train, dev and test"):
+        split_texts(groups, ProbeSettings(), seed=1, test_from=40)

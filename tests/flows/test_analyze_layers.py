@@ -166,6 +166,9 @@ def test_bad_input_is_one_line(
     assert err.startswith(f"ptm: {conll}:3: ") and "--column" in err and "\n" not in err
     assert main([*base, "--conll", str(tmp_path / "missing.conll")]) == 1
     assert "missing.conll" in capsys.readouterr().err
+    text = ["--text", str(CORPUS), "--test-conll", str(conll)]
+    assert main([*base, "--kg", str(REPO / "data_specs/knowledge_graph/sample"), *text]) == 1
+    assert "--test-conll goes with --conll" in capsys.readouterr().err
 
 
 @pytest.mark.usefixtures("prefect_harness")

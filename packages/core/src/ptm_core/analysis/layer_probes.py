@@ -67,20 +67,37 @@ class ProbeSettings:
             )
 
 
-def split_texts(groups: Tensor, settings: ProbeSettings, seed: int) -> dict[str, Tensor]:
+def split_texts(
+    groups: Tensor, settings: ProbeSettings, seed: int, *, test_from: int | None = None
+) -> dict[str, Tensor]:
     """Boolean unit masks ``train``/``dev``/``test`` from a seeded split of the texts.
 
+    Args:
+        groups: ``(N,)`` each unit's text index.
+        settings: the dev and test shares.
+        seed: the permutation's seed.
+        test_from: texts from this index on are the test split (a separate test file);
+            the others are split into train and ``dev_share`` of them for dev.
+
     Raises:
-        ValueError: fewer than 3 texts, so a split has none.
+        ValueError: too few texts for a split to have one.
     """
     texts = torch.unique(groups)
-    if len(texts) < 3:
-        raise ValueError(f"{len(texts)} texts with labelled spans; the probes need 3 or more")
-    order = texts[torch.randperm(len(texts), generator=torch.Generator().manual_seed(seed))]
-    n_dev = max(1, round(settings.dev_share * len(texts)))
-    n_test = max(1, round(settings.test_share * len(texts)))
-    parts = {"dev": order[:n_dev], "test": order[n_dev : n_dev + n_test]}
-    parts["train"] = order[n_dev + n_test :]
+    fixed = None if test_from is None else texts[texts >= test_from]
+    rest = texts if fixed is None else texts[texts < test_from]
+    if len(rest) < (3 if fixed is None else 2) or (fixed is not None and not len(fixed)):
+        raise ValueError(
+            f"{len(texts)} texts with labelled spans ({0 if fixed is None else len(fixed)} "
+            "for test); the probes need 3 or more, and texts for train, dev and test"
+        )
+    order = rest[torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed))]
+    n_dev = max(1, round(settings.dev_share * len(texts if fixed is None else rest)))
+    if fixed is None:
+        n_test = max(1, round(settings.test_share * len(texts)))
+        parts = {"dev": order[:n_dev], "test": order[n_dev : n_dev + n_test]}
+        parts["train"] = order[n_dev + n_test :]
+    else:
+        parts = {"dev": order[:n_dev], "test": fixed, "train": order[n_dev:]}
     return {name: torch.isin(groups, part) for name, part in parts.items()}
 
 
@@ -155,6 +172,7 @@ def probe_layers(
     *,
     seed: int = 0,
     settings: ProbeSettings | None = None,
+    test_from: int | None = None,
 ) -> dict[str, Any]:
     """Task and control probes on every representation, and the scalar-mix probes.
 
@@ -162,26 +180,30 @@ def probe_layers(
         data: pooled span features (:func:`~ptm_core.analysis.layer_features.span_features`).
         seed: the split's, the control labels' and the probes' initialisation seed.
         settings: how probes train.
+        test_from: texts from this index on are the test split (:func:`split_texts`).
 
     Returns:
         ``{"layers": [{"layer", "accuracy", "control_accuracy", "selectivity", "dev",
         "control_dev", "train", "control_train"}, ...], "mix": {"accuracy",
         "control_accuracy", "selectivity", "weights", "control_weights", "gamma"},
         "split": {"train", "dev", "test"} (units), "labels": {name: count},
-        "majority": test accuracy of the train split's most frequent label}``.
+        "majority": test accuracy of the train split's most frequent label,
+        "unseen": share of the test spans whose word type is not in the train split}``.
         Accuracies are on the test split.
     """
     settings = settings or ProbeSettings()
     before = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
     try:
-        return _probe_layers(data, seed, settings)
+        return _probe_layers(data, seed, settings, test_from)
     finally:
         torch.set_num_threads(before)
 
 
-def _probe_layers(data: SpanFeatures, seed: int, settings: ProbeSettings) -> dict[str, Any]:
-    masks = split_texts(data.groups, settings, seed)
+def _probe_layers(
+    data: SpanFeatures, seed: int, settings: ProbeSettings, test_from: int | None
+) -> dict[str, Any]:
+    masks = split_texts(data.groups, settings, seed, test_from=test_from)
     names = sorted(set(data.labels))
     index = {n: i for i, n in enumerate(names)}
     task = torch.tensor([index[label] for label in data.labels])
@@ -221,12 +243,15 @@ def _probe_layers(data: SpanFeatures, seed: int, settings: ProbeSettings) -> dic
             mix.update(control_accuracy=score["test"], control_weights=weights)
     mix["selectivity"] = mix["accuracy"] - mix["control_accuracy"]
     majority = Counter(task[masks["train"]].tolist()).most_common(1)[0][0]
+    seen = {t for t, m in zip(data.types, masks["train"].tolist(), strict=True) if m}
+    test_types = [t for t, m in zip(data.types, masks["test"].tolist(), strict=True) if m]
     return {
         "layers": layers,
         "mix": mix,
         "split": {name: int(m.sum()) for name, m in masks.items()},
         "labels": dict(sorted(Counter(data.labels).items())),
         "majority": float((task[masks["test"]] == majority).float().mean()),
+        "unseen": sum(t not in seen for t in test_types) / len(test_types),
     }
 
 
