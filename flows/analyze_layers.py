@@ -24,8 +24,6 @@ logger = logging.getLogger(__name__)
 
 #: The ``compare`` value that probes the model's own architecture at random init.
 RANDOM_INIT = "random-init"
-#: ``ptm_model`` kinds whose folders load through their family, not as a text encoder.
-_ERNIE_THU = "ernie_thu"
 
 
 def load_layer_encoder(
@@ -49,11 +47,12 @@ def load_layer_encoder(
     from ptm_core.checkpoints.encoder import load_encoder
     from ptm_core.encoders.factory import encoder_from_config
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+    from ptm_knowledge.probing.models import ERNIE_THU
 
     directory = Path(folder)
     kind = read_json_object(directory / "config.json").get("ptm_model")
     encoder: torch.nn.Module
-    if kind == _ERNIE_THU:
+    if kind == ERNIE_THU:
         from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 
         if random_init_seed is not None:

@@ -189,3 +189,29 @@ def test_the_flow_publishes_the_report(hf_folder: Path, conll: Path, tmp_path: P
 
     markdown = asyncio.run(latest())["layer-probes-report"]
     assert "data:image/png;base64," in markdown and str(out / "layers.png") in markdown
+
+
+def test_an_ernie_thu_folder_is_probed_through_its_knowledge_layers(
+    conll: Path, tmp_path: Path
+) -> None:
+    from flows.analyze_layers import layers, load_layer_encoder
+    from ptm_core.analysis.layer_probes import ProbeSettings
+    from ptm_core.tokenization import WordPieceTokenizer
+    from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
+
+    tokenizer = WordPieceTokenizer.from_vocab(REPO / "data_specs/text_corpus/sample-vocab.txt")
+    torch.manual_seed(0)
+    text = bert_encoder(vocab_size=tokenizer.vocab_size, hidden_size=24, num_layers=3, num_heads=2)
+    thu = KnowledgeableEncoder.from_text_encoder(text, torch.randn(6, 8), 1, entity_heads=2)
+    folder = thu.save_pretrained(
+        tmp_path / "thu", entity_ids=[f"e{i}" for i in range(6)], extra_writers=[tokenizer.save]
+    )
+    encoder, _, _ = load_layer_encoder(folder)
+    assert isinstance(encoder, KnowledgeableEncoder)
+    result = layers(
+        folder, tmp_path / "out", conll=conll, column=1, settings=ProbeSettings(steps=20)
+    )
+    # embeddings + 2 T-Encoder layers + 1 knowledgeable (aggregator) layer
+    assert len(result["models"][0]["summary"]["layers"]) == 4
+    with pytest.raises(ValueError, match="ERNIE-THU folder has no random-init baseline"):
+        load_layer_encoder(folder, random_init_seed=0)
