@@ -98,6 +98,23 @@ def _label_texts(
     return texts, {"kind": "kg", "kg": str(kg), "text": str(text), **info}
 
 
+def _sample(texts: list[Any], labels: dict[str, Any], limit: int) -> tuple[list[Any], dict]:
+    """At most ``limit`` texts of each part (train file, test file), a seeded sample in order."""
+    import random
+
+    if limit < 1:
+        raise ValueError(f"--max-texts is {limit}; give 1 or more")
+    cut = labels.get("test_from", len(texts))
+    kept = []
+    for part in (range(cut), range(cut, len(texts))):
+        chosen = part if len(part) <= limit else random.Random(0).sample(part, limit)
+        kept.append(sorted(chosen))
+    if "test_from" in labels:
+        labels = {**labels, "test_from": len(kept[0])}
+    labels = {**labels, "texts_total": len(texts), "max_texts": limit}
+    return [texts[i] for i in kept[0] + kept[1]], labels
+
+
 def layers(
     model: str | Path,
     output: str | Path,
@@ -112,6 +129,7 @@ def layers(
     seeds: tuple[int, ...] = (0,),
     settings: Any = None,
     batch_size: int = 32,
+    max_texts: int | None = None,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Layer probes of ``model`` (and ``compare``) on the labels of ``conll`` or ``kg``.
@@ -131,6 +149,9 @@ def layers(
         seeds: one probe run per seed (split, control labels, probe init, random init).
         settings: a :class:`~ptm_core.analysis.layer_probes.ProbeSettings`.
         batch_size: texts per forward pass.
+        max_texts: probe a seeded sample of at most this many texts (of each file with
+            ``test_conll``): the features of every span at every layer are held in memory
+            (spans x (layers + 1) x hidden x 4 bytes, twice for the scalar mix).
         overwrite: replace an earlier ``ptm analyze`` output at ``output``.
 
     Returns:
@@ -147,6 +168,8 @@ def layers(
         raise ValueError("give at least one seed (--seeds 0,1,2)")
     settings = settings or ProbeSettings()
     texts, labels = _label_texts(conll, column, kg, text, test_conll)
+    if max_texts is not None:
+        texts, labels = _sample(texts, labels, max_texts)
     arms: list[tuple[str, str | Path, bool]] = [(str(model), model, False)]
     if compare is not None:
         if str(compare) == RANDOM_INIT:

@@ -24,13 +24,19 @@ def _cell(stats: Mapping[str, float], seeds: int) -> str:
 
 
 def _source(labels: Mapping[str, Any]) -> str:
+    sample = (
+        f" (a seeded sample of at most {labels['max_texts']} texts per file, of "
+        f"{labels['texts_total']})"
+        if "max_texts" in labels
+        else ""
+    )
     if labels["kind"] == "conll":
         test = f", test sentences from `{labels['test_file']}`" if "test_file" in labels else ""
-        return f"column {labels['column']} of `{labels['file']}` (one label per word){test}"
+        return f"column {labels['column']} of `{labels['file']}` (one label per word){test}{sample}"
     return (
         f"types of `{labels['kg']}`'s entities linked in `{labels['text']}` "
         f"({labels['mentions']} mentions in {labels['texts']} texts; "
-        f"{labels['untyped_mentions']} mentions of untyped entities left out)"
+        f"{labels['untyped_mentions']} mentions of untyped entities left out){sample}"
     )
 
 

@@ -60,6 +60,12 @@ def add_probe_parser(probes: Any) -> None:
     layers.add_argument("--weight-decay", type=float, default=0.0)
     layers.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
     layers.add_argument(
+        "--max-texts",
+        type=int,
+        default=None,
+        help="a seeded sample of at most N texts (each file): features are held in memory",
+    )
+    layers.add_argument(
         "--overwrite", action="store_true", help="replace an earlier ptm analysis at --output"
     )
 
@@ -86,6 +92,7 @@ def run_probe(args: argparse.Namespace) -> int:
             seeds=args.seeds,
             settings=settings,
             batch_size=args.batch_size,
+            max_texts=args.max_texts,
             overwrite=args.overwrite,
         )
     except (OSError, ValueError) as exc:

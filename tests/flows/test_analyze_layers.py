@@ -130,9 +130,12 @@ def test_ptm_final_with_mean_pooling_and_kg_types(
 ) -> None:
     out = tmp_path / "mean"
     argv = ["analyze", str(ptm_final), "layers", "--conll", str(conll), "--column", "1"]
-    assert main([*argv, "--pooling", "mean", "--steps", "30", "--output", str(out)]) == 0
+    extra = ["--pooling", "mean", "--steps", "30", "--max-texts", "40", "--output", str(out)]
+    assert main([*argv, *extra]) == 0
     record = json.loads((out / "layers.json").read_text())
     assert record["pooling"] == "mean" and len(record["models"][0]["summary"]["layers"]) == 3
+    assert record["labels"]["max_texts"] == 40 and record["labels"]["texts_total"] == 90
+    assert sum(record["models"][0]["runs"][0]["split"].values()) < 40 * 11
     kg = REPO / "data_specs/knowledge_graph/sample"
     types = tmp_path / "types"
     argv = ["analyze", str(ptm_final), "layers", "--kg", str(kg), "--text", str(CORPUS)]
