@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ptm_core.analysis.layer_features import LabeledText
+from ptm_core.progress import track
 
 logger = logging.getLogger(__name__)
 
@@ -77,9 +78,8 @@ def entity_type_texts(
     linker = EntityLinker(graph, **(linker_options or {}))
     out: list[LabeledText] = []
     untyped = 0
-    for (number, line), mentions in zip(
-        lines, linker.link_batch([t for _, t in lines]), strict=True
-    ):
+    linked = zip(lines, linker.link_batch([t for _, t in lines]), strict=True)
+    for (number, line), mentions in track(linked, "link mentions", len(lines), "text"):
         spans, labels = [], []
         for mention in mentions:
             kind = graph[mention.entity_id].type
