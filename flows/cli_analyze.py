@@ -34,7 +34,9 @@ def add_parser(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    analyze.add_argument("model", help="a folder with a masked-LM head (ptm final/ or HF)")
+    analyze.add_argument(
+        "model", help="a model folder (ptm final/ or HF); all probes but layers need an MLM head"
+    )
     probes = analyze.add_subparsers(dest="probe", required=True, metavar="PROBE")
     lama = probes.add_parser("lama", help="LAMA cloze statements from a KG's triples")
     lama.add_argument("--kg", required=True, help="KG folder (entities.tsv, triples.tsv)")

@@ -53,11 +53,16 @@ def add_probe_parser(probes: Any) -> None:
         default=None,
         help="a second model folder, or 'random-init' (this architecture, re-initialised)",
     )
-    layers.add_argument("--pooling", choices=("first", "mean"), default="first")
+    layers.add_argument(
+        "--pooling",
+        choices=("first", "mean"),
+        default="first",
+        help="a span's vector: its first word piece, or the mean of its pieces",
+    )
     layers.add_argument("--seeds", type=_seeds, default=(0,), help="comma-separated (0,1,2)")
     layers.add_argument("--steps", type=int, default=300, help="probe training steps")
     layers.add_argument("--lr", type=float, default=0.01, help="probe learning rate")
-    layers.add_argument("--weight-decay", type=float, default=0.0)
+    layers.add_argument("--weight-decay", type=float, default=0.0, help="L2 on the probes")
     layers.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
     layers.add_argument(
         "--max-texts",
