@@ -98,6 +98,17 @@ def _label_texts(
     return texts, {"kind": "kg", "kg": str(kg), "text": str(text), **info}
 
 
+def _device(name: str) -> torch.device:
+    from ptm_core.training.trainer import resolve_device
+
+    try:
+        return resolve_device(name)
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(
+            f"--device {name!r}: {exc}".replace("trainer.device=", "--device ")
+        ) from None
+
+
 def _sample(texts: list[Any], labels: dict[str, Any], limit: int) -> tuple[list[Any], dict]:
     """At most ``limit`` texts of each part (train file, test file), a seeded sample in order."""
     import random
@@ -130,6 +141,7 @@ def layers(
     settings: Any = None,
     batch_size: int = 32,
     max_texts: int | None = None,
+    device: str = "auto",
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Layer probes of ``model`` (and ``compare``) on the labels of ``conll`` or ``kg``.
@@ -152,6 +164,8 @@ def layers(
         max_texts: probe a seeded sample of at most this many texts (of each file with
             ``test_conll``): the features of every span at every layer are held in memory
             (spans x (layers + 1) x hidden x 4 bytes, twice for the scalar mix).
+        device: where the model runs: ``auto`` (CUDA when present), ``cpu``, ``cuda[:N]``;
+            the probes are small and train on the CPU.
         overwrite: replace an earlier ``ptm analyze`` output at ``output``.
 
     Returns:
@@ -167,6 +181,7 @@ def layers(
     if not seeds:
         raise ValueError("give at least one seed (--seeds 0,1,2)")
     settings = settings or ProbeSettings()
+    where = _device(device)
     texts, labels = _label_texts(conll, column, kg, text, test_conll)
     if max_texts is not None:
         texts, labels = _sample(texts, labels, max_texts)
@@ -192,6 +207,7 @@ def layers(
                     pad_id=pad_id,
                     pooling=pooling,  # type: ignore[arg-type]
                     batch_size=batch_size,
+                    device=where,
                 )
             logger.info("%s, seed %d: %d spans", name, seed, len(features.labels))
             probed = probe_layers(

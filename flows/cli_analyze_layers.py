@@ -64,6 +64,7 @@ def add_probe_parser(probes: Any) -> None:
     layers.add_argument("--lr", type=float, default=0.01, help="probe learning rate")
     layers.add_argument("--weight-decay", type=float, default=0.0, help="L2 on the probes")
     layers.add_argument("--batch-size", type=int, default=32, help="texts per forward pass")
+    layers.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda[:N]")
     layers.add_argument(
         "--max-texts",
         type=int,
@@ -98,6 +99,7 @@ def run_probe(args: argparse.Namespace) -> int:
             settings=settings,
             batch_size=args.batch_size,
             max_texts=args.max_texts,
+            device=args.device,
             overwrite=args.overwrite,
         )
     except (OSError, ValueError) as exc:

@@ -169,6 +169,9 @@ def test_bad_input_is_one_line(
     assert err.startswith(f"ptm: {conll}:3: ") and "--column" in err and "\n" not in err
     assert main([*base, "--conll", str(tmp_path / "missing.conll")]) == 1
     assert "missing.conll" in capsys.readouterr().err
+    assert main([*base, "--conll", str(conll), "--device", "cuda:7"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ptm: --device 'cuda:7': ") and err.count("\n") == 1
     text = ["--text", str(CORPUS), "--test-conll", str(conll)]
     assert main([*base, "--kg", str(REPO / "data_specs/knowledge_graph/sample"), *text]) == 1
     assert "--test-conll goes with --conll" in capsys.readouterr().err

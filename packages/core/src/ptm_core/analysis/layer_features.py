@@ -92,6 +92,7 @@ def span_features(
     pooling: Pooling = "first",
     batch_size: int = 32,
     max_length: int | None = None,
+    device: str | torch.device = "cpu",
 ) -> SpanFeatures:
     """Every representation's pooled state of every span of ``texts``.
 
@@ -105,6 +106,7 @@ def span_features(
         batch_size: texts per forward pass.
         max_length: rows are cut to this many tokens (spans past it are dropped and
             counted); default :func:`max_length_of` the encoder.
+        device: where the encoder runs (the features come back to the CPU).
 
     Raises:
         ValueError: an unknown pooling, or no span survived (names why).
@@ -112,7 +114,7 @@ def span_features(
     if pooling not in POOLINGS:
         raise ValueError(f"pooling {pooling!r} is not known; use one of {', '.join(POOLINGS)}")
     limit = max_length if max_length is not None else max_length_of(encoder)
-    encoder.eval()
+    encoder.to(device).eval()
     rows: list[Tensor] = []
     labels: list[str] = []
     types: list[str] = []
@@ -133,13 +135,14 @@ def span_features(
         for i, row in enumerate(ids):
             batch[i, : len(row)] = torch.tensor(row, dtype=torch.long)
             mask[i, : len(row)] = 1
+        batch, mask = batch.to(device), mask.to(device)
         out = encoder(
             batch,
             attention_mask=mask,
             token_type_ids=torch.zeros_like(batch),
             output_hidden_states=True,
         )
-        hidden = torch.stack(list(out.hidden_states), dim=1).float()  # (B, R, L, D)
+        hidden = torch.stack(list(out.hidden_states), dim=1).float().cpu()  # (B, R, L, D)
         for i, item in enumerate(chunk):
             full = len(encoded[i].ids)
             for (start, end), label in zip(item.spans, item.labels, strict=True):
