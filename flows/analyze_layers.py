@@ -13,12 +13,15 @@ import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from flows.analyze import KIND
 from flows.analyze_layers_report import layers_markdown, plot_layers
+
+if TYPE_CHECKING:
+    from ptm_core.analysis.layer_features import Pooling
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +97,9 @@ def _label_texts(
         raise ValueError("--kg needs --text FILE: the text whose KG mentions are probed")
     from ptm_knowledge.probing.entity_types import entity_type_texts
 
-    texts, info = entity_type_texts(kg, text)  # type: ignore[arg-type]
-    return texts, {"kind": "kg", "kg": str(kg), "text": str(text), **info}
+    assert kg is not None  # one of conll and kg is given (checked above)
+    typed, counts = entity_type_texts(kg, text)
+    return typed, {"kind": "kg", "kg": str(kg), "text": str(text), **counts}
 
 
 def _device(name: str) -> torch.device:
@@ -205,7 +209,7 @@ def layers(
                     backend,
                     texts,
                     pad_id=pad_id,
-                    pooling=pooling,  # type: ignore[arg-type]
+                    pooling=cast("Pooling", pooling),
                     batch_size=batch_size,
                     device=where,
                 )
