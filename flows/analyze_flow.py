@@ -1,8 +1,12 @@
 """The ``analyze`` Prefect flow: ``ptm analyze``'s probes as a flow run, with the report
-published as a markdown artifact (key ``lama-report``) and the chart embedded in it.
+published as a markdown artifact (key ``lama-report``; ``attack-report`` for
+``probe="attack"``, ``layer-probes-report`` for ``probe="layers"``) and the chart embedded
+in it.
 
     from flows.analyze_flow import analyze
     analyze("runs/ernie/final", kg="kg/", output="analysis/ernie", compare="runs/no-kg/final")
+    analyze("hf_bert/", probe="layers", conll="tags.conll", column=1, output="analysis/pos",
+            compare="random-init", seeds=(0, 1, 2))
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from flows.artifacts import embedded_image, publish_markdown
 
 @flow(name="analyze", log_prints=True)
 def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
-    """Run ``probe`` (``lama``, ``attack``) on ``model`` with the settings of
-    :func:`flows.analyze.lama` or :func:`flows.analyze_attack.attack`."""
+    """Run ``probe`` on ``model``: ``lama`` with :func:`flows.analyze.lama`'s settings,
+    ``attack`` with :func:`flows.analyze_attack.attack`'s, ``layers`` with
+    :func:`flows.analyze_layers.layers`'s."""
     if probe == "attack":
         return _attack(model, **settings)
+    if probe == "layers":
+        return _layers(model, **settings)
     if probe != "lama":
-        raise ValueError(f"probe {probe!r} is not known; use lama or attack")
+        raise ValueError(f"probe {probe!r} is not known; use lama, attack or layers")
     result = lama(model, **settings)
     chart = Path(result["output"]) / "lama_relations.png"
     markdown = result["markdown"].replace(
@@ -51,4 +58,19 @@ def _attack(model: str, **settings: Any) -> dict[str, Any]:
                 f"attack ({name}, budget {budget}): accuracy {s['clean_accuracy']:.3f} -> "
                 f"{s['attacked_accuracy']:.3f}, success rate {s['success_rate']:.3f}"
             )
+    return result
+
+
+def _layers(model: str, **settings: Any) -> dict[str, Any]:
+    from flows.analyze_layers import layers
+
+    result = layers(model, **settings)
+    chart = Path(result["output"]) / "layers.png"
+    markdown = result["markdown"].replace(
+        "![Accuracy per layer](layers.png)",
+        embedded_image(chart, "Accuracy per layer") + f"\n\n(chart: `{chart}`)",
+    )
+    publish_markdown("layer-probes-report", markdown, f"Layer probes of {model}")
+    mix = result["models"][0]["summary"]["mix"]
+    print(f"layer probes: scalar mix accuracy {mix['accuracy']['mean']:.3f}")
     return result

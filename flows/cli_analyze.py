@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Any
 
-from flows import cli_analyze_attack
+from flows import cli_analyze_attack, cli_analyze_layers
 
 KIND = "analyze"
 
@@ -34,7 +34,9 @@ def add_parser(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    analyze.add_argument("model", help="a folder with a masked-LM head (ptm final/ or HF)")
+    analyze.add_argument(
+        "model", help="a model folder (ptm final/ or HF); all probes but layers need an MLM head"
+    )
     probes = analyze.add_subparsers(dest="probe", required=True, metavar="PROBE")
     lama = probes.add_parser("lama", help="LAMA cloze statements from a KG's triples")
     lama.add_argument("--kg", required=True, help="KG folder (entities.tsv, triples.tsv)")
@@ -84,12 +86,15 @@ def add_parser(commands: Any) -> None:
     pll.add_argument("--sentences", required=True, help="a text file, one sentence per line")
     pll.add_argument("--batch-size", type=int, default=64)
     cli_analyze_attack.add_probe_parser(probes)
+    cli_analyze_layers.add_probe_parser(probes)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the probe; print its table; 1 with one ``ptm:`` line on bad input."""
     if args.probe == "attack":
         return cli_analyze_attack.run_probe(args)
+    if args.probe == cli_analyze_layers.NAME:
+        return cli_analyze_layers.run_probe(args)
     try:
         if args.probe == "minimal-pairs":
             return _minimal_pairs(args)
