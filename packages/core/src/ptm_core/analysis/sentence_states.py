@@ -1,0 +1,150 @@
+"""An encoder and its tokenizer run over sentences, for representation and attention analysis.
+
+Any folder ptm reads as a :class:`~ptm_core.encoders.TransformerEncoder` works: a
+pre-training ``final/`` (BERT, RoBERTa-style, ALBERT, ELECTRA, ERNIE-Baidu; an ERNIE-THU
+folder through its text encoder), a fine-tuned task ``final/`` (its encoder, without the task
+head) and a Hugging Face folder.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.progress import batch_starts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AnalysedEncoder:
+    """An encoder (eval mode) with the tokenizer of its folder.
+
+    Attributes:
+        encoder: the encoder.
+        tokenizer: the folder's tokenizer (``backend``: a Hugging Face ``Tokenizer``;
+            ``vocab_info``: the special ids).
+        source: the folder.
+    """
+
+    encoder: TransformerEncoder
+    tokenizer: object
+    source: str
+
+    @property
+    def special_ids(self) -> dict[str, int]:
+        info = self.tokenizer.vocab_info  # type: ignore[attr-defined]
+        return {"cls": int(info.cls_id), "sep": int(info.sep_id), "pad": int(info.pad_id)}
+
+    def encode(self, sentences: Sequence[str], max_length: int) -> list[list[int]]:
+        """Token ids with the special tokens, cut to ``max_length`` (the last ``[SEP]`` kept)."""
+        config = self.encoder.config
+        table = config.max_positions if config.position_encoding == "absolute" else max_length
+        limit = min(max_length, table)
+        backend = self.tokenizer.backend  # type: ignore[attr-defined]
+        rows = [e.ids for e in backend.encode_batch(list(sentences), add_special_tokens=True)]
+        return [row if len(row) <= limit else row[: limit - 1] + row[-1:] for row in rows]
+
+    def batches(
+        self, rows: Sequence[Sequence[int]], batch_size: int, what: str = "encode"
+    ) -> Iterator[tuple[int, Tensor, Tensor]]:
+        """``(first row, input_ids (B, L), attention_mask (B, L))`` padded batches."""
+        pad = self.special_ids["pad"]
+        for first in batch_starts(len(rows), batch_size, what, "sentence"):
+            chunk = rows[first : first + batch_size]
+            length = max(len(r) for r in chunk)
+            ids = torch.full((len(chunk), length), pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), length), dtype=torch.long)
+            for i, row in enumerate(chunk):
+                ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+                mask[i, : len(row)] = 1
+            yield first, ids, mask
+
+
+def load_analysed_encoder(folder: str | Path) -> AnalysedEncoder:
+    """The encoder and tokenizer of ``folder`` (see the module docstring).
+
+    Raises:
+        CheckpointError / FileNotFoundError / ValueError: an unreadable folder (the message
+            names the file and the fix).
+    """
+    from ptm_core.checkpoints.encoder import load_encoder
+    from ptm_core.compress.final_dir import load_final
+    from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+    from ptm_core.finetune.model import TASK_JSON
+
+    directory = Path(folder)
+    if (directory / TASK_JSON).is_file():
+        encoder = load_final(directory).encoder
+    else:
+        encoder = load_encoder(directory, strict=False)
+    return AnalysedEncoder(encoder.eval(), load_task_tokenizer(directory), str(directory))
+
+
+def read_sentences(path: str | Path, *, limit: int | None = None) -> list[str]:
+    """The non-empty lines of a text file (one sentence per line), at most ``limit``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: no sentence in it.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"{file}: no such file; pass --sentences with one sentence a line")
+    lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
+    sentences = [line for line in lines if line]
+    if not sentences:
+        raise ValueError(f"{file}: no sentence (one sentence per line)")
+    return sentences[:limit] if limit else sentences
+
+
+@dataclass
+class TokenStates:
+    """Every layer's vectors of the real (non-special) tokens of some sentences.
+
+    Attributes:
+        layers: ``num_layers + 1`` matrices ``(N, D)``: the embedding output, then each layer.
+        sentence_of: ``(N,)`` the sentence of each token.
+        token_ids: ``(N,)`` the token ids.
+    """
+
+    layers: list[Tensor]
+    sentence_of: Tensor
+    token_ids: Tensor
+
+
+@torch.no_grad()
+def token_states(
+    model: AnalysedEncoder, rows: Sequence[Sequence[int]], *, batch_size: int = 32
+) -> TokenStates:
+    """Run ``model`` over token id ``rows`` and keep every layer's real-token vectors.
+
+    ``[CLS]``, ``[SEP]`` and padding are left out: their vectors are outliers that would
+    dominate similarity statistics of the words.
+    """
+    special = set(model.special_ids.values())
+    layers: list[list[Tensor]] = []
+    sentence_of: list[Tensor] = []
+    token_ids: list[Tensor] = []
+    for first, ids, mask in model.batches(rows, batch_size, "hidden states"):
+        out = model.encoder(ids, attention_mask=mask, output_hidden_states=True)
+        assert out.hidden_states is not None
+        keep = mask.bool() & ~torch.isin(ids, torch.tensor(sorted(special)))
+        if not layers:
+            layers = [[] for _ in out.hidden_states]
+        for store, hidden in zip(layers, out.hidden_states, strict=True):
+            store.append(hidden[keep].float())
+        rows_of = torch.arange(first, first + ids.shape[0])[:, None].expand_as(ids)
+        sentence_of.append(rows_of[keep])
+        token_ids.append(ids[keep])
+    return TokenStates(
+        layers=[torch.cat(store) for store in layers],
+        sentence_of=torch.cat(sentence_of),
+        token_ids=torch.cat(token_ids),
+    )
