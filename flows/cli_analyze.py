@@ -21,6 +21,9 @@ import argparse
 import sys
 from typing import Any
 
+from flows import cli_analyze_repr
+from flows.analyze_repr import PROBES
+
 KIND = "analyze"
 
 
@@ -81,10 +84,13 @@ def add_parser(commands: Any) -> None:
     pll = probes.add_parser("pll", help="pseudo-log-likelihood of each line of a text file")
     pll.add_argument("--sentences", required=True, help="a text file, one sentence per line")
     pll.add_argument("--batch-size", type=int, default=64)
+    cli_analyze_repr.add_probe_parser(probes)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the probe; print its table; 1 with one ``ptm:`` line on bad input."""
+    if args.probe in PROBES:
+        return cli_analyze_repr.run_probe(args)
     try:
         if args.probe == "minimal-pairs":
             return _minimal_pairs(args)
