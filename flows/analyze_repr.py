@@ -104,7 +104,8 @@ def representations(
         max_sentences: read at most this many sentences.
         max_length: tokens per sentence (longer ones are cut).
         pairs: random cross-sentence token pairs for anisotropy.
-        max_tokens: tokens CKA runs on (a seeded sample when there are more).
+        max_tokens: tokens anisotropy and CKA run on (a seeded sample when there are more;
+            the same tokens for both models).
         batch_size: sentences per forward pass.
         seed: the sampling seed.
         overwrite: replace an earlier ptm analysis at ``output``.
@@ -112,8 +113,6 @@ def representations(
     Returns:
         The record written to ``representations.json``, with ``markdown`` and ``output``.
     """
-    import torch
-
     from ptm_core.analysis.representations import anisotropy, cka_matrix
     from ptm_core.analysis.sentence_states import load_analysed_encoder, token_states
     from ptm_core.atomic import check_output_directory
@@ -134,7 +133,9 @@ def representations(
                 "tokenizer (pre-trained vs fine-tuned, a KG model vs its kg-free baseline)"
             )
         rows = encoded
-        state = token_states(encoder, encoded, batch_size=batch_size)
+        state = token_states(
+            encoder, encoded, batch_size=batch_size, max_tokens=max_tokens, seed=seed
+        )
         result = anisotropy(state.layers, state.sentence_of, pairs=pairs, seed=seed)
         states.append(state)
         runs.append(
@@ -146,14 +147,8 @@ def representations(
             }
         )
         del encoder
-    tokens = states[0].sentence_of.numel()
-    picked = torch.arange(tokens)
-    if tokens > max_tokens:
-        generator = torch.Generator().manual_seed(seed)
-        picked = torch.randperm(tokens, generator=generator)[:max_tokens].sort().values
-    first = [h[picked] for h in states[0].layers]
-    second = first if compare is None else [h[picked] for h in states[-1].layers]
-    matrix = cka_matrix(first, second)
+    tokens = states[0].available
+    matrix = cka_matrix(states[0].layers, states[-1].layers)
     record: dict[str, Any] = {
         "sentences_file": str(sentences),
         "sentences": len(texts),
@@ -164,7 +159,7 @@ def representations(
         "cka": {
             "first": str(model),
             "second": str(compare if compare is not None else model),
-            "tokens": int(picked.numel()),
+            "tokens": int(states[0].sentence_of.numel()),
             "matrix": _rounded(matrix),
         },
         "seed": seed,

@@ -192,8 +192,13 @@ def representations_markdown(record: Mapping[str, Any]) -> str:
         f"# Representations of `{runs[0]['model']}`",
         "",
         f"{record['sentences']} sentences from `{record['sentences_file']}`, "
-        f"{record['tokens']} word-piece tokens ([CLS], [SEP] and padding left out). "
-        f"Anisotropy = mean cosine similarity of {record['pairs']} random pairs of tokens from "
+        f"{record['tokens']} word-piece tokens ([CLS], [SEP] and padding left out)"
+        + (
+            f", of which a seeded sample of {record['cka']['tokens']} is used. "
+            if record["cka"]["tokens"] < record["tokens"]
+            else ". "
+        )
+        + f"Anisotropy = mean cosine similarity of {record['pairs']} random pairs of tokens from "
         "different sentences (Ethayarajh, 2019); near 0 for isotropic vectors, near 1 when "
         "every vector points the same way. Layer 0 is the embedding output.",
         "",
@@ -213,7 +218,7 @@ def representations_markdown(record: Mapping[str, Any]) -> str:
         "",
         f"## Linear CKA: {first} (rows) against {second} (columns)",
         "",
-        f"On {cka['tokens']} tokens (the same tokens for both). CKA is 1 for representations "
+        f"On the same {cka['tokens']} tokens for both. CKA is 1 for representations "
         "equal up to rotation and scale (Kornblith et al., 2019).",
         "",
     ]

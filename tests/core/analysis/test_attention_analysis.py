@@ -88,3 +88,50 @@ def test_xlnet_is_refused() -> None:
 
     with pytest.raises(ValueError, match=r"XLNetEncoder.*no explicit attention path"):
         attention_probabilities(xlnet_tiny(), torch.zeros(1, 2, dtype=torch.long))
+
+
+def test_rotary_local_attention_matches_transformers_modernbert(tmp_path: Path) -> None:
+    """ModernBERT: rotary queries/keys, and a local window of 4 positions to each side on
+    rows longer than it (the window is part of the layer's mask)."""
+    config = transformers.ModernBertConfig(
+        vocab_size=97,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=3,
+        intermediate_size=40,
+        max_position_embeddings=64,
+        local_attention=8,
+        global_attn_every_n_layers=2,
+        global_rope_theta=1000.0,
+        local_rope_theta=77.0,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        cls_token_id=1,
+        sep_token_id=2,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    reference = transformers.ModernBertModel(config)
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter.add_(0.3 * torch.randn(parameter.shape, generator=g))
+    reference.save_pretrained(tmp_path)
+    encoder = load_encoder(tmp_path).eval()
+    ids = torch.randint(3, 97, (2, 21), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    ids = ids.masked_fill(mask == 0, 0)
+    with torch.no_grad():
+        expected = reference.eval()(
+            input_ids=ids, attention_mask=mask, output_attentions=True
+        ).attentions
+    ours = attention_probabilities(encoder, ids, mask)
+    real = mask.bool()
+    for layer, (got, want) in enumerate(zip(ours, expected, strict=True)):
+        diff = (got - want).abs().permute(0, 2, 1, 3)[real]
+        assert diff.max().item() < 1e-5, layer
+    # a local layer (1) gives no mass beyond the window; a global one (0) does
+    assert ours[1][0, :, 10, 15:].abs().max() == 0.0
+    assert ours[0][0, :, 10, 15:].sum() > 0.0

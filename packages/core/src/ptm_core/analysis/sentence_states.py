@@ -112,30 +112,60 @@ class TokenStates:
         layers: ``num_layers + 1`` matrices ``(N, D)``: the embedding output, then each layer.
         sentence_of: ``(N,)`` the sentence of each token.
         token_ids: ``(N,)`` the token ids.
+        available: real tokens in the sentences (``N`` or more when a sample was kept).
     """
 
     layers: list[Tensor]
     sentence_of: Tensor
     token_ids: Tensor
+    available: int
 
 
 @torch.no_grad()
 def token_states(
-    model: AnalysedEncoder, rows: Sequence[Sequence[int]], *, batch_size: int = 32
+    model: AnalysedEncoder,
+    rows: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 32,
+    max_tokens: int | None = None,
+    seed: int = 0,
 ) -> TokenStates:
     """Run ``model`` over token id ``rows`` and keep every layer's real-token vectors.
 
     ``[CLS]``, ``[SEP]`` and padding are left out: their vectors are outliers that would
     dominate similarity statistics of the words.
+
+    Args:
+        model: the encoder and tokenizer.
+        rows: token ids per sentence (with the special tokens).
+        batch_size: sentences per forward pass.
+        max_tokens: keep a seeded sample of this many tokens (the same tokens for every
+            model given the same rows), so memory stays ``max_tokens x layers x D``.
+        seed: the sample's seed.
     """
-    special = set(model.special_ids.values())
+    special = torch.tensor(sorted(set(model.special_ids.values())))
+    chosen = [torch.ones(len(row), dtype=torch.bool) for row in rows]
+    for row, flags in zip(rows, chosen, strict=True):
+        flags &= ~torch.isin(torch.tensor(row, dtype=torch.long), special)
+    total = int(sum(int(flags.sum()) for flags in chosen))
+    if max_tokens is not None and total > max_tokens:
+        picked = torch.zeros(total, dtype=torch.bool)
+        generator = torch.Generator().manual_seed(seed)
+        picked[torch.randperm(total, generator=generator)[:max_tokens]] = True
+        start = 0
+        for flags in chosen:
+            count = int(flags.sum())
+            flags[flags.clone()] = picked[start : start + count]
+            start += count
     layers: list[list[Tensor]] = []
     sentence_of: list[Tensor] = []
     token_ids: list[Tensor] = []
     for first, ids, mask in model.batches(rows, batch_size, "hidden states"):
         out = model.encoder(ids, attention_mask=mask, output_hidden_states=True)
         assert out.hidden_states is not None
-        keep = mask.bool() & ~torch.isin(ids, torch.tensor(sorted(special)))
+        keep = torch.zeros_like(mask, dtype=torch.bool)
+        for i, flags in enumerate(chosen[first : first + ids.shape[0]]):
+            keep[i, : len(flags)] = flags
         if not layers:
             layers = [[] for _ in out.hidden_states]
         for store, hidden in zip(layers, out.hidden_states, strict=True):
@@ -147,4 +177,5 @@ def token_states(
         layers=[torch.cat(store) for store in layers],
         sentence_of=torch.cat(sentence_of),
         token_ids=torch.cat(token_ids),
+        available=total,
     )
