@@ -22,7 +22,6 @@ import sys
 from typing import Any
 
 from flows import cli_analyze_repr
-from flows.analyze_repr import PROBES
 
 KIND = "analyze"
 
@@ -35,7 +34,10 @@ def add_parser(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    analyze.add_argument("model", help="a folder with a masked-LM head (ptm final/ or HF)")
+    analyze.add_argument(
+        "model",
+        help="a model folder, ptm final/ or HF (lama, minimal-pairs, pll: with an MLM head)",
+    )
     probes = analyze.add_subparsers(dest="probe", required=True, metavar="PROBE")
     lama = probes.add_parser("lama", help="LAMA cloze statements from a KG's triples")
     lama.add_argument("--kg", required=True, help="KG folder (entities.tsv, triples.tsv)")
@@ -89,7 +91,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the probe; print its table; 1 with one ``ptm:`` line on bad input."""
-    if args.probe in PROBES:
+    if args.probe in cli_analyze_repr.PROBES:
         return cli_analyze_repr.run_probe(args)
     try:
         if args.probe == "minimal-pairs":

@@ -55,16 +55,13 @@ class AnalysedEncoder:
         self, rows: Sequence[Sequence[int]], batch_size: int, what: str = "encode"
     ) -> Iterator[tuple[int, Tensor, Tensor]]:
         """``(first row, input_ids (B, L), attention_mask (B, L))`` padded batches."""
+        from ptm_core.finetune.data.features import pad_rows
+
         pad = self.special_ids["pad"]
         for first in batch_starts(len(rows), batch_size, what, "sentence"):
             chunk = rows[first : first + batch_size]
-            length = max(len(r) for r in chunk)
-            ids = torch.full((len(chunk), length), pad, dtype=torch.long)
-            mask = torch.zeros((len(chunk), length), dtype=torch.long)
-            for i, row in enumerate(chunk):
-                ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-                mask[i, : len(row)] = 1
-            yield first, ids, mask
+            ids = pad_rows(chunk, pad)
+            yield first, ids, pad_rows([[1] * len(row) for row in chunk], 0)
 
 
 def load_analysed_encoder(folder: str | Path) -> AnalysedEncoder:
