@@ -1,7 +1,7 @@
 """The ``analyze`` Prefect flow: ``ptm analyze``'s probes as a flow run, with the report
-published as a markdown artifact (key ``lama-report``; ``attack-report`` for
-``probe="attack"``, ``layer-probes-report`` for ``probe="layers"``) and the chart embedded
-in it.
+published as a markdown artifact (key ``lama-report``, or ``<probe>-report``:
+``attack-report``, ``layer-probes-report``, ``representations-report``, ...) and the charts
+embedded in it.
 
     from flows.analyze_flow import analyze
     analyze("runs/ernie/final", kg="kg/", output="analysis/ernie", compare="runs/no-kg/final")
@@ -19,6 +19,8 @@ from prefect import flow
 from flows.analyze import lama
 from flows.analyze_attack import attack
 from flows.analyze_attack_report import CHART
+from flows.analyze_repr import PROBES as REPR_PROBES
+from flows.analyze_repr import run_and_publish
 from flows.artifacts import embedded_image, publish_markdown
 
 
@@ -26,13 +28,17 @@ from flows.artifacts import embedded_image, publish_markdown
 def analyze(model: str, probe: str = "lama", **settings: Any) -> dict[str, Any]:
     """Run ``probe`` on ``model``: ``lama`` with :func:`flows.analyze.lama`'s settings,
     ``attack`` with :func:`flows.analyze_attack.attack`'s, ``layers`` with
-    :func:`flows.analyze_layers.layers`'s."""
+    :func:`flows.analyze_layers.layers`'s, ``representations``/``attention``/``heads`` with
+    :mod:`flows.analyze_repr`'s."""
     if probe == "attack":
         return _attack(model, **settings)
     if probe == "layers":
         return _layers(model, **settings)
+    if probe in REPR_PROBES:
+        return run_and_publish(model, probe, **settings)
     if probe != "lama":
-        raise ValueError(f"probe {probe!r} is not known; use lama, attack or layers")
+        known = ", ".join(["lama", "attack", "layers", *REPR_PROBES])
+        raise ValueError(f"probe {probe!r} is not known; use one of {known}")
     result = lama(model, **settings)
     chart = Path(result["output"]) / "lama_relations.png"
     markdown = result["markdown"].replace(

@@ -160,6 +160,9 @@ def _parser() -> argparse.ArgumentParser:
         "--keep", default=None, help="drop-layers: bottom:K|top:K|every-other|0,2"
     )
     compress.add_argument("--data", default=None, help="prune-heads: labelled file (default dev)")
+    compress.add_argument(
+        "--importance", default=None, help="prune-heads: heads.json of `ptm analyze MODEL heads`"
+    )
     compress.add_argument("--group-size", type=int, default=None, help="int4-weight: 32..256")
     compress.add_argument("--exporter", default=None, choices=["dynamo", "torchscript"])
     link = commands.add_parser("link", help="link a corpus against a KG (sharded, cached)")
@@ -318,6 +321,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                 fraction=args.fraction,
                 keep=args.keep,
                 data=args.data,
+                importance=args.importance,
                 group_size=args.group_size,
                 exporter=args.exporter,
                 overwrite=args.overwrite,

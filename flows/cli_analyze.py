@@ -21,7 +21,7 @@ import argparse
 import sys
 from typing import Any
 
-from flows import cli_analyze_attack, cli_analyze_layers
+from flows import cli_analyze_attack, cli_analyze_layers, cli_analyze_repr
 
 KIND = "analyze"
 
@@ -35,7 +35,9 @@ def add_parser(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     analyze.add_argument(
-        "model", help="a model folder (ptm final/ or HF); all probes but layers need an MLM head"
+        "model",
+        help="a model folder, ptm final/ or HF (lama, minimal-pairs, pll: with an MLM head; "
+        "attack, heads: a fine-tuned classifier)",
     )
     probes = analyze.add_subparsers(dest="probe", required=True, metavar="PROBE")
     lama = probes.add_parser("lama", help="LAMA cloze statements from a KG's triples")
@@ -87,6 +89,7 @@ def add_parser(commands: Any) -> None:
     pll.add_argument("--batch-size", type=int, default=64)
     cli_analyze_attack.add_probe_parser(probes)
     cli_analyze_layers.add_probe_parser(probes)
+    cli_analyze_repr.add_probe_parser(probes)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         return cli_analyze_attack.run_probe(args)
     if args.probe == cli_analyze_layers.NAME:
         return cli_analyze_layers.run_probe(args)
+    if args.probe in cli_analyze_repr.PROBES:
+        return cli_analyze_repr.run_probe(args)
     try:
         if args.probe == "minimal-pairs":
             return _minimal_pairs(args)

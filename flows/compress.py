@@ -29,6 +29,7 @@ def compress(
     fraction: float | None = None,
     keep: str | None = None,
     data: str | Path | None = None,
+    importance: str | Path | None = None,
     group_size: int | None = None,
     exporter: str | None = None,
     overwrite: bool = False,
@@ -42,6 +43,8 @@ def compress(
         fraction: ``prune-heads`` only: share of all heads to remove (default 0.3).
         keep: ``drop-layers`` only: ``bottom:K``, ``top:K``, ``every-other`` or ``0,2,3``.
         data: ``prune-heads`` only: labelled file to score heads on (default the task's dev).
+        importance: ``prune-heads`` only: rank heads by this saved importance
+            (``heads.json`` of ``ptm analyze MODEL heads``) instead of scoring them again.
         group_size: ``int4-weight`` only: input channels per scale (32, 64, 128 or 256).
         exporter: ``onnx`` only: ``dynamo`` (default) or ``torchscript``.
         overwrite: replace ``output`` when it holds an earlier ptm output (never a folder
@@ -58,12 +61,15 @@ def compress(
         "--fraction": (fraction, "prune-heads"),
         "--keep": (keep, "drop-layers"),
         "--data": (data, "prune-heads"),
+        "--importance": (importance, "prune-heads"),
         "--group-size": (group_size, "int4-weight"),
         "--exporter": (exporter, "onnx"),
     }
     for option, (value, owner) in owners.items():
         if value is not None and method != owner:
             raise ValueError(f"{option} belongs to --method {owner}, not {method}; drop it")
+    if data is not None and importance is not None:
+        raise ValueError("--data scores the heads, --importance reads saved scores; give one")
     if method == "drop-layers" and keep is None:
         raise ValueError(
             "--method drop-layers needs --keep (bottom:K, top:K, every-other or 0,2,3)"
@@ -81,6 +87,7 @@ def compress(
         fraction=DEFAULT_FRACTION if fraction is None else fraction,
         keep=keep,
         data=data,
+        importance=importance,
         group_size=32 if group_size is None else group_size,
         exporter=exporter or "dynamo",
     )

@@ -6,7 +6,8 @@ The methods (``ptm compress <final> --method ...``):
 * ``int8-weight`` / ``int4-weight``: weight-only int8 / int4 linears (:mod:`.quantize`);
 * ``prune-heads``: remove ``fraction`` of all attention heads, least important first by
   Michel et al.'s (2019) score on the task's dev set (:mod:`.prune`); fine-tuned finals only
-  (the score needs the task loss);
+  (the score needs the task loss), or any final/ with a saved importance file
+  (``--importance heads.json`` of ``ptm analyze MODEL heads``);
 * ``drop-layers``: keep the layers ``keep`` names (:func:`.prune.layers_to_keep`);
 * ``onnx``: ``model.onnx`` with dynamic batch and length, checked against ONNX Runtime
   (:mod:`.onnx_export`).
@@ -119,6 +120,7 @@ def compress_final(
     fraction: float = 0.3,
     keep: str | None = None,
     data: str | Path | None = None,
+    importance: str | Path | None = None,
     group_size: int = 32,
     exporter: str = "dynamo",
 ) -> CompressionResult:
@@ -131,6 +133,9 @@ def compress_final(
         fraction: ``prune-heads``: share of all heads to remove.
         keep: ``drop-layers``: ``bottom:K``, ``top:K``, ``every-other`` or ``0,2,3``.
         data: ``prune-heads``: a labelled file of the task's format (default its dev file).
+        importance: ``prune-heads``: a saved importance file (``heads.json`` of ``ptm analyze
+            MODEL heads``, :func:`~ptm_core.analysis.heads.read_head_importance`) to rank
+            by instead of scoring the heads on ``data``; a pre-trained final/ then works too.
         group_size: ``int4-weight``: input channels per scale.
         exporter: ``onnx``: ``dynamo`` or ``torchscript``.
 
@@ -163,19 +168,26 @@ def compress_final(
         )
         save_quantized_final(final, quantised, output, record)
     elif method == "prune-heads":
-        importance = prune.head_importance(final.model, dev_batches(final, data=data))
-        heads = prune.select_heads_to_prune(importance, fraction)
+        if importance is not None:
+            from ptm_core.analysis.heads import read_head_importance
+
+            counts = [m.num_heads for m in prune.attention_modules(final.encoder)]
+            scores = read_head_importance(importance, counts)
+            record["importance_file"] = str(importance)
+        else:
+            scores = prune.head_importance(final.model, dev_batches(final, data=data))
+        heads = prune.select_heads_to_prune(scores, fraction)
         encoder = prune.prune_heads(final.encoder, heads)
         final = FinalModel(
             prune.replace_encoder(final.model, encoder), final.directory, final.task_config
         )
-        total = sum(len(s) for s in importance)
+        total = sum(len(s) for s in scores)
         removed = sum(len(h) for h in heads.values())
         pruned_heads = cast(PrunedEncoderConfig, encoder.config).heads_per_layer
         record.update(
             fraction=fraction,
             pruned_heads={str(k): v for k, v in heads.items()},
-            importance=[s.tolist() for s in importance],
+            importance=[s.tolist() for s in scores],
             heads_per_layer=pruned_heads,
         )
         details["summary"] = f"pruned {removed}/{total} heads, per layer {pruned_heads}"
