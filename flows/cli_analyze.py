@@ -13,6 +13,11 @@ higher pseudo-log-likelihood (Salazar et al., 2020); ``pll``: the PLL of each se
 sample KG and WordNet, derived from the relation's name otherwise, or from --templates),
 scored by the model's masked-LM head: P@1, P@10 and MRR per relation and overall, in
 lama.md, lama.json and lama_relations.png under --output. See docs/guides/analysis.md and docs/knowledge/lama.md.
+
+``layers``: linear probes per layer with control tasks (docs/guides/layer_probes.md);
+``representations``, ``attention``, ``heads``: anisotropy, CKA, attention entropy and mass,
+head importance vs ablation (docs/guides/representations.md); ``attack``: a word-substitution
+attack on a fine-tuned classifier (docs/guides/robustness.md).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ def add_parser(commands: Any) -> None:
     """Add ``analyze`` to the ``ptm`` sub-commands."""
     analyze = commands.add_parser(
         KIND,
-        help="probe what a model holds (LAMA knowledge probes)",
+        help="look inside a model: LAMA, layer probes, representations, attention, attacks",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
