@@ -58,6 +58,13 @@ def base_fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def peft_record(config: PeftConfig, base: str | Path) -> dict[str, Any]:
+    """``task.json``'s ``"peft"``: the method's settings and the base folder's path and
+    fingerprint."""
+    base = Path(base).resolve()
+    return {**config.to_dict(), "base": {"path": str(base), "sha256": base_fingerprint(base)}}
+
+
 def save_peft_task_model(
     model: TaskModel,
     directory: str | Path,
@@ -80,7 +87,6 @@ def save_peft_task_model(
     Returns:
         The directory written.
     """
-    base = Path(base).resolve()
     inner = cast(TransformerEncoder, base_encoder(model))
     record: dict[str, Any] = {
         "ptm_task": TASK_FORMAT_VERSION,
@@ -89,10 +95,7 @@ def save_peft_task_model(
         "label_names": model.label_names,
         **head_settings(model.head),
         **task_config,
-        PEFT_KEY: {
-            **config.to_dict(),
-            "base": {"path": str(base), "sha256": base_fingerprint(base)},
-        },
+        PEFT_KEY: peft_record(config, base),
     }
     kind = XLNET if inner.config.relative else ENCODER  # as checkpoints.encoder names it
     encoder_config = with_kind({"ptm_format": PTM_ENCODER_FORMAT, **inner.config.to_dict()}, kind)
@@ -156,27 +159,37 @@ def load_peft_task_model(directory: str | Path, record: dict[str, Any]) -> TaskM
             the message names the file and the fix.
     """
     directory = Path(directory)
-    task_path = directory / TASK_JSON
-    try:
-        settings = {k: v for k, v in record[PEFT_KEY].items() if k != "base"}
-        config = PeftConfig.from_dict(settings)
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{task_path}: peft: {exc}") from None
+    config = read_peft_config(directory, record)
     base = check_base(directory, record)
     encoder = load_base_encoder(base)
     with torch.random.fork_rng(devices=[]):  # the adapter's fresh init is overwritten below
-        model = task_model_of_record(encoder, record, task_path)
+        model = task_model_of_record(encoder, record, directory / TASK_JSON)
         attach_peft(model, config)
-    expected = adapter_state(model)
+    load_adapter(model, directory, config)
+    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
+    return model
+
+
+def read_peft_config(directory: Path, record: dict[str, Any]) -> PeftConfig:
+    """The method ``task.json``'s ``"peft"`` records (``CheckpointError`` naming the file)."""
+    try:
+        settings = {k: v for k, v in record[PEFT_KEY].items() if k != "base"}
+        return PeftConfig.from_dict(settings)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{directory / TASK_JSON}: peft: {exc}") from None
+
+
+def load_adapter(model: torch.nn.Module, directory: Path, config: PeftConfig) -> None:
+    """Load ``directory``'s ``adapter.safetensors`` into ``model.encoder``, which carries
+    ``config``'s freshly attached adapter (``CheckpointError`` on tensors that do not fit)."""
     state = read_trained_state(
         directory / ADAPTER_FILE,
-        expected,
+        adapter_state(model),
         what=f"{config.method} adapter",
         described=f"peft {config.to_dict()}",
         fix="copy adapter.safetensors and task.json from the same run",
     )
-    missing = model.encoder.load_state_dict(state, strict=False).unexpected_keys
-    if missing:
-        raise CheckpointError(f"{directory / ADAPTER_FILE}: unknown tensors {missing}")
-    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
-    return model
+    encoder = cast(torch.nn.Module, model.encoder)
+    unknown = encoder.load_state_dict(state, strict=False).unexpected_keys
+    if unknown:
+        raise CheckpointError(f"{directory / ADAPTER_FILE}: unknown tensors {unknown}")

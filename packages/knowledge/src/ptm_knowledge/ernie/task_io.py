@@ -88,6 +88,11 @@ def load_ernie_task_model(directory: str | Path) -> tuple[ErnieTaskModel, dict[s
         )
     options = json.loads(knowledge_path.read_text(encoding="utf-8"))
     entity_ids = options.pop("entity_ids", None) or []
+    if "peft" in record:  # adapter + head beside a pointer to the base ERNIE-THU folder
+        from ptm_knowledge.ernie.peft_io import load_ernie_peft_model
+
+        model = load_ernie_peft_model(directory, record)
+        return model.eval(), {**record, "entity_ids": entity_ids}
     head_path = directory / TASK_HEAD_FILE
     stored = load_file(str(head_path)) if head_path.is_file() else {}
     table = stored.get("knowledge.entity_table", torch.zeros(len(entity_ids), 1))
