@@ -84,6 +84,9 @@ class XLMFinetune:
             language tables fixed) or ``encoder`` (train the head only).
         random_init: the same architecture and vocabulary at random init (the
             no-pre-training baseline).
+        peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen XLM encoder (the core
+            methods, :mod:`ptm_core.peft`; ``prompt`` is refused); ``peft_*``: their
+            settings, as core's ``finetune.peft_*``.
     """
 
     train_file: str | None = None
@@ -95,6 +98,12 @@ class XLMFinetune:
     dropout: float = 0.1
     freeze: str = "none"
     random_init: bool = False
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

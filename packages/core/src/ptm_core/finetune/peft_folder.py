@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -106,6 +107,37 @@ def save_peft_task_model(
         save_file(head, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
         write_json(tmp / "config.json", encoder_config)
         (tmp / TASK_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        for writer in extra_writers:
+            writer(tmp)
+    return Path(directory)
+
+
+def save_adapter_folder(
+    model: torch.nn.Module,
+    directory: str | Path,
+    *,
+    config: PeftConfig,
+    base: str | Path,
+    record: dict[str, Any],
+    extra_writers: Sequence[Callable[[Path], object]] = (),
+) -> Path:
+    """The adapter ``final/`` of a family's own task model (ERNIE-THU, XLM), atomically:
+    ``adapter.safetensors`` (under ``model.encoder``), ``task_head.safetensors``
+    (``model.head``), the base folder's own ``config.json`` (it names the family) and
+    ``task.json`` (``record`` plus ``"peft"``).
+
+    Returns:
+        The directory written.
+    """
+    base = Path(base)
+    text = json.dumps({**record, PEFT_KEY: peft_record(config, base)}, indent=2) + "\n"
+    head = cast(torch.nn.Module, model.head)
+    head_state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    with atomic_directory(directory) as tmp:
+        save_file(adapter_state(model), str(tmp / ADAPTER_FILE), metadata={"format": "pt"})
+        save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
+        shutil.copyfile(base / "config.json", tmp / "config.json")
+        (tmp / TASK_JSON).write_text(text, encoding="utf-8")
         for writer in extra_writers:
             writer(tmp)
     return Path(directory)

@@ -15,25 +15,20 @@ with the base folder's path and fingerprint), ``adapter.safetensors``,
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import torch
-from safetensors.torch import save_file
 
-from ptm_core.atomic import atomic_directory
-from ptm_core.finetune.model import TASK_FORMAT_VERSION, TASK_HEAD_FILE, TASK_JSON, load_head_state
+from ptm_core.finetune.model import TASK_FORMAT_VERSION, TASK_HEAD_FILE, load_head_state
 from ptm_core.finetune.peft_folder import (
-    ADAPTER_FILE,
-    PEFT_KEY,
     check_base,
     load_adapter,
-    peft_record,
     read_peft_config,
+    save_adapter_folder,
 )
-from ptm_core.peft import PeftConfig, adapter_state, attach_peft
+from ptm_core.peft import PeftConfig, attach_peft
 from ptm_knowledge.ernie.task_model import ErnieTaskModel, Pool, build_ernie_task_model
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
 
@@ -78,25 +73,20 @@ def save_ernie_peft_model(
     Returns:
         The directory written.
     """
-    base = Path(base)
-    record = {
-        "ptm_task": TASK_FORMAT_VERSION,
-        **model.settings(),
-        **task_config,
-        PEFT_KEY: peft_record(config, base),
-    }
+    record = {"ptm_task": TASK_FORMAT_VERSION, **model.settings(), **task_config}
     knowledge = {**model.encoder.options, "entity_ids": list(entity_ids)}
-    head = {k: v.detach().contiguous() for k, v in model.head.state_dict().items()}
-    with atomic_directory(directory) as tmp:
-        save_file(adapter_state(model), str(tmp / ADAPTER_FILE), metadata={"format": "pt"})
-        save_file(head, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
-        # The T-Encoder's config ("ptm_model": "ernie_thu"): the folder names its family.
-        shutil.copyfile(base / "config.json", tmp / "config.json")
+
+    def write_knowledge(tmp: Path) -> None:
         (tmp / KNOWLEDGE_CONFIG).write_text(json.dumps(knowledge, indent=2) + "\n")
-        (tmp / TASK_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        for writer in extra_writers:
-            writer(tmp)
-    return Path(directory)
+
+    return save_adapter_folder(
+        model,
+        directory,
+        config=config,
+        base=base,
+        record=record,
+        extra_writers=[write_knowledge, *extra_writers],
+    )
 
 
 def load_ernie_peft_model(directory: Path, record: dict[str, Any]) -> ErnieTaskModel:
