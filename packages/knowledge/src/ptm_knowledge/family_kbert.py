@@ -58,8 +58,13 @@ class KBertOptions:
             folder, with its tokenizer) to fine-tune; ``None``: the ``model`` preset at
             random init.
         peft: ``none``, ``lora``, ``ia3``, ``prompt`` or ``prefix`` on ``init_from``'s
-            encoder (the core methods, :mod:`ptm_core.peft`); ``peft_*``: their settings,
-            as core's ``finetune.peft_*``.
+            encoder (the core methods, :mod:`ptm_core.peft`).
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the encoder's linears LoRA/IA3 wrap, by name (``null``: the
+            attention and feed-forward projections).
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     kg: Any = "full"

@@ -85,8 +85,13 @@ class XLMFinetune:
         random_init: the same architecture and vocabulary at random init (the
             no-pre-training baseline).
         peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen XLM encoder (the core
-            methods, :mod:`ptm_core.peft`; ``prompt`` is refused); ``peft_*``: their
-            settings, as core's ``finetune.peft_*``.
+            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the encoder's linears LoRA/IA3 wrap, by name (``null``: the
+            attention and feed-forward projections).
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     train_file: str | None = None
