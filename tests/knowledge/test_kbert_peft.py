@@ -4,23 +4,25 @@ a killed run resumes bit for bit."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from peft_checks import (
+    assert_adapter_folder,
+    assert_only_adapter_and_head_trained,
+    assert_resume_is_bit_identical,
+    assert_same_state,
+    spy_on_attach,
+)
 
 import ptm_knowledge.kbert.finetune as kbert_finetune
 from flows.config import compose_config
 from flows.runner import run_composed
 from ptm_core.encoders.presets import bert_encoder
 from ptm_core.finetune.model import TaskModel
-from ptm_core.peft import PeftConfig, attach_peft
-from ptm_core.peft.attach import is_adapter_tensor
 from ptm_core.tokenization import WordPieceTokenizer
-from ptm_core.training.metrics import MetricsLog
 from ptm_knowledge.kbert.finetune import load_kbert_classifier
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,41 +67,16 @@ def run(base: Path | None, out: Path, method: str, *, steps: int = 6, **trainer:
 def test_only_the_adapter_and_head_train_and_final_reloads(
     base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
-    seen: dict[str, Any] = {}
-
-    def spy(model: TaskModel, config: PeftConfig) -> TaskModel:
-        attach_peft(model, config)
-        seen["model"] = model
-        seen["before"] = {k: v.clone() for k, v in model.state_dict().items()}
-        return model
-
-    monkeypatch.setattr(kbert_finetune, "attach_peft", spy)
+    seen = spy_on_attach(monkeypatch, kbert_finetune, "attach_peft")
     result = run(base, tmp_path / "run", method)
-    model, before = seen["model"], seen["before"]
-    after = model.state_dict()
-    adapter = [k for k in after if is_adapter_tensor(k)]
-    frozen = [k for k in after if not k.startswith("head.") and k not in adapter]
-    assert adapter and frozen
-    assert all(torch.equal(after[k], before[k]) for k in frozen)  # the base is untouched
-    assert any(not torch.equal(after[k], before[k]) for k in adapter)
-    assert any(not torch.equal(after[k], before[k]) for k in after if k.startswith("head."))
+    after = seen["model"].state_dict()
+    assert_only_adapter_and_head_trained(seen["before"], after)
     assert 0 < result.final_metrics["parameters/trainable_share"] < 0.3
-
-    final = result.encoder_dir
-    names = {p.name for p in final.iterdir()}
-    assert {"adapter.safetensors", "task_head.safetensors", "task.json"} <= names
-    assert "model.safetensors" not in names
-    sizes = [sum(p.stat().st_size for p in d.glob("*.safetensors")) for d in (final, base)]
-    assert sizes[0] * 4 < sizes[1]
-    record = json.loads((final / "task.json").read_text())
-    assert record["recipe"] == "kbert" and record["peft"]["method"] == method
-    assert record["peft"]["base"]["path"] == str(base.resolve())
-
-    loaded, config = load_kbert_classifier(final)
+    record = assert_adapter_folder(result.encoder_dir, base, method)
+    assert record["recipe"] == "kbert"
+    loaded, config = load_kbert_classifier(result.encoder_dir)
     assert config["visible_matrix"] == "on" and config["kg"] == "full"
-    reloaded = loaded.state_dict()
-    assert reloaded.keys() == after.keys()
-    assert all(torch.equal(reloaded[k], after[k]) for k in after)
+    assert_same_state(loaded, after)
 
 
 def test_an_adapter_without_init_from_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -112,26 +89,8 @@ def test_an_adapter_without_init_from_is_refused_in_one_line(tmp_path: Path) -> 
 def test_crash_and_resume_is_bit_identical(
     base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    straight = run(base, tmp_path / "straight", "lora", steps=8, save_every=4)
-    forward = TaskModel.forward
-    calls = {"n": 0}
-
-    def crashing(self: TaskModel, batch: dict[str, torch.Tensor]):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        if calls["n"] == 7:  # during step 7, after the step-4 checkpoint
-            raise RuntimeError("killed")
-        return forward(self, batch)
-
-    monkeypatch.setattr(TaskModel, "forward", crashing)
-    with pytest.raises(RuntimeError, match="killed"):
-        run(base, tmp_path / "killed", "lora", steps=8, save_every=4)
-    monkeypatch.setattr(TaskModel, "forward", forward)
-    resumed = run(base, tmp_path / "killed", "lora", steps=8, save_every=4)
-    for name in ("adapter.safetensors", "task_head.safetensors"):
-        ours = load_file(str(resumed.encoder_dir / name))
-        theirs = load_file(str(straight.encoder_dir / name))
-        assert ours.keys() == theirs.keys()
-        assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
-    losses = [r["loss"] for r in MetricsLog(resumed.metrics_path).read()]
-    assert losses == [r["loss"] for r in MetricsLog(straight.metrics_path).read()]
-    assert len(losses) == 8
+    assert_resume_is_bit_identical(
+        monkeypatch,
+        TaskModel,
+        lambda name: run(base, tmp_path / name, "lora", steps=8, save_every=4),
+    )

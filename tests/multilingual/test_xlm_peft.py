@@ -4,21 +4,22 @@ and a killed run resumes bit for bit."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
-from safetensors.torch import load_file
+from peft_checks import (
+    assert_adapter_folder,
+    assert_only_adapter_and_head_trained,
+    assert_resume_is_bit_identical,
+    assert_same_state,
+    spy_on_attach,
+)
 from test_xlm_finetune import xlm_dir  # noqa: F401 (the fixture)
 
 import ptm_multilingual.finetune as xlm_finetune
 from flows import runner
 from flows.config import compose_config
-from ptm_core.peft import PeftConfig, attach_peft
-from ptm_core.peft.attach import is_adapter_tensor
-from ptm_core.training.metrics import MetricsLog
 from ptm_multilingual.finetune import XLMClassifier, load_xlm_classifier
 
 
@@ -50,36 +51,15 @@ def test_only_the_adapter_and_head_train_and_final_reloads(
     monkeypatch: pytest.MonkeyPatch,
     method: str,
 ) -> None:
-    seen: dict[str, Any] = {}
-
-    def spy(model: XLMClassifier, config: PeftConfig) -> XLMClassifier:
-        attach_peft(model, config)
-        seen["before"] = {k: v.clone() for k, v in model.state_dict().items()}
-        return model
-
-    monkeypatch.setattr(xlm_finetune, "attach_peft", spy)
+    seen = spy_on_attach(monkeypatch, xlm_finetune, "attach_peft")
     result = run(xlm_dir, tmp_path / "run", method)
-    before, after = seen["before"], result.model.state_dict()
-    adapter = [k for k in after if is_adapter_tensor(k)]
-    frozen = [k for k in after if not k.startswith("head.") and k not in adapter]
-    assert adapter and "encoder.lang_embeddings.weight" in frozen
-    assert all(torch.equal(after[k], before[k]) for k in frozen)  # the base is untouched
-    assert any(not torch.equal(after[k], before[k]) for k in adapter)
-    assert any(not torch.equal(after[k], before[k]) for k in after if k.startswith("head."))
-
-    final = result.encoder_dir
-    names = {p.name for p in final.iterdir()}
-    assert {"adapter.safetensors", "task_head.safetensors", "task.json"} <= names
-    assert "model.safetensors" not in names
-    sizes = [sum(p.stat().st_size for p in d.glob("*.safetensors")) for d in (final, xlm_dir)]
-    assert sizes[0] * 4 < sizes[1]
-    record = json.loads((final / "task.json").read_text())
-    assert record["family"] == "xlm" and record["peft"]["method"] == method
-    assert record["peft"]["base"]["path"] == str(xlm_dir.resolve())
-    loaded, _, _ = load_xlm_classifier(final)
-    reloaded = loaded.state_dict()
-    assert reloaded.keys() == after.keys()
-    assert all(torch.equal(reloaded[k], after[k]) for k in after)
+    after = result.model.state_dict()
+    assert_only_adapter_and_head_trained(seen["before"], after)
+    assert not result.model.encoder.lang_embeddings.weight.requires_grad
+    record = assert_adapter_folder(result.encoder_dir, xlm_dir, method)
+    assert record["family"] == "xlm"
+    loaded, _, _ = load_xlm_classifier(result.encoder_dir)
+    assert_same_state(loaded, after)
 
 
 def test_what_an_adapter_cannot_do_is_one_line(xlm_dir: Path, tmp_path: Path) -> None:  # noqa: F811
@@ -96,27 +76,8 @@ def test_crash_and_resume_is_bit_identical(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    every = "trainer.save_every=4"
-    straight = run(xlm_dir, tmp_path / "straight", "lora", every, steps=8)
-    forward = XLMClassifier.forward
-    calls = {"n": 0}
-
-    def crashing(self: XLMClassifier, batch: dict[str, torch.Tensor]):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        if calls["n"] == 7:  # during step 7, after the step-4 checkpoint
-            raise RuntimeError("killed")
-        return forward(self, batch)
-
-    monkeypatch.setattr(XLMClassifier, "forward", crashing)
-    with pytest.raises(RuntimeError, match="killed"):
-        run(xlm_dir, tmp_path / "killed", "lora", every, steps=8)
-    monkeypatch.setattr(XLMClassifier, "forward", forward)
-    resumed = run(xlm_dir, tmp_path / "killed", "lora", every, steps=8)
-    for name in ("adapter.safetensors", "task_head.safetensors"):
-        ours = load_file(str(resumed.encoder_dir / name))
-        theirs = load_file(str(straight.encoder_dir / name))
-        assert ours.keys() == theirs.keys()
-        assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
-    losses = [r["loss"] for r in MetricsLog(resumed.metrics_path).read()]
-    assert losses == [r["loss"] for r in MetricsLog(straight.metrics_path).read()]
-    assert len(losses) == 8
+    assert_resume_is_bit_identical(
+        monkeypatch,
+        XLMClassifier,
+        lambda name: run(xlm_dir, tmp_path / name, "lora", "trainer.save_every=4", steps=8),
+    )

@@ -1,6 +1,6 @@
 """VisualBERT/ViLBERT with multimodal_finetune.peft: only the adapter and the head train,
 final/ holds just those beside a pointer to the pre-trained folder and reloads to the same
-model; a prompt is refused in one line."""
+model, a killed run resumes bit for bit, and a prompt is refused in one line."""
 
 from __future__ import annotations
 
@@ -9,12 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from peft_checks import (
+    assert_adapter_folder,
+    assert_only_adapter_and_head_trained,
+    assert_resume_is_bit_identical,
+    assert_same_state,
+    spy_on_attach,
+)
 from test_finetune import _task, _trainer, pretrained  # noqa: F401 (the fixture)
 
 import ptm_multimodal.finetune as mm_finetune
-from ptm_core.peft import PeftConfig, attach_peft
-from ptm_core.peft.attach import is_adapter_tensor
+from ptm_core.peft import PeftConfig
 from ptm_multimodal.finetune import finetune_image_text, predict_image_text
 from ptm_multimodal.task_io import load_image_text_task_model
 from ptm_multimodal.task_model import ImageTextTaskModel
@@ -32,15 +37,7 @@ def test_only_the_adapter_and_head_train_and_final_reloads(
     monkeypatch: pytest.MonkeyPatch,
     one_thread: None,
 ) -> None:
-    seen: dict[str, Any] = {}
-
-    def spy(model: ImageTextTaskModel, config: PeftConfig) -> ImageTextTaskModel:
-        attach_peft(model, config)
-        seen["model"] = model
-        seen["before"] = {k: v.clone() for k, v in model.state_dict().items()}
-        return model
-
-    monkeypatch.setattr(mm_finetune, "attach_peft", spy)
+    seen = spy_on_attach(monkeypatch, mm_finetune, "attach_peft")
     trainer = _trainer(tmp_path / "run", steps=4)
     trainer.learning_rate = 1e-2
     result = finetune_image_text(
@@ -49,32 +46,35 @@ def test_only_the_adapter_and_head_train_and_final_reloads(
         trainer=trainer,
         peft=PeftConfig(method=method, r=4, num_virtual_tokens=3),
     )
-    model, before = seen["model"], seen["before"]
-    after = model.state_dict()
-    adapter = [k for k in after if is_adapter_tensor(k)]
-    frozen = [k for k in after if not k.startswith("head.") and k not in adapter]
-    assert adapter and frozen
-    assert all(torch.equal(after[k], before[k]) for k in frozen)  # the base is untouched
-    assert any(not torch.equal(after[k], before[k]) for k in adapter)
-    assert any(not torch.equal(after[k], before[k]) for k in after if k.startswith("head."))
-
+    after = seen["model"].state_dict()
+    assert_only_adapter_and_head_trained(seen["before"], after)
     final = result.encoder_dir
-    names = {p.name for p in final.iterdir()}
-    assert {"adapter.safetensors", "task_head.safetensors", "task.json"} <= names
-    assert "model.safetensors" not in names
-    base = pretrained[family]
-    sizes = [sum(p.stat().st_size for p in d.glob("*.safetensors")) for d in (final, base)]
-    assert sizes[0] * 2 < sizes[1]
-    record = json.loads((final / "task.json").read_text())
-    assert record["family"] == "multimodal" and record["peft"]["method"] == method
-    assert record["peft"]["base"]["path"] == str(base.resolve())
+    record = assert_adapter_folder(final, pretrained[family], method, smaller=2)
+    assert record["family"] == "multimodal"
     loaded, *_ = load_image_text_task_model(final)
-    reloaded = loaded.state_dict()
-    assert reloaded.keys() == after.keys()
-    assert all(torch.equal(reloaded[k], after[k].cpu()) for k in after)
+    assert_same_state(loaded, after)
     metrics, _ = predict_image_text(final)
     eval_json = json.loads((result.output_dir / "eval.json").read_text())
     assert metrics["accuracy"] == eval_json["dev/accuracy"]
+
+
+def test_crash_and_resume_is_bit_identical(
+    pretrained: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    one_thread: None,
+) -> None:
+    def run(name: str) -> Any:
+        trainer = _trainer(tmp_path / name, steps=8)
+        trainer.save_every, trainer.log_every = 4, 1
+        return finetune_image_text(
+            _task("classification"),
+            init_from=pretrained["visualbert"],
+            trainer=trainer,
+            peft=PeftConfig(method="lora", r=4),
+        )
+
+    assert_resume_is_bit_identical(monkeypatch, ImageTextTaskModel, run)
 
 
 def test_prompt_and_frozen_backbone_are_refused_in_one_line(
