@@ -49,6 +49,7 @@ from ptm_core.finetune.model import (
     read_task_json,
     task_loss,
 )
+from ptm_core.finetune.peft_folder import save_adapter_folder
 from ptm_core.heads.tasks import PoolPosition, SequenceClassificationHead
 from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.training import TrainerConfig
@@ -59,7 +60,6 @@ from ptm_multilingual.model import XLMEncoder
 from ptm_multilingual.peft_io import (
     check_xlm_peft,
     load_xlm_peft_classifier,
-    save_xlm_peft_classifier,
 )
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
@@ -223,7 +223,7 @@ def save_xlm_classifier(
         **dict(task_config or {}),
     }
     if peft is not None and isinstance(base, (str, Path)):
-        return save_xlm_peft_classifier(
+        return save_adapter_folder(
             model, directory, config=peft, base=base, record=record, extra_writers=[tokenizer.save]
         )
     text = json.dumps(record, indent=2) + "\n"

@@ -12,19 +12,14 @@ with XLM's ``task.json`` (``"family": "xlm"``) and the shared tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
 import torch
 
 from ptm_core.finetune.model import TASK_HEAD_FILE, load_head_state
-from ptm_core.finetune.peft_folder import (
-    check_base,
-    load_adapter,
-    read_peft_config,
-    save_adapter_folder,
-)
+from ptm_core.finetune.peft_folder import check_base, load_adapter, read_peft_config
 from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.training import TrainerConfig
 
@@ -51,21 +46,6 @@ def check_xlm_peft(
         raise ValueError(f"{where}: trainer.unfreeze_every would unfreeze the encoder; set it to 0")
 
 
-def save_xlm_peft_classifier(
-    model: torch.nn.Module,
-    directory: str | Path,
-    *,
-    config: PeftConfig,
-    base: str | Path,
-    record: dict[str, Any],
-    extra_writers: Sequence[Callable[[Path], object]] = (),
-) -> Path:
-    """Write the adapter ``final/`` (``record``: XLM's ``task.json`` fields)."""
-    return save_adapter_folder(
-        model, directory, config=config, base=base, record=record, extra_writers=extra_writers
-    )
-
-
 def load_xlm_peft_classifier(
     directory: Path, record: dict[str, Any], build: Callable[[Path], torch.nn.Module]
 ) -> torch.nn.Module:
@@ -85,4 +65,4 @@ def load_xlm_peft_classifier(
     return model
 
 
-__all__ = ["check_xlm_peft", "load_xlm_peft_classifier", "save_xlm_peft_classifier"]
+__all__ = ["check_xlm_peft", "load_xlm_peft_classifier"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
@@ -29,7 +29,7 @@ from ptm_core.finetune.peft_folder import (
     save_adapter_folder,
 )
 from ptm_core.peft import PeftConfig, attach_peft
-from ptm_knowledge.ernie.task_model import ErnieTaskModel, Pool, build_ernie_task_model
+from ptm_knowledge.ernie.task_model import ErnieTaskModel, ernie_model_of_record
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
 
 
@@ -99,15 +99,7 @@ def load_ernie_peft_model(directory: Path, record: dict[str, Any]) -> ErnieTaskM
     config = read_peft_config(directory, record)
     encoder = KnowledgeableEncoder.from_pretrained(check_base(directory, record))
     with torch.random.fork_rng(devices=[]):  # the fresh head and adapter are overwritten
-        model = build_ernie_task_model(
-            encoder,
-            record["kind"],
-            record["num_labels"],
-            float(record.get("dropout", 0.1)),
-            label_names=record.get("label_names"),
-            use_entities=bool(record.get("use_entities", True)),
-            pool=cast(Pool, record.get("entity_pool", "mentions")),
-        )
+        model = ernie_model_of_record(encoder, record)
         attach_ernie_peft(model, config)
     load_adapter(model, directory, config)
     load_head_state(model.head, directory / TASK_HEAD_FILE, record)
