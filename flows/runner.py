@@ -174,6 +174,7 @@ def finetune(spec: FamilySpec, cfg: DictConfig, **trainer_overrides: Any) -> Any
     """Fine-tune with ``spec``'s task adapter (the ``init_from`` folder's family)."""
     if not spec.has("finetune"):
         raise ConfigError(f"family {spec.name!r} does not fine-tune (it has no task adapter)")
+    _refuse_unread_peft(spec, cfg)
     run = FinetuneRun(
         settings=settings_of(spec, cfg),
         trainer=_trainer(cfg, trainer_overrides),
@@ -183,6 +184,22 @@ def finetune(spec: FamilySpec, cfg: DictConfig, **trainer_overrides: Any) -> Any
         build=_builder(cfg),
     )
     return spec.hook("finetune")(run)
+
+
+def _refuse_unread_peft(spec: FamilySpec, cfg: DictConfig) -> None:
+    """Refuse ``finetune.peft`` for a family whose settings have no ``finetune`` block:
+    ``settings_of`` would drop the block and the run would fine-tune every weight."""
+    method = OmegaConf.select(cfg, "finetune.peft", default=None)
+    if method in (None, "none"):
+        return
+    schema = spec.hook("settings") if spec.has("settings") else None
+    if schema is not None and any(f.name == "finetune" for f in dataclasses.fields(schema)):
+        return  # the family reads the block (and applies or refuses the method itself)
+    raise ConfigError(
+        f"finetune.peft={method} is not supported for a {spec.name} model "
+        f"(init_from={cfg.get('init_from')}); set finetune.peft=none (docs/guides/peft.md "
+        "lists the families that take an adapter)"
+    )
 
 
 def _model_factory(cfg: DictConfig) -> Any:

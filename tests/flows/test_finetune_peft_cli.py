@@ -75,3 +75,19 @@ def test_bad_peft_settings_are_one_line(
         == 1
     )
     assert "qkv name no nn.Linear of this encoder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["kbert", "xlm", "visualbert", "vilbert"])
+def test_families_without_an_adapter_refuse_peft_in_one_line(family: str) -> None:
+    """A family whose settings have no ``finetune`` block would drop ``finetune.peft`` and
+    fine-tune every weight: the runner refuses it instead."""
+    from omegaconf import OmegaConf
+
+    from flows.config_errors import ConfigError
+    from flows.runner import finetune
+    from ptm_core.families import registry
+
+    spec = registry.get(family)
+    cfg = OmegaConf.create({"finetune": {"peft": "lora"}, "init_from": "runs/x/final", "seed": 0})
+    with pytest.raises(ConfigError, match=rf"finetune.peft=lora is not supported for a {family} "):
+        finetune(spec, cfg)

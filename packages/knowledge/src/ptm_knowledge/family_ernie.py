@@ -88,8 +88,8 @@ class ErnieFinetune:
 class FinetuneOptions:
     """The ``finetune`` block of ``configs/finetune.yaml`` as an ERNIE-THU ``init_from``
     reads it (``ptm finetune model=<ERNIE-THU final/>``): ``kg`` and ``use_entities`` as
-    :class:`ErnieFinetune`; ``random_init``, ``feature_based``, ``text_to_text`` and
-    ``peft`` (other than ``none``) are refused when set."""
+    :class:`ErnieFinetune`; ``peft*`` as core's (``prompt`` refused); ``random_init``,
+    ``feature_based`` and ``text_to_text`` are refused when set."""
 
     random_init: bool = False
     num_workers: int = 0

@@ -57,12 +57,26 @@ class KBertOptions:
         init_from: a BERT, RoBERTa or XLM-R checkpoint (ptm ``final/`` or Hugging Face
             folder, with its tokenizer) to fine-tune; ``None``: the ``model`` preset at
             random init.
+        peft: ``none``, ``lora``, ``ia3``, ``prompt`` or ``prefix`` on ``init_from``'s
+            encoder (the core methods, :mod:`ptm_core.peft`).
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the encoder's linears LoRA/IA3 wrap, by name (``null``: the
+            attention and feed-forward projections).
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     kg: Any = "full"
     visible_matrix: Any = "on"
     max_entities: int = 2
     init_from: str | None = None
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

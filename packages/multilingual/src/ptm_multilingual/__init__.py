@@ -40,10 +40,10 @@ if TYPE_CHECKING:
         build_xlm_classifier,
         finetune_xlm_classifier,
         load_xlm_classifier,
-        read_language_tsv,
         save_xlm_classifier,
     )
     from ptm_multilingual.hf_xlm import hf_xlm_to_ptm, load_hf_xlm, ptm_to_hf_xlm, save_hf_xlm
+    from ptm_multilingual.language_tsv import read_language_tsv
     from ptm_multilingual.model import (
         XLMEncoder,
         XLMForMaskedLM,
@@ -87,7 +87,7 @@ _EXPORTS: dict[str, str] = {
     "build_xlm_classifier": "ptm_multilingual.finetune",
     "finetune_xlm_classifier": "ptm_multilingual.finetune",
     "load_xlm_classifier": "ptm_multilingual.finetune",
-    "read_language_tsv": "ptm_multilingual.finetune",
+    "read_language_tsv": "ptm_multilingual.language_tsv",
     "save_xlm_classifier": "ptm_multilingual.finetune",
     "hf_xlm_to_ptm": "ptm_multilingual.hf_xlm",
     "load_hf_xlm": "ptm_multilingual.hf_xlm",

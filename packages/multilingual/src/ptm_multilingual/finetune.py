@@ -35,7 +35,6 @@ from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_write_text
 from ptm_core.data.batches import pad_examples
-from ptm_core.data.errors import DataError
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.label_scores import LABELS_FILE, LabelledPredictions, label_scores
@@ -50,80 +49,22 @@ from ptm_core.finetune.model import (
     read_task_json,
     task_loss,
 )
+from ptm_core.finetune.peft_folder import save_adapter_folder
 from ptm_core.heads.tasks import PoolPosition, SequenceClassificationHead
+from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.training import TrainerConfig
 from ptm_core.training.finetuning import layer_index
 from ptm_core.training.run import train_and_save
+from ptm_multilingual.language_tsv import read_language_tsv
 from ptm_multilingual.model import XLMEncoder
+from ptm_multilingual.peft_io import (
+    check_xlm_peft,
+    load_xlm_peft_classifier,
+)
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
 EVAL_FILE = "eval.json"
 XLM_TASK_FAMILY = "xlm"
-
-
-def read_language_tsv(
-    path: str | Path, label_names: Sequence[str] | None = None
-) -> tuple[list[SentenceExample], list[str]]:
-    """Read a ``label<TAB>sentence`` file without a header row.
-
-    The layout of ``data_specs/monolingual_corpus/classification/<lang>.tsv``. (GLUE-style
-    files have a header row naming their columns: read those with
-    :func:`ptm_core.finetune.data.glue.read_glue`.) Blank lines are skipped.
-
-    Args:
-        path: the file.
-        label_names: the label vocabulary (pass the training file's when reading dev
-            files); ``None`` builds it from this file, sorted.
-
-    Returns:
-        ``(examples, label_names)``: :class:`SentenceExample` rows whose ``label`` indexes
-        ``label_names``.
-
-    Raises:
-        DataError: ``file:line`` and the field: a missing file, a line without exactly
-            one tab, an empty label or sentence, a label outside ``label_names``, or a
-            file without examples.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, "path", "no such file", "give a label<TAB>sentence .tsv file")
-    raw: list[tuple[str, str, int]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2:
-                raise DataError(
-                    path,
-                    number,
-                    "columns",
-                    f"{len(parts)} tab-separated fields, expected 2",
-                    "write each example as label<TAB>sentence (no header row, no tab inside "
-                    "the sentence)",
-                )
-            label, text = parts[0].strip(), parts[1].strip()
-            if not label or not text:
-                which = "label" if not label else "sentence"
-                raise DataError(path, number, which, f"empty {which}", f"give a non-empty {which}")
-            raw.append((label, text, number))
-    if not raw:
-        raise DataError(path, None, "examples", "no examples", "add label<TAB>sentence lines")
-    names = list(label_names) if label_names is not None else sorted({r[0] for r in raw})
-    index = {name: i for i, name in enumerate(names)}
-    examples = []
-    for label, text, number in raw:
-        if label not in index:
-            raise DataError(
-                path,
-                number,
-                "label",
-                f"unknown label {label!r}",
-                f"use one of the training labels {names}",
-            )
-        examples.append(SentenceExample(text, None, index[label], str(number), number))
-    return examples, names
 
 
 class XLMSentenceFeaturizer:
@@ -262,11 +203,15 @@ def save_xlm_classifier(
     *,
     tokenizer: SharedBPETokenizer,
     task_config: Mapping[str, Any] | None = None,
+    peft: PeftConfig | None = None,
+    base: str | Path | XLMEncoder | None = None,
 ) -> Path:
     """Write ``final/`` atomically: the XLM encoder, the head, ``task.json``, the tokenizer.
 
     ``task.json`` is core's (``ptm_task``, ``kind``, ``num_labels``, ``label_names``,
-    ``dropout``, ``pool``) plus ``"family": "xlm"`` and ``task_config``.
+    ``dropout``, ``pool``) plus ``"family": "xlm"`` and ``task_config``. With ``peft``,
+    the adapter replaces the encoder beside a pointer to the ``base`` folder
+    (:mod:`ptm_multilingual.peft_io`).
     """
     record: dict[str, Any] = {
         "ptm_task": TASK_FORMAT_VERSION,
@@ -277,6 +222,10 @@ def save_xlm_classifier(
         **head_settings(model.head),
         **dict(task_config or {}),
     }
+    if peft is not None and isinstance(base, (str, Path)):
+        return save_adapter_folder(
+            model, directory, config=peft, base=base, record=record, extra_writers=[tokenizer.save]
+        )
     text = json.dumps(record, indent=2) + "\n"
     head_state = {k: v.detach().cpu().contiguous() for k, v in model.head.state_dict().items()}
 
@@ -301,15 +250,21 @@ def load_xlm_classifier(
     """
     directory = Path(directory)
     record = read_task_json(directory / TASK_JSON)
-    encoder = XLMEncoder.from_pretrained(directory)
-    model = build_xlm_classifier(
-        encoder,
-        int(record["num_labels"]),
-        float(record.get("dropout", 0.1)),
-        pool=cast(PoolPosition, record.get("pool", "first")),
-        label_names=record.get("label_names"),
-    )
-    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
+
+    def build(folder: Path) -> XLMClassifier:
+        return build_xlm_classifier(
+            XLMEncoder.from_pretrained(folder),
+            int(record["num_labels"]),
+            float(record.get("dropout", 0.1)),
+            pool=cast(PoolPosition, record.get("pool", "first")),
+            label_names=record.get("label_names"),
+        )
+
+    if "peft" in record:  # adapter + head beside a pointer to the base XLM folder
+        model = cast(XLMClassifier, load_xlm_peft_classifier(directory, record, build))
+    else:
+        model = build(directory)
+        load_head_state(model.head, directory / TASK_HEAD_FILE, record)
     return model.eval(), SharedBPETokenizer.from_directory(directory), record
 
 
@@ -400,6 +355,7 @@ def finetune_xlm_classifier(
     random_init: bool = False,
     freeze: str = "none",
     provenance: Mapping[str, Any] | None = None,
+    peft: PeftConfig | None = None,
 ) -> XLMFinetuneResult:
     """Fine-tune XLM on one language and score it on every dev language (zero-shot).
 
@@ -427,12 +383,20 @@ def finetune_xlm_classifier(
             vocabulary survives English-only updates) or ``"encoder"`` (train the head
             only: a probe of the frozen states).
         provenance: JSON-ready facts to keep in ``task.json``.
+        peft: a parameter-efficient method (:mod:`ptm_multilingual.peft_io`): only the
+            adapter and the head train; ``final/`` holds them beside a pointer to
+            ``model_dir``.
 
     Returns:
         :class:`XLMFinetuneResult`; ``<output_dir>/eval.json`` holds ``final_metrics``:
         ``dev/<lang>/accuracy`` (also ``f1``, ``matthews_corrcoef``, ``loss``) and
         ``dev/<lang>/chance`` (the majority-class share of that dev set).
     """
+    peft = peft if peft is not None and peft.enabled else None
+    if peft is not None:
+        check_xlm_peft(
+            peft, base=model_dir, freeze=freeze, random_init=random_init, trainer=trainer
+        )
     if isinstance(model_dir, XLMEncoder):
         if tokenizer is None:
             raise ValueError("pass tokenizer= with an in-memory XLMEncoder")
@@ -458,6 +422,8 @@ def finetune_xlm_classifier(
     dev_rows = {lang: read_language_tsv(path, names)[0] for lang, path in dev.items()}
     model = build_xlm_classifier(encoder, len(names), dropout, pool=pool, label_names=names)
     freeze_parameters(model, freeze)
+    if peft is not None:
+        attach_peft(model, peft)
     record = {
         "train": {"file": str(train[0]), "lang": train[1]},
         "dev": {lang: str(path) for lang, path in dev.items()},
@@ -475,7 +441,7 @@ def finetune_xlm_classifier(
         data,
         trainer,
         save_final=lambda d: save_xlm_classifier(
-            model, d, tokenizer=shared_tokenizer, task_config=record
+            model, d, tokenizer=shared_tokenizer, task_config=record, peft=peft, base=model_dir
         ),
     )
     final_metrics = dict(run.final_metrics)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ptm_core.families.runner import FinetuneRun
+from ptm_core.peft import PeftConfig
 from ptm_multilingual.finetune import XLMFinetuneResult, finetune_xlm_classifier
 from ptm_multilingual.settings import XLMSettings
 
@@ -35,6 +36,10 @@ def finetune_xlm(run: FinetuneRun) -> XLMFinetuneResult:
             "xlm_finetune.train_file is not set; give the labelled training file "
             "(experiment=xlm_zero_shot sets the English sample)"
         )
+    try:
+        peft = PeftConfig.from_options(options)
+    except ValueError as exc:  # core names its own block; XLM's settings are xlm_finetune.*
+        raise ValueError(str(exc).replace("finetune.", "xlm_finetune.")) from None
     return finetune_xlm_classifier(
         init_from,
         train=(options.train_file, options.train_lang),
@@ -47,6 +52,7 @@ def finetune_xlm(run: FinetuneRun) -> XLMFinetuneResult:
         seed=run.seed,
         random_init=options.random_init,
         freeze=options.freeze,
+        peft=peft,
         provenance={"init_from": str(init_from), "experiment": str(settings.experiment_name)},
     )
 

@@ -84,6 +84,14 @@ class XLMFinetune:
             language tables fixed) or ``encoder`` (train the head only).
         random_init: the same architecture and vocabulary at random init (the
             no-pre-training baseline).
+        peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen XLM encoder (the core
+            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the encoder's linears LoRA/IA3 wrap, by name (``null``: the
+            attention and feed-forward projections).
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     train_file: str | None = None
@@ -95,6 +103,12 @@ class XLMFinetune:
     dropout: float = 0.1
     freeze: str = "none"
     random_init: bool = False
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

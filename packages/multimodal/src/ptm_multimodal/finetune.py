@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -38,7 +38,9 @@ from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.finetune.label_scores import LabelledPredictions
 from ptm_core.finetune.metrics import compute_metrics
+from ptm_core.finetune.peft_folder import save_adapter_folder
 from ptm_core.finetune.scoring import FinetuneResult, train_and_score
+from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 from ptm_multimodal.region_features import read_region_features
@@ -50,7 +52,11 @@ from ptm_multimodal.task_data import (
     read_image_text_task,
     vqa_accuracy,
 )
-from ptm_multimodal.task_io import load_image_text_task_model, save_image_text_task_model
+from ptm_multimodal.task_io import (
+    load_image_text_task_model,
+    save_image_text_task_model,
+    task_record,
+)
 from ptm_multimodal.task_model import (
     ClozeAnswerHead,
     ImageTextTaskModel,
@@ -101,6 +107,10 @@ def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
             f"multimodal_finetune.architecture={options.architecture}; use the {family} "
             "experiment or set multimodal_finetune.architecture=null"
         )
+    try:
+        peft = PeftConfig.from_options(options)
+    except ValueError as exc:  # core names its own block; these settings are multimodal_*
+        raise ValueError(str(exc).replace("finetune.", "multimodal_finetune.")) from None
     return finetune_image_text(
         options.task,
         init_from=init_from,
@@ -110,6 +120,7 @@ def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
         random_init=options.random_init,
         head=options.head,
         freeze_backbone=options.freeze_backbone,
+        peft=peft,
         provenance={
             "init_from": str(init_from),
             "experiment": experiment,
@@ -182,6 +193,7 @@ def finetune_image_text(
     provenance: Mapping[str, Any] | None = None,
     head: str = "cls",
     freeze_backbone: bool = False,
+    peft: PeftConfig | None = None,
 ) -> FinetuneResult:
     """Fine-tune a pre-trained VisualBERT/ViLBERT on ``task`` and score its dev set.
 
@@ -203,6 +215,8 @@ def finetune_image_text(
             ``random_init`` the same head from its random initialisation).
         freeze_backbone: train the task head only; the backbone keeps its (pre-trained
             or random) weights, as in feature-based use.
+        peft: a parameter-efficient method on the frozen backbone (LoRA, IA3, prefix):
+            ``final/`` holds the adapter and the head beside a pointer to ``init_from``.
 
     Returns:
         :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``eval.json`` holds
@@ -219,6 +233,9 @@ def finetune_image_text(
             "model.encoder.layers; VisualBERT/ViLBERT have theirs elsewhere (two streams for "
             "ViLBERT). Set them to null / 0 (trainer.schedule=slanted_triangular works)"
         )
+    peft = peft if peft is not None and peft.enabled else None
+    if peft is not None:
+        _check_peft(peft, init_from, backbone, random_init, freeze_backbone)
     features_dir = Path(task.features or Path(task.train).parent)
     features = read_region_features(features_dir)
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
@@ -257,6 +274,8 @@ def finetune_image_text(
     model = ImageTextTaskModel(backbone, task_head, task.kind, names)
     if freeze_backbone:  # AdamW skips parameters that get no gradient
         backbone.requires_grad_(False)
+    if peft is not None:
+        attach_peft(model, peft)
     featurizer = ImageTextFeaturizer(
         tokenizer, features, task.kind, names, task.max_length, answer_slot=answer_head == "cloze"
     )
@@ -268,19 +287,46 @@ def finetune_image_text(
         **({"provenance": dict(provenance)} if provenance else {}),
     }
     kept_tokenizer = tokenizer
+
+    def save_final(directory: Path) -> None:
+        if peft is None:
+            save_image_text_task_model(
+                model.to("cpu"), directory, tokenizer=kept_tokenizer, task_config=record
+            )
+        else:  # the adapter and the head, beside a pointer to init_from
+            save_adapter_folder(
+                model.to("cpu"), directory, config=peft, base=cast(Path, init_from),
+                record=task_record(model, record), extra_writers=[kept_tokenizer.save],
+            )  # fmt: skip
+
     return train_and_score(
         model,
         TaskBatches(train, featurizer, task.batch_size, seed=seed),
         trainer,
-        save_final=lambda d: save_image_text_task_model(
-            model.to("cpu"), d, tokenizer=kept_tokenizer, task_config=record
-        ),
+        save_final=save_final,
         score=lambda: evaluate_image_text_task(
             model, dev, featurizer, batch_size=task.eval_batch_size
         ),
         name=task.name,
         metric=task.metric,
     )
+
+
+def _check_peft(
+    peft: PeftConfig, init_from: object, backbone: object, random_init: bool, frozen: bool
+) -> None:
+    """Refuse, in one line naming the setting, what an adapter run cannot do."""
+    where = f"multimodal_finetune.peft={peft.method}"
+    if peft.method == "prompt":
+        raise ValueError(
+            f"{where} is not supported: a prompt before the caption would shift it against "
+            "the image regions and positions; use multimodal_finetune.peft=lora, ia3 or prefix"
+        )
+    if init_from is None or backbone is not None:
+        raise ValueError(f"{where} needs init_from=<a VisualBERT/ViLBERT final/> (its base)")
+    if random_init or frozen:
+        key = "random_init" if random_init else "freeze_backbone"
+        raise ValueError(f"{where} trains an adapter on the pre-trained backbone; set {key}=false")
 
 
 def predict_image_text(

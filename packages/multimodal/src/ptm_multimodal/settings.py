@@ -78,6 +78,14 @@ class MultimodalFinetune:
         freeze_backbone: train the task head only.
         head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
             answer slot read through the pre-trained MLM transform).
+        peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen backbone (the core
+            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+        peft_r: LoRA rank.
+        peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
+        peft_dropout: LoRA dropout on the adapter's input.
+        peft_target_modules: the backbone's linears LoRA/IA3 wrap, by name (``null``: the
+            attention and feed-forward projections).
+        peft_virtual_tokens: prefix length.
     """
 
     task: ImageTextTask
@@ -86,6 +94,12 @@ class MultimodalFinetune:
     random_init: bool = False
     freeze_backbone: bool = False
     head: str = "cls"
+    peft: str = "none"
+    peft_r: int = 8
+    peft_alpha: float = 16.0
+    peft_dropout: float = 0.0
+    peft_target_modules: list[str] | None = None
+    peft_virtual_tokens: int = 20
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -58,6 +59,13 @@ def base_fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def peft_record(config: PeftConfig, base: str | Path) -> dict[str, Any]:
+    """``task.json``'s ``"peft"``: the method's settings and the base folder's path and
+    fingerprint."""
+    base = Path(base).resolve()
+    return {**config.to_dict(), "base": {"path": str(base), "sha256": base_fingerprint(base)}}
+
+
 def save_peft_task_model(
     model: TaskModel,
     directory: str | Path,
@@ -80,7 +88,6 @@ def save_peft_task_model(
     Returns:
         The directory written.
     """
-    base = Path(base).resolve()
     inner = cast(TransformerEncoder, base_encoder(model))
     record: dict[str, Any] = {
         "ptm_task": TASK_FORMAT_VERSION,
@@ -89,10 +96,7 @@ def save_peft_task_model(
         "label_names": model.label_names,
         **head_settings(model.head),
         **task_config,
-        PEFT_KEY: {
-            **config.to_dict(),
-            "base": {"path": str(base), "sha256": base_fingerprint(base)},
-        },
+        PEFT_KEY: peft_record(config, base),
     }
     kind = XLNET if inner.config.relative else ENCODER  # as checkpoints.encoder names it
     encoder_config = with_kind({"ptm_format": PTM_ENCODER_FORMAT, **inner.config.to_dict()}, kind)
@@ -103,6 +107,37 @@ def save_peft_task_model(
         save_file(head, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
         write_json(tmp / "config.json", encoder_config)
         (tmp / TASK_JSON).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        for writer in extra_writers:
+            writer(tmp)
+    return Path(directory)
+
+
+def save_adapter_folder(
+    model: torch.nn.Module,
+    directory: str | Path,
+    *,
+    config: PeftConfig,
+    base: str | Path,
+    record: dict[str, Any],
+    extra_writers: Sequence[Callable[[Path], object]] = (),
+) -> Path:
+    """The adapter ``final/`` of a family's own task model (ERNIE-THU, XLM), atomically:
+    ``adapter.safetensors`` (under ``model.encoder``), ``task_head.safetensors``
+    (``model.head``), the base folder's own ``config.json`` (it names the family) and
+    ``task.json`` (``record`` plus ``"peft"``).
+
+    Returns:
+        The directory written.
+    """
+    base = Path(base)
+    text = json.dumps({**record, PEFT_KEY: peft_record(config, base)}, indent=2) + "\n"
+    head = cast(torch.nn.Module, model.head)
+    head_state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    with atomic_directory(directory) as tmp:
+        save_file(adapter_state(model), str(tmp / ADAPTER_FILE), metadata={"format": "pt"})
+        save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
+        shutil.copyfile(base / "config.json", tmp / "config.json")
+        (tmp / TASK_JSON).write_text(text, encoding="utf-8")
         for writer in extra_writers:
             writer(tmp)
     return Path(directory)
@@ -156,27 +191,37 @@ def load_peft_task_model(directory: str | Path, record: dict[str, Any]) -> TaskM
             the message names the file and the fix.
     """
     directory = Path(directory)
-    task_path = directory / TASK_JSON
-    try:
-        settings = {k: v for k, v in record[PEFT_KEY].items() if k != "base"}
-        config = PeftConfig.from_dict(settings)
-    except (AttributeError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{task_path}: peft: {exc}") from None
+    config = read_peft_config(directory, record)
     base = check_base(directory, record)
     encoder = load_base_encoder(base)
     with torch.random.fork_rng(devices=[]):  # the adapter's fresh init is overwritten below
-        model = task_model_of_record(encoder, record, task_path)
+        model = task_model_of_record(encoder, record, directory / TASK_JSON)
         attach_peft(model, config)
-    expected = adapter_state(model)
+    load_adapter(model, directory, config)
+    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
+    return model
+
+
+def read_peft_config(directory: Path, record: dict[str, Any]) -> PeftConfig:
+    """The method ``task.json``'s ``"peft"`` records (``CheckpointError`` naming the file)."""
+    try:
+        settings = {k: v for k, v in record[PEFT_KEY].items() if k != "base"}
+        return PeftConfig.from_dict(settings)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CheckpointError(f"{directory / TASK_JSON}: peft: {exc}") from None
+
+
+def load_adapter(model: torch.nn.Module, directory: Path, config: PeftConfig) -> None:
+    """Load ``directory``'s ``adapter.safetensors`` into ``model.encoder``, which carries
+    ``config``'s freshly attached adapter (``CheckpointError`` on tensors that do not fit)."""
     state = read_trained_state(
         directory / ADAPTER_FILE,
-        expected,
+        adapter_state(model),
         what=f"{config.method} adapter",
         described=f"peft {config.to_dict()}",
         fix="copy adapter.safetensors and task.json from the same run",
     )
-    missing = model.encoder.load_state_dict(state, strict=False).unexpected_keys
-    if missing:
-        raise CheckpointError(f"{directory / ADAPTER_FILE}: unknown tensors {missing}")
-    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
-    return model
+    encoder = cast(torch.nn.Module, model.encoder)
+    unknown = encoder.load_state_dict(state, strict=False).unexpected_keys
+    if unknown:
+        raise CheckpointError(f"{directory / ADAPTER_FILE}: unknown tensors {unknown}")

@@ -60,7 +60,8 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
     Returns:
         ``model``, changed in place: LoRA/IA3 wrap the encoder's linears (``peft``); prompt
         tuning wraps the encoder in :class:`SoftPromptEncoder`; prefix tuning wraps each
-        layer's attention in :class:`~ptm_core.peft.prompts.PrefixAttention`.
+        layer's attention in :class:`~ptm_core.peft.prompts.PrefixAttention` (the text
+        encoder's layers, for a wrapper with a ``text_stack``).
     """
     if not config.enabled:
         return model
@@ -72,7 +73,8 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
 
         inject(encoder, config)
     elif config.method == "prefix":
-        add_prefixes(encoder, config.num_virtual_tokens)
+        # A wrapper (ERNIE-THU, XLM...) holds its core text encoder as ``text_stack``.
+        add_prefixes(getattr(encoder, "text_stack", encoder), config.num_virtual_tokens)
     else:
         model.encoder = SoftPromptEncoder(encoder, config.num_virtual_tokens)
     return model

@@ -34,6 +34,10 @@ DEFAULT_TARGETS: tuple[str, ...] = (
 # (the input of its output projection).
 IA3_TARGETS: tuple[str, ...] = ("key", "value", "key_proj", "value_proj", "w_out")
 IA3_FEEDFORWARD: tuple[str, ...] = ("w_out",)
+# A wrapper encoder with linears of its own (ERNIE-THU's fusion layers) names them in these
+# class attributes: LoRA's defaults add the first, IA3's (as feed-forward outputs) the second.
+LORA_EXTRA_ATTRIBUTE = "peft_lora_targets"
+IA3_EXTRA_ATTRIBUTE = "peft_ia3_feedforward"
 
 
 def require_peft() -> Any:
@@ -62,7 +66,8 @@ def library_config(config: PeftConfig, module: nn.Module) -> Any:
                 f"encoder; its linears are: {', '.join(sorted(names))}"
             )
     if config.method == "lora":
-        targets = list(config.target_modules or [t for t in DEFAULT_TARGETS if t in names])
+        defaults = (*DEFAULT_TARGETS, *getattr(module, LORA_EXTRA_ATTRIBUTE, ()))
+        targets = list(config.target_modules or [t for t in defaults if t in names])
         return peft.LoraConfig(
             r=config.r,
             lora_alpha=config.alpha,
@@ -70,10 +75,12 @@ def library_config(config: PeftConfig, module: nn.Module) -> Any:
             target_modules=targets,
             bias="none",
         )
-    targets = list(config.target_modules or [t for t in IA3_TARGETS if t in names])
+    feedforward = (*IA3_FEEDFORWARD, *getattr(module, IA3_EXTRA_ATTRIBUTE, ()))
+    defaults = (*IA3_TARGETS, *feedforward)
+    targets = list(config.target_modules or [t for t in defaults if t in names])
     return peft.IA3Config(
         target_modules=targets,
-        feedforward_modules=[t for t in IA3_FEEDFORWARD if t in targets],
+        feedforward_modules=[t for t in feedforward if t in targets],
     )
 
 

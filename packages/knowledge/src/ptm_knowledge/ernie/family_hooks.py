@@ -6,7 +6,8 @@ either config root:
 - ``ptm pretrain experiment=ernie_thu_finetune_tiny init_from=<final/>``: the
   ``ernie_finetune`` block names the task, the KG, the linker settings and the pooling;
 - ``ptm finetune task=<preset> model=<final/>``: the ``task`` preset and the ``finetune``
-  block (``kg``, ``use_entities``, ``dropout``); the generic switches ``random_init``,
+  block (``kg``, ``use_entities``, ``dropout``, ``peft``: LoRA, IA3 or prefix on the
+  encoder, see :mod:`ptm_knowledge.ernie.peft_io`); the generic switches ``random_init``,
   ``feature_based`` and ``text_to_text`` do not apply and are refused.
 
 Heavy imports happen inside the functions: resolving a hook costs nothing.
@@ -37,6 +38,7 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         ValueError: a bad task preset, or a generic switch an ERNIE-THU model cannot take.
     """
     from ptm_core.finetune.task_spec import TaskSpec
+    from ptm_core.peft import PeftConfig
     from ptm_knowledge.ernie.finetune import finetune_ernie_thu
 
     settings: ErnieThuSettings = run.settings or ErnieThuSettings()
@@ -58,11 +60,6 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         }
     else:  # ptm finetune model=<ERNIE-THU final/>
         generic = settings.finetune
-        if generic.peft != "none":
-            raise ValueError(
-                f"finetune.peft={generic.peft} is not supported for an ERNIE-THU model "
-                f"({init_from}) yet; set finetune.peft=none"
-            )
         unsupported = [key for key in _GENERIC_SWITCHES if getattr(generic, key)]
         if unsupported:
             raise ValueError(
@@ -72,7 +69,7 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
             )
         where, task_settings = "task", settings.task
         kg, use_entities, dropout = generic.kg, generic.use_entities, generic.dropout
-        extra = {"num_workers": generic.num_workers}
+        extra = {"num_workers": generic.num_workers, "peft": PeftConfig.from_options(generic)}
     if not isinstance(task_settings, dict):
         raise ValueError(f"{where} must be a mapping (a configs/task preset)")
     task = TaskSpec.from_mapping({str(k): v for k, v in task_settings.items()})

@@ -37,11 +37,14 @@ from torch import nn
 
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
+from ptm_core.finetune.recipe import check_peft_run
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData, read_task
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.peft import PeftConfig, count_trainable
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
+from ptm_knowledge.ernie.peft_io import attach_ernie_peft, save_ernie_peft_model
 from ptm_knowledge.ernie.task_features import ErnieFeaturizer
 from ptm_knowledge.ernie.task_io import (
     load_ernie_task_model,
@@ -160,6 +163,7 @@ def finetune_ernie_thu(
     cache_dir: str | Path | None = None,
     num_workers: int = 0,
     provenance: Mapping[str, Any] | None = None,
+    peft: PeftConfig | None = None,
 ) -> FinetuneResult:
     """Fine-tune a pre-trained ERNIE-THU ``final/`` on ``task`` and score its dev set.
 
@@ -180,6 +184,9 @@ def finetune_ernie_thu(
         cache_dir: where task links are cached (default :func:`default_links_dir`).
         num_workers: processes that featurize training batches.
         provenance: JSON-ready facts kept in ``task.json``.
+        peft: a parameter-efficient method (LoRA, IA3 or prefix; see
+            :mod:`ptm_knowledge.ernie.peft_io`): only the adapter and the head train, and
+            ``final/`` holds just those beside a pointer to ``model_dir``.
 
     Returns:
         The core :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` loads with
@@ -196,6 +203,9 @@ def finetune_ernie_thu(
             f"{model_dir / KNOWLEDGE_CONFIG}: not found; model_dir must be the final/ of an "
             "ERNIE-THU pre-training (ptm pretrain experiment=ernie_thu_tiny)"
         )
+    peft = peft if peft is not None and peft.enabled else None
+    if peft is not None:
+        check_peft_run(task, peft, None, model_dir, trainer, feature_based=False)
     task.check_files()
     torch.manual_seed(derive_seed(trainer.seed, "task-head"))
     tokenizer = load_task_tokenizer(model_dir)
@@ -226,6 +236,10 @@ def finetune_ernie_thu(
         use_entities=use_entities,
         pool=pool,
     )
+    if peft is not None:
+        attach_ernie_peft(model, peft)
+    trainable = count_trainable(model)
+    print(f"{task.name}: {trainable.describe()}{f' ({peft.method})' if peft else ''}")
     record = {
         "task": task.to_dict(),
         "kg": str(Path(kg).resolve()),
@@ -233,6 +247,19 @@ def finetune_ernie_thu(
         "link_coverage": coverage,
         **({"provenance": dict(provenance)} if provenance else {}),
     }
+
+    def save_final(final: Path) -> None:
+        if peft is not None:
+            save_ernie_peft_model(
+                model, final, config=peft, base=model_dir, entity_ids=entity_ids,
+                task_config=record, extra_writers=[tokenizer.save],
+            )  # fmt: skip
+        else:
+            save_ernie_task_model(
+                model, final, entity_ids=entity_ids, task_config=record,
+                extra_writers=[tokenizer.save],
+            )  # fmt: skip
+
     batches = TaskBatches(
         train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
     )
@@ -240,12 +267,14 @@ def finetune_ernie_thu(
         model,
         batches,
         trainer,
-        save_final=lambda final: save_ernie_task_model(
-            model, final, entity_ids=entity_ids, task_config=record, extra_writers=[tokenizer.save]
-        ),
+        save_final=save_final,
         score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
+        facts={
+            "parameters/trainable": trainable.trainable,
+            "parameters/trainable_share": round(trainable.share, 6),
+        },
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 from safetensors.torch import load_file
@@ -22,8 +22,7 @@ from ptm_core.finetune.model import (
 from ptm_knowledge.ernie.task_model import (
     RECIPE,
     ErnieTaskModel,
-    Pool,
-    build_ernie_task_model,
+    ernie_model_of_record,
 )
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
 
@@ -88,6 +87,11 @@ def load_ernie_task_model(directory: str | Path) -> tuple[ErnieTaskModel, dict[s
         )
     options = json.loads(knowledge_path.read_text(encoding="utf-8"))
     entity_ids = options.pop("entity_ids", None) or []
+    if "peft" in record:  # adapter + head beside a pointer to the base ERNIE-THU folder
+        from ptm_knowledge.ernie.peft_io import load_ernie_peft_model
+
+        model = load_ernie_peft_model(directory, record)
+        return model.eval(), {**record, "entity_ids": entity_ids}
     head_path = directory / TASK_HEAD_FILE
     stored = load_file(str(head_path)) if head_path.is_file() else {}
     table = stored.get("knowledge.entity_table", torch.zeros(len(entity_ids), 1))
@@ -95,15 +99,7 @@ def load_ernie_task_model(directory: str | Path) -> tuple[ErnieTaskModel, dict[s
     encoder = KnowledgeableEncoder(
         TransformerEncoder.from_pretrained(directory), table, layers, **options
     )
-    model = build_ernie_task_model(
-        encoder,
-        record["kind"],
-        record["num_labels"],
-        float(record.get("dropout", 0.1)),
-        label_names=record.get("label_names"),
-        use_entities=bool(record.get("use_entities", True)),
-        pool=cast(Pool, record.get("entity_pool", "mentions")),
-    )
+    model = ernie_model_of_record(encoder, record)
     expected = {
         **{
             f"knowledge.{k}": v

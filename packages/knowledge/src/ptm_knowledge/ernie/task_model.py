@@ -9,7 +9,7 @@ fused anywhere).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -147,10 +147,24 @@ def build_ernie_task_model(
     )
 
 
+def ernie_model_of_record(encoder: KnowledgeableEncoder, record: dict[str, Any]) -> ErnieTaskModel:
+    """A fresh :class:`ErnieTaskModel` with the head ``task.json`` describes."""
+    return build_ernie_task_model(
+        encoder,
+        record["kind"],
+        record["num_labels"],
+        float(record.get("dropout", 0.1)),
+        label_names=record.get("label_names"),
+        use_entities=bool(record.get("use_entities", True)),
+        pool=cast(Pool, record.get("entity_pool", "mentions")),
+    )
+
+
 __all__ = [
     "POOLS",
     "RECIPE",
     "ErnieTaskModel",
     "Pool",
     "build_ernie_task_model",
+    "ernie_model_of_record",
 ]

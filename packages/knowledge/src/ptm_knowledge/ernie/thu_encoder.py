@@ -156,6 +156,10 @@ class KnowledgeableEncoder(WrapsTextEncoder):
     """
 
     text_encoder_attribute = "text_encoder"
+    # finetune.peft=lora/ia3 adapt the fusion's linears too (ptm_core.peft.library); the
+    # entity table and its projection stay frozen.
+    peft_lora_targets = ("fuse_token", "fuse_entity", "token_out", "entity_out")
+    peft_ia3_feedforward = ("token_out", "entity_out")
 
     entity_table: Tensor
 

@@ -46,12 +46,27 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
     from ptm_core import TransformerEncoder
     from ptm_core.checkpoints.init_report import check_folder_vocabulary
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
+    from ptm_core.peft import PeftConfig
     from ptm_core.tokenization import WordPieceTokenizer
     from ptm_knowledge.kbert import finetune_kbert, knowledge_from_graph, read_labeled_tsv
     from ptm_knowledge.kg import load_knowledge_graph
 
     settings: KBertSettings = run.settings or KBertSettings()
     data, options = settings.data, settings.kbert
+    try:
+        peft = PeftConfig.from_options(options)
+    except ValueError as exc:  # core names its own block; K-BERT's settings are kbert.*
+        raise ValueError(str(exc).replace("finetune.", "kbert.")) from None
+    if peft.enabled and not options.init_from:
+        raise ValueError(
+            f"kbert.peft={peft.method} trains an adapter on a pre-trained encoder: give "
+            "kbert.init_from=<a BERT, RoBERTa or XLM-R folder>, or set kbert.peft=none"
+        )
+    if peft.enabled and run.trainer.unfreeze_every > 0:
+        raise ValueError(
+            f"kbert.peft={peft.method}: trainer.unfreeze_every would unfreeze the frozen "
+            "encoder; set it to 0"
+        )
     if not (data.corpus and data.dev and data.kg):
         missing = next(k for k in ("corpus", "dev", "kg") if not getattr(data, k))
         raise ValueError(f"data.{missing} is null: K-BERT needs data.corpus, data.dev, data.kg")
@@ -64,6 +79,9 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         tokenizer = load_task_tokenizer(options.init_from)
         encoder = TransformerEncoder.from_pretrained(options.init_from)
         check_folder_vocabulary(options.init_from, encoder.config.vocab_size, tokenizer.vocab_size)
+        # The head (and an adapter) draw their init from the global generator: seed it, so
+        # the same seed gives the same run (and a resumed run its straight twin).
+        torch.manual_seed(run.seed)
     else:
         if not data.tokenizer or run.model is None:
             raise ValueError("data.tokenizer and model are needed without kbert.init_from")
@@ -99,6 +117,7 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         dropout=DROPOUT if dropout in (None, {}) else float(dropout),
         seed=run.seed,
         init_from=options.init_from,
+        peft=peft,
         provenance={
             "train": str(data.corpus),
             "dev": str(data.dev),

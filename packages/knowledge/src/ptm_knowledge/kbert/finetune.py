@@ -15,9 +15,10 @@ seqeval entity F1 and word accuracy for tagging) in ``eval.json``.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file
@@ -32,11 +33,14 @@ from ptm_core.finetune.model import (
     TaskModel,
     build_task_model,
     load_task_model,
+    read_task_json,
     save_task_model,
 )
+from ptm_core.finetune.peft_folder import load_peft_task_model, save_peft_task_model
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.peft import PeftConfig, attach_peft, count_trainable
 from ptm_core.training import TrainerConfig
 from ptm_knowledge.kbert.model import KBertFeaturizer, KGMode, VisibleMode
 from ptm_knowledge.kbert.tsv import (
@@ -45,6 +49,8 @@ from ptm_knowledge.kbert.tsv import (
     read_labeled_tsv,
     read_tagged_tsv,
 )
+
+logger = logging.getLogger(__name__)
 
 RECIPE = "kbert"
 # The K-BERT settings task.json keeps (KBertFeaturizer's arguments).
@@ -125,6 +131,7 @@ def finetune_kbert(
     num_workers: int = 0,
     init_from: str | Path | None = None,
     provenance: Mapping[str, Any] | None = None,
+    peft: PeftConfig | None = None,
 ) -> FinetuneResult:
     """Fine-tune a K-BERT sentence classifier (or tagger) and score it on ``dev``.
 
@@ -154,6 +161,9 @@ def finetune_kbert(
         init_from: the folder ``encoder`` was loaded from; the log says which tensors
             came from it and which start fresh (the task head).
         provenance: JSON-ready facts kept in ``task.json`` (the KG's path, the data files).
+        peft: a parameter-efficient method on the encoder (needs ``init_from``): only the
+            adapter and the head train, and ``final/`` holds just those beside a pointer to
+            ``init_from`` (:mod:`ptm_core.finetune.peft_folder`).
 
     Returns:
         :class:`KBertResult` (the recipe's ``FinetuneResult``).
@@ -174,6 +184,13 @@ def finetune_kbert(
     model = build_task_model(encoder, kind, len(label_names), dropout, label_names=label_names)
     if init_from is not None:
         report_init(model, init_from, [encoder], what="kbert.init_from")
+    peft = peft if peft is not None and peft.enabled else None
+    if peft is not None:
+        if init_from is None:
+            raise ValueError(f"kbert.peft={peft.method} needs kbert.init_from (the base model)")
+        attach_peft(model, peft)
+    trainable = count_trainable(model)
+    logger.info("kbert: %s%s", trainable.describe(), f" ({peft.method})" if peft else "")
     settings = {
         "recipe": RECIPE,
         "max_entities": max_entities,
@@ -182,17 +199,29 @@ def finetune_kbert(
         "visible_matrix": visible_matrix,
         **({"provenance": dict(provenance)} if provenance else {}),
     }
+
+    def save_final(final: Path) -> None:
+        if peft is not None:
+            save_peft_task_model(
+                model, final, config=peft, base=cast(Path, init_from), task_config=settings,
+                extra_writers=[tokenizer.save],
+            )  # fmt: skip
+        else:
+            save_task_model(model, final, task_config=settings, extra_writers=[tokenizer.save])
+
     batches = TaskBatches(train, featurizer, batch_size, seed=seed, num_workers=num_workers)
     return train_and_score(
         model,
         batches,
         trainer,
-        save_final=lambda final: save_task_model(
-            model, final, task_config=settings, extra_writers=[tokenizer.save]
-        ),
+        save_final=save_final,
         score=lambda: evaluate_kbert(model, dev, featurizer, label_names),
         name="kbert",
         metric="f1" if kind == "tagging" else "accuracy",
+        facts={
+            "parameters/trainable": trainable.trainable,
+            "parameters/trainable_share": round(trainable.share, 6),
+        },
     )
 
 
@@ -217,7 +246,11 @@ def load_kbert_classifier(directory: str | Path) -> tuple[TaskModel, dict[str, A
     directory = Path(directory)
     if not (directory / TASK_JSON).exists() and (directory / LEGACY_CONFIG).exists():
         return _load_legacy(directory)
-    model, config = load_task_model(directory)
+    config = read_task_json(directory / TASK_JSON)
+    if config.get("recipe") == RECIPE and "peft" in config:  # adapter + pointer to the base
+        model = load_peft_task_model(directory, config)
+    else:
+        model, config = load_task_model(directory)
     if config.get("recipe") != RECIPE:
         raise CheckpointError(
             f"{directory / TASK_JSON}: recipe is {config.get('recipe')!r}, not 'kbert'; this "
