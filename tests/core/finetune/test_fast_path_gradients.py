@@ -103,3 +103,4 @@ def test_encode_first_refuses_what_it_cannot_run() -> None:
         vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=24
     )
     assert not can_encode_first(xlnet, torch.ones(2, 5))
+    assert not can_encode_first(torch.nn.Identity(), None)  # type: ignore[arg-type]

@@ -45,7 +45,7 @@ def can_encode_first(encoder: TransformerEncoder, attention_mask: object) -> boo
 
     cls = type(encoder)
     if any(
-        getattr(cls, name) is not getattr(TransformerEncoder, name)
+        getattr(cls, name, None) is not getattr(TransformerEncoder, name)
         for name in ("forward", "start", "run_layers", "finish")
     ):
         return False
