@@ -60,6 +60,7 @@ from benchmarks.finetune_task import (
 from benchmarks.fixtures import bench_env
 from benchmarks.gemm_peak import bf16_gemm_peak
 from benchmarks.paired import CpuSteal, machine_name, steal_note
+from benchmarks.peak_rss import status_mb
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BATCH, LR = 16, 2e-5
@@ -211,9 +212,7 @@ def child_epoch(side: str, root: Path) -> None:
     ]
     folder = TaskFolder(root, root / "train.tsv", root / "dev.tsv", root / "model", rows)
     _Epoch(side, folder)()
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            print(int(line.split()[1]) / 1024)
+    print(status_mb("VmHWM"))
 
 
 def summarize(runs: dict[str, list[Run]], rows: int) -> dict[str, Any]:
