@@ -85,7 +85,8 @@ def test_batches_featurize_only_the_rows_they_hold() -> None:
             calls.extend(rows)
             return {"x": list(rows)}
 
-    batches = TaskBatches(list(range(10)), Recording(), 4, seed=1)  # type: ignore[arg-type]
+    # Without the prefetch thread, which builds up to two batches ahead on purpose.
+    batches = TaskBatches(list(range(10)), Recording(), 4, seed=1, prefetch=False)  # type: ignore[arg-type]
     first = next(batches.iter_batches(0))
     assert len(first["x"]) == 4 and sorted(calls) == sorted(first["x"])
     assert [len(b["x"]) for b in batches.iter_batches(0, start=1)] == [4, 2]

@@ -94,6 +94,25 @@ class TransformerLayer(nn.Module):
         attended = attention.forward_unpadded(self.attention_input(hidden_states), layout)
         return self.after_attention(hidden_states, attended)
 
+    def forward_first(
+        self, hidden_states: Tensor, mask: Tensor | None, layout: UnpadLayout | None
+    ) -> Tensor:
+        """The layer's output at each sequence's first position only: ``(B, 1, D)``.
+
+        Args:
+            hidden_states: ``(B, L, D)``, or packed real tokens ``(T, D)`` with ``layout``.
+            mask: the padded ``[B, 1, 1, L]`` SDPA mask (also with ``layout``).
+            layout: the unpadded batch's layout, or ``None``.
+        """
+        attention = cast(MultiHeadSelfAttention, self.attention)
+        attended = attention.forward_first(self.attention_input(hidden_states), mask, layout)
+        if layout is None:
+            first = hidden_states[:, :1]
+        else:  # each sequence's first packed token (an empty row reads a neighbour's)
+            starts = layout.cu_seqlens[:-1].long().clamp(max=hidden_states.shape[0] - 1)
+            first = hidden_states.index_select(0, starts).unsqueeze(1)
+        return self.after_attention(first, attended)
+
     def attention_input(self, x: Tensor) -> Tensor:
         """What the attention block reads: ``LN(x)`` (pre-LN) or ``x`` (post-LN)."""
         return self.attention_norm(x) if self.pre_norm else x

@@ -91,6 +91,9 @@ class FinetuneOptions:
         random_init: keep the checkpoint's architecture and tokenizer but re-initialise its
             weights (the "same model without pre-training" baseline).
         num_workers: DataLoader processes that featurize training batches.
+        group_by_length: batch training rows of similar length together (transformers'
+            ``group_by_length``; :mod:`ptm_core.finetune.data.length_groups`): little
+            padding per batch, each epoch still a random order of 50-batch groups.
         dropout: task-head dropout.
         feature_based: TagLM/ELMo mode (tagging): a frozen encoder, a learned scalar mix of
             its layers, then a BiLSTM-CRF.
@@ -112,6 +115,7 @@ class FinetuneOptions:
 
     random_init: bool = False
     num_workers: int = 0
+    group_by_length: bool = True
     dropout: float = 0.1
     feature_based: bool = False
     lstm_hidden: int = 128

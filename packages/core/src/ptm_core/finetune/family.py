@@ -86,6 +86,7 @@ def _finetune(run: FinetuneRun, load: Loader) -> FinetuneResult:
         text_to_text=options.text_to_text,
         lstm_hidden=options.lstm_hidden,
         num_workers=options.num_workers,
+        group_by_length=options.group_by_length,
         provenance={"init_from": run.init_from or None, "random_init": options.random_init},
         head_variants=variants,
         peft=peft,

@@ -29,6 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from ptm_core.checkpoints.io import CheckpointError, check_finite
+from ptm_core.encoders.first_position import can_encode_first, encode_first
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.heads.sentence_pair import POOLER_ACTIVATIONS, Pooler
 from ptm_core.heads.tasks import (
@@ -123,6 +124,10 @@ class TaskModel(nn.Module):
             choices; the head's output size does not depend on it).
         label_names: optional names of the labels, index order (kept in ``task.json`` and
             in exported Hugging Face configs as ``id2label``).
+        first_position_only: when the head reads ``[CLS]`` alone (sequence-level kinds,
+            ``pool="first"``), run the encoder's last layer at that position only
+            (:mod:`ptm_core.encoders.first_position`: same outputs, less work); ``False``
+            always runs the whole last layer.
 
     Inputs (``forward(batch)``):
         ``input_ids``, ``attention_mask``, ``token_type_ids``: ``(B, L)``; ``(B, C, L)`` for
@@ -143,6 +148,7 @@ class TaskModel(nn.Module):
         num_labels: int,
         *,
         label_names: Sequence[str] | None = None,
+        first_position_only: bool = True,
     ) -> None:
         super().__init__()
         check_kind(kind)
@@ -157,6 +163,7 @@ class TaskModel(nn.Module):
         self.kind = kind
         self.num_labels = num_labels
         self.label_names = list(label_names) if label_names is not None else None
+        self.first_position_only = first_position_only
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         input_ids = batch["input_ids"]
@@ -178,12 +185,18 @@ class TaskModel(nn.Module):
                 token_type_ids = token_type_ids.flatten(0, 1)
             if position_ids is not None:
                 position_ids = position_ids.flatten(0, 1)
-        hidden = self.encoder(
-            input_ids=input_ids,
-            attention_mask=attention_mask,  # (B, L) padding or (B, L, L) visibility
-            position_ids=position_ids,
-            token_type_ids=token_type_ids,
-        ).last_hidden_state  # (B, L, D)
+        if self._reads_first_only(attention_mask):
+            # The head reads [CLS] only: the last layer runs one query per sequence.
+            hidden = encode_first(
+                self.encoder, input_ids, attention_mask, position_ids, token_type_ids
+            )  # (B, 1, D)
+        else:
+            hidden = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,  # (B, L) padding or (B, L, L) visibility
+                position_ids=position_ids,
+                token_type_ids=token_type_ids,
+            ).last_hidden_state  # (B, L, D)
         if isinstance(attention_mask, AttentionStructure):  # heads read the real tokens
             attention_mask = attention_mask.real.long()  # (B, L)
         if self.kind == "multiple_choice":
@@ -192,6 +205,16 @@ class TaskModel(nn.Module):
             logits = self.head(hidden, attention_mask)
         loss, metrics = task_loss(self.kind, logits, batch)
         return TaskOutput(loss=loss, logits=logits, metrics=metrics)
+
+    def _reads_first_only(self, attention_mask: object) -> bool:
+        """Whether the head reads the first position only and the encoder can compute
+        just that one in its last layer (:mod:`ptm_core.encoders.first_position`)."""
+        return (
+            self.first_position_only
+            and isinstance(self.head, (SequenceClassificationHead, MultipleChoiceHead))
+            and self.head.pool == "first"
+            and can_encode_first(self.encoder, attention_mask)
+        )
 
     def checkpoint_config(self) -> dict[str, Any]:
         """What the trainer's checkpoints record in ``config.json`` beside the weights."""

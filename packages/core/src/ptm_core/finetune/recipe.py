@@ -89,6 +89,7 @@ def finetune(
     text_to_text: bool = False,
     lstm_hidden: int = 128,
     num_workers: int = 0,
+    group_by_length: bool = True,
     provenance: dict[str, Any] | None = None,
     head_variants: dict[str, dict[str, Any]] | None = None,
     peft: PeftConfig | None = None,
@@ -114,6 +115,8 @@ def finetune(
         lstm_hidden: the BiLSTM's hidden size per direction (feature-based mode).
         text_to_text: encoder-decoders only: T5's text-to-text mode (generate the label).
         num_workers: DataLoader processes that featurize training batches.
+        group_by_length: batch rows of similar length together
+            (:mod:`~ptm_core.finetune.data.length_groups`).
         provenance: JSON-ready facts to record in ``task.json`` (``init_from``, ...).
         head_variants: task kind -> the fresh head's ``pool``/``activation``/
             ``input_dropout`` (an imported ELECTRA or XLNet folder's own head,
@@ -147,6 +150,7 @@ def finetune(
             dropout=dropout,
             text_to_text=text_to_text,
             num_workers=num_workers,
+            group_by_length=group_by_length,
             provenance=provenance,
         )
     if text_to_text or isinstance(encoder, EncoderDecoderModel):
@@ -226,7 +230,12 @@ def finetune(
             save_task_model(model, directory, task_config=record, extra_writers=[tokenizer.save])
 
     data = TaskBatches(
-        train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
+        train.rows,
+        train.featurizer,
+        task.batch_size,
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=group_by_length,
     )
     return train_and_score(
         model,
@@ -282,6 +291,7 @@ def finetune_seq2seq(
     dropout: float = 0.1,
     text_to_text: bool = False,
     num_workers: int = 0,
+    group_by_length: bool = True,
     provenance: dict[str, Any] | None = None,
 ) -> FinetuneResult:
     """Fine-tune an encoder-decoder on a GLUE-format task and score its dev set.
@@ -299,6 +309,7 @@ def finetune_seq2seq(
         text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
             label's name and score exact matches, instead of a classification head.
         num_workers: DataLoader processes.
+        group_by_length: batch rows of similar length together.
         provenance: facts for ``task.json``.
 
     Returns:
@@ -349,7 +360,14 @@ def finetune_seq2seq(
                 classifier, directory, task_config=record_extra, extra_writers=[tokenizer.save]
             )
 
-    data = TaskBatches(train.rows, featurizer, task.batch_size, seed=seed, num_workers=num_workers)
+    data = TaskBatches(
+        train.rows,
+        featurizer,
+        task.batch_size,
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=group_by_length,
+    )
     return train_and_score(
         network,
         data,

@@ -169,6 +169,43 @@ class MultiHeadSelfAttention(nn.Module):
         )
         return self.out_proj(context)
 
+    def forward_first(
+        self,
+        hidden_states: Tensor,
+        mask: Tensor | None = None,
+        layout: UnpadLayout | None = None,
+    ) -> Tensor:
+        """Attention output at each sequence's first position only: ``(B, 1, D)``.
+
+        Every position still gives its key and value; only the first one asks a query.
+        A sequence-level head that reads the first token (BERT's ``[CLS]`` pooler) needs
+        nothing else from the last layer (see
+        :meth:`~ptm_core.encoders.TransformerEncoder.encode_first`).
+
+        Args:
+            hidden_states: ``(B, L, D)``, or the packed real tokens ``(T, D)`` with
+                ``layout``.
+            mask: the padded path's SDPA mask (:func:`to_sdpa_mask`: ``[B, 1, 1, L]``).
+            layout: the unpadded batch's layout; keys and values are projected on the
+                ``T`` real tokens and re-padded.
+        """
+        qkv = self.qkv_proj(hidden_states)  # (B, L, 3 * inner) or (T, 3 * inner)
+        if layout is not None:
+            qkv = layout.repad(qkv)
+        batch, length, _ = qkv.shape
+        qkv = qkv.view(batch, length, 3, self.num_heads, self.head_dim)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, h, L, d)
+        context = attend_heads(
+            query[:, :, :1],
+            key,
+            value,
+            mask,
+            self.dropout if self.training else 0.0,
+            self.scale,
+            dropout_kernel=self.dropout_kernel,
+        )
+        return self.out_proj(context)  # (B, 1, D)
+
     def forward_cached(
         self,
         hidden_states: Tensor,
