@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ptm_core.families.core_settings import FinetuneOptions
+
 
 @dataclass
 class CorpusData:
@@ -91,46 +93,15 @@ class AWDLSTMData(CorpusData):
 
 
 @dataclass
-class ULMFiTFinetune:
-    """The ``finetune`` block of ``configs/finetune.yaml`` as the ULMFiT classifier reads it.
-
-    Attributes:
-        random_init: keep the architecture, re-initialise the encoder (the baseline).
-        num_workers: DataLoader processes that featurize training batches.
-        dropout: the Transformer task head's dropout (not read: ULMFiT's head has its own).
-        feature_based: refused (the ULMFiT classifier fine-tunes the whole encoder).
-        lstm_hidden: TagLM's BiLSTM size (not read).
-        text_to_text: refused (a seq2seq switch).
-        kg: ERNIE-THU's KG (not read).
-        use_entities: ERNIE-THU's switch (not read).
-        peft: refused unless ``none`` (adapters attach to Transformer encoders), with its
-            ``peft_*`` settings (not read).
-    """
-
-    random_init: bool = False
-    num_workers: int = 0
-    dropout: float = 0.1
-    feature_based: bool = False
-    lstm_hidden: int = 128
-    text_to_text: bool = False
-    kg: str | None = None
-    use_entities: bool = True
-    peft: str = "none"
-    peft_r: int = 8
-    peft_alpha: float = 16.0
-    peft_dropout: float = 0.0
-    peft_target_modules: list[str] | None = None
-    peft_virtual_tokens: int = 20
-
-
-@dataclass
 class AWDLSTMSettings:
     """The ``awd_lstm`` family's config blocks: ``data`` (pre-training), ``task`` and
     ``finetune`` (the ULMFiT classifier)."""
 
     data: AWDLSTMData = field(default_factory=AWDLSTMData)
     task: Any = None
-    finetune: ULMFiTFinetune = field(default_factory=ULMFiTFinetune)
+    # core's block (one definition for every family): the classifier reads num_workers and
+    # random_init, refuses feature_based, text_to_text and any peft but none.
+    finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
 
 
 @dataclass

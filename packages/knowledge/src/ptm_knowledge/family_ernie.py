@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ptm_core.families.core_settings import FinetuneOptions
 from ptm_core.families.spec import FamilySpec
 from ptm_knowledge.kg_corpus_settings import KGCorpusData, LinkerSettings
 from ptm_knowledge.kinds import ERNIE_THU as ERNIE_THU_KIND
@@ -82,29 +83,6 @@ class ErnieFinetune:
     num_workers: int = 0
     cache_dir: str | None = None
     linker: LinkerSettings = field(default_factory=LinkerSettings)
-
-
-@dataclass
-class FinetuneOptions:
-    """The ``finetune`` block of ``configs/finetune.yaml`` as an ERNIE-THU ``init_from``
-    reads it (``ptm finetune model=<ERNIE-THU final/>``): ``kg`` and ``use_entities`` as
-    :class:`ErnieFinetune`; ``peft*`` as core's (``prompt`` refused); ``random_init``,
-    ``feature_based`` and ``text_to_text`` are refused when set."""
-
-    random_init: bool = False
-    num_workers: int = 0
-    dropout: float = 0.1
-    feature_based: bool = False
-    lstm_hidden: int = 128
-    text_to_text: bool = False
-    kg: str | None = None
-    use_entities: bool = True
-    peft: str = "none"
-    peft_r: int = 8
-    peft_alpha: float = 16.0
-    peft_dropout: float = 0.0
-    peft_target_modules: list[str] | None = None
-    peft_virtual_tokens: int = 20
 
 
 @dataclass
