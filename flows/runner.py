@@ -21,6 +21,7 @@ import dataclasses
 import difflib
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -195,11 +196,33 @@ def _refuse_unread_peft(spec: FamilySpec, cfg: DictConfig) -> None:
     schema = spec.hook("settings") if spec.has("settings") else None
     if schema is not None and any(f.name == "finetune" for f in dataclasses.fields(schema)):
         return  # the family reads the block (and applies or refuses the method itself)
+    own = _own_peft_block(schema)
+    where = (
+        f"; this family takes its adapter as {own}.peft=<method> in its own experiment "
+        f"(docs/guides/peft.md#other-families)"
+        if own
+        else " (docs/guides/peft.md lists the families that take an adapter)"
+    )
     raise ConfigError(
         f"finetune.peft={method} is not supported for a {spec.name} model "
-        f"(init_from={cfg.get('init_from')}); set finetune.peft=none (docs/guides/peft.md "
-        "lists the families that take an adapter)"
+        f"(init_from={cfg.get('init_from')}); set finetune.peft=none{where}"
     )
+
+
+def _own_peft_block(schema: Any) -> str | None:
+    """The settings block where a family reads its own ``peft`` (``kbert``, ``xlm_finetune``)."""
+    if schema is None:
+        return None
+    try:
+        hints = typing.get_type_hints(schema)
+    except (NameError, TypeError):  # a settings class with unresolvable annotations
+        return None
+    for name, hint in hints.items():
+        for kind in (hint, *typing.get_args(hint)):  # a block may be ``Block | None``
+            block = isinstance(kind, type) and dataclasses.is_dataclass(kind)
+            if block and any(f.name == "peft" for f in dataclasses.fields(kind)):
+                return name
+    return None
 
 
 def _model_factory(cfg: DictConfig) -> Any:

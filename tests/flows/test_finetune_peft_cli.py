@@ -77,8 +77,16 @@ def test_bad_peft_settings_are_one_line(
     assert "qkv name no nn.Linear of this encoder" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("family", ["kbert", "xlm", "visualbert", "vilbert"])
-def test_families_without_an_adapter_refuse_peft_in_one_line(family: str) -> None:
+@pytest.mark.parametrize(
+    ("family", "own"),
+    [
+        ("kbert", "kbert"),
+        ("xlm", "xlm_finetune"),
+        ("visualbert", "multimodal_finetune"),
+        ("vilbert", "multimodal_finetune"),
+    ],
+)
+def test_families_without_an_adapter_refuse_peft_in_one_line(family: str, own: str) -> None:
     """A family whose settings have no ``finetune`` block would drop ``finetune.peft`` and
     fine-tune every weight: the runner refuses it instead."""
     from omegaconf import OmegaConf
@@ -89,5 +97,10 @@ def test_families_without_an_adapter_refuse_peft_in_one_line(family: str) -> Non
 
     spec = registry.get(family)
     cfg = OmegaConf.create({"finetune": {"peft": "lora"}, "init_from": "runs/x/final", "seed": 0})
-    with pytest.raises(ConfigError, match=rf"finetune.peft=lora is not supported for a {family} "):
+    with pytest.raises(
+        ConfigError, match=rf"finetune.peft=lora is not supported for a {family} "
+    ) as exc:
         finetune(spec, cfg)
+    # ... and says where the family takes its adapter instead.
+    assert f"takes its adapter as {own}.peft=<method>" in str(exc.value)
+    assert "\n" not in str(exc.value)
