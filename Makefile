@@ -74,7 +74,7 @@ test-readme-slow: $(SETUP) dirs
 lint: setup
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
-	$(RUN) mypy packages/core/src/ptm_core packages/classic/src/ptm_classic packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal flows
+	$(RUN) mypy packages/core/src/ptm_core packages/classic/src/ptm_classic packages/knowledge/src/ptm_knowledge packages/multilingual/src/ptm_multilingual packages/multimodal/src/ptm_multimodal packages/text/src/ptm_text flows
 
 # The docs site (mkdocs.yml): guides from docs/, the reference and results pages generated
 # from the code (tools/docs_site/). `make test` builds it too (tests/docs/test_site.py).

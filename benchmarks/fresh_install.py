@@ -40,7 +40,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 PACKAGES = ["packages/core", "packages/knowledge"]
-ALL_PACKAGES = [*PACKAGES, "packages/classic", "packages/multilingual", "packages/multimodal"]
+ALL_PACKAGES = [
+    *PACKAGES,
+    "packages/classic",
+    "packages/multilingual",
+    "packages/multimodal",
+    "packages/text",
+]
 # What CPU torch needs by itself; everything else torch pulls on Linux is the CUDA stack.
 TORCH_PURE_DEPS = {
     "filelock",

@@ -19,6 +19,7 @@ PACKAGES: dict[str, Path] = {
     "ptm_knowledge": ROOT / "packages/knowledge/src/ptm_knowledge",
     "ptm_multilingual": ROOT / "packages/multilingual/src/ptm_multilingual",
     "ptm_multimodal": ROOT / "packages/multimodal/src/ptm_multimodal",
+    "ptm_text": ROOT / "packages/text/src/ptm_text",
     "flows": ROOT / "flows",
 }
 
