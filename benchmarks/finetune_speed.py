@@ -58,7 +58,7 @@ from benchmarks.finetune_task import (
     token_lengths,
 )
 from benchmarks.fixtures import bench_env
-from benchmarks.gemm_peak import bf16_gemm_peak
+from benchmarks.gemm_peak import gemm_peak
 from benchmarks.paired import CpuSteal, machine_name, steal_note
 from benchmarks.peak_rss import status_mb
 
@@ -325,7 +325,7 @@ def main() -> None:
     lengths = token_lengths(4000, 0)
     header: dict[str, Any] = {
         "cpu": machine_name(),
-        "gemm_peak_gflops": {str(t): bf16_gemm_peak(t) for t in (1, 2)},
+        "gemm_peak_gflops": {str(t): gemm_peak(t) for t in (1, 2)},
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "threads": args.threads,

@@ -18,15 +18,16 @@ import torch
 ROWS, HIDDEN, INTERMEDIATE = 2048, 768, 3072
 
 
-def bf16_gemm_peak(threads: int, *, repeats: int = 20) -> float:
-    """GFLOP/s of the best of ``repeats`` bf16 ``(2048, 768) @ (768, 3072)`` products on
-    ``threads`` threads (torch's thread count is restored afterwards)."""
+def gemm_peak(threads: int, *, repeats: int = 20, dtype: torch.dtype = torch.bfloat16) -> float:
+    """GFLOP/s of the best of ``repeats`` ``(2048, 768) @ (768, 3072)`` products in
+    ``dtype`` (bf16 unless told) on ``threads`` threads (torch's thread count is restored
+    afterwards)."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         gen = torch.Generator().manual_seed(0)
-        a = torch.randn(ROWS, HIDDEN, generator=gen).to(torch.bfloat16)
-        b = torch.randn(HIDDEN, INTERMEDIATE, generator=gen).to(torch.bfloat16)
+        a = torch.randn(ROWS, HIDDEN, generator=gen).to(dtype)
+        b = torch.randn(HIDDEN, INTERMEDIATE, generator=gen).to(dtype)
         for _ in range(3):
             a @ b
         best = float("inf")
@@ -44,7 +45,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts")
     args = parser.parse_args()
     for threads in (int(t) for t in args.threads.split(",")):
-        print(f"{threads} thread(s): {bf16_gemm_peak(threads):.0f} GFLOP/s bf16")
+        print(f"{threads} thread(s): {gemm_peak(threads):.0f} GFLOP/s bf16")
 
 
 if __name__ == "__main__":

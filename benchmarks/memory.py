@@ -4,8 +4,12 @@
 
 On CPU: the peak resident memory during the training steps above the resident memory
 before them (the model, optimizer and batch already exist; the kernel's high-water mark is
-reset through /proc/self/clear_refs so model construction does not count); on CUDA:
-``torch.cuda.max_memory_allocated``. Printed as JSON.
+reset through /proc/self/clear_refs so model construction does not count); with
+``--whole``, the whole process's peak (``VmHWM``: interpreter, libraries, model, optimizer
+and steps), which is what a user's machine must hold. On CUDA:
+``torch.cuda.max_memory_allocated``. ``--precision default`` runs each library in its own
+default: ptm in what ``trainer.precision=auto`` picks (bf16 autocast on a CPU with bf16
+units), transformers in fp32 (the Trainer's default). Printed as JSON.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument(
+        "--precision",
+        choices=["equal", "default"],
+        default="equal",
+        help="equal: fp32 on CPU, bf16 autocast on CUDA, both sides; default: each library's",
+    )
+    parser.add_argument("--whole", action="store_true", help="whole-process peak (CPU)")
     args = parser.parse_args()
     torch.set_num_threads(2)
     device = torch.device(args.device)
@@ -39,7 +50,12 @@ def main() -> None:
     inputs = batch if args.impl == "ptm" else hf_inputs(batch)
     # Each library's default optimizer, as in the timed training benchmark.
     optimizer = (ptm_optimizer if args.impl == "ptm" else hf_optimizer)(model, 1e-4)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    bf16 = device.type == "cuda"
+    if args.precision == "default" and device.type == "cpu" and args.impl == "ptm":
+        from ptm_core.training.precision import resolve_precision
+
+        bf16 = resolve_precision("auto", device) == torch.bfloat16
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     before = reset_peak_rss()
@@ -52,8 +68,18 @@ def main() -> None:
     if device.type == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
     else:
-        peak_mb = (status_kb("VmHWM") - before) / 1024
-    print(json.dumps({"impl": args.impl, "size": args.size, "peak_mb": peak_mb}))
+        peak_mb = (status_kb("VmHWM") - (0 if args.whole else before)) / 1024
+    print(
+        json.dumps(
+            {
+                "impl": args.impl,
+                "size": args.size,
+                "peak_mb": peak_mb,
+                "precision": "bf16 autocast" if bf16 else "fp32",
+                "whole_process": args.whole,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

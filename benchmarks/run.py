@@ -310,6 +310,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 SUITES = {
+    "headline": "ptm's default vs transformers sdpa in the same precision, share of the "
+    "measured GEMM peak, whole-process memory (results/headline.md)",
     "train": "training step, each library's default optimizer (tokens/s)",
     "train-foreach": "training step, torch.optim.AdamW() (foreach) on both sides",
     "train-compiled": "training step, ptm through torch.compile (slow to compile on base)",
@@ -332,6 +334,7 @@ SUITES = {
 }
 # Suites that run as their own module and write their own results (benchmarks/results/<name>.md).
 MODULE_SUITES = {
+    "headline": ["benchmarks.headline"],
     "compression": ["benchmarks.compression", "--reuse"],
     "kepler": ["benchmarks.kepler_link_prediction", "--seeds", "0,1,2"],
     "generations": [
