@@ -3,6 +3,12 @@
     python -m benchmarks.profile_step --size base --mode train
     python -m benchmarks.profile_step --size base --mode inference
     python -m benchmarks.profile_step --size base --precision bf16   # ptm bf16 vs transformers bf16
+    python -m benchmarks.profile_step --size base --mode serving --precision bf16
+
+``--mode serving`` profiles the serving benchmark's arms (:mod:`benchmarks.serving`): ptm's
+``TaskPredictor.predict`` (what ``ptm predict`` calls) against transformers'
+``BertForSequenceClassification`` (sdpa) with its tokenizer, on the same 256 sentences of
+the log-normal length spread in batches of 32, tokenization included on both sides.
 
 Runs ``torch.profiler`` over a few steps of each implementation (same weights, batch and
 optimizers as ``benchmarks.run``), alternating the two, and prints the self CPU time of
@@ -67,6 +73,8 @@ def steps(size: str, mode: str, bf16: bool = False) -> dict[str, Callable[[], ob
     ``bf16`` runs both forwards under CPU bf16 autocast (fp32 weights and AdamW), as
     ``trainer.precision=bf16`` does.
     """
+    if mode == "serving":
+        return serving_steps(size, bf16)
     pair = build_pair(size)
     data = make_batch(8, 128)
     if mode == "inference":
@@ -106,12 +114,26 @@ def steps(size: str, mode: str, bf16: bool = False) -> dict[str, Callable[[], ob
     return {"ptm": ours_train, "transformers": theirs_train}
 
 
+def serving_steps(size: str, bf16: bool) -> dict[str, Callable[[], object]]:
+    """The serving benchmark's ptm and transformers arms on 256 sentences."""
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.serving import build, hf_arm, ptm_arm, sentences
+
+    root = Path(tempfile.mkdtemp(prefix="ptm-profile-serving-"))
+    final, hf, _onnx, _int8 = build(size, root)
+    texts = sentences(256)
+    ours, theirs = ptm_arm(final, bf16=bf16, texts=texts), hf_arm(hf, bf16=bf16)
+    return {"ptm": lambda: ours(texts), "transformers": lambda: theirs(texts)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--size", default="base", choices=["mini", "base"])
-    parser.add_argument("--mode", default="train", choices=["train", "inference"])
+    parser.add_argument("--mode", default="train", choices=["train", "inference", "serving"])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])

@@ -130,3 +130,26 @@ def test_fused_adamw_matches_foreach(tmp_path: Path) -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=1e-6, msg=name)
     moved = next(iter(encoder.parameters()))
     assert not torch.equal(moved, next(iter(_encoder().parameters())))  # training moved it
+
+
+def test_bf16_linear_weights_are_bit_identical_under_autocast() -> None:
+    from ptm_core.fast import bf16_linear_weights
+    from ptm_core.heads.mlm import MaskedLMHead
+
+    torch.manual_seed(0)
+    encoder = _encoder().eval()
+    head = MaskedLMHead(32, 100, tie_to=encoder.embeddings.word)
+    model = nn.ModuleDict({"encoder": encoder, "head": head})
+    cast = copy.deepcopy(model)
+    count = bf16_linear_weights(cast)
+    ids = torch.randint(5, 100, (3, 11))
+
+    def run(m: nn.Module) -> torch.Tensor:
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            return m["head"](m["encoder"](ids).last_hidden_state)
+
+    assert count > 0
+    # The tied decoder shares the embedding table: it stays fp32, and so does the table.
+    assert cast["head"].decoder.weight.dtype == torch.float32
+    assert cast["encoder"].embeddings.word.weight.dtype == torch.float32
+    assert torch.equal(run(model), run(cast))

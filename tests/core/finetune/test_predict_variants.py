@@ -144,3 +144,50 @@ def test_cli_prints_throughput_and_refuses_in_one_line(
     error = capsys.readouterr().err.strip()
     assert error.startswith("ptm: ") and "bad.jsonl:2: expected a string" in error
     assert "field 'sentence'" in error and "\n" not in error
+
+
+@pytest.mark.parametrize("variant", ["encoder", "seq2seq", "text_to_text", "feature_based"])
+def test_bf16_linear_weights_change_no_prediction(
+    tmp_path: Path, variant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `ptm predict --bf16` stores the linear weights in bf16 once instead of letting
+    # autocast cast them at every call: the records must be the same, to the last bit.
+    import ptm_core.fast
+
+    tokenizer = _tokenizer()
+    torch.manual_seed(0)
+    tagging = variant == "feature_based"
+    data = SPECS / "conll_tagging" if tagging else GLUE
+    task = TaskSpec(
+        name=variant,
+        kind="tagging" if tagging else "classification",
+        train=str(data / ("train.txt" if tagging else "single_train.tsv")),
+        dev=str(data / ("dev.txt" if tagging else "single_dev.tsv")),
+        max_length=48,
+    )
+    encoder = (
+        _seq2seq(tokenizer)
+        if variant in ("seq2seq", "text_to_text")
+        else bert_encoder(
+            vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1, num_heads=2
+        )
+    )
+    final = finetune(
+        task,
+        encoder=encoder,  # type: ignore[arg-type]
+        tokenizer=tokenizer,
+        trainer=_trainer(tmp_path / "run"),
+        text_to_text=variant == "text_to_text",
+        feature_based=tagging,
+        **({"lstm_hidden": 8} if tagging else {}),
+    ).encoder_dir
+    source = task.dev
+    predict_file(final, source, tmp_path / "cast.jsonl", bf16=True)
+    casts: list[int] = []
+    real = ptm_core.fast.bf16_linear_weights
+    monkeypatch.setattr(ptm_core.fast, "bf16_linear_weights", lambda m: casts.append(real(m)) or 0)
+    predict_file(final, source, tmp_path / "counted.jsonl", bf16=True)
+    monkeypatch.setattr(ptm_core.fast, "bf16_linear_weights", lambda m: 0)
+    predict_file(final, source, tmp_path / "autocast.jsonl", bf16=True)
+    assert casts and casts[0] > 0  # the predictor did cast its linear layers
+    assert _jsonl(tmp_path / "cast.jsonl") == _jsonl(tmp_path / "autocast.jsonl")

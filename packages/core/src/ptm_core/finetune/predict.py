@@ -148,6 +148,10 @@ class TaskPredictor:
         check_device(device)
         model, tokenizer, task, record = load_finetuned(directory)
         self.model = model.to(device).eval()
+        if bf16:
+            from ptm_core.fast import bf16_linear_weights
+
+            bf16_linear_weights(self.model)  # autocast would cast them at every call
         self.tokenizer: TaskTokenizer = tokenizer
         self.task: TaskSpec = task
         self.record = record
