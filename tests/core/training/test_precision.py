@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,34 @@ def test_bf16_run_keeps_fp32_weights_optimizer_state_and_checkpoints(
     )
     saved = load_file(Path(result.last_checkpoint) / "model.safetensors")
     assert saved and {t.dtype for t in saved.values()} == {torch.float32}
+
+
+def test_cpu_bf16_runs_cap_onednn_primitive_cache(
+    make_model, make_source, make_config, monkeypatch
+) -> None:
+    # A CPU bf16 trainer caps oneDNN's per-shape primitive cache (memory grows with every
+    # new batch shape otherwise); an fp32 run and a value the user set are left alone.
+    variable = precision_module.ONEDNN_CACHE_VARIABLE
+    monkeypatch.delenv(variable, raising=False)
+    Trainer(
+        make_model(0),
+        make_source(),
+        make_config("fp32", precision="fp32", max_steps=1, warmup_steps=0),
+    )
+    assert variable not in os.environ
+    Trainer(
+        make_model(0),
+        make_source(),
+        make_config("bf16", precision="bf16", max_steps=1, warmup_steps=0),
+    )
+    assert os.environ[variable] == str(precision_module.CPU_BF16_PRIMITIVE_CACHE)
+    monkeypatch.setenv(variable, "7")
+    Trainer(
+        make_model(0),
+        make_source(),
+        make_config("own", precision="bf16", max_steps=1, warmup_steps=0),
+    )
+    assert os.environ[variable] == "7"
 
 
 # --- a 300-step bf16 run follows fp32 -------------------------------------------------

@@ -150,8 +150,11 @@ class TaskPredictor:
         self.model = model.to(device).eval()
         if bf16:
             from ptm_core.fast import bf16_linear_weights
+            from ptm_core.training.precision import bound_onednn_cache
 
             bf16_linear_weights(self.model)  # autocast would cast them at every call
+            if torch.device(device).type == "cpu":
+                bound_onednn_cache()
         self.tokenizer: TaskTokenizer = tokenizer
         self.task: TaskSpec = task
         self.record = record

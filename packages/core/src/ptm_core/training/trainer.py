@@ -44,7 +44,7 @@ from ptm_core.training.finite_loss import FiniteLossGuard
 from ptm_core.training.memory import enable_activation_checkpointing
 from ptm_core.training.metrics import MetricsLog, MetricsWindow
 from ptm_core.training.optim import build_optimizer, build_schedule
-from ptm_core.training.precision import choose_precision
+from ptm_core.training.precision import bound_onednn_cache, choose_precision
 from ptm_core.training.protocols import Batch, BatchSource, ModelOutput
 from ptm_core.training.rng_state import capture_rng_state, restore_rng_state, rng_file
 from ptm_core.training.run_folder import (
@@ -186,6 +186,8 @@ class Trainer:
         if self.dist.is_main:
             logger.info("precision: %s (%s)", precision.name, precision.reason)
         self._autocast_dtype = precision.dtype
+        if precision.dtype is not None and self.device.type == "cpu":
+            bound_onednn_cache()
         if config.fsdp:
             # FSDP replaces DDP (it averages gradients across ranks itself); the optimizer,
             # schedule and unfreezing below are built on the sharded parameters.
