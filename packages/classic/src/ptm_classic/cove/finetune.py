@@ -31,6 +31,8 @@ from ptm_classic.static.corpus import split_words
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.seeding import derive_seed
 
+#: ``config.json``'s ``ptm_format`` in a CoVe fine-tune's ``final/``.
+TASK_FORMAT = "ptm-cove-task/1"
 TaskWords = tuple[list[list[str]], list[Any], list[str]]
 
 
@@ -149,12 +151,18 @@ def finetune_cove(run: Any) -> Any:
         "cove_source": str(run.init_from),
         "random_init": options.random_init,
     }
+    # config.json says what the folder is (every fine-tuned final/ has one); taglm.json and
+    # taglm.safetensors hold the model.
+    config = {"ptm_format": TASK_FORMAT, "model_type": "cove_word_model", "kind": task.kind}
+    extra = {"config.json": json.dumps(config, indent=2) + "\n"}
     data = WordBatches(model.encode, train, train_labels, batch_size=task.batch_size, seed=run.seed)
     return train_and_score(
         model,
         data,
         run.trainer,
-        save_final=lambda directory: save_word_model(model, directory, task_config=record),
+        save_final=lambda directory: save_word_model(
+            model, directory, task_config=record, extra_files=extra
+        ),
         score=lambda: score_words(model, dev, dev_labels, names),
         name=task.name,
         metric=str(task.metric),
