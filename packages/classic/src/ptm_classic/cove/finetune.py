@@ -141,7 +141,11 @@ def finetune_cove(run: Any) -> Any:
         translation.glove, mtlstm, inputs=settings.cove.inputs, layers=settings.cove.layers
     )
     model: TagLMTagger | WordClassifier
-    common = {"label_names": names, "lstm_hidden": options.lstm_hidden, "dropout": options.dropout}
+    common: dict[str, Any] = {
+        "label_names": names,
+        "lstm_hidden": options.lstm_hidden,
+        "dropout": options.dropout,
+    }
     if task.kind == "tagging":
         model = TagLMTagger(features, len(names), crf=settings.cove.crf, **common)
     else:
