@@ -32,6 +32,9 @@ class TestCoVeContract(FamilyContract):
             f"trainer.output_dir={tmp_path / 'run'}",
         ]
 
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(write_parallel(tmp_path / "heldout", pairs=16, seed=1))
+
     def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
         train, dev = write_sentiment_task(tmp_path / "task")
         return [

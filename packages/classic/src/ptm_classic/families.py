@@ -65,6 +65,7 @@ COVE = FamilySpec(
     finetune="ptm_classic.cove.finetune:finetune_cove",
     load={kinds.COVE: "ptm_classic.cove.translation:load_cove"},
     save={kinds.COVE: "ptm_classic.cove.translation:save_cove_folder"},
+    evaluation="ptm_classic.evaluation_kinds:COVE",
     recipes={"cove": "pretrain"},
 )
 

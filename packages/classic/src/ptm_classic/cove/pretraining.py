@@ -183,4 +183,35 @@ def plan_cove(run: PretrainRun) -> PretrainingPlan:
     )
 
 
-__all__ = ["CoVePretrainResult", "plan_cove", "translation_perplexity"]
+def evaluate_translation(
+    model_dir: str | Path, corpus: str | Path, *, random_init_seed: int | None = None
+) -> dict[str, Any]:
+    """Teacher-forced translation perplexity of a CoVe ``final/`` on parallel pairs (the
+    ``cove`` evaluation of ``ptm evaluate``), in the languages the model was trained on.
+
+    Args:
+        model_dir: a CoVe ``final/``.
+        corpus: parallel corpus file(s) or folder (``data_specs/parallel_corpus/heldout``).
+        random_init_seed: score the same architecture from random init (the baseline).
+    """
+    from ptm_classic.cove.translation import load_cove
+
+    model = load_cove(model_dir)
+    # load_cove's plain attributes (nn.Module's typing knows tensors and modules only)
+    record: dict[str, Any] = model.__dict__["record"]
+    vocabulary: list[str] = model.__dict__["vocabulary"]
+    if random_init_seed is not None:
+        torch.manual_seed(random_init_seed)
+        model = CoVeTranslation(model.config, model.glove)
+    examples = translation_examples(
+        read_parallel_corpora(corpus),
+        source_lang=record.get("source_lang", "en"),
+        target_langs=record.get("target_langs") or None,
+    )
+    batches = TranslationBatches(
+        examples, model.glove.ids, vocabulary, batch_size=64, shuffle=False
+    )
+    return {**translation_perplexity(model, batches), "pairs": len(examples)}
+
+
+__all__ = ["CoVePretrainResult", "evaluate_translation", "plan_cove", "translation_perplexity"]
