@@ -41,3 +41,33 @@ def write_sentiment_task(directory: Path, rows: int = 48, seed: int = 0) -> tupl
         path.write_text("\n".join(out) + "\n", encoding="utf-8")
         paths.append(path)
     return paths[0], paths[1]
+
+
+def write_parallel(directory: Path, pairs: int = 64, seed: int = 0) -> Path:
+    """``en-de.tsv`` of generated clauses; the "German" side spells each word backwards and
+    reverses the word order, so the decoder must attend to the source."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for _ in range(pairs):
+        source = f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} ."
+        target = " ".join(word[::-1] for word in reversed(source.split()))
+        lines.append(f"{source}\t{target}")
+    path = directory / "en-de.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return directory
+
+
+def write_vector_table(directory: Path, dim: int = 8, seed: int = 0) -> Path:
+    """A random vector table (the format GloVe's ``final/`` has) over every generated word."""
+    import torch
+
+    from ptm_core.data.vector_table import VectorTable
+
+    words = sorted(
+        {w for phrase in SUBJECTS + VERBS + OBJECTS + GOOD + BAD for w in phrase.split()}
+        | {".", "was"}
+    )
+    generator = torch.Generator().manual_seed(seed)
+    VectorTable(words, torch.randn(len(words), dim, generator=generator), "glove").save(directory)
+    return directory

@@ -59,8 +59,9 @@ NOT_TRANSFORMER_OPTIONS = {
     "model=elmo_original": "elmo_tiny",
     "model=awd_lstm_tiny": "awd_lstm_tiny",
     "model=awd_lstm_paper": "awd_lstm_tiny",
+    "model=cove_tiny": "cove_tiny",
 }
-NOT_TRANSFORMER = {"static_embeddings", "elmo", "awd_lstm"}
+NOT_TRANSFORMER = {"static_embeddings", "elmo", "awd_lstm", "cove"}
 
 
 def _check_not_transformer(cfg: DictConfig) -> None:
@@ -74,6 +75,12 @@ def _check_not_transformer(cfg: DictConfig) -> None:
         from ptm_classic.static.run import method_of
 
         assert method_of(instantiate(cfg.model, _convert_="all")) in ("word2vec", "glove", "nnlm")
+        return
+    if recipe == "cove":
+        from ptm_classic.cove.translation import CoVeConfig
+
+        config = instantiate(cfg.model)(input_size=8, target_vocab_size=VOCAB.vocab_size)
+        assert isinstance(config, CoVeConfig) and config.target_vocab_size == VOCAB.vocab_size
         return
     if recipe == "elmo":
         from ptm_classic.recurrent.bilm import bilm_on_meta
@@ -133,7 +140,8 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     trainer = instantiate(cfg.trainer, _convert_="all")
     assert isinstance(trainer, TrainerConfig)
     if "data" in cfg:  # image-text fine-tunes read their task's files, not a corpus
-        assert Path(cfg.data.corpus).exists(), cfg.data.corpus
+        source = cfg.data.corpus if "corpus" in cfg.data else cfg.data.parallel  # CoVe: pairs
+        assert Path(source).exists(), source
     if any(o.startswith("experiment=") for o in overrides):
         # A whole preset; a lone group option of another family (data=kg_sample) on the
         # default BERT config is no config a family runs.

@@ -65,6 +65,11 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     ),
     classic_kinds.AWD_LSTM: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "awd_lstm"),
     classic_kinds.ELMO: ({"model.safetensors": b"", "vocab.txt": b""}, {}, "elmo"),
+    classic_kinds.COVE: (
+        {"model.safetensors": b"", "target_vocab.txt": b"", "glove": None},
+        {},
+        "cove",
+    ),
     knowledge_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
     COGQA: ({}, {}, "cogqa"),
     knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),

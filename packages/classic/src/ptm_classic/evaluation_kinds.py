@@ -37,6 +37,28 @@ def score_bilm(
     return evaluate_bilm(model_dir, corpus, random_init_seed=seed if random_init else None)
 
 
+def score_cove(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """Held-out translation perplexity of a CoVe ``final/`` (or its random init)."""
+    from ptm_classic.cove.pretraining import evaluate_translation
+
+    assert corpus is not None  # needs_corpus
+    return evaluate_translation(model_dir, corpus, random_init_seed=seed if random_init else None)
+
+
+def check_cove(directory: Path) -> None:
+    """A CoVe ``final/``: config, weights, target words and the GloVe table."""
+    read_json_object(directory / "config.json")
+    for name in ("model.safetensors", "target_vocab.txt"):
+        require_file(directory / name, "copy the whole final/ directory of the run")
+    if not (directory / "glove").is_dir():
+        raise FileNotFoundError(
+            f"{directory / 'glove'}: missing; the GloVe table the MT-LSTM reads (copy the "
+            "whole final/ directory of the run)"
+        )
+
+
 def check_recurrent(directory: Path) -> None:
     """A recurrent LM's ``config.json``, weights and vocabulary."""
     read_json_object(directory / "config.json")
@@ -67,4 +89,25 @@ ELMO = Evaluation(
     check=check_recurrent,
 )
 
-__all__ = ["AWD_LSTM", "ELMO", "check_recurrent", "score_awd_lstm", "score_bilm"]
+COVE = Evaluation(
+    name="cove",
+    metric="perplexity",
+    higher_is_better=False,
+    description="CoVe: held-out translation perplexity per target word (teacher-forced, "
+    "</s> included) in the languages the model was trained on",
+    score=score_cove,
+    kinds=(kinds.COVE,),
+    needs_corpus="parallel corpus, e.g. data_specs/parallel_corpus/heldout",
+    check=check_cove,
+)
+
+__all__ = [
+    "AWD_LSTM",
+    "COVE",
+    "ELMO",
+    "check_cove",
+    "check_recurrent",
+    "score_awd_lstm",
+    "score_bilm",
+    "score_cove",
+]

@@ -54,4 +54,19 @@ STATIC_EMBEDDINGS = FamilySpec(
     recipes={"static_embeddings": "pretrain"},
 )
 
-FAMILIES = (AWD_LSTM, ELMO, STATIC_EMBEDDINGS)
+COVE = FamilySpec(
+    name="cove",
+    description="CoVe: GloVe -> MT-LSTM -> attentional decoder (translation); fine-tunes "
+    "a classifier or tagger on [GloVe; CoVe] with the MT-LSTM frozen",
+    kinds=(kinds.COVE,),
+    input_keys=("source_ids", "source_mask", "target_ids", "target_labels"),
+    settings="ptm_classic.settings:CoVeSettings",
+    plan_pretraining="ptm_classic.cove.pretraining:plan_cove",
+    finetune="ptm_classic.cove.finetune:finetune_cove",
+    load={kinds.COVE: "ptm_classic.cove.translation:load_cove"},
+    save={kinds.COVE: "ptm_classic.cove.translation:save_cove_folder"},
+    evaluation="ptm_classic.evaluation_kinds:COVE",
+    recipes={"cove": "pretrain"},
+)
+
+FAMILIES = (AWD_LSTM, ELMO, STATIC_EMBEDDINGS, COVE)

@@ -7,3 +7,5 @@ from __future__ import annotations
 AWD_LSTM = "awd_lstm"
 #: ELMo's bidirectional LM.
 ELMO = "elmo"
+#: CoVe's translation model (its MT-LSTM gives the contextual vectors).
+COVE = "cove"

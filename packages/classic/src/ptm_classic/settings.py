@@ -125,3 +125,58 @@ class StaticEmbeddingsSettings:
 
     data: CorpusData = field(default_factory=CorpusData)
     probes: Probes = field(default_factory=Probes)
+
+
+@dataclass
+class CoVeData:
+    """CoVe's translation data (``configs/experiment/cove_tiny.yaml``).
+
+    Attributes:
+        parallel: parallel corpus file(s) or folder (``data_specs/parallel_corpus``).
+        glove: the GloVe vector table the MT-LSTM reads, frozen (the ``final/`` of ``ptm
+            pretrain experiment=glove_tiny``).
+        source_lang: the language the MT-LSTM encodes (the GloVe table's).
+        target_langs: the languages translated into (empty: every other side of the data).
+        max_words: words per sentence (longer ones are cut).
+        target_vocab_top_k: decoder words besides the special ones, most frequent first.
+        min_count: target words seen fewer times are ``<unk>``.
+        batch_size: pairs per batch.
+        heldout: parallel pairs scored after training (perplexity); ``None``: none.
+    """
+
+    parallel: str | None = None
+    glove: str | None = None
+    source_lang: str = "en"
+    target_langs: list[str] = field(default_factory=list)
+    max_words: int = 50
+    target_vocab_top_k: int = 50000
+    min_count: int = 1
+    batch_size: int = 32
+    heldout: str | None = None
+
+
+@dataclass
+class CoVeFeatureOptions:
+    """What a CoVe ``final/`` feeds the downstream classifier or tagger (``cove`` block).
+
+    Attributes:
+        inputs: ``glove+cove`` (the paper's ``[GloVe(w); CoVe(w)]``), ``cove`` or ``glove``
+            (the same GloVe table alone: the baseline).
+        layers: ``layer1`` (CoVe proper), ``layer0`` or ``both`` (``[layer0; layer1]``).
+        crf: tagging: a CRF over the tag scores (False: per-word softmax).
+    """
+
+    inputs: str = "glove+cove"
+    layers: str = "layer1"
+    crf: bool = True
+
+
+@dataclass
+class CoVeSettings:
+    """The ``cove`` family's config blocks: ``data`` (pre-training), ``task``, ``finetune``
+    (core's block: ``lstm_hidden``, ``dropout``, ``random_init``) and ``cove``."""
+
+    data: CoVeData = field(default_factory=CoVeData)
+    task: Any = None
+    finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
+    cove: CoVeFeatureOptions = field(default_factory=CoVeFeatureOptions)

@@ -22,7 +22,7 @@ def score_xlm(
     ``retrieval/mean`` averages every pair's directions (see
     :func:`~ptm_multilingual.evaluation.average_retrieval`).
     """
-    from ptm_multilingual.corpora import read_parallel_corpora
+    from ptm_core.data.parallel_corpus import read_parallel_corpora
     from ptm_multilingual.evaluation import average_retrieval, retrieval_accuracy
     from ptm_multilingual.model import XLMEncoder
     from ptm_multilingual.tokenizer import SharedBPETokenizer

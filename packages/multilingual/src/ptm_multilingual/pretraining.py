@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ptm_core.data.parallel_corpus import read_parallel_corpora
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
@@ -24,7 +25,6 @@ from ptm_core.pretraining import keep_run_tokenizer, save_heads
 from ptm_core.seeding import derive_seed
 from ptm_core.training.run import TrainingRun
 from ptm_multilingual.batches import XLMBatches
-from ptm_multilingual.corpora import read_parallel_corpora
 from ptm_multilingual.evaluation import retrieval_accuracy
 from ptm_multilingual.init_from import XLMStart
 from ptm_multilingual.model import XLMEncoder

@@ -55,7 +55,11 @@ def _trained_state(model: WordModel) -> dict[str, torch.Tensor]:
 
 
 def save_word_model(
-    model: WordModel, directory: str | Path, *, task_config: dict[str, Any] | None = None
+    model: WordModel,
+    directory: str | Path,
+    *,
+    task_config: dict[str, Any] | None = None,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
     """Write a trained :class:`TagLMTagger` or :class:`WordClassifier` atomically.
 
@@ -63,6 +67,7 @@ def save_word_model(
         model: the trained model.
         directory: target directory (replaced as a whole if it exists).
         task_config: JSON-ready settings to keep in ``taglm.json`` (task name, metric).
+        extra_files: more text files to write in the same atomic save (name -> text).
 
     Returns:
         The directory written.
@@ -104,6 +109,8 @@ def save_word_model(
         elif isinstance(lm, BiLMWordFeatures):
             assert lm.source is not None
             shutil.copytree(lm.source, tmp / LM_DIR)
+        for name, content in (extra_files or {}).items():
+            (tmp / name).write_text(content, encoding="utf-8")
         (tmp / JSON_FILE).write_text(text, encoding="utf-8")
     return Path(directory)
 
