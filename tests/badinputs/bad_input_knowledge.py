@@ -141,7 +141,7 @@ def linked_corpus_cases() -> Iterator[Case]:
 
 
 def parallel_corpus_cases() -> Iterator[Case]:
-    from ptm_multilingual.corpora import read_parallel_tsv
+    from ptm_core.data.parallel_corpus import read_parallel_tsv
 
     def read(d: Path) -> object:
         return read_parallel_tsv(d / "xx-yy.tsv")

@@ -15,6 +15,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ptm_core.data.parallel_corpus import (
+        ParallelCorpus,
+        ParallelSource,
+        parallel_sources,
+        read_parallel_corpora,
+        read_parallel_files,
+        read_parallel_tsv,
+    )
     from ptm_multilingual.batches import (
         XLMBatches,
         build_mlm_streams,
@@ -22,16 +30,7 @@ if TYPE_CHECKING:
         build_tlm_examples,
         mlm_stream_row,
     )
-    from ptm_multilingual.corpora import (
-        ParallelCorpus,
-        ParallelSource,
-        monolingual_files,
-        parallel_sources,
-        read_monolingual_corpora,
-        read_parallel_corpora,
-        read_parallel_files,
-        read_parallel_tsv,
-    )
+    from ptm_multilingual.corpora import monolingual_files, read_monolingual_corpora
     from ptm_multilingual.evaluation import embed_sentences, retrieval_accuracy, zero_shot_transfer
     from ptm_multilingual.finetune import (
         XLMClassifier,
@@ -70,14 +69,14 @@ _EXPORTS: dict[str, str] = {
     "build_tlm_example": "ptm_multilingual.batches",
     "build_tlm_examples": "ptm_multilingual.batches",
     "mlm_stream_row": "ptm_multilingual.batches",
-    "ParallelCorpus": "ptm_multilingual.corpora",
-    "ParallelSource": "ptm_multilingual.corpora",
+    "ParallelCorpus": "ptm_core.data.parallel_corpus",
+    "ParallelSource": "ptm_core.data.parallel_corpus",
     "monolingual_files": "ptm_multilingual.corpora",
-    "parallel_sources": "ptm_multilingual.corpora",
+    "parallel_sources": "ptm_core.data.parallel_corpus",
     "read_monolingual_corpora": "ptm_multilingual.corpora",
-    "read_parallel_corpora": "ptm_multilingual.corpora",
-    "read_parallel_files": "ptm_multilingual.corpora",
-    "read_parallel_tsv": "ptm_multilingual.corpora",
+    "read_parallel_corpora": "ptm_core.data.parallel_corpus",
+    "read_parallel_files": "ptm_core.data.parallel_corpus",
+    "read_parallel_tsv": "ptm_core.data.parallel_corpus",
     "embed_sentences": "ptm_multilingual.evaluation",
     "retrieval_accuracy": "ptm_multilingual.evaluation",
     "zero_shot_transfer": "ptm_multilingual.evaluation",

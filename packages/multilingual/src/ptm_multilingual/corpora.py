@@ -1,8 +1,6 @@
 """Monolingual corpora: reading and validation (see data_specs/monolingual_corpus).
 
-The parallel-corpus reader lives in :mod:`ptm_core.data.parallel_corpus` (CoVe reads it
-too); its names are re-exported here, where ptm-multilingual's callers and users import
-them from.
+The parallel-corpus reader is :mod:`ptm_core.data.parallel_corpus` (CoVe reads it too).
 """
 
 from __future__ import annotations
@@ -12,20 +10,10 @@ from pathlib import Path
 
 from ptm_core.data import CorpusError
 from ptm_core.data.parallel_corpus import (
-    LANGUAGE_CODE,
-    ParallelCorpus,
-    ParallelSource,
-    aligned_source,
     check_language_code,
     check_no_nul,
     corpus_lines,
     corpus_paths,
-    count_lines,
-    parallel_sources,
-    read_parallel_corpora,
-    read_parallel_files,
-    read_parallel_tsv,
-    tsv_source,
 )
 
 
@@ -82,18 +70,4 @@ def read_monolingual_corpora(path: str | Path | Sequence[str | Path]) -> dict[st
     return dict(sorted(corpora.items()))
 
 
-__all__ = [
-    "LANGUAGE_CODE",
-    "ParallelCorpus",
-    "ParallelSource",
-    "aligned_source",
-    "count_lines",
-    "iter_monolingual_file",
-    "monolingual_files",
-    "parallel_sources",
-    "read_monolingual_corpora",
-    "read_parallel_corpora",
-    "read_parallel_files",
-    "read_parallel_tsv",
-    "tsv_source",
-]
+__all__ = ["iter_monolingual_file", "monolingual_files", "read_monolingual_corpora"]

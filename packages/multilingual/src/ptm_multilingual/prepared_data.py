@@ -49,6 +49,7 @@ from typing import IO, Any
 import numpy as np
 
 from ptm_core.atomic import atomic_directory, atomic_write_text
+from ptm_core.data.parallel_corpus import ParallelSource, parallel_sources
 from ptm_core.data.prepared import (
     FORMAT as STORE_FORMAT,
 )
@@ -61,12 +62,7 @@ from ptm_core.data.prepared import (
 from ptm_core.data.shard_writer import tokenizer_sha256
 from ptm_core.data.sources import file_sha256
 from ptm_core.pretraining import default_cache_dir
-from ptm_multilingual.corpora import (
-    ParallelSource,
-    iter_monolingual_file,
-    monolingual_files,
-    parallel_sources,
-)
+from ptm_multilingual.corpora import iter_monolingual_file, monolingual_files
 from ptm_multilingual.tokenizer import SharedBPETokenizer
 
 logger = logging.getLogger(__name__)
