@@ -152,6 +152,9 @@ def lama(
     summaries = [r.summary() for r in results]
     comparison = compare_lama(results[0], results[1], seed=seed) if len(results) == 2 else None
     markdown = lama_markdown(results, summaries, comparison, kg=str(kg))
+    tree_branches: list[list[str] | None] = [None] * len(results[0].statements)
+    if results[0].branches is not None:
+        tree_branches = list(results[0].branches)
     record = {
         "kg": str(kg),
         "summary": summaries[0],
@@ -173,7 +176,7 @@ def lama(
                 results[0].statements,
                 results[0].ranks,
                 results[0].top,
-                results[0].branches or [None] * len(results[0].statements),
+                tree_branches,
                 strict=True,
             )
         ],
