@@ -134,7 +134,11 @@ def _kbert(
     encoder = analysed.encoder
     limit = min(max_length, encoder.config.max_positions)
     if own:
-        featurizer = featurizer_for({**record, "max_length": limit}, analysed.tokenizer, knowledge)
+        featurizer = featurizer_for(
+            {**record, "max_length": limit},
+            analysed.tokenizer,  # type: ignore[arg-type]
+            knowledge,
+        )
     else:
         featurizer = KBertFeaturizer(
             analysed.tokenizer, knowledge, max_entities=max_entities, max_length=limit
@@ -208,7 +212,7 @@ def _ernie_thu(
         load_knowledge_graph(source), **saved_linker_options(config.get("linker"))
     )
     limit = min(max_length, model.text_encoder.config.max_positions)
-    backend = tokenizer.backend  # type: ignore[attr-defined]
+    backend = tokenizer.backend
     pad = analysed.special_ids["pad"]
     details: dict[str, Any] = {"entity_table": len(ids), "mentions": 0, "aligned_tokens": 0}
 
@@ -217,9 +221,9 @@ def _ernie_thu(
             texts = list(sentences[first : first + batch_size])
             encoded = backend.encode_batch(texts, add_special_tokens=True)
             rows, entities = [], []
-            for _text, e, mentions in zip(texts, encoded, linker.link_batch(texts), strict=True):
+            for e, mentions in zip(encoded, linker.link_batch(texts), strict=True):
                 aligned = align_mentions_to_pieces(
-                    [tuple(o) for o in e.offsets],
+                    [(int(o[0]), int(o[1])) for o in e.offsets],
                     [(m.start, m.end, m.entity_id) for m in mentions],
                     entity_index,
                     e.special_tokens_mask,

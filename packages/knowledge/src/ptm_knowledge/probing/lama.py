@@ -40,8 +40,9 @@ class LamaResult:
         dropped: relation -> reason -> triples without a statement.
         templates: relation -> template used; ``derived``: those made from the name.
         with_entity: statements whose subject got its entity (ERNIE-THU).
-        injection: what K-BERT's sentence trees injected (:func:`~ptm_knowledge.probing.
-            sentence_trees.statement_trees`'s ``counts``); ``None`` for plain statements.
+        injection: what K-BERT's sentence trees injected (the ``counts`` of
+            :func:`~ptm_knowledge.probing.sentence_trees.statement_trees`); ``None`` for
+            plain statements.
         branches: the branch texts each statement's tree held (K-BERT).
     """
 
@@ -144,9 +145,9 @@ def score_lama(
         model: the masked LM.
         statements: the statements (:func:`~ptm_knowledge.probing.build_statements`).
         batch_size: statements per forward pass.
-        trees: the statements as K-BERT sentence trees (:func:`~ptm_knowledge.probing.
-            sentence_trees.statement_trees`): the model reads each tree with its soft
-            positions and visible matrix instead of the plain statement.
+        trees: the statements as K-BERT sentence trees
+            (:func:`~ptm_knowledge.probing.sentence_trees.statement_trees`): the model reads
+            each tree with its soft positions and visible matrix instead of the statement.
     """
     items = statements.statements
     if not items:

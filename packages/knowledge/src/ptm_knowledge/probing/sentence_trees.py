@@ -38,8 +38,8 @@ class TreeInjection:
     """How statements are read as K-BERT sentence trees.
 
     Attributes:
-        knowledge: subject surface -> branch texts (:func:`~ptm_knowledge.kbert.
-            knowledge_from_graph`); an empty mapping reads every statement without
+        knowledge: subject surface -> branch texts
+            (:func:`~ptm_knowledge.kbert.knowledge_from_graph`); an empty mapping reads every statement without
             branches (K-BERT with injection off, the kg-free ablation).
         source: where the branches came from (a KG folder), for the report.
         max_entities: branches per subject (K-BERT's default 2).
