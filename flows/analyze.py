@@ -11,9 +11,12 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.analyze_report import lama_markdown, plot_relations
+
+if TYPE_CHECKING:
+    from ptm_knowledge.probing import TreeInjection
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +30,9 @@ def _seen_triples(path: str | Path, kg: Any) -> set[tuple[str, str, str]]:
     return set(read_triples(path, kg.entity_ids).labeled())
 
 
-def _injection(kg: str | Path, graph: Any, kbert_kg: str | Path | None, max_entities: int) -> Any:
+def _injection(
+    kg: str | Path, graph: Any, kbert_kg: str | Path | None, max_entities: int
+) -> TreeInjection:
     """K-BERT's branches: from ``kbert_kg`` or else the probed KG itself."""
     from ptm_knowledge.kbert import knowledge_from_graph
     from ptm_knowledge.kg import load_knowledge_graph
