@@ -103,12 +103,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
     tokenizer = load_task_tokenizer(args.model)  # the vocabulary only, not the weights again
     vocabulary = tokenizer.vocab_size - len(tokenizer.vocab_info.special_ids)
-    command = "nice -n 10 python -m benchmarks.lama_probes " + " ".join(args.argv)
+    shown = [a for a in args.argv if not a.startswith("--note=")]
+    if "--note" in shown:  # the reading is printed under the command, not in it
+        del shown[shown.index("--note") : shown.index("--note") + 2]
+    command = "nice -n 10 python -m benchmarks.lama_probes " + " ".join(shown)
     return {
         "label": args.label,
         "command": command,
         "seconds": round(time.time() - started, 1),
         "chance_mrr": _chance_mrr(vocabulary),
+        "note": args.note,
         "markdown": result["markdown"].split("\n## Examples")[0],
         "summary": result["summary"],
         "comparison": result["comparison"],
@@ -135,6 +139,7 @@ def write(sections: dict[str, Any]) -> None:
             f"`{section['command']}` ({section['seconds']:.0f} s on 2 shared CPU cores). "
             f"Chance MRR (uniform over the vocabulary): {section['chance_mrr']:.4f}.",
             "",
+            *([section["note"], ""] if section.get("note") else []),
             body.replace("\n## ", "\n### "),
             "",
         ]
@@ -159,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-per-relation", type=int, default=None)
     parser.add_argument("--compare", default=None)
     parser.add_argument("--ablate-knowledge", action="store_true")
+    parser.add_argument("--note", default="", help="a reading of the numbers, under the command")
     args = parser.parse_args(argv)
     args.argv = argv if argv is not None else sys.argv[1:]
     if (args.kg is None) == (args.generate_kg is None):

@@ -141,7 +141,7 @@ def plot_attention(tables: Mapping[str, Sequence[Sequence[float]]], path: str | 
         "marked": "mass on marked tokens",
         "knowledge": "mass on knowledge tokens",
         "rest": "mass on other tokens",
-        "knowledge_seen": "knowledge mass (queries seeing it)",
+        "knowledge_seen": "knowledge mass (sentence tokens seeing it)",
     }
     for axis, name in zip(list(axes) if len(names) > 1 else [axes], names, strict=True):
         bounded = name != "entropy"
@@ -289,8 +289,8 @@ def knowledge_sentence(record: Mapping[str, Any]) -> str:
     return (
         f"{what}. **rest**: the mass on every other real token, so cls + sep + knowledge + "
         f"rest = 1 per query. **knowledge_seen**: the knowledge mass averaged over the "
-        f"{info['queries_seeing_knowledge']} of {record['queries']} queries that may see a "
-        "knowledge token at all."
+        f"{info['queries_seeing_knowledge']} of {record['queries']} queries that are no "
+        "knowledge token themselves and may see one (how much the sentence reads the KG)."
     )
 
 

@@ -166,8 +166,8 @@ def test_knowledge_masses_by_hand() -> None:
     assert table["cls"] == pytest.approx((0.4 + 0.1 + 0.0 + 0.2 + 0.25) / 5)
     assert table["sep"] == pytest.approx((0.1 + 0.2 + 0.0 + 0.2 + 0.25) / 5)
     assert table["rest"] == pytest.approx((0.5 + 0.7 + 0.5 + 0.3 + 0.5) / 5)
-    assert table["knowledge_seen"] == pytest.approx((0.5 + 0.3) / 2)  # k and b see k
-    assert stats.seeing_knowledge == 2
+    assert table["knowledge_seen"] == pytest.approx(0.3)  # b, the sentence token that sees k
+    assert stats.seeing_knowledge == 1
     # uniform entropy counts the visible keys: 4, 4, 2, 5, 4
     expected = (
         3 * torch.log(torch.tensor(4.0))

@@ -81,12 +81,13 @@ class AttentionStatistics:
             ``knowledge`` (on K-BERT's branch tokens or ERNIE-THU's entity-aligned
             tokens), ``rest`` (on every other key: ``cls + sep + knowledge + rest = 1``
             per query) and ``knowledge_seen`` (``knowledge`` averaged over the queries
-            that may see a knowledge token at all; K-BERT's visible matrix hides a
-            branch from every token but its subject and its own branch).
+            that are no knowledge token themselves and may see one: how much the
+            sentence reads the knowledge; K-BERT's visible matrix shows a branch to its
+            subject's words only).
         uniform_entropy: the mean entropy of uniform attention over each query's visible
             keys (``log n``), the ceiling to read ``entropy`` against.
         queries: real query tokens averaged over.
-        seeing_knowledge: of those, the queries that may see a knowledge token.
+        seeing_knowledge: of those, the queries ``knowledge_seen`` averages over.
     """
 
     tables: dict[str, Tensor]
@@ -162,7 +163,9 @@ class AttentionAccumulator:
         weight = real.float()[:, None, :]  # (B, 1, L) queries that count
         seeing = torch.zeros_like(real)
         if knowledge is not None:
-            seeing = (see & keys["knowledge"][:, None, :]).any(-1) & real  # (B, L) queries
+            # sentence tokens that may see a knowledge token (not the knowledge tokens)
+            visible = (see & keys["knowledge"][:, None, :]).any(-1)
+            seeing = visible & real & ~keys["knowledge"]  # (B, L) queries
         names = [*STATISTICS, *keys, *(["rest", "knowledge_seen"] if knowledge is not None else [])]
         rows: dict[str, list[Tensor]] = {name: [] for name in names}
         for layer in probs:  # (B, h, L, L)

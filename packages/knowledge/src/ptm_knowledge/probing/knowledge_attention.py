@@ -204,6 +204,11 @@ def _ernie_thu(
             f"{directory / KNOWLEDGE_CONFIG}: records no KG; give --kg KG (the KG its entity "
             "table was embedded from) to link the sentences"
         )
+    if kg is None and not Path(source).exists():
+        raise ValueError(
+            f"{directory / KNOWLEDGE_CONFIG}: records the KG {source}, which is gone; give "
+            "--kg KG (the KG its entity table was embedded from)"
+        )
     entity_index = {str(e): i for i, e in enumerate(ids)}
     model = KnowledgeableEncoder.from_pretrained(directory).eval()
     tokenizer = load_task_tokenizer(directory)
