@@ -265,6 +265,7 @@ def attention(
             "kind": reading.kind,
             "kg": reading.kg,
             "queries_seeing_knowledge": stats.seeing_knowledge,
+            "uniform_knowledge_seen": round(stats.uniform_knowledge_seen, 6),
             **reading.details,
         }
     markdown = attention_markdown(record)

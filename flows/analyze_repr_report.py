@@ -290,7 +290,8 @@ def knowledge_sentence(record: Mapping[str, Any]) -> str:
         f"{what}. **rest**: the mass on every other real token, so cls + sep + knowledge + "
         f"rest = 1 per query. **knowledge_seen**: the knowledge mass averaged over the "
         f"{info['queries_seeing_knowledge']} of {record['queries']} queries that are no "
-        "knowledge token themselves and may see one (how much the sentence reads the KG)."
+        "knowledge token themselves and may see one (how much the sentence reads the KG); "
+        f"uniform attention over what they see would give {info['uniform_knowledge_seen']:.3f}."
     )
 
 

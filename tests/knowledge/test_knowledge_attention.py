@@ -168,6 +168,7 @@ def test_knowledge_masses_by_hand() -> None:
     assert table["rest"] == pytest.approx((0.5 + 0.7 + 0.5 + 0.3 + 0.5) / 5)
     assert table["knowledge_seen"] == pytest.approx(0.3)  # b, the sentence token that sees k
     assert stats.seeing_knowledge == 1
+    assert stats.uniform_knowledge_seen == pytest.approx(1 / 5)  # b sees all 5 tokens
     # uniform entropy counts the visible keys: 4, 4, 2, 5, 4
     expected = (
         3 * torch.log(torch.tensor(4.0))

@@ -88,12 +88,15 @@ class AttentionStatistics:
             keys (``log n``), the ceiling to read ``entropy`` against.
         queries: real query tokens averaged over.
         seeing_knowledge: of those, the queries ``knowledge_seen`` averages over.
+        uniform_knowledge_seen: what ``knowledge_seen`` would be under uniform attention
+            over each query's visible keys (the share of knowledge tokens among them).
     """
 
     tables: dict[str, Tensor]
     uniform_entropy: float
     queries: int
     seeing_knowledge: int = 0
+    uniform_knowledge_seen: float = 0.0
 
 
 def key_masses(layer: Tensor, keys: dict[str, Tensor], real: Tensor) -> dict[str, Tensor]:
@@ -129,6 +132,7 @@ class AttentionAccumulator:
         self.uniform = 0.0
         self.queries = 0
         self.seeing = 0
+        self.uniform_knowledge = 0.0
 
     def add(
         self,
@@ -190,6 +194,9 @@ class AttentionAccumulator:
         self.uniform += float(visible.log().sum())
         self.queries += int(real.sum())
         self.seeing += int(seeing.sum())
+        if knowledge is not None:
+            share = (see & keys["knowledge"][:, None, :]).sum(-1) / see.sum(-1).clamp(min=1)
+            self.uniform_knowledge += float(share[seeing].double().sum())
 
     def result(self) -> AttentionStatistics:
         if not self.queries:
@@ -198,4 +205,10 @@ class AttentionAccumulator:
             name: total / (max(self.seeing, 1) if name == "knowledge_seen" else self.queries)
             for name, total in self.sums.items()
         }
-        return AttentionStatistics(mean, self.uniform / self.queries, self.queries, self.seeing)
+        return AttentionStatistics(
+            mean,
+            self.uniform / self.queries,
+            self.queries,
+            self.seeing,
+            self.uniform_knowledge / max(self.seeing, 1),
+        )
