@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.analyze_report import lama_markdown, plot_relations
+
+if TYPE_CHECKING:
+    from ptm_knowledge.probing import TreeInjection
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +28,23 @@ def _seen_triples(path: str | Path, kg: Any) -> set[tuple[str, str, str]]:
     from ptm_knowledge.kg.graph import read_triples
 
     return set(read_triples(path, kg.entity_ids).labeled())
+
+
+def _injection(
+    kg: str | Path, graph: Any, kbert_kg: str | Path | None, max_entities: int
+) -> TreeInjection:
+    """K-BERT's branches: from ``kbert_kg`` or else the probed KG itself."""
+    from ptm_knowledge.kbert import knowledge_from_graph
+    from ptm_knowledge.kg import load_knowledge_graph
+    from ptm_knowledge.probing import TreeInjection
+
+    if max_entities < 0:
+        raise ValueError(f"--max-entities is {max_entities}; give 0 or more")
+    source = graph if kbert_kg is None else load_knowledge_graph(kbert_kg)
+    logger.info("K-BERT branches from %s", kbert_kg or kg)
+    return TreeInjection(
+        knowledge_from_graph(source), str(kbert_kg or kg), max_entities=max_entities
+    )
 
 
 def lama(
@@ -41,6 +62,9 @@ def lama(
     holdout_kg: str | Path | None = None,
     knowledge: bool = True,
     ablate_knowledge: bool = False,
+    kbert: bool = False,
+    kbert_kg: str | Path | None = None,
+    max_entities: int = 2,
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """LAMA probe of ``model`` (and ``compare``, on the same facts) from ``kg``'s triples.
@@ -61,14 +85,26 @@ def lama(
             KG-embedding training split (:func:`~ptm_knowledge.probing.holdout.write_probe_holdout`).
         knowledge: ``False`` probes ERNIE-THU folders without their entity inputs.
         ablate_knowledge: compare ``model`` against itself without entity inputs (an
-            ERNIE-THU folder), instead of against ``compare``.
+            ERNIE-THU folder) or, with ``kbert``, without branches (injection off),
+            instead of against ``compare``.
+        kbert: read ``model`` as K-BERT: each statement goes through a sentence tree with
+            branches from ``kbert_kg`` (default ``kg``), the probed triple left out
+            (:mod:`ptm_knowledge.probing.sentence_trees`); ``compare`` is read plainly.
+        kbert_kg: the KG whose triples become branches (default: ``kg``).
+        max_entities: K-BERT's branches per subject.
 
     Returns:
         ``{"summary": ..., "compare_summary": ..., "comparison": ..., "output": ...}``.
     """
     from ptm_core.atomic import atomic_directory, check_output_directory
     from ptm_knowledge.kg import load_knowledge_graph
-    from ptm_knowledge.probing import build_statements, compare_lama, load_templates, score_lama
+    from ptm_knowledge.probing import (
+        build_statements,
+        compare_lama,
+        load_templates,
+        score_lama,
+        statement_trees,
+    )
     from ptm_knowledge.probing.models import load_probe_model
 
     out = Path(output)
@@ -80,18 +116,21 @@ def lama(
     seen = None if seen_triples is None else _seen_triples(seen_triples, graph)
     if ablate_knowledge and compare is not None:
         raise ValueError("give --compare MODEL2 or --ablate-knowledge, not both")
-    runs = [(model, knowledge)]
+    injection = _injection(kg, graph, kbert_kg, max_entities) if kbert else None
+    runs: list[tuple[str | Path, bool, Any]] = [(model, knowledge, injection)]
     if compare is not None:
-        runs.append((compare, knowledge))
+        runs.append((compare, knowledge, None))
+    elif ablate_knowledge and injection is not None:
+        runs.append((model, knowledge, replace(injection, knowledge={}, source="none")))
     elif ablate_knowledge:
-        runs = [(model, True), (model, False)]
+        runs = [(model, True, None), (model, False, None)]
     results = []
-    for folder, with_knowledge in runs:
-        scorer = load_probe_model(folder, knowledge=with_knowledge)
-        if ablate_knowledge and with_knowledge and scorer.entity_index is None:
+    for folder, with_knowledge, tree in runs:
+        scorer = load_probe_model(folder, knowledge=with_knowledge and tree is None)
+        if ablate_knowledge and tree is None and with_knowledge and scorer.entity_index is None:
             raise ValueError(
-                f"{folder}: --ablate-knowledge needs a model that reads entities (ERNIE-THU); "
-                "this folder is text-only"
+                f"{folder}: --ablate-knowledge needs a model that reads entities (ERNIE-THU) "
+                "or --kbert (branches on, then off); this folder is text-only"
             )
         statements = build_statements(
             graph,
@@ -103,13 +142,24 @@ def lama(
             seen=seen,
         )
         logger.info("%s: %d statements", folder, len(statements.statements))
-        result = score_lama(scorer, statements, batch_size=batch_size)
-        if not with_knowledge and ablate_knowledge:
+        trees = None
+        if tree is not None:
+            trees = statement_trees(scorer, statements.statements, graph, tree)
+            logger.info("%s: sentence trees %s", folder, trees.counts)
+        result = score_lama(scorer, statements, batch_size=batch_size, trees=trees)
+        if tree is not None:
+            result.model = (
+                f"{folder} (K-BERT, {'injection off' if not tree.enabled else 'branches'})"
+            )
+        elif not with_knowledge and ablate_knowledge:
             result.model = f"{folder} (no entity inputs)"
         results.append(result)
     summaries = [r.summary() for r in results]
     comparison = compare_lama(results[0], results[1], seed=seed) if len(results) == 2 else None
     markdown = lama_markdown(results, summaries, comparison, kg=str(kg))
+    tree_branches: list[list[str] | None] = [None] * len(results[0].statements)
+    if results[0].branches is not None:
+        tree_branches = list(results[0].branches)
     record = {
         "kg": str(kg),
         "summary": summaries[0],
@@ -125,9 +175,14 @@ def lama(
                 "rank": int(rank),
                 "top": top[:5],
                 **({} if s.seen is None else {"seen": s.seen}),
+                **({} if branches is None else {"branches": branches}),
             }
-            for s, rank, top in zip(
-                results[0].statements, results[0].ranks, results[0].top, strict=True
+            for s, rank, top, branches in zip(
+                results[0].statements,
+                results[0].ranks,
+                results[0].top,
+                tree_branches,
+                strict=True,
             )
         ],
     }

@@ -19,6 +19,25 @@ def _name(folder: str) -> str:
     return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
 
 
+def tree_sentence(model: str, counts: Mapping[str, Any]) -> str:
+    """What K-BERT's sentence trees injected into the statements of one run."""
+    if counts["kg"] == "none":
+        return (
+            f"`{model}` read every statement as a K-BERT sentence tree without branches "
+            "(injection off: the same inputs as the plain masked LM)."
+        )
+    return (
+        f"`{model}` read every statement as a K-BERT sentence tree with branches from "
+        f"`{counts['kg']}` (at most {counts['max_entities']} per subject): "
+        f"{counts['with_branches']} of {counts['statements']} statements got branches "
+        f"({counts['branches']} in all). The probed triple is never injected: "
+        f"{counts['own_triple_removed']} statements had their own triple removed from their "
+        f"tree ({counts['own_triple_in_kg']} have it in that KG); in "
+        f"{counts['answer_in_branches']} the answer token still sits in a branch of another "
+        "fact (the knowledge K-BERT is meant to use)."
+    )
+
+
 def lama_markdown(
     results: Sequence[Any],
     summaries: Sequence[Mapping[str, Any]],
@@ -38,6 +57,9 @@ def lama_markdown(
         "are not ranked); overall = mean over relations, as LAMA reports it."
     )
     lines.append("")
+    for result, summary in zip(results, summaries, strict=True):
+        if "sentence_trees" in summary:
+            lines += [tree_sentence(result.model, summary["sentence_trees"]), ""]
     rows = []
     for relation, metrics in first["relations"].items():
         rows.append(

@@ -187,6 +187,7 @@ def attention(
     *,
     sentences: str | Path = DEFAULT_SENTENCES,
     mark_tokens: Sequence[str] = (),
+    kg: str | Path | None = None,
     max_sentences: int | None = 500,
     max_length: int = 128,
     batch_size: int = 16,
@@ -200,6 +201,12 @@ def attention(
         sentences: a text file, one sentence a line.
         mark_tokens: tokens (as the tokenizer writes them, e.g. ``paris`` or ``##s``) whose
             received attention is reported as ``marked``.
+        kg: read the model with its knowledge
+            (:func:`~ptm_knowledge.probing.knowledge_attention.read_with_knowledge`): K-BERT
+            sentence trees with branches from this KG (any encoder folder, or a K-BERT
+            ``final/``), or ERNIE-THU's entity alignment (linked against this KG); ``""``
+            takes the KG the folder records. Adds ``knowledge``, ``rest`` and
+            ``knowledge_seen`` tables.
         max_sentences, max_length, batch_size, overwrite: as :func:`representations`.
 
     Returns:
@@ -214,15 +221,35 @@ def attention(
     out = Path(output)
     check_output_directory(out, kind=KIND, overwrite=overwrite, option="--overwrite")
     texts = _sentences(sentences, max_sentences)
-    encoder = load_analysed_encoder(model)
-    marked_ids = _token_ids(encoder.tokenizer, mark_tokens, model)
-    ids_rows = encoder.encode(texts, max_length)
-    special = encoder.special_ids
-    totals = AttentionAccumulator(special["cls"], special["sep"])
-    for _, ids, mask in encoder.batches(ids_rows, batch_size, "attention"):
-        probs = attention_probabilities(encoder.encoder, ids, mask)
-        marked = torch.isin(ids, torch.tensor(marked_ids)) if marked_ids else None
-        totals.add(probs, ids, mask, marked=marked)
+    reading = None
+    if kg is not None:
+        if mark_tokens:
+            raise ValueError("give --kg (knowledge tokens) or --mark-tokens, not both")
+        from ptm_knowledge.probing.knowledge_attention import read_with_knowledge
+
+        reading = read_with_knowledge(
+            model, texts, kg or None, max_length=max_length, batch_size=batch_size
+        )
+        special = reading.special_ids
+        totals = AttentionAccumulator(special["cls"], special["sep"])
+        for batch in reading.batches:
+            totals.add(
+                batch.probs,
+                batch.input_ids,
+                batch.real,
+                knowledge=batch.knowledge,
+                visibility=batch.visibility,
+            )
+    else:
+        encoder = load_analysed_encoder(model)
+        marked_ids = _token_ids(encoder.tokenizer, mark_tokens, model)
+        ids_rows = encoder.encode(texts, max_length)
+        special = encoder.special_ids
+        totals = AttentionAccumulator(special["cls"], special["sep"])
+        for _, ids, mask in encoder.batches(ids_rows, batch_size, "attention"):
+            probs = attention_probabilities(encoder.encoder, ids, mask)
+            marked = torch.isin(ids, torch.tensor(marked_ids)) if marked_ids else None
+            totals.add(probs, ids, mask, marked=marked)
     stats = totals.result()
     record: dict[str, Any] = {
         "model": str(model),
@@ -233,6 +260,14 @@ def attention(
         "marked_tokens": list(mark_tokens),
         "tables": {name: _rounded(table) for name, table in stats.tables.items()},
     }
+    if reading is not None:
+        record["knowledge"] = {
+            "kind": reading.kind,
+            "kg": reading.kg,
+            "queries_seeing_knowledge": stats.seeing_knowledge,
+            "uniform_knowledge_seen": round(stats.uniform_knowledge_seen, 6),
+            **reading.details,
+        }
     markdown = attention_markdown(record)
     _write(
         out,

@@ -139,6 +139,9 @@ def plot_attention(tables: Mapping[str, Sequence[Sequence[float]]], path: str | 
         "sep": "mass on [SEP]",
         "self": "mass on itself",
         "marked": "mass on marked tokens",
+        "knowledge": "mass on knowledge tokens",
+        "rest": "mass on other tokens",
+        "knowledge_seen": "knowledge mass (sentence tokens seeing it)",
     }
     for axis, name in zip(list(axes) if len(names) > 1 else [axes], names, strict=True):
         bounded = name != "entropy"
@@ -247,6 +250,8 @@ def attention_markdown(record: Mapping[str, Any]) -> str:
         + ".",
         "",
     ]
+    if "knowledge" in record:
+        lines += [knowledge_sentence(record), ""]
     rows = []
     for layer, entropies in enumerate(tables["entropy"]):
         row: dict[str, Any] = {"layer": layer}
@@ -259,6 +264,35 @@ def attention_markdown(record: Mapping[str, Any]) -> str:
         rows.append(row)
     lines += [markdown_table(rows, list(rows[0])), "", "![attention](attention.png)", ""]
     return "\n".join(lines)
+
+
+def knowledge_sentence(record: Mapping[str, Any]) -> str:
+    """What the ``knowledge``, ``rest`` and ``knowledge_seen`` columns measure."""
+    info = record["knowledge"]
+    if info["kind"] == "kbert":
+        what = (
+            f"Read as K-BERT: each sentence is a sentence tree with branches from `{info['kg']}` "
+            f"(at most {info['max_entities']} per subject, {info['settings']}; KG "
+            f"{info['kg_mode']}, visible matrix {info['visible_matrix']}); **knowledge** is the "
+            "mass on injected branch tokens. A query spreads its attention over the tokens the "
+            "visible matrix lets it see only, so a sentence token far from any subject puts "
+            "no mass on branches"
+        )
+    else:
+        what = (
+            f"Read as ERNIE-THU: each sentence is linked against `{info['kg']}` with the "
+            f"folder's linker settings ({info['mentions']} mentions); **knowledge** is the "
+            f"mass on the {info['aligned_tokens']} tokens aligned to an entity of the folder's "
+            f"table ({info['entity_table']} entities; the first piece of each mention). Layers: "
+            "the T-Encoder's, then the aggregators' token attention (run with the entities)"
+        )
+    return (
+        f"{what}. **rest**: the mass on every other real token, so cls + sep + knowledge + "
+        f"rest = 1 per query. **knowledge_seen**: the knowledge mass averaged over the "
+        f"{info['queries_seeing_knowledge']} of {record['queries']} queries that are no "
+        "knowledge token themselves and may see one (how much the sentence reads the KG); "
+        f"uniform attention over what they see would give {info['uniform_knowledge_seen']:.3f}."
+    )
 
 
 def heads_markdown(record: Mapping[str, Any]) -> str:

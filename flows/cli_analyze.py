@@ -2,6 +2,7 @@
 
 ptm analyze runs/demo/pretrain/final lama --kg kg/ --output analysis/lama
 ptm analyze runs/ernie/final lama --kg kg/ --compare runs/no-kg/final --output analysis/vs
+ptm analyze runs/bert/final lama --kg kg/ --kbert --ablate-knowledge --output analysis/kbert
 ptm analyze runs/demo/pretrain/final minimal-pairs --pairs data_specs/minimal_pairs/sample.tsv
 ptm analyze hf_bert/ lama --kg wordnet/ --relations _hypernym --max-per-relation 500 \\
     --templates my_templates.yaml --output analysis/wordnet
@@ -72,8 +73,19 @@ def add_parser(commands: Any) -> None:
     lama.add_argument(
         "--ablate-knowledge",
         action="store_true",
-        help="compare an ERNIE-THU folder against itself without entity inputs",
+        help="compare an ERNIE-THU folder against itself without entity inputs, or with "
+        "--kbert the sentence trees against themselves without branches",
     )
+    lama.add_argument(
+        "--kbert",
+        action="store_true",
+        help="read MODEL as K-BERT: each statement through a sentence tree with KG branches "
+        "(the probed triple left out)",
+    )
+    lama.add_argument(
+        "--kbert-kg", default=None, help="the KG K-BERT's branches come from (default: --kg)"
+    )
+    lama.add_argument("--max-entities", type=int, default=2, help="K-BERT branches per subject")
     lama.add_argument("--seed", type=int, default=0)
     lama.add_argument("--batch-size", type=int, default=64)
     lama.add_argument(
@@ -169,6 +181,9 @@ def _lama(args: argparse.Namespace) -> int:
             f"ptm: --max-per-relation is {args.max_per_relation}; give 1 or more", file=sys.stderr
         )
         return 2
+    if args.kbert_kg and not args.kbert:
+        print("ptm: --kbert-kg names K-BERT's branch KG; add --kbert", file=sys.stderr)
+        return 2
     relations = None if args.relations is None else [r for r in args.relations.split(",") if r]
     try:
         result = lama(
@@ -185,6 +200,9 @@ def _lama(args: argparse.Namespace) -> int:
             holdout_kg=args.holdout_kg,
             knowledge=not args.no_knowledge,
             ablate_knowledge=args.ablate_knowledge,
+            kbert=args.kbert,
+            kbert_kg=args.kbert_kg,
+            max_entities=args.max_entities,
             overwrite=args.overwrite,
         )
     except (OSError, ValueError) as exc:

@@ -3,6 +3,8 @@
 ptm analyze runs/x/final representations --output analysis/repr
 ptm analyze runs/x/final representations --compare runs/task/final --output analysis/vs
 ptm analyze runs/x/final attention --sentences my.txt --mark-tokens paris,france --output a/
+ptm analyze runs/bert/final attention --kg kg/ --output a/kbert   (K-BERT branch tokens)
+ptm analyze runs/ernie_thu/final attention --kg --output a/ernie  (entity-aligned tokens)
 ptm analyze runs/task/final heads --output analysis/heads
 ptm compress runs/task/final --method prune-heads --importance analysis/heads/heads.json ...
 
@@ -62,6 +64,15 @@ def add_probe_parser(probes: Any) -> None:
         default="",
         help="comma-separated tokens (as the tokenizer writes them) whose attention is reported",
     )
+    attn.add_argument(
+        "--kg",
+        nargs="?",
+        const="",
+        default=None,
+        help="mass on knowledge tokens: K-BERT sentence trees with branches from this KG (any "
+        "encoder or a K-BERT final/), ERNIE-THU's entity-aligned tokens linked against it; "
+        "--kg alone: the KG the folder records",
+    )
     heads = probes.add_parser(
         "heads", help="head importance (Michel et al.) vs single-head ablation, fine-tuned task"
     )
@@ -93,6 +104,7 @@ def run_probe(args: argparse.Namespace) -> int:
         )
     elif args.probe == "attention":
         settings["mark_tokens"] = [t for t in args.mark_tokens.split(",") if t]
+        settings["kg"] = args.kg
     else:
         settings.update(data=args.data, batch_size=args.batch_size)
     work = getattr(analyze_repr, args.probe)

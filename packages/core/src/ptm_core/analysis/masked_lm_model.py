@@ -80,6 +80,8 @@ class MaskedLanguageModel:
         positions: Sequence[int],
         *,
         entities: Sequence[Sequence[int]] | None = None,
+        position_ids: Sequence[Sequence[int]] | None = None,
+        visibility: Sequence[Tensor] | None = None,
         batch_size: int = 64,
     ) -> Tensor:
         """``(N, V)`` log-probabilities at ``positions[i]`` of row ``ids[i]``.
@@ -89,6 +91,11 @@ class MaskedLanguageModel:
             positions: one position per row (usually where ``mask_id`` is).
             entities: per row, an entity-table row per token (``-1``: none), for a model
                 with :attr:`entity_index`.
+            position_ids: per row, a position id per token (K-BERT's soft positions);
+                default ``0, 1, 2, ...``.
+            visibility: per row, an ``(L_i, L_i)`` bool matrix, ``True`` where the row
+                token may attend the column token (K-BERT's visible matrix); default:
+                every token sees every token of its row.
             batch_size: rows per forward pass.
         """
         if len(ids) != len(positions):
@@ -103,7 +110,17 @@ class MaskedLanguageModel:
             for i, row in enumerate(rows):
                 batch[i, : len(row)] = torch.tensor(row, dtype=torch.long)
                 mask[i, : len(row)] = 1
-            extra = {}
+            extra: dict[str, Tensor] = {}
+            attention: Tensor = mask
+            if visibility is not None:
+                attention = torch.zeros((len(rows), length, length), dtype=torch.bool)
+                for i, matrix in enumerate(visibility[first : first + batch_size]):
+                    attention[i, : matrix.shape[0], : matrix.shape[1]] = matrix
+            if position_ids is not None:
+                table_p = torch.zeros((len(rows), length), dtype=torch.long)
+                for i, row_p in enumerate(position_ids[first : first + batch_size]):
+                    table_p[i, : len(row_p)] = torch.as_tensor(row_p, dtype=torch.long)
+                extra["position_ids"] = table_p
             if entities is not None:
                 rows_e = entities[first : first + batch_size]
                 table = torch.full((len(rows), length), -1, dtype=torch.long)
@@ -111,7 +128,7 @@ class MaskedLanguageModel:
                     table[i, : len(row_e)] = torch.tensor(row_e, dtype=torch.long)
                 extra["entity_ids"] = table
             hidden = self.encoder(
-                batch, attention_mask=mask, token_type_ids=torch.zeros_like(batch), **extra
+                batch, attention_mask=attention, token_type_ids=torch.zeros_like(batch), **extra
             ).last_hidden_state
             at = torch.tensor(positions[first : first + batch_size], dtype=torch.long)
             picked = hidden[torch.arange(len(rows)), at]

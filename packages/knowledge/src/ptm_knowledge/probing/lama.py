@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ptm_core.analysis.masked_lm_model import MaskedLanguageModel
+from ptm_knowledge.probing.sentence_trees import StatementTrees
 from ptm_knowledge.probing.statements import ClozeStatement, StatementSet
 
 #: The cut-offs of P@k.
@@ -38,6 +39,11 @@ class LamaResult:
         top: each statement's 10 best tokens (strings).
         dropped: relation -> reason -> triples without a statement.
         templates: relation -> template used; ``derived``: those made from the name.
+        with_entity: statements whose subject got its entity (ERNIE-THU).
+        injection: what K-BERT's sentence trees injected (the ``counts`` of
+            :func:`~ptm_knowledge.probing.sentence_trees.statement_trees`); ``None`` for
+            plain statements.
+        branches: the branch texts each statement's tree held (K-BERT).
     """
 
     model: str
@@ -48,6 +54,8 @@ class LamaResult:
     templates: dict[str, str] = field(default_factory=dict)
     derived: list[str] = field(default_factory=list)
     with_entity: int | None = None
+    injection: dict[str, Any] | None = None
+    branches: list[list[str]] | None = None
 
     def metrics(self, relation: str | None = None, *, seen: bool | None = None) -> dict[str, Any]:
         """``{"n", "p@1", "p@10", "mrr"}`` over one relation (or all), optionally over seen
@@ -83,6 +91,8 @@ class LamaResult:
         }
         if self.with_entity is not None:
             out["statements_with_subject_entity"] = self.with_entity
+        if self.injection is not None:
+            out["sentence_trees"] = self.injection
         if self.statements and self.statements[0].seen is not None:
             out["seen"] = self.metrics(seen=True)
             out["unseen"] = self.metrics(seen=False)
@@ -123,9 +133,22 @@ def filtered_ranks(
 
 
 def score_lama(
-    model: MaskedLanguageModel, statements: StatementSet, *, batch_size: int = 64
+    model: MaskedLanguageModel,
+    statements: StatementSet,
+    *,
+    batch_size: int = 64,
+    trees: StatementTrees | None = None,
 ) -> LamaResult:
-    """Rank every statement's object under ``model`` (see the module docstring)."""
+    """Rank every statement's object under ``model`` (see the module docstring).
+
+    Args:
+        model: the masked LM.
+        statements: the statements (:func:`~ptm_knowledge.probing.build_statements`).
+        batch_size: statements per forward pass.
+        trees: the statements as K-BERT sentence trees
+            (:func:`~ptm_knowledge.probing.sentence_trees.statement_trees`): the model reads
+            each tree with its soft positions and visible matrix instead of the statement.
+    """
     items = statements.statements
     if not items:
         raise ValueError(
@@ -135,6 +158,11 @@ def score_lama(
             + ")"
         )
     entities = None
+    if trees is not None and model.entity_index is not None:
+        raise ValueError(
+            f"{model.source}: reads entity inputs (ERNIE-THU); K-BERT's sentence trees are "
+            "for a plain masked LM"
+        )
     if model.entity_index is not None:
         entities = []
         for s in items:
@@ -142,12 +170,21 @@ def score_lama(
             if s.subject_id in model.entity_index and s.subject_position >= 0:
                 row[s.subject_position] = model.entity_index[s.subject_id]
             entities.append(row)
-    log_probs = model.log_probs(
-        [s.ids for s in items],
-        [s.mask_position for s in items],
-        entities=entities,
-        batch_size=batch_size,
-    )
+    if trees is not None:
+        log_probs = model.log_probs(
+            trees.ids,
+            trees.mask_positions,
+            position_ids=trees.soft_positions,
+            visibility=trees.visibility,
+            batch_size=batch_size,
+        )
+    else:
+        log_probs = model.log_probs(
+            [s.ids for s in items],
+            [s.mask_position for s in items],
+            entities=entities,
+            batch_size=batch_size,
+        )
     info = model.tokenizer.vocab_info  # type: ignore[attr-defined]
     vocab = int(model.tokenizer.vocab_size)  # type: ignore[attr-defined]
     excluded = sorted(set(info.special_ids) | set(range(vocab, log_probs.shape[1])))
@@ -167,6 +204,8 @@ def score_lama(
         dropped={r: dict(c) for r, c in statements.dropped.items()},
         templates=statements.templates,
         derived=statements.derived,
+        injection=None if trees is None else trees.counts,
+        branches=None if trees is None else trees.branches,
     )
 
 

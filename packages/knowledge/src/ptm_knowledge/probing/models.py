@@ -5,6 +5,11 @@ the first piece of the subject's name (the alignment of ERNIE-THU's pre-training
 looked up in the folder's own entity table (``knowledge_config.json``'s ``entity_ids``).
 Subjects outside that table get no entity. Everything else goes through
 :func:`ptm_core.analysis.load_masked_language_model`.
+
+K-BERT has no pre-training of its own: its ``final/`` is a fine-tuned classifier without
+an MLM head. A K-BERT is probed as the masked LM it reads sentence trees with (the
+``init_from`` folder its ``task.json`` records, or any BERT), through
+:mod:`ptm_knowledge.probing.sentence_trees`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ def load_probe_model(folder: str | Path, *, knowledge: bool = True) -> MaskedLan
             same weights without entity inputs).
     """
     directory = Path(folder)
+    _refuse_kbert_classifier(directory)
     kind = read_json_object(directory / "config.json").get("ptm_model")
     if kind != ERNIE_THU or not knowledge:
         return load_masked_language_model(directory)
@@ -42,3 +48,25 @@ def load_probe_model(folder: str | Path, *, knowledge: bool = True) -> MaskedLan
         )
     model.entity_index = {str(e): i for i, e in enumerate(ids)}
     return model
+
+
+def _refuse_kbert_classifier(directory: Path) -> None:
+    """A K-BERT ``final/`` holds a task head, no MLM head: name the folder to probe instead."""
+    task = directory / "task.json"
+    if not task.is_file():
+        return
+    record = read_json_object(task)
+    if record.get("recipe") != "kbert":
+        return
+    provenance = record.get("provenance") or {}
+    source = provenance.get("init_from")
+    kg = provenance.get("kg_path") or "KG"
+    start = (
+        f"its masked LM {source} (recorded as init_from in task.json)"
+        if source
+        else "the pre-trained BERT it would be fine-tuned from (this run started at random init)"
+    )
+    raise ValueError(
+        f"{directory}: a K-BERT fine-tuned classifier has no masked-LM head; probe {start} "
+        f"through K-BERT's sentence trees: ptm analyze MODEL lama --kg {kg} --kbert"
+    )
