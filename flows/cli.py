@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "families", help="list the installed model families (what family=NAME accepts)"
     )
     flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
-    flow.add_argument("name", choices=["pretrain", "finetune"])
+    flow.add_argument("name", choices=["pretrain", "finetune", "domain-adapt"])
     flow.add_argument("--multirun", "-m", action="store_true", help="finetune: run a sweep")
     flow.add_argument("overrides", nargs="*", help="Hydra overrides")
     demo = commands.add_parser("demo", help="end-to-end demo flow on the bundled samples")
