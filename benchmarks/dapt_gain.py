@@ -161,7 +161,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--note", default="", help="a paragraph written under the table")
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite the markdown from the JSON with --note"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        record = json.loads((RESULTS / "dapt_gain.json").read_text())
+        record["note"] = args.note or record.get("note", "")
+        (RESULTS / "dapt_gain.json").write_text(json.dumps(record, indent=1) + "\n")
+        (RESULTS / "dapt_gain.md").write_text(render(record))
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.threads:
         import torch
