@@ -17,8 +17,9 @@ the unknown token (a row built from ``[UNK]`` would say nothing of the word). Ca
 ranked by count (ties by the word, so the choice is deterministic).
 
 The corpus is read as a stream (the formats of ``ptm prepare``: ``.txt``/``.jsonl``, their
-``.gz``/``.zst`` forms, Arrow and Parquet), in chunks of about 1 MiB of sentences, and only
-the word counts are kept.
+``.gz``/``.zst`` forms, Arrow and Parquet), in chunks of about 1 MiB of sentences; only the
+counts of the distinct white-space-separated tokens are kept, and each distinct token is
+normalised and pre-tokenized once (every supported pre-tokenizer splits at white space).
 """
 
 from __future__ import annotations
@@ -92,13 +93,20 @@ def count_words(
     sizes = [file.path.stat().st_size for file in files]
     # Compressed sizes are not text sizes: no total (and no ETA) then.
     plain = all(file.compression is None and file.kind in ("txt", "jsonl") for file in files)
-    counts: Counter[str] = Counter()
+    # White-space tokens are counted at C speed; each distinct one then goes through the
+    # normalizer and the pre-tokenizer once. Every supported pre-tokenizer splits at white
+    # space, so a word's count is the sum over the tokens that hold it.
+    spans: Counter[str] = Counter()
     characters = 0
     with Progress("count words", sum(sizes) if plain else None, "byte") as progress:
         for chunk in _chunks(files, sizes, text_field):
-            counts.update(_words(backend, chunk))
+            spans.update(chunk.split())
             characters += len(chunk)
             progress.update(len(chunk.encode("utf-8")))
+    counts: Counter[str] = Counter()
+    for span, count in spans.items():
+        for word in _words(backend, span):
+            counts[word] += count
     return WordCounts(counts, tuple(file.path for file in files), characters)
 
 
