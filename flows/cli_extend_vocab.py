@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import Any
 
+from flows.cli_predict import positive_int
+
 KIND = "extend-vocab"
 HELP = "add a domain corpus's frequent split words to a model's vocabulary (BioBERT/SciBERT)"
 DESCRIPTION = """Find the words of a domain corpus that MODEL's tokenizer splits into pieces,
@@ -21,16 +23,6 @@ OUT, in MODEL's own format. Continue pre-training from it with init_from=OUT (DA
   ptm pretrain experiment=bert_tiny init_from=runs/bio_vocab data.corpus=data/pubmed.txt
 
 Guide: docs/guides/domain-adaptation.md"""
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -52,11 +44,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--output", "-o", required=True, help="the new model folder")
     parser.add_argument(
-        "--max-new", type=_positive_int, default=1000, help="most words added (default 1000)"
+        "--max-new", type=positive_int, default=1000, help="most words added (default 1000)"
     )
     parser.add_argument(
         "--min-count",
-        type=_positive_int,
+        type=positive_int,
         default=5,
         help="fewest occurrences in the corpus of a word added (default 5)",
     )

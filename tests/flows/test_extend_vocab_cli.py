@@ -173,3 +173,38 @@ def test_domain_adapt_chains_every_step(tmp_path: Path) -> None:
     assert [row["arm"] for row in result["rows"]] == ["base", "adapted"]
     assert "| adapted |" in result["table"]
     assert Path(result["adapted"]).name == "final"
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_the_flow_runs_the_steps_as_tasks_and_publishes_the_table(tmp_path: Path) -> None:
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    from flows.domain_adapt_flow import domain_adapt_flow
+
+    final, corpus = _final(tmp_path / "final"), _corpus(tmp_path / "domain.txt")
+    result = domain_adapt_flow(
+        [
+            f"base={final}",
+            f"corpus={corpus}",
+            "task=sentiment",
+            f"output={tmp_path / 'adapt'}",
+            "dapt_steps=1",
+            "seeds=0",
+            "trainer.max_steps=1",
+        ]
+    )
+    assert [row["arm"] for row in result["rows"]] == ["base", "adapted"]
+
+    async def latest() -> tuple[dict[str, str], list[str]]:
+        async with get_client() as client:
+            artifacts = {str(a.key): str(a.data) for a in await client.read_latest_artifacts()}
+            tasks = [str(t.name) for t in await client.read_task_runs()]
+        return artifacts, tasks
+
+    artifacts, tasks = asyncio.run(latest())
+    assert "| adapted |" in artifacts["domain-adapt-report"]
+    for name in ("domain-corpus", "extend-vocab", "dapt", "finetune-base", "finetune-adapted"):
+        assert any(task.startswith(name) for task in tasks), (name, tasks)
