@@ -104,3 +104,26 @@ def test_a_roberta_bpe_folder_extends_with_whole_word_added_tokens(tmp_path: Pat
     _check_rows(model.lm_head.bias.detach(), loaded.lm_head.bias.detach(), pieces)
     encoder = TransformerEncoder.from_pretrained(tmp_path / "out")
     assert encoder.config.vocab_size == result.new_size
+
+
+def test_an_xlm_r_unigram_folder_extends_with_whole_word_added_tokens(tmp_path: Path) -> None:
+    folder = roberta_folder(tmp_path, "xlm-roberta")
+    old_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModelForMaskedLM.from_pretrained(folder)
+    # Its Unigram has 120 pieces: words of its training text's letters split without <unk>.
+    words = ["gardenstone", "rivergarden"]
+    result = extend_vocabulary(folder, _corpus(tmp_path / "d.txt", words, "{} ."), tmp_path / "o")
+    assert [w.word for w in result.words] == words
+
+    new_tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "o")
+    loaded = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "o")
+    assert len(new_tok) == loaded.config.vocab_size == result.new_size
+    for offset, word in enumerate(result.words):
+        assert new_tok(f" {word.word}", add_special_tokens=False)["input_ids"] == [
+            result.old_size + offset
+        ]
+    text = "Zürich café 東京 naïve river 🤖 garden"
+    assert new_tok(text)["input_ids"] == old_tok(text)["input_ids"]
+    old_table = model.roberta.embeddings.word_embeddings.weight.detach()
+    new_table = loaded.roberta.embeddings.word_embeddings.weight.detach()
+    _check_rows(old_table, new_table, [list(w.pieces) for w in result.words])

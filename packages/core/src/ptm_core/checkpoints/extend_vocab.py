@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -162,19 +163,23 @@ def extend_vocabulary(
 def _vocab_tensors(source: Path, rows: int) -> dict[str, list[str]]:
     """Weights file -> names of its tensors indexed by token id (``rows`` rows)."""
     found: dict[str, list[str]] = {}
-    _, main = read_weights(source)  # the model's file (safetensors or a weights-only .bin)
-    files = sorted({main.name, *(p.name for p in source.glob("*.safetensors"))})
+    main = next(
+        (name for name in ("model.safetensors", "pytorch_model.bin") if (source / name).is_file()),
+        None,
+    )
+    files = sorted({*([main] if main else []), *(p.name for p in source.glob("*.safetensors"))})
+    if not files:
+        read_weights(source)  # raises the loaders' own "no weights file" error
     for file in files:
-        state = _load(source / file)
         names = []
-        for name, tensor in state.items():
+        for name, shape in _shapes(source / file).items():
             if not (_WORD_TABLE.search(name) or _OUTPUT_ROWS.search(name)):
                 continue
-            if tensor.shape[0] != rows:
+            if not shape or shape[0] != rows:
                 if _WORD_TABLE.search(name):
                     raise CheckpointError(
-                        f"{source / file}: {name} has {tensor.shape[0]} rows but the tokenizer "
-                        f"has {rows} ids; extend-vocab adds rows after the tokenizer's last id, "
+                        f"{source / file}: {name} has {shape[0] if shape else 0} rows but the "
+                        f"tokenizer has {rows} ids; extend-vocab adds rows after the tokenizer's last id, "
                         "so both must agree (give the model's own tokenizer files)"
                     )
                 continue
@@ -182,6 +187,14 @@ def _vocab_tensors(source: Path, rows: int) -> dict[str, list[str]]:
         if names:
             found[file] = names
     return found
+
+
+def _shapes(path: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape, read from a safetensors header (no weights loaded)."""
+    if path.suffix != ".safetensors":
+        return {name: list(t.shape) for name, t in _load(path).items()}
+    with safe_open(path, "pt") as handle:
+        return {name: list(handle.get_slice(name).get_shape()) for name in handle.keys()}  # noqa: SIM118
 
 
 def _load(path: Path) -> dict[str, Tensor]:
