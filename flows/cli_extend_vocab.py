@@ -34,15 +34,18 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "model", help="a ptm final/ or a Hugging Face BERT/RoBERTa folder (with its tokenizer)"
+        "model",
+        metavar="MODEL",
+        help="a ptm final/ or a Hugging Face BERT/RoBERTa folder (with its tokenizer)",
     )
     parser.add_argument(
         "--corpus",
         required=True,
         nargs="+",
+        metavar="FILE_OR_FOLDER",
         help="domain text: files, folders or patterns (.txt, .jsonl, .gz/.zst, Arrow, Parquet)",
     )
-    parser.add_argument("--output", "-o", required=True, help="the new model folder")
+    parser.add_argument("--output", "-o", required=True, metavar="OUT", help="the new model folder")
     parser.add_argument(
         "--max-new", type=positive_int, default=1000, help="most words added (default 1000)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -142,7 +143,7 @@ def test_domain_adapt_chains_every_step(tmp_path: Path) -> None:
     final, corpus = _final(tmp_path / "final"), _corpus(tmp_path / "domain.txt")
     steps: list[str] = []
 
-    def step(name: str, function, *args):  # type: ignore[no-untyped-def]
+    def step(name: str, function: Any, *args: Any) -> Any:
         steps.append(name)
         return function(*args)
 
