@@ -188,9 +188,11 @@ def finetune_one(overrides: list[str]) -> dict[str, Any]:
 
 def compare(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Mean ± std (sample) of the headline metric per arm, and the per-seed gain."""
-    rows = []
+    rows: list[dict[str, Any]] = []
+    arm_values: list[list[float]] = []
     for arm, done in runs.items():
-        values = [r["headline"] for r in done]
+        values = [float(r["headline"]) for r in done]
+        arm_values.append(values)
         rows.append(
             {
                 "arm": arm,
@@ -200,7 +202,7 @@ def compare(runs: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 "values": values,
             }
         )
-    base, adapted = rows[0]["values"], rows[1]["values"]
+    base, adapted = arm_values[0], arm_values[1]
     gains = [a - b for a, b in zip(adapted, base, strict=True)]
     rows[1]["gain"] = statistics.fmean(gains) if gains else float("nan")
     return rows
