@@ -28,6 +28,7 @@ from typing import Any
 from flows import (
     cli_analyze,
     cli_embed_kg,
+    cli_extend_vocab,
     cli_flows,
     cli_linking,
     cli_predict,
@@ -94,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "families", help="list the installed model families (what family=NAME accepts)"
     )
     flow = commands.add_parser("flow", help="run a flow under Prefect", epilog=EPILOG)
-    flow.add_argument("name", choices=["pretrain", "finetune"])
+    flow.add_argument("name", choices=["pretrain", "finetune", "domain-adapt"])
     flow.add_argument("--multirun", "-m", action="store_true", help="finetune: run a sweep")
     flow.add_argument("overrides", nargs="*", help="Hydra overrides")
     demo = commands.add_parser("demo", help="end-to-end demo flow on the bundled samples")
@@ -190,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_linking.add_parser(commands)
     cli_wordnet_typing.add_parser(commands)
     cli_embed_kg.add_parser(commands)
+    cli_extend_vocab.add_parser(commands)
     retrain = commands.add_parser("retrain", help="one retraining round with promotion")
     retrain.add_argument("--corpus", required=True)
     retrain.add_argument("--registry", default="runs/registry")
@@ -310,6 +312,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return cli_predict.run(args)
     if args.command == cli_analyze.KIND:
         return cli_analyze.run(args)
+    if args.command == cli_extend_vocab.KIND:
+        return cli_extend_vocab.run(args)
     if args.command == "compress":
         from flows.compress import compress
 

@@ -86,6 +86,10 @@ def check(args: argparse.Namespace) -> None:
         check_output_file(args.output)
     if args.command == "embed-kg":
         cli_embed_kg.check(args)
+    if args.command == "flow" and args.name == "domain-adapt":
+        from flows.domain_adaptation import parse_settings
+
+        parse_settings(args.overrides)
 
 
 def run(args: argparse.Namespace) -> Any:
@@ -165,6 +169,10 @@ def _run_flow(args: argparse.Namespace) -> Any:
     if args.command in _WORK:
         return _run_work(args, as_flow=True)
     if args.command == "flow":
+        if args.name == "domain-adapt":
+            from flows.domain_adapt_flow import domain_adapt_flow
+
+            return domain_adapt_flow(args.overrides)
         if args.name == "finetune":
             from flows.finetune_flow import finetune
 

@@ -24,7 +24,8 @@ scored and written in chunks, so memory does not grow with the input.
 Guide: docs/guides/predict.md"""
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (a bad value fails before any work)."""
     try:
         value = int(text)
     except ValueError:
@@ -55,7 +56,7 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "--format", choices=("jsonl", "csv"), default=None, help="default: the output's suffix"
     )
     parser.add_argument(
-        "--batch-size", type=_positive_int, default=None, help="default: task.eval_batch_size"
+        "--batch-size", type=positive_int, default=None, help="default: task.eval_batch_size"
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (GPUs, recent CPUs)")
