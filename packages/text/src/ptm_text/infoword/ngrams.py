@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ptm_core.objectives.span import span_length_distribution
 from ptm_core.tokenization import VocabInfo
 
 
@@ -18,8 +19,7 @@ def ngram_length_distribution(max_ngram: int = 5, geometric_p: float | None = No
     """``P(n)`` for ``n = 1..max_ngram``.
 
     ``geometric_p=None``: uniform, ``1 / max_ngram`` each. A number: SpanBERT's clipped
-    geometric, ``p (1-p)^(n-1)`` renormalised over ``1..max_ngram`` (re-drawing a longer
-    length is the same as renormalising).
+    geometric (:func:`~ptm_core.objectives.span.span_length_distribution`).
     """
     if max_ngram < 1:
         raise ValueError(f"max_ngram must be >= 1, got {max_ngram}")
@@ -27,9 +27,7 @@ def ngram_length_distribution(max_ngram: int = 5, geometric_p: float | None = No
         return [1.0 / max_ngram] * max_ngram
     if not 0.0 < geometric_p <= 1.0:
         raise ValueError(f"geometric_p must be in (0, 1] or null (uniform), got {geometric_p}")
-    weights = [geometric_p * (1 - geometric_p) ** (n - 1) for n in range(1, max_ngram + 1)]
-    total = sum(weights)
-    return [w / total for w in weights]
+    return span_length_distribution(geometric_p, max_ngram)
 
 
 @dataclass
