@@ -1,0 +1,197 @@
+"""Does InfoWord's DIM term help? InfoWord-tiny (MLM + DIM) vs the same model trained with
+MLM alone, same steps and seed, each fine-tuned on the gain tasks (data_specs/gain_tasks).
+
+    python -m benchmarks.infoword_gain --pretrain-steps 800 --seeds 0,1,2 --threads 1
+    python -m benchmarks.infoword_gain --pretrain-steps 100 --seeds 0 --tasks gain_kind
+
+The corpus, the task budgets (:data:`benchmarks.finetune_gain.GAIN_BUDGETS`) and the run
+machinery are the BERT gain suite's (``python -m benchmarks.finetune_gain --parts gain``).
+Both arms are ``ptm pretrain experiment=infoword_tiny`` on the generated corpus with the
+suite's vocabulary (2 x 128 BERT, batch 16, peak lr 1e-3, seed 0); the ablation adds
+``objective=mlm`` (the same MLM entry without the DIM term). Each task is then fine-tuned
+from both ``final/`` folders with the same budget and seeds. Writes
+``benchmarks/results/infoword_gain.{md,json}`` with the command that made them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.finetune_gain import (
+    GAIN_BUDGETS,
+    GAIN_DIR,
+    GAIN_TASKS,
+    RESULTS,
+    WORK,
+    Runner,
+    budget_overrides,
+    budget_text,
+    compare,
+    gain_corpus,
+    gain_digest,
+    read_last_metrics,
+    table,
+)
+from benchmarks.fixtures import ROOT, bench_env
+
+EXPERIMENT = "infoword_tiny"
+# Arm label -> extra pre-training overrides (the ablation swaps the objective group only).
+ARMS: dict[str, list[str]] = {"infoword": [], "mlm alone": ["objective=mlm"]}
+
+
+def pretrain(label: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
+    """``ptm pretrain experiment=infoword_tiny <arm overrides>`` on the gain corpus; reused
+    if a finished run of the same arm, steps and corpus exists."""
+    corpus, stats = gain_corpus()
+    slug = label.replace(" ", "_")
+    out = WORK / f"pretrain-{EXPERIMENT}-{slug}-{steps}-{gain_digest()}"
+    final, record_path = out / "final", out / "bench.json"
+    if final.is_dir() and record_path.is_file():
+        print(f"pretrain {label}: reusing {final}", flush=True)
+        return final, json.loads(record_path.read_text())
+    command = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "pretrain",
+        f"experiment={EXPERIMENT}",
+        *ARMS[label],
+        f"data.corpus={corpus}",
+        f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
+        f"trainer.max_steps={steps}",
+        f"trainer.save_every={steps}",
+        "trainer.log_every=50",
+        f"trainer.output_dir={out}",
+        "trainer.progress=false",
+    ]
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"pretrain {label}: {' '.join(command[2:])}", flush=True)
+    start = time.perf_counter()
+    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
+    record = {
+        "arm": label,
+        "overrides": command[4:],
+        "arm_overrides": [f"experiment={EXPERIMENT}", *ARMS[label]],
+        "steps": steps,
+        "corpus": stats,
+        "wall_s": time.perf_counter() - start,
+        "first_metrics": first_metrics(out),
+        "last_metrics": read_last_metrics(out),
+        "final": str(final),
+    }
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return final, record
+
+
+def first_metrics(out: Path) -> dict[str, float]:
+    """The first training metrics line of a run (to show the loss falling)."""
+    for path in sorted(out.glob("**/metrics.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                return {k: v for k, v in row.items() if isinstance(v, (int, float))}
+    return {}
+
+
+def _loss_line(pre: dict[str, Any]) -> str:
+    first, last = pre["first_metrics"], pre["last_metrics"]
+    parts = [
+        f"{key} {first.get(key, float('nan')):.3f} -> {last.get(key, float('nan')):.3f}"
+        for key in ("mlm/loss", "mlm/accuracy", "infoword/loss", "infoword/accuracy")
+        if key in last
+    ]
+    return (
+        f"- {pre['arm']}: `{' '.join(pre['arm_overrides'])}`, {pre['wall_s']:.0f} s; "
+        + ", ".join(parts)
+    )
+
+
+def render(record: dict[str, Any]) -> str:
+    pres = record["pretrain"]
+    corpus = pres[0]["corpus"]
+    lines = [
+        "# InfoWord-tiny on the gain suite: MLM + DIM vs MLM alone",
+        "",
+        f"`{record['command']}` ({record['machine']}). Every figure is the dev metric x 100, "
+        f"mean ± std over fine-tuning seeds {record['seeds']}; *gain* is the per-seed "
+        "difference (InfoWord minus MLM alone). Both arms are the same 2 x 128 BERT, batch 16, "
+        f"peak lr 1e-3, pre-training seed 0, {pres[0]['steps']} steps on the generated corpus "
+        f"({corpus['bytes'] / 1e6:.2f} MB, {corpus['documents']} documents); the ablation is "
+        "`objective=mlm` (the same MLM entry, BERT's 15% and 80/10/10, without the DIM term). "
+        "Fine-tuning budgets and seeds are the same for both arms.",
+        "",
+        "Pre-training (first logged step -> last):",
+        "",
+        *[_loss_line(pre) for pre in pres],
+        "",
+        table(record["rows"], lambda row: budget_text(row["budget"])),
+        "",
+    ]
+    if record.get("note"):
+        lines += [record["note"], ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pretrain-steps", type=int, default=800)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--tasks", default=",".join(GAIN_TASKS))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--note", default="", help="a paragraph written under the table")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    tasks = [t for t in args.tasks.split(",") if t]
+    unknown = sorted(set(tasks) - set(GAIN_TASKS))
+    if unknown:
+        parser.error(f"unknown tasks {unknown}; valid: {', '.join(GAIN_TASKS)}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    finals, pres = {}, []
+    for label in ARMS:
+        finals[label], pre = pretrain(label, args.pretrain_steps, args.threads)
+        pres.append(pre)
+    tag = f"infoword-gain-{args.pretrain_steps}-{gain_digest()}"
+    runner = Runner()
+    rows = []
+    for task in tasks:
+        budget = dict(GAIN_BUDGETS[task])
+        arms = {
+            label: (
+                f"{tag}/{task}/{label.replace(' ', '_')}",
+                [f"model={finals[label]}", *budget_overrides(budget)],
+            )
+            for label in ARMS
+        }
+        row = compare(runner, seeds, task, arms)
+        row["budget"] = budget
+        rows.append(row)
+    record = {
+        "command": "python -m benchmarks.infoword_gain "
+        + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+        "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
+        "seeds": seeds,
+        "pretrain": pres,
+        "rows": rows,
+        "note": args.note,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "infoword_gain.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / "infoword_gain.md").write_text(render(record))
+    print(render(record))
+
+
+if __name__ == "__main__":
+    main()
