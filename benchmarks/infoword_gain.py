@@ -2,6 +2,7 @@
 MLM alone, same steps and seed, each fine-tuned on the gain tasks (data_specs/gain_tasks).
 
     python -m benchmarks.infoword_gain --pretrain-steps 800 --seeds 0,1,2 --threads 1
+    python -m benchmarks.infoword_gain --pretrain-steps 800 --seeds 0,1,2 --paired --threads 1
     python -m benchmarks.infoword_gain --pretrain-steps 100 --seeds 0 --tasks gain_kind
 
 The corpus, the task budgets (:data:`benchmarks.finetune_gain.GAIN_BUDGETS`) and the run
@@ -9,7 +10,9 @@ machinery are the BERT gain suite's (``python -m benchmarks.finetune_gain --part
 Both arms are ``ptm pretrain experiment=infoword_tiny`` on the generated corpus with the
 suite's vocabulary (2 x 128 BERT, batch 16, peak lr 1e-3, seed 0); the ablation adds
 ``objective=mlm`` (the same MLM entry without the DIM term). Each task is then fine-tuned
-from both ``final/`` folders with the same budget and seeds. Writes
+from both ``final/`` folders with the same budget and seeds. ``--paired``: one pre-training
+per arm and seed (``seed=k``), fine-tuning seed ``k`` starts from pre-training seed ``k``,
+so the spread includes the pre-training's. Writes
 ``benchmarks/results/infoword_gain.{md,json}`` with the command that made them.
 """
 
@@ -38,6 +41,8 @@ from benchmarks.finetune_gain import (
     compare,
     gain_corpus,
     gain_digest,
+    headline,
+    mean_std,
     read_last_metrics,
     table,
 )
@@ -48,11 +53,11 @@ EXPERIMENT = "infoword_tiny"
 ARMS: dict[str, list[str]] = {"infoword": [], "mlm alone": ["objective=mlm"]}
 
 
-def pretrain(label: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
-    """``ptm pretrain experiment=infoword_tiny <arm overrides>`` on the gain corpus; reused
-    if a finished run of the same arm, steps and corpus exists."""
+def pretrain(label: str, steps: int, threads: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+    """``ptm pretrain experiment=infoword_tiny <arm overrides> seed=<seed>`` on the gain
+    corpus; reused if a finished run of the same arm, steps, seed and corpus exists."""
     corpus, stats = gain_corpus()
-    slug = label.replace(" ", "_")
+    slug = label.replace(" ", "_") + (f"-seed{seed}" if seed else "")
     out = WORK / f"pretrain-{EXPERIMENT}-{slug}-{steps}-{gain_digest()}"
     final, record_path = out / "final", out / "bench.json"
     if final.is_dir() and record_path.is_file():
@@ -65,6 +70,7 @@ def pretrain(label: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]
         "pretrain",
         f"experiment={EXPERIMENT}",
         *ARMS[label],
+        f"seed={seed}",
         f"data.corpus={corpus}",
         f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
         f"trainer.max_steps={steps}",
@@ -80,6 +86,7 @@ def pretrain(label: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]
     subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
     record = {
         "arm": label,
+        "seed": seed,
         "overrides": command[4:],
         "arm_overrides": [f"experiment={EXPERIMENT}", *ARMS[label]],
         "steps": steps,
@@ -111,21 +118,26 @@ def _loss_line(pre: dict[str, Any]) -> str:
         if key in last
     ]
     return (
-        f"- {pre['arm']}: `{' '.join(pre['arm_overrides'])}`, {pre['wall_s']:.0f} s; "
-        + ", ".join(parts)
+        f"- {pre['arm']}: `{' '.join(pre['arm_overrides'])} seed={pre.get('seed', 0)}`, "
+        f"{pre['wall_s']:.0f} s; " + ", ".join(parts)
     )
 
 
 def render(record: dict[str, Any]) -> str:
     pres = record["pretrain"]
     corpus = pres[0]["corpus"]
+    seeds_text = (
+        "seed k pre-trains both arms with seed=k and fine-tunes them with seed=k"
+        if record.get("paired")
+        else "fine-tuning seeds, from one pre-training per arm with seed 0"
+    )
     lines = [
         "# InfoWord-tiny on the gain suite: MLM + DIM vs MLM alone",
         "",
         f"`{record['command']}` ({record['machine']}). Every figure is the dev metric x 100, "
-        f"mean ± std over fine-tuning seeds {record['seeds']}; *gain* is the per-seed "
+        f"mean ± std over seeds {record['seeds']} ({seeds_text}); *gain* is the per-seed "
         "difference (InfoWord minus MLM alone). Both arms are the same 2 x 128 BERT, batch 16, "
-        f"peak lr 1e-3, pre-training seed 0, {pres[0]['steps']} steps on the generated corpus "
+        f"peak lr 1e-3, {pres[0]['steps']} pre-training steps on the generated corpus "
         f"({corpus['bytes'] / 1e6:.2f} MB, {corpus['documents']} documents); the ablation is "
         "`objective=mlm` (the same MLM entry, BERT's 15% and 80/10/10, without the DIM term). "
         "Fine-tuning budgets and seeds are the same for both arms.",
@@ -142,12 +154,47 @@ def render(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def paired_row(
+    runner: Runner,
+    seeds: list[int],
+    task: str,
+    budget: dict[str, Any],
+    finals: dict[tuple[str, int], Path],
+    tag: str,
+) -> dict[str, Any]:
+    """One task, both arms, fine-tuning seed ``k`` from the arm's pre-training seed ``k``
+    (the shape of :func:`benchmarks.finetune_gain.compare`'s rows)."""
+    metric = headline(task)
+    row: dict[str, Any] = {"task": task, "metric": metric, "arms": {}}
+    for label in ARMS:
+        runs = []
+        for seed in seeds:
+            overrides = [f"task={task}", f"model={finals[label, seed]}", *budget_overrides(budget)]
+            name = f"{tag}/{task}/{label.replace(' ', '_')}-pre{seed}"
+            runs.append(runner.run(name, overrides, seed))
+        row["arms"][label] = {
+            "overrides": [f"task={task}", "model=<the arm's final/ of seed k>"],
+            **mean_std([r["headline"] for r in runs]),
+            "wall_s": [r["wall_s"] for r in runs],
+            "all_dev": [
+                {k: v for k, v in r["final_metrics"].items() if k.startswith("dev/")} for r in runs
+            ],
+        }
+    first, second = (row["arms"][label]["values"] for label in ARMS)
+    row["gain"] = mean_std([a - b for a, b in zip(first, second, strict=True)])
+    row["wins"] = sum(a > b for a, b in zip(first, second, strict=True))
+    return row
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pretrain-steps", type=int, default=800)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--tasks", default=",".join(GAIN_TASKS))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--paired", action="store_true", help="pre-train each arm once per seed (seed=k)"
+    )
     parser.add_argument("--note", default="", help="a paragraph written under the table")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -159,23 +206,31 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    finals, pres = {}, []
-    for label in ARMS:
-        finals[label], pre = pretrain(label, args.pretrain_steps, args.threads)
-        pres.append(pre)
-    tag = f"infoword-gain-{args.pretrain_steps}-{gain_digest()}"
+    pretrain_seeds = seeds if args.paired else [0]
+    finals: dict[tuple[str, int], Path] = {}
+    pres = []
+    for seed in pretrain_seeds:
+        for label in ARMS:
+            finals[label, seed], pre = pretrain(label, args.pretrain_steps, args.threads, seed)
+            pres.append(pre)
+    tag = f"infoword-gain-{args.pretrain_steps}-{gain_digest()}" + (
+        "-paired" if args.paired else ""
+    )
     runner = Runner()
     rows = []
     for task in tasks:
         budget = dict(GAIN_BUDGETS[task])
-        arms = {
-            label: (
-                f"{tag}/{task}/{label.replace(' ', '_')}",
-                [f"model={finals[label]}", *budget_overrides(budget)],
-            )
-            for label in ARMS
-        }
-        row = compare(runner, seeds, task, arms)
+        if args.paired:
+            row = paired_row(runner, seeds, task, budget, finals, tag)
+        else:
+            arms = {
+                label: (
+                    f"{tag}/{task}/{label.replace(' ', '_')}",
+                    [f"model={finals[label, 0]}", *budget_overrides(budget)],
+                )
+                for label in ARMS
+            }
+            row = compare(runner, seeds, task, arms)
         row["budget"] = budget
         rows.append(row)
     record = {
@@ -183,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
         "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
         "seeds": seeds,
+        "paired": args.paired,
         "pretrain": pres,
         "rows": rows,
         "note": args.note,

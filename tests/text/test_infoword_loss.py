@@ -32,7 +32,9 @@ def test_info_nce_equals_a_hand_computed_value() -> None:
 
 @pytest.mark.parametrize("rows", [2, 5, 16])
 def test_info_nce_is_log_b_at_a_uniform_score(rows: int) -> None:
-    assert math.isclose(float(info_nce(torch.full((rows, rows), 0.7))), math.log(rows), rel_tol=1e-6)
+    assert math.isclose(
+        float(info_nce(torch.full((rows, rows), 0.7))), math.log(rows), rel_tol=1e-6
+    )
 
 
 def test_excluded_pairs_leave_the_denominator() -> None:
@@ -65,8 +67,14 @@ def _encoder() -> torch.nn.Module:
     from ptm_core import bert_encoder
 
     return bert_encoder(
-        vocab_size=120, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
-        max_positions=64, dropout=0.0, attention_dropout=0.0,
+        vocab_size=120,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        intermediate_size=64,
+        max_positions=64,
+        dropout=0.0,
+        attention_dropout=0.0,
     )
 
 
@@ -111,10 +119,14 @@ def test_mix_with_mlm_trains_both_and_keeps_one_copy_of_the_encoder() -> None:
         }
     )
     model = PretrainingModel(encoder, mix)
-    assert not any(k.startswith("objectives.objectives.infoword.encoder") for k in model.state_dict())
+    assert not any(
+        k.startswith("objectives.objectives.infoword.encoder") for k in model.state_dict()
+    )
     batch = mix.collate(token_batch(vocab, rows=6), torch.Generator().manual_seed(1))
     out = model(batch)
-    assert {"mlm/loss", "infoword/loss", "infoword/accuracy", "infoword/mi_bound"} <= set(out.metrics)
+    assert {"mlm/loss", "infoword/loss", "infoword/accuracy", "infoword/mi_bound"} <= set(
+        out.metrics
+    )
     assert math.isfinite(out.loss.item())
 
 

@@ -30,7 +30,9 @@ def test_length_distribution_uniform_and_clipped_geometric() -> None:
     assert ngram_length_distribution(5) == [0.2] * 5
     geo = ngram_length_distribution(10, 0.2)
     assert math.isclose(sum(geo), 1.0)
-    assert math.isclose(sum((n + 1) * p for n, p in enumerate(geo)), 3.80, abs_tol=0.01)  # SpanBERT's ~3.8
+    assert math.isclose(
+        sum((n + 1) * p for n, p in enumerate(geo)), 3.80, abs_tol=0.01
+    )  # SpanBERT's ~3.8
     with pytest.raises(ValueError, match="max_ngram"):
         ngram_length_distribution(0)
     with pytest.raises(ValueError, match="geometric_p"):
@@ -117,5 +119,5 @@ def test_packed_rows_are_refused_with_the_fix() -> None:
     ids, free = _rows(2, 8)
     objective = InfoWordObjective(VOCAB, encoder=torch.nn.Identity(), hidden_size=8)
     batch = {"input_ids": ids, "special_tokens_mask": (~free).long(), "document_ids": ids * 0}
-    with pytest.raises(ValueError, match="data.pack=false"):
+    with pytest.raises(ValueError, match=r"data\.pack=false"):
         objective.collate(batch, torch.Generator())
