@@ -22,31 +22,24 @@ import argparse
 import json
 import platform
 import shlex
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.finetune_gain import (
     GAIN_BUDGETS,
-    GAIN_DIR,
     GAIN_TASKS,
     RESULTS,
-    WORK,
     Runner,
     budget_overrides,
     budget_text,
     compare,
-    gain_corpus,
     gain_digest,
     headline,
     mean_std,
-    read_last_metrics,
     table,
 )
-from benchmarks.fixtures import ROOT, bench_env
+from benchmarks.gain_pretraining import pretrain_on_gain_corpus
 
 EXPERIMENT = "infoword_tiny"
 # Arm label -> extra pre-training overrides (the ablation swaps the objective group only).
@@ -56,58 +49,15 @@ ARMS: dict[str, list[str]] = {"infoword": [], "mlm alone": ["objective=mlm"]}
 def pretrain(label: str, steps: int, threads: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
     """``ptm pretrain experiment=infoword_tiny <arm overrides> seed=<seed>`` on the gain
     corpus; reused if a finished run of the same arm, steps, seed and corpus exists."""
-    corpus, stats = gain_corpus()
     slug = label.replace(" ", "_") + (f"-seed{seed}" if seed else "")
-    out = WORK / f"pretrain-{EXPERIMENT}-{slug}-{steps}-{gain_digest()}"
-    final, record_path = out / "final", out / "bench.json"
-    if final.is_dir() and record_path.is_file():
-        print(f"pretrain {label}: reusing {final}", flush=True)
-        return final, json.loads(record_path.read_text())
-    command = [
-        sys.executable,
-        "-m",
-        "flows.cli",
-        "pretrain",
-        f"experiment={EXPERIMENT}",
-        *ARMS[label],
-        f"seed={seed}",
-        f"data.corpus={corpus}",
-        f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
-        f"trainer.max_steps={steps}",
-        f"trainer.save_every={steps}",
-        "trainer.log_every=50",
-        f"trainer.output_dir={out}",
-        "trainer.progress=false",
-    ]
-    shutil.rmtree(out, ignore_errors=True)
-    print(f"pretrain {label}: {' '.join(command[2:])}", flush=True)
-    start = time.perf_counter()
-    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
-    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
-    record = {
-        "arm": label,
-        "seed": seed,
-        "overrides": command[4:],
-        "arm_overrides": [f"experiment={EXPERIMENT}", *ARMS[label]],
-        "steps": steps,
-        "corpus": stats,
-        "wall_s": time.perf_counter() - start,
-        "first_metrics": first_metrics(out),
-        "last_metrics": read_last_metrics(out),
-        "final": str(final),
-    }
-    record_path.write_text(json.dumps(record, indent=1) + "\n")
-    return final, record
-
-
-def first_metrics(out: Path) -> dict[str, float]:
-    """The first training metrics line of a run (to show the loss falling)."""
-    for path in sorted(out.glob("**/metrics.jsonl")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                return {k: v for k, v in row.items() if isinstance(v, (int, float))}
-    return {}
+    arm = [f"experiment={EXPERIMENT}", *ARMS[label]]
+    return pretrain_on_gain_corpus(
+        f"{EXPERIMENT}-{slug}",
+        [*arm, f"seed={seed}", "trainer.log_every=50"],
+        steps,
+        threads,
+        extra={"arm": label, "seed": seed, "arm_overrides": arm},
+    )
 
 
 def _loss_line(pre: dict[str, Any]) -> str:
