@@ -46,11 +46,24 @@ EXPERIMENT = "infoword_tiny"
 ARMS: dict[str, list[str]] = {"infoword": [], "mlm alone": ["objective=mlm"]}
 
 
-def pretrain(label: str, steps: int, threads: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+def arms_for(dim_weight: float) -> dict[str, list[str]]:
+    """:data:`ARMS`, the InfoWord arm with ``λ_DIM = dim_weight`` (1 is the preset's)."""
+    if dim_weight == 1.0:
+        return dict(ARMS)
+    return {**ARMS, "infoword": [f"objective.weights.infoword={dim_weight:g}"]}
+
+
+def pretrain(
+    label: str, steps: int, threads: int, seed: int = 0, arms: dict[str, list[str]] | None = None
+) -> tuple[Path, dict[str, Any]]:
     """``ptm pretrain experiment=infoword_tiny <arm overrides> seed=<seed>`` on the gain
     corpus; reused if a finished run of the same arm, steps, seed and corpus exists."""
+    extra = (arms or ARMS)[label]
     slug = label.replace(" ", "_") + (f"-seed{seed}" if seed else "")
-    arm = [f"experiment={EXPERIMENT}", *ARMS[label]]
+    slug += "".join(
+        "-" + o.partition("weights.")[2].replace("=", "") for o in extra if "weights" in o
+    )
+    arm = [f"experiment={EXPERIMENT}", *extra]
     return pretrain_on_gain_corpus(
         f"{EXPERIMENT}-{slug}",
         [*arm, f"seed={seed}", "trainer.log_every=50"],
@@ -82,7 +95,8 @@ def render(record: dict[str, Any]) -> str:
         else "fine-tuning seeds, from one pre-training per arm with seed 0"
     )
     lines = [
-        "# InfoWord-tiny on the gain suite: MLM + DIM vs MLM alone",
+        "# InfoWord-tiny on the gain suite: MLM + DIM vs MLM alone"
+        + (f" (λ_DIM = {record['dim_weight']:g})" if record.get("dim_weight", 1.0) != 1.0 else ""),
         "",
         f"`{record['command']}` ({record['machine']}). Every figure is the dev metric x 100, "
         f"mean ± std over seeds {record['seeds']} ({seeds_text}); *gain* is the per-seed "
@@ -143,6 +157,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tasks", default=",".join(GAIN_TASKS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument(
+        "--dim-weight",
+        type=float,
+        default=1.0,
+        help="λ_DIM of the InfoWord arm; another value than 1 writes infoword_gain_dim<w>",
+    )
+    parser.add_argument(
         "--paired", action="store_true", help="pre-train each arm once per seed (seed=k)"
     )
     parser.add_argument("--note", default="", help="a paragraph written under the table")
@@ -157,15 +177,17 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(args.threads)
     pretrain_seeds = seeds if args.paired else [0]
+    arms = arms_for(args.dim_weight)
+    stem = "infoword_gain" + (f"_dim{args.dim_weight:g}" if args.dim_weight != 1.0 else "")
     finals: dict[tuple[str, int], Path] = {}
     pres = []
     for seed in pretrain_seeds:
-        for label in ARMS:
-            finals[label, seed], pre = pretrain(label, args.pretrain_steps, args.threads, seed)
+        for label in arms:
+            finals[label, seed], pre = pretrain(
+                label, args.pretrain_steps, args.threads, seed, arms
+            )
             pres.append(pre)
-    tag = f"infoword-gain-{args.pretrain_steps}-{gain_digest()}" + (
-        "-paired" if args.paired else ""
-    )
+    tag = f"{stem}-{args.pretrain_steps}-{gain_digest()}" + ("-paired" if args.paired else "")
     runner = Runner()
     rows = []
     for task in tasks:
@@ -189,13 +211,14 @@ def main(argv: list[str] | None = None) -> None:
         "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
         "seeds": seeds,
         "paired": args.paired,
+        "dim_weight": args.dim_weight,
         "pretrain": pres,
         "rows": rows,
         "note": args.note,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "infoword_gain.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / "infoword_gain.md").write_text(render(record))
+    (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / f"{stem}.md").write_text(render(record))
     print(render(record))
 
 
