@@ -130,5 +130,18 @@ def test_mix_with_mlm_trains_both_and_keeps_one_copy_of_the_encoder() -> None:
     assert math.isfinite(out.loss.item())
 
 
+def test_infoword_listed_before_mlm_is_refused_with_the_fix() -> None:
+    encoder = _encoder()
+    mix = ObjectiveMix(
+        {
+            "infoword": build_objective(InfoWordObjective, encoder, VOCAB),
+            "mlm": build_objective(MaskedLMObjective, encoder, VOCAB, mask_prob=0.5),
+        }
+    )
+    batch = mix.collate(token_batch(VOCAB, rows=6), torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="list the mlm objective before infoword"):
+        PretrainingModel(encoder, mix)(batch)
+
+
 class TestInfoWordContract(ObjectiveTestCase):
     objective_cls = InfoWordObjective

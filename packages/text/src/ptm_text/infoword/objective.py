@@ -137,6 +137,12 @@ class InfoWordObjective(Objective):
                 f"InfoWordObjective needs batch keys {missing}, written by its own data side "
                 "(collate); build batches through the objective mix"
             )
+        if "mlm_labels" in batch and bool((batch["mlm_labels"] == self.vocab.mask_id).any()):
+            raise ValueError(
+                "the masked LM chose positions InfoWord had already replaced by [MASK] (its "
+                "targets are [MASK]): list the mlm objective before infoword in "
+                "objective.objectives"
+            )
         hidden = encoder_output.last_hidden_state  # (B, L, D)
         has = batch["infoword_has_ngram"].bool()
         ngram_ids = batch["infoword_ngram_ids"][has]  # (N, n + 2)
