@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         "--dim-weight",
         type=float,
         default=1.0,
-        help="λ_DIM of the InfoWord arm; another value than 1 writes infoword_gain_dim<w>",
+        help="λ_DIM of the InfoWord arm; another value than 1 writes infoword_gain_dim<w> (0.1: dim0p1)",
     )
     parser.add_argument(
         "--paired", action="store_true", help="pre-train each arm once per seed (seed=k)"
@@ -178,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     pretrain_seeds = seeds if args.paired else [0]
     arms = arms_for(args.dim_weight)
-    stem = "infoword_gain" + (f"_dim{args.dim_weight:g}" if args.dim_weight != 1.0 else "")
+    stem = "infoword_gain" + (
+        f"_dim{args.dim_weight:g}".replace(".", "p") if args.dim_weight != 1.0 else ""
+    )
     finals: dict[tuple[str, int], Path] = {}
     pres = []
     for seed in pretrain_seeds:
