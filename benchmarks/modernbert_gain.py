@@ -17,68 +17,34 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.finetune_gain import (
     GAIN_BUDGETS,
-    GAIN_DIR,
     GAIN_TASKS,
     RESULTS,
-    WORK,
     Runner,
     budget_text,
-    gain_corpus,
     gain_digest,
     pretrained_vs_random,
-    read_last_metrics,
     table,
 )
-from benchmarks.fixtures import ROOT, bench_env
+from benchmarks.gain_pretraining import pretrain_on_gain_corpus
 
 EXPERIMENT = "modernbert_tiny"
 
 
 def pretrain(steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
     """``ptm pretrain experiment=modernbert_tiny`` on the gain corpus; reused if done."""
-    corpus, stats = gain_corpus()
-    out = WORK / f"pretrain-{EXPERIMENT}_gain-{steps}-{gain_digest()}"
-    final, record_path = out / "final", out / "bench.json"
-    if final.is_dir() and record_path.is_file():
-        print(f"pretrain: reusing {final}", flush=True)
-        return final, json.loads(record_path.read_text())
-    command = [
-        sys.executable,
-        "-m",
-        "flows.cli",
-        "pretrain",
-        f"experiment={EXPERIMENT}",
-        f"data.corpus={corpus}",
-        f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
-        f"trainer.max_steps={steps}",
-        f"trainer.save_every={steps}",
-        f"trainer.output_dir={out}",
-        "trainer.progress=false",
-    ]
-    shutil.rmtree(out, ignore_errors=True)
-    print(f"pretrain: {' '.join(command[2:])}", flush=True)
-    start = time.perf_counter()
-    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
-    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
-    record = {
-        "experiment": EXPERIMENT,
-        "steps": steps,
-        "corpus": stats,
-        "wall_s": time.perf_counter() - start,
-        "last_metrics": read_last_metrics(out),
-        "final": str(final),
-    }
-    record_path.write_text(json.dumps(record, indent=1) + "\n")
-    return final, record
+    return pretrain_on_gain_corpus(
+        f"{EXPERIMENT}_gain",
+        [f"experiment={EXPERIMENT}"],
+        steps,
+        threads,
+        extra={"experiment": EXPERIMENT},
+    )
 
 
 def render(record: dict[str, Any]) -> str:
