@@ -19,7 +19,14 @@ from ptm_core.objectives import Objective
 from ptm_core.objectives.seq2seq_lm import Seq2SeqObjective
 
 ROOT = Path(__file__).resolve().parents[3]
-PACKAGES = ("ptm_core", "ptm_classic", "ptm_knowledge", "ptm_multilingual", "ptm_multimodal")
+PACKAGES = (
+    "ptm_core",
+    "ptm_classic",
+    "ptm_knowledge",
+    "ptm_multilingual",
+    "ptm_multimodal",
+    "ptm_text",
+)
 # Bases that are not objectives of their own (subclassed by real ones).
 ABSTRACT = {Objective, Seq2SeqObjective}
 DEFINES_OBJECTIVE = re.compile(r"^class \w+\([\w.]*Objective\)", re.MULTILINE)
