@@ -1,0 +1,189 @@
+"""Do StructBERT's structural objectives help? StructBERT-tiny vs the same model with MLM
+alone, pre-trained on the gain suite's corpus for the same steps, fine-tuned on the gain
+tasks (data_specs/gain_tasks).
+
+    PTM_BENCH_DIR=/tmp/ptm-bench-structbert nice -n 10 \
+        python -m benchmarks.structbert_gain --pretrain-steps 600 --seeds 0,1,2 --threads 1
+
+The corpus, the task budgets (:data:`benchmarks.finetune_gain.GAIN_BUDGETS`), the runner and
+the table are the BERT gain suite's (``python -m benchmarks.finetune_gain --parts gain``).
+Two pre-training runs, same model (BERT 2 x 128), steps, batch, schedule and seed:
+``ptm pretrain experiment=structbert_tiny`` (MLM + word-structural + sentence-structural,
+segment pairs) and ``ptm pretrain experiment=structbert_tiny objective=mlm`` (MLM alone,
+RoBERTa's full single-segment rows); then every gain task fine-tuned from each ``final/``
+with the same budget and seeds. Writes ``benchmarks/results/structbert_gain.{md,json}`` with
+the command that made them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.finetune_gain import (
+    GAIN_BUDGETS,
+    GAIN_DIR,
+    GAIN_TASKS,
+    RESULTS,
+    WORK,
+    Runner,
+    budget_overrides,
+    budget_text,
+    compare,
+    gain_corpus,
+    gain_digest,
+    read_last_metrics,
+    table,
+)
+from benchmarks.fixtures import ROOT, bench_env
+
+EXPERIMENT = "structbert_tiny"
+# arm label -> extra pre-training overrides
+ARMS: dict[str, list[str]] = {"StructBERT": [], "MLM alone": ["objective=mlm"]}
+
+
+def pretrain(label: str, steps: int, threads: int) -> tuple[Path, dict[str, Any]]:
+    """One arm's ``ptm pretrain experiment=structbert_tiny ...`` on the gain corpus; reused if done."""
+    corpus, stats = gain_corpus()
+    slug = label.lower().replace(" ", "-")
+    out = WORK / f"pretrain-{EXPERIMENT}-{slug}-{steps}-{gain_digest()}"
+    final, record_path = out / "final", out / "bench.json"
+    if final.is_dir() and record_path.is_file():
+        print(f"pretrain {label}: reusing {final}", flush=True)
+        return final, json.loads(record_path.read_text())
+    command = [
+        sys.executable,
+        "-m",
+        "flows.cli",
+        "pretrain",
+        f"experiment={EXPERIMENT}",
+        *ARMS[label],
+        f"data.corpus={corpus}",
+        f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
+        f"trainer.max_steps={steps}",
+        f"trainer.save_every={steps}",
+        "trainer.log_every=50",
+        f"trainer.output_dir={out}",
+        "trainer.progress=false",
+    ]
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"pretrain {label}: {' '.join(command[2:])}", flush=True)
+    start = time.perf_counter()
+    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    record = {
+        "arm": label,
+        "overrides": [f"experiment={EXPERIMENT}", *ARMS[label]],
+        "steps": steps,
+        "corpus": stats,
+        "wall_s": time.perf_counter() - start,
+        "first_metrics": {k: v for k, v in lines[0].items() if isinstance(v, (int, float))},
+        "last_metrics": read_last_metrics(out),
+        "final": str(final),
+    }
+    record_path.write_text(json.dumps(record, indent=1) + "\n")
+    return final, record
+
+
+def pretrain_line(record: dict[str, Any]) -> str:
+    first, last = record["first_metrics"], record["last_metrics"]
+    parts = [f"loss {first.get('loss', float('nan')):.2f} -> {last.get('loss', float('nan')):.2f}"]
+    for key in (
+        "mlm/accuracy",
+        "word_structural/accuracy",
+        "sentence_structural/accuracy",
+    ):
+        if key in last:
+            parts.append(f"{key} {first.get(key, float('nan')):.3f} -> {last[key]:.3f}")
+    return (
+        f"- **{record['arm']}** (`{' '.join(record['overrides'])}`): {record['wall_s']:.0f} s; "
+        + ", ".join(parts)
+        + f" (step {first.get('step')} -> {last.get('step')})"
+    )
+
+
+def render(record: dict[str, Any]) -> str:
+    corpus = record["pretrain"][0]["corpus"]
+    steps = record["pretrain"][0]["steps"]
+    lines = [
+        "# StructBERT-tiny vs MLM alone on the gain suite",
+        "",
+        f"`{record['command']}` ({record['machine']}). Every figure is the dev metric x 100, "
+        f"mean ± std over fine-tuning seeds {record['seeds']}; *gain* is the per-seed "
+        "difference StructBERT - MLM alone. Both arms are the same BERT (2 x 128), pre-trained "
+        f"{steps} steps (batch 16, max length 128, peak lr 1e-3, pre-training seed 0) on the "
+        f"generated gain corpus ({corpus['bytes'] / 1e6:.2f} MB, {corpus['documents']} "
+        "documents), then fine-tuned with the same budget and seeds.",
+        "",
+        "Pre-training (first logged step -> last):",
+        "",
+        *[pretrain_line(r) for r in record["pretrain"]],
+        "",
+        table(record["rows"], lambda row: budget_text(row["budget"])),
+        "",
+    ]
+    if record.get("note"):
+        lines += [record["note"], ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pretrain-steps", type=int, default=600)
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--tasks", default=",".join(GAIN_TASKS))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--note", default="", help="a paragraph written under the table")
+    args = parser.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    tasks = [t for t in args.tasks.split(",") if t]
+    unknown = sorted(set(tasks) - set(GAIN_TASKS))
+    if unknown:
+        parser.error(f"unknown tasks {unknown}; valid: {', '.join(GAIN_TASKS)}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    finals: dict[str, Path] = {}
+    pre = []
+    for label in ARMS:
+        finals[label], record = pretrain(label, args.pretrain_steps, args.threads)
+        pre.append(record)
+    tag = f"structbert-gain-{args.pretrain_steps}-{gain_digest()}"
+    runner = Runner()
+    rows = []
+    for task in tasks:
+        budget = budget_overrides(dict(GAIN_BUDGETS[task]))
+        arms = {
+            label: (f"{tag}/{task}/{label.lower().replace(' ', '-')}", [f"model={f}", *budget])
+            for label, f in finals.items()
+        }
+        row = compare(runner, seeds, task, arms)
+        row["budget"] = dict(GAIN_BUDGETS[task])
+        rows.append(row)
+    record = {
+        "command": "python -m benchmarks.structbert_gain "
+        + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
+        "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
+        "seeds": seeds,
+        "pretrain": pre,
+        "rows": rows,
+        "note": args.note,
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "structbert_gain.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / "structbert_gain.md").write_text(render(record))
+    print(render(record))
+
+
+if __name__ == "__main__":
+    main()
