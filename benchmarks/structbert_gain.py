@@ -213,6 +213,12 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="pre-train every arm once per seed (pre-training seed = fine-tuning seed)",
     )
+    parser.add_argument(
+        "--reuse", action="store_true", help="read finished fine-tuning runs' eval.json from disk"
+    )
+    parser.add_argument(
+        "--name", default="structbert_gain", help="results file stem under benchmarks/results"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--note", default="", help="a paragraph written under the tables")
     args = parser.parse_args(argv)
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
             finals.setdefault(seed, {})[label] = final
             pre.append(record)
     tag = f"structbert-gain-{args.pretrain_steps}{'-paired' if args.paired else ''}-{gain_digest()}"
-    runner = Runner()
+    runner = Runner(reuse=args.reuse)
     tables: dict[str, list[dict[str, Any]]] = {label: [] for label in labels[1:]}
     for task in tasks:
         arms = {label: arm_runs(runner, task, label, seeds, finals, tag) for label in labels}
@@ -253,8 +259,8 @@ def main(argv: list[str] | None = None) -> None:
         "note": args.note,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "structbert_gain.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / "structbert_gain.md").write_text(render(record))
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(render(record))
     print(render(record))
 
 
