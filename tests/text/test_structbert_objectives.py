@@ -215,6 +215,14 @@ def test_bad_rates_name_the_setting(random_prob: float, previous_prob: float) ->
         )
 
 
+def test_an_encoder_with_one_token_type_is_refused_with_the_fix() -> None:
+    encoder = bert_encoder(
+        vocab_size=VOCAB.vocab_size, hidden_size=16, num_layers=1, num_heads=2, type_vocab_size=1
+    )
+    with pytest.raises(ValueError, match=r"~objective\.objectives\.sentence_structural"):
+        build_objective(SentenceStructuralObjective, encoder, VOCAB)
+
+
 def test_the_sentence_head_is_three_way() -> None:
     objective = _sentence_objective()
     out = objective(
