@@ -178,7 +178,7 @@ def render(record: dict[str, Any]) -> str:
         else f"fine-tuning seeds {record['seeds']} from one pre-training run per arm (seed 0)"
     )
     lines = [
-        "# StructBERT-tiny vs MLM alone on the gain suite",
+        f"# StructBERT-tiny vs {' and vs '.join(record['tables'])} on the gain suite",
         "",
         f"`{record['command']}` ({record['machine']}). Every figure is the dev metric x 100, "
         f"mean ± std over {seeds_text}; *gain* is the per-seed difference of the two arms. "
