@@ -3,15 +3,19 @@ alone, pre-trained on the gain suite's corpus for the same steps, fine-tuned on 
 tasks (data_specs/gain_tasks).
 
     PTM_BENCH_DIR=/tmp/ptm-bench-structbert nice -n 10 \
-        python -m benchmarks.structbert_gain --pretrain-steps 600 --seeds 0,1,2 --threads 1
+        python -m benchmarks.structbert_gain --pretrain-steps 800 --seeds 0,1,2 --threads 1
+    PTM_BENCH_DIR=/tmp/ptm-bench-structbert nice -n 10 python -m benchmarks.structbert_gain \
+        --pretrain-steps 800 --paired --arms "StructBERT,MLM on the pairs" \
+        --name structbert_gain_paired --threads 1
 
 The corpus, the task budgets (:data:`benchmarks.finetune_gain.GAIN_BUDGETS`), the runner and
 the table are the BERT gain suite's (``python -m benchmarks.finetune_gain --parts gain``).
-Two pre-training runs, same model (BERT 2 x 128), steps, batch, schedule and seed:
+Arms (:data:`ARMS`), same model (BERT 2 x 128), steps, batch, schedule and seed:
 ``ptm pretrain experiment=structbert_tiny`` (MLM + word-structural + sentence-structural,
-segment pairs) and ``ptm pretrain experiment=structbert_tiny objective=mlm`` (MLM alone,
-RoBERTa's full single-segment rows); then every gain task fine-tuned from each ``final/``
-with the same budget and seeds. Writes ``benchmarks/results/structbert_gain.{md,json}`` with
+segment pairs), ``... objective=mlm`` (MLM alone, RoBERTa's full single-segment rows) and
+MLM alone on StructBERT's own pairs (the layout control); then every gain task fine-tuned
+from each ``final/`` with the same budget and seeds. ``--paired`` pre-trains every arm once
+per seed, so the spread includes pre-training's. Writes ``benchmarks/results/structbert_gain.{md,json}`` with
 the command that made them.
 """
 
@@ -204,7 +208,7 @@ def render(record: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pretrain-steps", type=int, default=600)
+    parser.add_argument("--pretrain-steps", type=int, default=800)
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--tasks", default=",".join(GAIN_TASKS))
     parser.add_argument("--arms", default=",".join(ARMS), help="StructBERT and its ablations")
