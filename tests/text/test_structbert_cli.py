@@ -60,6 +60,13 @@ def test_structbert_tiny_pretrains_with_falling_loss_and_finetunes(
     sentence = heads["objectives.sentence_structural.head.classifier.weight"]
     assert sentence.shape == (3, 128)
     assert "objectives.word_structural.head.dense.weight" in heads
+    # Hugging Face has no 3-way sentence head: the export is a BertForMaskedLM, not a
+    # BertForPreTraining with the 3-way classifier in the 2-way NSP slot.
+    transformers = pytest.importorskip("transformers")
+    assert main(["export", "--format", "hf", str(pre / "final"), str(tmp_path / "hf")]) == 0
+    hf_config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert hf_config["architectures"] == ["BertForMaskedLM"]
+    transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf")
 
     out = tmp_path / "ft"
     code = main(
