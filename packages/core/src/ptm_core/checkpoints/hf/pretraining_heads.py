@@ -157,7 +157,8 @@ def take_head_group(
             NSP classifier: 2); a head of the same names and another size (StructBERT's
             3-way sentence head) is not that head and is left out.
     """
-    fixed = {ours: rows[theirs] for ours, theirs in names.items() if theirs in (rows or {})}
+    sizes = rows or {}
+    fixed = {ours: sizes[theirs] for ours, theirs in names.items() if theirs in sizes}
     for objective, tensors in groups.items():
         if any(ours in tensors and tensors[ours].shape[0] != n for ours, n in fixed.items()):
             continue
