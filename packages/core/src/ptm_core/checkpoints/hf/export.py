@@ -350,7 +350,7 @@ def write_hf_encoder(
             for k, v in ptm_to_hf_bert(encoder.state_dict(), config.num_layers).items()
         }
         mlm = take_head_group(groups, _MLM_NAMES, used)
-        pair = take_head_group(groups, _PAIR_NAMES, used)
+        pair = take_head_group(groups, _PAIR_NAMES, used, {"cls.seq_relationship.weight": 2})
         state.update(mlm)
         state.update(pair)
         if mlm and pair:
@@ -371,7 +371,9 @@ def write_hf_encoder(
             mlm = take_head_group(groups, _ALBERT_MLM_NAMES, used)
             if mlm:
                 mlm["predictions.decoder.bias"] = mlm["predictions.bias"].clone()
-            sop = take_head_group(groups, _ALBERT_SOP_NAMES, used)
+            sop = take_head_group(
+                groups, _ALBERT_SOP_NAMES, used, {"sop_classifier.classifier.weight": 2}
+            )
             state.update(mlm)
             state.update(sop)
             architecture, auto = (

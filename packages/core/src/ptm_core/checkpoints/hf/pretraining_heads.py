@@ -141,7 +141,10 @@ def masked_lm_head(names: dict[str, str]) -> HFHead:
 
 
 def take_head_group(
-    groups: dict[str, dict[str, Tensor]], names: dict[str, str], used: list[str]
+    groups: dict[str, dict[str, Tensor]],
+    names: dict[str, str],
+    used: list[str],
+    rows: dict[str, int] | None = None,
 ) -> dict[str, Tensor]:
     """For export: the first objective not in ``used`` whose tensors are exactly ``names``'
     keys, renamed to the file's names (its name is appended to ``used``); else ``{}``.
@@ -150,8 +153,15 @@ def take_head_group(
         groups: the objectives' own tensors by objective name (``heads.safetensors``).
         names: ptm name -> the file's name of one head.
         used: objective names already exported.
+        rows: the file's tensors whose first dimension the Hugging Face class fixes (BERT's
+            NSP classifier: 2); a head of the same names and another size (StructBERT's
+            3-way sentence head) is not that head and is left out.
     """
+    sizes = rows or {}
+    fixed = {ours: sizes[theirs] for ours, theirs in names.items() if theirs in sizes}
     for objective, tensors in groups.items():
+        if any(ours in tensors and tensors[ours].shape[0] != n for ours, n in fixed.items()):
+            continue
         if objective not in used and set(tensors) == set(names):
             used.append(objective)
             return {theirs: tensors[ours].contiguous() for ours, theirs in names.items()}
