@@ -37,7 +37,8 @@ from ptm_core.finetune.model import (
     save_task_model,
 )
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
-from ptm_core.finetune.seq2seq_recipe import finetune_seq2seq, load_seq2seq_task
+from ptm_core.finetune.seq2seq_folder import load_seq2seq_task
+from ptm_core.finetune.seq2seq_recipe import finetune_seq2seq
 from ptm_core.finetune.task_data import read_task, task_num_labels
 from ptm_core.finetune.task_loaders import task_loader
 from ptm_core.finetune.task_spec import TaskSpec

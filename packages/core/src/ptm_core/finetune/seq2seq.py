@@ -38,7 +38,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, unique_state
+from ptm_core.checkpoints.io import CheckpointError, unique_state
 from ptm_core.checkpoints.seq2seq_ptm import write_config_json
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer

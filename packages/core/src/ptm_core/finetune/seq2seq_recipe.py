@@ -4,7 +4,7 @@ Two modes: BART's classification head on the decoder's last end token
 (:mod:`ptm_core.finetune.seq2seq`) and T5's text-to-text label generation
 (:mod:`ptm_core.finetune.text_to_text`). Either trains whole, or, with
 ``finetune.peft=lora|ia3``, as a frozen encoder-decoder with an adapter
-(:mod:`ptm_core.finetune.seq2seq_adapter`). :func:`~ptm_core.finetune.recipe.finetune`
+(:mod:`ptm_core.finetune.seq2seq_folder`). :func:`~ptm_core.finetune.recipe.finetune`
 dispatches here for an encoder-decoder.
 """
 
@@ -17,28 +17,22 @@ from typing import Any, cast
 
 from torch import nn
 
-from ptm_core.checkpoints import CheckpointError
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
-from ptm_core.finetune.model import TASK_JSON
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.seq2seq import (
-    CLASSIFICATION_HEAD,
     SEQ2SEQ_KINDS,
-    TEXT_TO_TEXT,
     Seq2SeqClassifier,
     check_special_ids,
-    load_seq2seq_classifier,
     save_seq2seq_classifier,
 )
-from ptm_core.finetune.seq2seq_adapter import load_seq2seq_adapter, save_seq2seq_adapter
+from ptm_core.finetune.seq2seq_folder import save_seq2seq_adapter
 from ptm_core.finetune.task_data import read_task
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import (
     TextToTextFeaturizer,
     TextToTextModel,
-    load_text_to_text,
     save_text_to_text,
 )
 from ptm_core.peft import PeftConfig, attach_peft, count_trainable
@@ -82,7 +76,7 @@ def finetune_seq2seq(
         peft: LoRA or IA3 (:mod:`ptm_core.peft`) on the encoder's and the decoder's
             attention (self and cross) and feed-forward linears: the encoder-decoder stays
             frozen, the adapter and the classification head train, and ``final/`` holds only
-            those (:mod:`ptm_core.finetune.seq2seq_adapter`), pointing at ``base``.
+            those (:mod:`ptm_core.finetune.seq2seq_folder`), pointing at ``base``.
         base: the folder ``model`` was loaded from (needed with ``peft``).
 
     Returns:
@@ -184,27 +178,4 @@ def finetune_seq2seq(
             "parameters/trainable": trainable.trainable,
             "parameters/trainable_share": round(trainable.share, 6),
         },
-    )
-
-
-def load_seq2seq_task(
-    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
-) -> nn.Module:
-    """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
-
-    Returns:
-        a :class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` or a
-        :class:`~ptm_core.finetune.text_to_text.TextToTextModel` (with its adapter, on the
-        base it points at, for a ``finetune.peft`` run).
-    """
-    mode = record.get("seq2seq")
-    if "peft" in record:
-        return load_seq2seq_adapter(directory, record, tokenizer).eval()
-    if mode == CLASSIFICATION_HEAD:
-        return load_seq2seq_classifier(directory, record).eval()
-    if mode == TEXT_TO_TEXT:
-        return load_text_to_text(directory, record, tokenizer).eval()
-    raise CheckpointError(
-        f"{Path(directory) / TASK_JSON}: seq2seq is {mode!r}, not one of "
-        f"{CLASSIFICATION_HEAD}, {TEXT_TO_TEXT}; fix the field or fine-tune again"
     )

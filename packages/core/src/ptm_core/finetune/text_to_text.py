@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.features import SentenceFeaturizer, pad_rows

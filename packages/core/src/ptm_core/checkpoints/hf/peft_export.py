@@ -37,7 +37,7 @@ def prepare_peft_export(
     Args:
         load: reads the ``final/`` into its task model with the adapter attached (default:
             :func:`~ptm_core.finetune.peft_folder.load_peft_task_model`; an encoder-decoder's
-            is :func:`~ptm_core.finetune.seq2seq_adapter.load_seq2seq_adapter`).
+            is :func:`~ptm_core.finetune.seq2seq_folder.load_seq2seq_adapter`).
 
     Returns:
         ``(model, adapter_state)``: the task model with fused projections again, and the

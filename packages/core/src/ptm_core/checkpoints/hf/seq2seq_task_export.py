@@ -79,8 +79,7 @@ def export_seq2seq_task(
     from ptm_core.checkpoints.hf.peft_export import prepare_peft_export, write_adapter_folder
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
     from ptm_core.finetune.seq2seq import CLASSIFICATION_HEAD
-    from ptm_core.finetune.seq2seq_adapter import load_seq2seq_adapter
-    from ptm_core.finetune.seq2seq_recipe import load_seq2seq_task
+    from ptm_core.finetune.seq2seq_folder import load_seq2seq_adapter, load_seq2seq_task
 
     tokenizer = load_task_tokenizer(source)
     adapter: dict[str, Any] = {}

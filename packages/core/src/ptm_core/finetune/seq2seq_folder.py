@@ -1,4 +1,5 @@
-"""A BART/T5/MASS fine-tune with ``finetune.peft=lora|ia3``: its adapter ``final/``.
+"""Loading a BART/T5/MASS fine-tune's ``final/`` (:func:`load_seq2seq_task`), and the
+adapter ``final/`` of one with ``finetune.peft=lora|ia3``.
 
 LoRA and IA3 wrap the encoder's and the decoder's attention (self and cross) and
 feed-forward linears of the :class:`~ptm_core.encoders.encoder_decoder.EncoderDecoderModel`
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.checkpoints.seq2seq_ptm import write_config_json
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
@@ -120,3 +121,26 @@ def load_seq2seq_adapter(
             raise CheckpointError(f"{directory / TASK_JSON}: peft: {exc}") from None
     load_adapter(network, directory, config)
     return network
+
+
+def load_seq2seq_task(
+    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
+) -> nn.Module:
+    """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
+
+    Returns:
+        a :class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` or a
+        :class:`~ptm_core.finetune.text_to_text.TextToTextModel` (with its adapter, on the
+        base it points at, for a ``finetune.peft`` run).
+    """
+    mode = record.get("seq2seq")
+    if "peft" in record:
+        return load_seq2seq_adapter(directory, record, tokenizer).eval()
+    if mode == CLASSIFICATION_HEAD:
+        return load_seq2seq_classifier(directory, record).eval()
+    if mode == TEXT_TO_TEXT:
+        return load_text_to_text(directory, record, tokenizer).eval()
+    raise CheckpointError(
+        f"{Path(directory) / TASK_JSON}: seq2seq is {mode!r}, not one of "
+        f"{CLASSIFICATION_HEAD}, {TEXT_TO_TEXT}; fix the field or fine-tune again"
+    )
