@@ -106,7 +106,8 @@ def test_lora_on_bart_matches_peft_forward_and_after_steps(tmp_path: Path) -> No
         ).logits
 
     with torch.no_grad():
-        difference = (ours(data).logits - theirs(data)).abs().max()
+        before = ours(data).logits
+        difference = (before - theirs(data)).abs().max()
     assert difference < 1e-5
     trainable = [p for p in ours.parameters() if p.requires_grad]
     hf_trainable = [p for p in peft_model.parameters() if p.requires_grad]
@@ -122,9 +123,11 @@ def test_lora_on_bart_matches_peft_forward_and_after_steps(tmp_path: Path) -> No
             value.backward()
             optimizer.step()
     with torch.no_grad():
-        difference = (ours(eval_data).logits - theirs(eval_data)).abs().max()
+        after = ours(eval_data).logits
+        difference = (after - theirs(eval_data)).abs().max()
     print(f"BART LoRA: max |logit difference| after 6 steps {float(difference):.2e}")
     assert difference < 1e-5
+    assert (after - before).abs().max() > 1e-2  # the steps moved the adapter and the head
 
 
 def test_lora_on_t5_matches_peft_forward(tmp_path: Path) -> None:
