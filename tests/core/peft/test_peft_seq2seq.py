@@ -155,6 +155,12 @@ def test_final_holds_adapter_and_loads_back(
     assert all(".lora_" in k or ".ia3_" in k for k in adapter)
     metrics, _ = predict(final)
     assert metrics["accuracy"] == pytest.approx(result.final_metrics["dev/accuracy"])
+    # `ptm evaluate` picks the fine-tuned evaluation for it and scores the same.
+    from flows.evaluation import model_family
+    from ptm_core.evaluation.kinds import score_finetuned
+
+    assert model_family(final) == "finetuned"
+    assert score_finetuned(str(final), None)["accuracy"] == pytest.approx(metrics["accuracy"])
     model, *_ = load_finetuned(final)
     assert isinstance(model, TextToTextModel if text_to_text else Seq2SeqClassifier)
     # The frozen weights are the base folder's, untouched by training.
