@@ -29,6 +29,7 @@ from flows.execution import in_flow_run
 from ptm_core.evaluation.files import ENCODER_SHAPE_KEYS
 from ptm_core.evaluation.files import read_json as _read_json
 from ptm_core.evaluation.files import read_json_object as _read_json_object
+from ptm_core.evaluation.kinds import SEQ2SEQ_SHAPE_KEYS
 from ptm_core.evaluation.registry import (
     Evaluation,
     evaluation_for_kind,
@@ -128,8 +129,10 @@ def task_family(directory: Path) -> str:
     if recipe == "ernie_thu_finetune":
         return "ernie_finetuned"  # its knowledge layers and KG links (task.json names both)
     record = _read_json_object(directory / "task.json", ("kind", "task"))
-    # ULMFiT's classifier holds an AWD-LSTM (its own config.json), not a Transformer.
-    _read_json_object(config_path, ("model_type",) if record.get("ulmfit") else ENCODER_SHAPE_KEYS)
+    # ULMFiT's classifier holds an AWD-LSTM (its own config.json), BART/T5's an
+    # encoder-decoder (its adapter run: the base's config), not a Transformer encoder.
+    keys = SEQ2SEQ_SHAPE_KEYS if record.get("seq2seq") else ENCODER_SHAPE_KEYS
+    _read_json_object(config_path, ("model_type",) if record.get("ulmfit") else keys)
     if not isinstance(record["task"], dict):
         raise ValueError(f"{directory / 'task.json'}: 'task' must be an object")
     return "finetuned"

@@ -6,7 +6,8 @@ is kept when it fits the task, or a BART/T5 one); its own tokenizer is used. Wit
 with the ``tokenizer`` vocabulary. ``finetune.random_init=true`` keeps a checkpoint's
 architecture and tokenizer but re-initialises its weights: the "same model without
 pre-training" baseline. An encoder-decoder fine-tunes whole (BART's classification head
-on the decoder's last end token, or T5's label generation with ``finetune.text_to_text``).
+on the decoder's last end token, or T5's label generation with ``finetune.text_to_text``),
+or as a frozen model under a LoRA/IA3 adapter with ``finetune.peft``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def finetune_encoder(run: FinetuneRun) -> FinetuneResult:
 
 
 def finetune_encoder_decoder(run: FinetuneRun) -> FinetuneResult:
-    """The ``seq2seq`` family's hook: the whole encoder-decoder fine-tunes."""
+    """The ``seq2seq`` family's hook: the whole encoder-decoder fine-tunes (or, with
+    ``finetune.peft=lora|ia3``, an adapter on it)."""
     return _finetune(run, _load_encoder_decoder)
 
 

@@ -40,6 +40,7 @@ from ptm_core.finetune.model import (
 )
 from ptm_core.model_kinds import ENCODER, XLNET, with_kind
 from ptm_core.peft import PeftConfig, adapter_state, attach_peft
+from ptm_core.peft.attach import backbone
 
 ADAPTER_FILE = "adapter.safetensors"
 PEFT_KEY = "peft"
@@ -120,23 +121,33 @@ def save_adapter_folder(
     base: str | Path,
     record: dict[str, Any],
     extra_writers: Sequence[Callable[[Path], object]] = (),
+    write_config: Callable[[Path], object] | None = None,
 ) -> Path:
-    """The adapter ``final/`` of a family's own task model (ERNIE-THU, XLM), atomically:
-    ``adapter.safetensors`` (under ``model.encoder``), ``task_head.safetensors``
-    (``model.head``), the base folder's own ``config.json`` (it names the family) and
+    """The adapter ``final/`` of a family's own task model (ERNIE-THU, XLM, BART/T5),
+    atomically: ``adapter.safetensors`` (under the model's backbone, :func:`~ptm_core.peft.
+    attach.backbone`), ``task_head.safetensors`` (``model.head``; none for a model without
+    one, such as T5's text-to-text whose LM head stays frozen), a ``config.json`` and
     ``task.json`` (``record`` plus ``"peft"``).
+
+    Args:
+        write_config: writes ``config.json`` into the folder being written; default: a copy
+            of the base folder's own (it names the family).
 
     Returns:
         The directory written.
     """
     base = Path(base)
     text = json.dumps({**record, PEFT_KEY: peft_record(config, base)}, indent=2) + "\n"
-    head = cast(torch.nn.Module, model.head)
-    head_state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+    head = cast("torch.nn.Module | None", getattr(model, "head", None))
     with atomic_directory(directory) as tmp:
         save_file(adapter_state(model), str(tmp / ADAPTER_FILE), metadata={"format": "pt"})
-        save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
-        shutil.copyfile(base / "config.json", tmp / "config.json")
+        if head is not None:
+            head_state = {k: v.detach().contiguous() for k, v in head.state_dict().items()}
+            save_file(head_state, str(tmp / TASK_HEAD_FILE), metadata={"format": "pt"})
+        if write_config is None:
+            shutil.copyfile(base / "config.json", tmp / "config.json")
+        else:
+            write_config(tmp)
         (tmp / TASK_JSON).write_text(text, encoding="utf-8")
         for writer in extra_writers:
             writer(tmp)
@@ -212,8 +223,9 @@ def read_peft_config(directory: Path, record: dict[str, Any]) -> PeftConfig:
 
 
 def load_adapter(model: torch.nn.Module, directory: Path, config: PeftConfig) -> None:
-    """Load ``directory``'s ``adapter.safetensors`` into ``model.encoder``, which carries
-    ``config``'s freshly attached adapter (``CheckpointError`` on tensors that do not fit)."""
+    """Load ``directory``'s ``adapter.safetensors`` into the model's backbone
+    (``model.encoder``, or what ``peft_backbone`` names), which carries ``config``'s freshly
+    attached adapter (``CheckpointError`` on tensors that do not fit)."""
     state = read_trained_state(
         directory / ADAPTER_FILE,
         adapter_state(model),
@@ -221,7 +233,6 @@ def load_adapter(model: torch.nn.Module, directory: Path, config: PeftConfig) ->
         described=f"peft {config.to_dict()}",
         fix="copy adapter.safetensors and task.json from the same run",
     )
-    encoder = cast(torch.nn.Module, model.encoder)
-    unknown = encoder.load_state_dict(state, strict=False).unexpected_keys
+    unknown = backbone(model).load_state_dict(state, strict=False).unexpected_keys
     if unknown:
         raise CheckpointError(f"{directory / ADAPTER_FILE}: unknown tensors {unknown}")

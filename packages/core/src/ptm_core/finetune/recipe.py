@@ -14,7 +14,6 @@ written beside ``final/``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,26 +37,14 @@ from ptm_core.finetune.model import (
     save_task_model,
 )
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
-from ptm_core.finetune.seq2seq import (
-    CLASSIFICATION_HEAD,
-    SEQ2SEQ_KINDS,
-    TEXT_TO_TEXT,
-    Seq2SeqClassifier,
-    check_special_ids,
-    load_seq2seq_classifier,
-    save_seq2seq_classifier,
-)
+from ptm_core.finetune.seq2seq_folder import load_seq2seq_task
+from ptm_core.finetune.seq2seq_recipe import finetune_seq2seq
 from ptm_core.finetune.task_data import read_task, task_num_labels
 from ptm_core.finetune.task_loaders import task_loader
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.finetune.text_to_text import (
-    TextToTextFeaturizer,
-    TextToTextModel,
-    evaluate_text_to_text,
-    load_text_to_text,
-    save_text_to_text,
-)
+from ptm_core.finetune.text_to_text import evaluate_text_to_text
 from ptm_core.peft import PeftConfig, attach_peft, count_trainable
+from ptm_core.peft.config import LIBRARY_METHODS
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 
@@ -152,6 +139,8 @@ def finetune(
             num_workers=num_workers,
             group_by_length=group_by_length,
             provenance=provenance,
+            peft=peft,
+            base=base,
         )
     if text_to_text or isinstance(encoder, EncoderDecoderModel):
         raise ValueError(
@@ -265,10 +254,11 @@ def check_peft_run(
     where = f"task {task.name}: finetune.peft={peft.method}"
     if feature_based:
         raise ValueError(f"{where} and feature_based=true exclude each other; set one of them")
-    if isinstance(encoder, EncoderDecoderModel):
+    if isinstance(encoder, EncoderDecoderModel) and peft.method not in LIBRARY_METHODS:
         raise ValueError(
-            f"{where} runs on encoder task models (BERT, RoBERTa, ALBERT, ELECTRA, XLNet...), "
-            "not on an encoder-decoder; set finetune.peft=none"
+            f"{where} is not supported on an encoder-decoder (BART/T5/MASS): its virtual "
+            "tokens would need a seam in the decoder's cross-attention and cached generation, "
+            "which ptm's decoder does not offer; use finetune.peft=lora or ia3"
         )
     if base is None:
         raise ValueError(
@@ -279,124 +269,6 @@ def check_peft_run(
         raise ValueError(
             f"{where}: trainer.unfreeze_every would unfreeze the frozen encoder; set it to 0"
         )
-
-
-def finetune_seq2seq(
-    task: TaskSpec,
-    *,
-    model: EncoderDecoderModel,
-    tokenizer: TaskTokenizer,
-    trainer: TrainerConfig,
-    seed: int = 0,
-    dropout: float = 0.1,
-    text_to_text: bool = False,
-    num_workers: int = 0,
-    group_by_length: bool = True,
-    provenance: dict[str, Any] | None = None,
-) -> FinetuneResult:
-    """Fine-tune an encoder-decoder on a GLUE-format task and score its dev set.
-
-    Args:
-        task: a ``classification`` or ``regression`` task (text-to-text: classification).
-        model: the pre-trained (or re-initialised) encoder-decoder.
-        tokenizer: its tokenizer (``[PAD]``/``[SEP]`` = the model's pad/end ids).
-        trainer: core trainer settings, the ULMFiT switches included
-            (``schedule=slanted_triangular``; ``layer_lr_decay`` and ``unfreeze_every``
-            over the depths of :func:`~ptm_core.training.finetuning.encoder_decoder_depth`:
-            head, decoder layers top down, encoder layers top down, embeddings).
-        seed: batch order seed.
-        dropout: head dropout (classification head only).
-        text_to_text: T5's mode (:mod:`ptm_core.finetune.text_to_text`): generate the
-            label's name and score exact matches, instead of a classification head.
-        num_workers: DataLoader processes.
-        group_by_length: batch rows of similar length together.
-        provenance: facts for ``task.json``.
-
-    Returns:
-        :class:`~ptm_core.finetune.scoring.FinetuneResult`, as the recipe writes it.
-    """
-    if task.format != "glue" or task.kind not in SEQ2SEQ_KINDS:
-        raise ValueError(
-            f"task {task.name}: encoder-decoders fine-tune on GLUE-format classification or "
-            f"regression tasks; this one is {task.kind} in {task.format} format. Use a "
-            "BERT-family model for it"
-        )
-    check_special_ids(model, tokenizer, "model")
-    task.check_files()
-    train = read_task(task, "train", tokenizer)
-    dev = read_task(task, "dev", tokenizer, train.label_names)
-    record_extra = {
-        "task": task.to_dict(),
-        "feature_based": False,
-        **({"provenance": provenance} if provenance else {}),
-    }
-    network: nn.Module
-    save_final: Callable[[Path], object]
-    if text_to_text:
-        if task.kind != "classification":
-            raise ValueError(
-                f"task {task.name}: text_to_text generates a label name, so the task must be "
-                f"a classification task, not {task.kind}; set finetune.text_to_text=false"
-            )
-        t2t = TextToTextModel(model, tokenizer, train.label_names)
-        network = t2t
-        featurizer: Any = TextToTextFeaturizer.for_model(t2t, tokenizer, task.max_length)
-
-        def save_final(directory: Path) -> None:
-            save_text_to_text(
-                t2t, directory, task_config=record_extra, extra_writers=[tokenizer.save]
-            )
-
-    else:
-        num_labels = 1 if task.kind == "regression" else len(train.label_names)
-        classifier = Seq2SeqClassifier(
-            model, task.kind, num_labels, dropout, label_names=train.label_names or None
-        )
-        network = classifier
-        featurizer = train.featurizer
-
-        def save_final(directory: Path) -> None:
-            save_seq2seq_classifier(
-                classifier, directory, task_config=record_extra, extra_writers=[tokenizer.save]
-            )
-
-    data = TaskBatches(
-        train.rows,
-        featurizer,
-        task.batch_size,
-        seed=seed,
-        num_workers=num_workers,
-        group_by_length=group_by_length,
-    )
-    return train_and_score(
-        network,
-        data,
-        trainer,
-        save_final=save_final,
-        score=lambda: evaluate_task(network, task, dev),
-        name=task.name,
-        metric=str(task.metric),
-    )
-
-
-def load_seq2seq_task(
-    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
-) -> nn.Module:
-    """The model of a seq2seq ``final/`` (``record``: its ``task.json``), in eval mode.
-
-    Returns:
-        a :class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` or a
-        :class:`~ptm_core.finetune.text_to_text.TextToTextModel`.
-    """
-    mode = record.get("seq2seq")
-    if mode == CLASSIFICATION_HEAD:
-        return load_seq2seq_classifier(directory, record).eval()
-    if mode == TEXT_TO_TEXT:
-        return load_text_to_text(directory, record, tokenizer).eval()
-    raise CheckpointError(
-        f"{Path(directory) / TASK_JSON}: seq2seq is {mode!r}, not one of "
-        f"{CLASSIFICATION_HEAD}, {TEXT_TO_TEXT}; fix the field or fine-tune again"
-    )
 
 
 def load_finetuned(

@@ -38,7 +38,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, unique_state
+from ptm_core.checkpoints.io import CheckpointError, unique_state
 from ptm_core.checkpoints.seq2seq_ptm import write_config_json
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
@@ -169,6 +169,10 @@ class Seq2SeqClassifier(nn.Module):
         :class:`~ptm_core.finetune.model.TaskOutput` with ``logits`` ``(B, N)``.
     """
 
+    # finetune.peft=lora|ia3 adapts the whole encoder-decoder (encoder and decoder layers,
+    # self- and cross-attention); the head trains beside the adapter.
+    peft_backbone = "model"
+
     def __init__(
         self,
         model: EncoderDecoderModel,
@@ -274,6 +278,18 @@ def save_seq2seq_task(
     return Path(directory)
 
 
+def classifier_record(model: Seq2SeqClassifier, task_config: dict[str, Any]) -> dict[str, Any]:
+    """``task.json`` of a :class:`Seq2SeqClassifier`'s ``final/``."""
+    return task_record(
+        model.kind,
+        model.num_labels,
+        model.label_names,
+        CLASSIFICATION_HEAD,
+        task_config,
+        dropout=float(model.head.dropout.p),
+    )
+
+
 def save_seq2seq_classifier(
     model: Seq2SeqClassifier,
     directory: str | Path,
@@ -282,26 +298,28 @@ def save_seq2seq_classifier(
     extra_writers: Sequence[Callable[[Path], object]] = (),
 ) -> Path:
     """Write a fine-tuned :class:`Seq2SeqClassifier` (see the module docstring)."""
-    dropout = model.head.dropout.p
-    record = task_record(
-        model.kind,
-        model.num_labels,
-        model.label_names,
-        CLASSIFICATION_HEAD,
-        task_config,
-        dropout=float(dropout),
-    )
+    record = classifier_record(model, task_config)
     return save_seq2seq_task(
         model.model, directory, record, head=model.head, extra_writers=extra_writers
     )
 
 
-def load_seq2seq_classifier(directory: str | Path, record: dict[str, Any]) -> Seq2SeqClassifier:
-    """Load what :func:`save_seq2seq_classifier` wrote (``record``: its ``task.json``)."""
+def load_seq2seq_classifier(
+    directory: str | Path,
+    record: dict[str, Any],
+    *,
+    model: EncoderDecoderModel | None = None,
+) -> Seq2SeqClassifier:
+    """Load what :func:`save_seq2seq_classifier` wrote (``record``: its ``task.json``).
+
+    Args:
+        model: the encoder-decoder to put the saved head on (default: the folder's own;
+            an adapter ``final/`` passes its base model).
+    """
     directory = Path(directory)
     try:
         classifier = Seq2SeqClassifier(
-            EncoderDecoderModel.from_pretrained(directory),
+            model if model is not None else EncoderDecoderModel.from_pretrained(directory),
             record["kind"],
             record["num_labels"],
             float(record.get("dropout", 0.1)),

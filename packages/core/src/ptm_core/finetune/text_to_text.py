@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ptm_core.checkpoints import CheckpointError
+from ptm_core.checkpoints.io import CheckpointError
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.features import SentenceFeaturizer, pad_rows
@@ -91,6 +91,10 @@ class TextToTextModel(nn.Module):
         over the target tokens, ``logits`` ``(B, T, V)``, ``metrics`` ``token_accuracy``
         and ``accuracy`` (rows whose every target token is the argmax under teacher forcing).
     """
+
+    # finetune.peft=lora|ia3 adapts the whole encoder-decoder; the LM head (often tied to the
+    # token table) stays frozen with it, so only the adapter trains.
+    peft_backbone = "model"
 
     def __init__(
         self, model: EncoderDecoderModel, tokenizer: TaskTokenizer, label_names: Sequence[str]
@@ -315,6 +319,18 @@ def exact_match_metrics(
     }
 
 
+def text_to_text_record(model: TextToTextModel, task_config: dict[str, Any]) -> dict[str, Any]:
+    """``task.json`` of a :class:`TextToTextModel`'s ``final/``."""
+    return task_record(
+        model.kind,
+        model.num_labels,
+        model.label_names,
+        TEXT_TO_TEXT,
+        task_config,
+        label_ids=model.label_ids,
+    )
+
+
 def save_text_to_text(
     model: TextToTextModel,
     directory: str | Path,
@@ -324,21 +340,23 @@ def save_text_to_text(
 ) -> Path:
     """Write a fine-tuned :class:`TextToTextModel` atomically (pass the tokenizer's
     ``save`` in ``extra_writers``: loading needs it)."""
-    record = task_record(
-        model.kind,
-        model.num_labels,
-        model.label_names,
-        TEXT_TO_TEXT,
-        task_config,
-        label_ids=model.label_ids,
-    )
+    record = text_to_text_record(model, task_config)
     return save_seq2seq_task(model.model, directory, record, extra_writers=extra_writers)
 
 
 def load_text_to_text(
-    directory: str | Path, record: dict[str, Any], tokenizer: TaskTokenizer
+    directory: str | Path,
+    record: dict[str, Any],
+    tokenizer: TaskTokenizer,
+    *,
+    model: EncoderDecoderModel | None = None,
 ) -> TextToTextModel:
-    """Load what :func:`save_text_to_text` wrote (``record``: its ``task.json``)."""
+    """Load what :func:`save_text_to_text` wrote (``record``: its ``task.json``).
+
+    Args:
+        model: the encoder-decoder (default: the folder's own; an adapter ``final/`` passes
+            its base model).
+    """
     directory = Path(directory)
     names = record.get("label_names")
     if not isinstance(names, list) or len(names) < 2:
@@ -346,11 +364,12 @@ def load_text_to_text(
             f"{directory / TASK_JSON}: label_names must list the >= 2 label names of a "
             f"text-to-text model, got {names!r}"
         )
-    model = TextToTextModel(EncoderDecoderModel.from_pretrained(directory), tokenizer, names)
-    if record.get("label_ids") is not None and record["label_ids"] != model.label_ids:
+    seq2seq = model if model is not None else EncoderDecoderModel.from_pretrained(directory)
+    loaded = TextToTextModel(seq2seq, tokenizer, names)
+    if record.get("label_ids") is not None and record["label_ids"] != loaded.label_ids:
         raise CheckpointError(
             f"{directory / TASK_JSON}: label_ids {record['label_ids']} differ from what the "
-            f"folder's tokenizer makes of label_names ({model.label_ids}); the tokenizer "
+            f"folder's tokenizer makes of label_names ({loaded.label_ids}); the tokenizer "
             "files and task.json come from different runs: copy the whole final/ folder"
         )
-    return model
+    return loaded

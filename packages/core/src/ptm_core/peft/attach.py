@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from torch import Tensor, nn
 
@@ -49,12 +50,30 @@ def count_trainable(model: nn.Module) -> TrainableParameters:
     )
 
 
+# A task model whose adapted network is not ``model.encoder`` names its attribute here
+# (BART/T5's task models adapt the whole encoder-decoder, ``model.model``).
+BACKBONE_ATTRIBUTE = "peft_backbone"
+
+
+def backbone_name(model: nn.Module) -> str:
+    """The attribute of ``model`` that holds the network an adapter goes on (``encoder``)."""
+    return str(getattr(model, BACKBONE_ATTRIBUTE, "encoder"))
+
+
+def backbone(model: nn.Module) -> nn.Module:
+    """The network an adapter goes on: ``model.encoder``, or the attribute a task model
+    names in ``peft_backbone`` (an encoder-decoder's ``model.model``)."""
+    return cast(nn.Module, getattr(model, backbone_name(model)))
+
+
 def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
-    """Freeze ``model.encoder`` and put ``config``'s method on it; the rest (the head) trains.
+    """Freeze the backbone and put ``config``'s method on it; the rest (the head) trains.
 
     Args:
         model: a task model whose encoder is ``model.encoder``
-            (:class:`~ptm_core.finetune.model.TaskModel`).
+            (:class:`~ptm_core.finetune.model.TaskModel`), or that names its backbone in
+            ``peft_backbone`` (:class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier`: LoRA
+            and IA3 only).
         config: the method (``none`` returns ``model`` untouched).
 
     Returns:
@@ -65,13 +84,18 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
     """
     if not config.enabled:
         return model
-    encoder: nn.Module = model.encoder  # type: ignore[assignment]
+    encoder = backbone(model)
     for param in encoder.parameters():
         param.requires_grad_(False)
     if config.method in LIBRARY_METHODS:
         from ptm_core.peft.library import inject
 
         inject(encoder, config)
+    elif backbone_name(model) != "encoder":
+        raise ValueError(
+            f"finetune.peft={config.method} puts virtual tokens into an encoder's layers; "
+            f"{type(model).__name__} adapts {backbone_name(model)}: use finetune.peft=lora or ia3"
+        )
     elif config.method == "prefix":
         # A wrapper (ERNIE-THU, XLM...) holds its core text encoder as ``text_stack``.
         add_prefixes(getattr(encoder, "text_stack", encoder), config.num_virtual_tokens)
@@ -81,9 +105,9 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
 
 
 def adapter_state(model: nn.Module) -> dict[str, Tensor]:
-    """The adapter's tensors under the encoder (names relative to ``model.encoder``), without
-    the frozen base weights."""
-    encoder: nn.Module = model.encoder  # type: ignore[assignment]
+    """The adapter's tensors under the backbone (names relative to ``model.encoder``, or
+    to the attribute ``peft_backbone`` names), without the frozen base weights."""
+    encoder = backbone(model)
     return {
         name: tensor.detach().contiguous()
         for name, tensor in encoder.state_dict().items()

@@ -2,9 +2,10 @@
 
 ``peft.inject_adapter_in_model`` works on any torch module: it wraps the linears whose
 names end with a target name. ptm's names (:data:`DEFAULT_TARGETS`): ``query``/``key``/
-``value`` (the fused projection split by :mod:`ptm_core.peft.qkv`) and ``out_proj`` of
-self-attention, ``query_proj``/``key_proj``/``value_proj`` of XLNet's relative attention,
-``w_in``/``w_gate``/``w_out`` of the feed-forward blocks.
+``value`` (the fused projections split by :mod:`ptm_core.peft.qkv`) and ``out_proj`` of
+self-attention and of an encoder-decoder's cross-attention, ``query_proj``/``key_proj``/
+``value_proj`` of XLNet's relative attention, ``w_in``/``w_gate``/``w_out`` of the
+feed-forward blocks.
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from ptm_core.atomic import atomic_directory
-from ptm_core.checkpoints import CheckpointError, check_state, read_json_object, read_weights
 from ptm_core.checkpoints.hf.bart import (
     hf_bart_to_ptm,
     hf_config_to_seq2seq,
@@ -38,6 +37,12 @@ from ptm_core.checkpoints.hf.bart import (
     seq2seq_config_to_hf,
 )
 from ptm_core.checkpoints.hf.bert_tasks import label_names_from_config
+from ptm_core.checkpoints.io import (
+    CheckpointError,
+    check_state,
+    read_json_object,
+    read_weights,
+)
 from ptm_core.checkpoints.seq2seq_ptm import build_seq2seq_model
 from ptm_core.finetune.seq2seq import Seq2SeqClassifier
 

@@ -485,6 +485,17 @@ def _export_task(
     from ptm_core.finetune.model import load_task_model
 
     record = read_json_object(source / TASK_JSON)
+    if record.get("seq2seq"):  # a BART/T5 fine-tune, whole or with an adapter
+        from ptm_core.checkpoints.hf.seq2seq_task_export import export_seq2seq_task
+
+        done = export_seq2seq_task(
+            source,
+            target,
+            record,
+            lambda length: _tokenizer_writer(tokenizer_dir, length),
+            peft_adapter=peft_adapter,
+        )
+        return HFExport(target, done.family, done.architecture, done.auto_class, done.heads)
     if record.get("recipe") not in (None, "core") or record.get("feature_based"):
         what = "feature-based tagger" if record.get("feature_based") else record.get("recipe")
         raise _unsupported(source, f"task.json describes a {what} fine-tuned model")

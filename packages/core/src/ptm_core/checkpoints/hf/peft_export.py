@@ -13,6 +13,7 @@ Two shapes (a LoRA or IA3 ``final/``; prompts and prefixes have no weights to me
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,21 @@ ADAPTER_DIR = "adapter"
 
 
 def prepare_peft_export(
-    source: Path, record: dict[str, Any], *, adapter: bool
+    source: Path,
+    record: dict[str, Any],
+    *,
+    adapter: bool,
+    load: Callable[[Path, dict[str, Any]], Any] | None = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Load the run as a plain task model to export: merged, or with the adapter taken off.
 
+    Args:
+        load: reads the ``final/`` into its task model with the adapter attached (default:
+            :func:`~ptm_core.finetune.peft_folder.load_peft_task_model`; an encoder-decoder's
+            is :func:`~ptm_core.finetune.seq2seq_folder.load_seq2seq_adapter`).
+
     Returns:
-        ``(model, adapter_state)``: the task model with fused ``qkv_proj`` again, and the
+        ``(model, adapter_state)``: the task model with fused projections again, and the
         adapter's tensors (empty when merged).
 
     Raises:
@@ -39,6 +49,7 @@ def prepare_peft_export(
     """
     from ptm_core.finetune.peft_folder import load_peft_task_model
     from ptm_core.peft import adapter_state
+    from ptm_core.peft.attach import backbone
     from ptm_core.peft.library import merge_adapters, require_peft
     from ptm_core.peft.qkv import fuse_qkv
 
@@ -50,32 +61,45 @@ def prepare_peft_export(
             "with ptm evaluate / ptm predict, or fine-tune with finetune.peft=lora"
         )
     require_peft()
-    model = load_peft_task_model(source, record)
+    model = (load or load_peft_task_model)(source, record)
+    network = backbone(model)
     state = adapter_state(model) if adapter else {}
     if adapter:
         from peft.tuners.tuners_utils import BaseTunerLayer
 
-        for parent in list(model.encoder.modules()):
+        for parent in list(network.modules()):
             for name, child in list(parent.named_children()):
                 if isinstance(child, BaseTunerLayer):
                     setattr(parent, name, child.get_base_layer())
     else:
-        merge_adapters(model.encoder)
-    fuse_qkv(model.encoder)
+        merge_adapters(network)
+    fuse_qkv(network)
     for param in model.parameters():
         param.requires_grad_(True)
     return model, state
 
 
 def write_adapter_folder(
-    exported: Path, state: dict[str, Any], record: dict[str, Any], prefix: str, base: str
+    exported: Path,
+    state: dict[str, Any],
+    record: dict[str, Any],
+    prefix: str,
+    base: str,
+    module_name: Callable[[str], str] | None = None,
 ) -> list[str]:
-    """Write ``exported/adapter/`` for the task-model folder just written in ``exported``."""
+    """Write ``exported/adapter/`` for the task-model folder just written in ``exported``
+    (``module_name``: ptm -> transformers module names; default: BERT's with ``prefix``)."""
     from ptm_core.checkpoints.hf.peft_adapter import write_peft_adapter
 
     folder = exported / ADAPTER_DIR
     folder.mkdir()
     names = set(load_file(str(exported / "model.safetensors")).keys())
     return write_peft_adapter(
-        folder, state, record["peft"], prefix=prefix, base=base, base_tensors=names
+        folder,
+        state,
+        record["peft"],
+        prefix=prefix,
+        base=base,
+        base_tensors=names,
+        module_name=module_name,
     )
