@@ -167,7 +167,8 @@ def cloze_probe(final: Path, data: Path) -> dict[str, float]:
             batch["attention_mask"] = torch.ones(1, len(ids), dtype=torch.long)
             batch["token_type_ids"] = torch.zeros(1, len(ids), dtype=torch.long)
             with torch.no_grad():
-                hidden = wrapped.encode(batch).last_hidden_state[0, ids.index(vocab.mask_id)]
+                inputs = {k: batch[k] for k in wrapped.input_keys if k in batch}
+                hidden = wrapped.encoder(**inputs).last_hidden_state[0, ids.index(vocab.mask_id)]
                 logits = head(hidden[None])[0]
             choice_ids = [tokenizer.encode(c).input_ids[1] for c in choices]
             guess = choices[int(logits[choice_ids].argmax())]
@@ -386,7 +387,8 @@ def report(results: dict[str, Any]) -> str:
             f"{', head ' + budget['head'] if budget.get('head', 'cls') != 'cls' else ''}"
             f"{', backbone frozen' if budget.get('freeze_backbone') else ''}"
             f"{', seeds ' + ','.join(map(str, row['seeds'])) if row['seeds'] != [0, 1, 2] else ''}"
-            f"{', pre-training seed ' + str(budget['pretrain_seed']) if budget.get('pretrain_seed') else ''} | "
+            f"{', pre-training seed ' + str(budget['pretrain_seed']) if budget.get('pretrain_seed') else ''}"
+            f"{', ' + str(budget['pretrain_steps']) + ' pre-training steps' if budget.get('pretrain_steps') else ''} | "
             f"{row['pretrained']['mean'] * 100:.1f} ± {row['pretrained']['std'] * 100:.1f} | "
             f"{row['random']['mean'] * 100:.1f} ± {row['random']['std'] * 100:.1f} | "
             f"{row['gain']['mean'] * 100:+.1f} ± {row['gain']['std'] * 100:.1f} | {per_seed} | "
@@ -456,6 +458,8 @@ def main(argv: list[str] | None = None) -> None:
         BUDGET["freeze_backbone"] = True
     if args.pretrain_seed:
         BUDGET["pretrain_seed"] = args.pretrain_seed
+    if args.pretrain_steps != 1000:  # rows of shorter pre-training are rows of their own
+        BUDGET["pretrain_steps"] = args.pretrain_steps
     data, sizes = task_data(args.train_images, args.dev_images)
     results: dict[str, Any] = {
         "command": "python -m benchmarks.multimodal_gain " + " ".join(argv or sys.argv[1:]),
@@ -492,7 +496,18 @@ def main(argv: list[str] | None = None) -> None:
             frozen = budget.get("freeze_backbone", False)
             seeds = tuple(row["seeds"])
             head, pretrain_seed = budget.get("head", "cls"), budget.get("pretrain_seed", 0)
-            return row["family"], row["task"], steps, lr, head, frozen, seeds, pretrain_seed
+            pretrain_steps = budget.get("pretrain_steps", 1000)
+            return (
+                row["family"],
+                row["task"],
+                steps,
+                lr,
+                head,
+                frozen,
+                seeds,
+                pretrain_seed,
+                pretrain_steps,
+            )
 
         ran = {key(r) for r in results["rows"]}
         kept = [r for r in earlier.get("rows", []) if key(r) not in ran]
