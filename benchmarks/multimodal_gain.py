@@ -476,6 +476,8 @@ def main(argv: list[str] | None = None) -> None:
         final, record = pretrain(family, args.pretrain_steps, args.threads, args.pretrain_seed)
         record["cloze"] = cloze_probe(final, data)
         seeded = f" (pre-training seed {args.pretrain_seed})" if args.pretrain_seed else ""
+        if args.pretrain_steps != 1000:
+            seeded += f" ({args.pretrain_steps} pre-training steps)"
         results["pretraining"][family + seeded] = record
         for task in args.tasks.split(","):
             if args.head != "cls" and task != "vqa":
