@@ -10,7 +10,12 @@ from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
 from ptm_core.encoders.text_stack import WrapsTextEncoder
-from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
+from ptm_multimodal.feature_spec import (
+    FeatureMismatchError,
+    FeatureSpec,
+    check_feature_width,
+    check_model_features,
+)
 
 #: The 5-d box encoding (:func:`~ptm_multimodal.boxes.encode_boxes`) of the whole image.
 WHOLE_IMAGE_BOX = (0.0, 0.0, 1.0, 1.0, 1.0)
@@ -188,12 +193,7 @@ class VlbertModel(WrapsTextEncoder):
             visual_mask: ``(B, R)`` (1 = real region).
             output_hidden_states: also return every layer's states.
         """
-        if visual_features.shape[-1] != self.visual_embedding_dim:
-            raise FeatureMismatchError(
-                f"visual features are {visual_features.shape[-1]}-d but this model takes "
-                f"{self.visual_embedding_dim}-d features ({self.feature_spec or 'no spec'}); "
-                "re-extract with the model's extractor or build a model for these features"
-            )
+        check_feature_width(visual_features, self.visual_embedding_dim, self.feature_spec)
         if visual_boxes is None:
             raise ValueError("VL-BERT embeds region boxes: pass visual_boxes (B, R, 5)")
         batch, length = input_ids.shape
