@@ -88,13 +88,16 @@ _EXPORTS = {
     "VisualBertModel": "ptm_multimodal.visualbert",
     "visualbert": "ptm_multimodal.visualbert",
     "hf_visualbert_to_ptm": "ptm_multimodal.visualbert_hf",
+    "VlbertModel": "ptm_multimodal.vlbert",
+    "VlbertOutput": "ptm_multimodal.vlbert",
+    "vlbert": "ptm_multimodal.vlbert",
     "load_hf_visualbert": "ptm_multimodal.visualbert_hf",
 }
 
 __all__ = sorted(_EXPORTS)
 # Builders named like their module: ``ptm_multimodal.visualbert`` is the function (the
 # configs' ``_target_``), also once ``import ptm_multimodal.visualbert`` has bound the module.
-_BUILDERS = ("visualbert", "vilbert")
+_BUILDERS = ("visualbert", "vilbert", "vlbert")
 
 
 class _Package(types.ModuleType):

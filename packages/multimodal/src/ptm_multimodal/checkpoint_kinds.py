@@ -9,9 +9,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ptm_core.model_kinds import KIND_KEY, with_kind
-from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT
+from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT, VLBERT
 
-ARCHITECTURE_KINDS = {"visualbert": VISUALBERT, "vilbert": VILBERT, "lxmert": LXMERT}
+ARCHITECTURE_KINDS = {
+    "visualbert": VISUALBERT,
+    "vilbert": VILBERT,
+    "lxmert": LXMERT,
+    "vlbert": VLBERT,
+}
 #: config.json keys that are bookkeeping, not builder numbers.
 NOT_NUMBERS = ("architecture", "objectives", "feature_spec", KIND_KEY)
 # The multimodal pre-training wrapper named its network `model`; the generic

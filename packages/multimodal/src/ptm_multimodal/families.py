@@ -1,10 +1,10 @@
-"""ptm-multimodal's families: VisualBERT, ViLBERT and LXMERT (entry points ``ptm.families``).
+"""ptm-multimodal's families: VisualBERT, ViLBERT, LXMERT and VL-BERT (entry points ``ptm.families``).
 
 Only strings here (no torch, no model): ``ptm --help`` and ``read_model_kind`` list these
-specs without loading the package. All three pre-train on image-text pairs through one
+specs without loading the package. All four pre-train on image-text pairs through one
 plan (:func:`ptm_multimodal.pretraining.plan_pretraining`) and save one folder format
 (:mod:`ptm_multimodal.loading`); the config's model and objectives make the family.
-VisualBERT and ViLBERT fine-tune on image-text tasks (``recipe: multimodal_finetune``; the
+VisualBERT, ViLBERT and VL-BERT fine-tune on image-text tasks (``recipe: multimodal_finetune``; the
 ``init_from`` folder's kind picks the family).
 """
 
@@ -70,4 +70,16 @@ LXMERT = FamilySpec(
     export="ptm_multimodal.hf_export:export_lxmert",
     recipes={"lxmert": "pretrain"},
 )
-FAMILIES = (VISUALBERT, VILBERT, LXMERT)
+VLBERT = FamilySpec(
+    name="vlbert",
+    description="VL-BERT: one stream where every element carries a visual feature (Su et al., 2020)",
+    kinds=("vlbert",),
+    input_keys=INPUT_KEYS,
+    settings=_SETTINGS,
+    plan_pretraining=_PLAN,
+    finetune="ptm_multimodal.finetune:finetune_vlbert",
+    load={"vlbert": _LOAD},
+    save={"vlbert": _SAVE},
+    recipes={"vlbert": "pretrain"},
+)
+FAMILIES = (VISUALBERT, VILBERT, LXMERT, VLBERT)

@@ -134,3 +134,17 @@ def check_model_features(
         extractor=spec.extractor, feature_size=feature_size, extractor_hash=spec.extractor_hash
     )
     expected.check_compatible(spec, source=source)
+
+
+def check_feature_width(features: torch.Tensor, width: int, spec: FeatureSpec | None) -> None:
+    """Refuse a batch of ``(..., D_v)`` features whose width is not the model's ``width``.
+
+    Raises:
+        FeatureMismatchError: the widths differ (the message names the model's features).
+    """
+    if features.shape[-1] != width:
+        raise FeatureMismatchError(
+            f"visual features are {features.shape[-1]}-d but this model takes "
+            f"{width}-d features ({spec or 'no spec'}); "
+            "re-extract with the model's extractor or build a model for these features"
+        )

@@ -78,6 +78,11 @@ def finetune_vilbert(run: FinetuneRun) -> FinetuneResult:
     return _finetune(run, "vilbert")
 
 
+def finetune_vlbert(run: FinetuneRun) -> FinetuneResult:
+    """The VL-BERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
+    return _finetune(run, "vlbert")
+
+
 def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
     """Fine-tune ``run.init_from`` (a ``family`` final/) on ``multimodal_finetune.task``.
 

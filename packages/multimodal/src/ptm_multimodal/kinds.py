@@ -7,3 +7,4 @@ Imports nothing: the specs (:mod:`ptm_multimodal.families`), the evaluation regi
 VISUALBERT = "visualbert"
 VILBERT = "vilbert"
 LXMERT = "lxmert"
+VLBERT = "vlbert"

@@ -30,6 +30,7 @@ from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
 from ptm_multimodal.visualbert import VisualBertModel
+from ptm_multimodal.vlbert import VlbertModel
 
 OBJECTIVE_CLASSES: dict[str, type[Objective]] = {
     cls.__name__: cls
@@ -56,6 +57,16 @@ def _build(config: dict[str, Any], source: str):
             box_position=config["box_position"],
             feature_spec=feature_spec,
         )
+    if architecture == "vlbert":
+        encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
+        return VlbertModel(
+            encoder,
+            config["visual_embedding_dim"],
+            text_positions=config["text_positions"],
+            text_type_vocab_size=config["text_type_vocab_size"],
+            visual_scale_init=config["visual_scale_init"],
+            feature_spec=feature_spec,
+        )
     if architecture == "vilbert":
         numbers = {
             k: v for k, v in config.items() if k not in ("architecture", "objectives", KIND_KEY)
@@ -63,7 +74,7 @@ def _build(config: dict[str, Any], source: str):
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
     raise CheckpointError(
-        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert' or 'vilbert'"
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert' or 'vlbert'"
     )
 
 

@@ -1,4 +1,4 @@
-"""Image-text pre-training (VisualBERT, ViLBERT, LXMERT): the families' plan for the runner.
+"""Image-text pre-training (VisualBERT, ViLBERT, LXMERT, VL-BERT): the families' plan for the runner.
 
 :func:`plan_pretraining` turns the typed settings into data (image-text pairs with
 swapped-caption negatives), the configured network and its objectives; the one runner
@@ -36,7 +36,7 @@ from ptm_multimodal.data import (
     PairRows,
     read_image_text_pairs,
 )
-from ptm_multimodal.evaluation import matching_accuracy, retrieval_recall
+from ptm_multimodal.evaluation import MATCH_OBJECTIVES, matching_accuracy, retrieval_recall
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
 from ptm_multimodal.loading import save_multimodal
@@ -44,6 +44,7 @@ from ptm_multimodal.prepared import GridExtraction, open_image_text
 from ptm_multimodal.run_migration import rename_network_tensors
 from ptm_multimodal.settings import ImageTextData, SyntheticPairs
 from ptm_multimodal.visualbert import VisualBertModel
+from ptm_multimodal.vlbert import VlbertModel
 
 if TYPE_CHECKING:
     from ptm_core.training.run import TrainingRun
@@ -197,10 +198,13 @@ class GroundedLabels:
     Args:
         transform: the objective mix's ``collate``.
         regions_in_output: the network's output holds the region slots after the text.
+        extra_slots: further output slots after the regions' (VL-BERT: its whole-image
+            element and ``[END]``, 2).
     """
 
     transform: Callable[[Batch, torch.Generator], Batch]
     regions_in_output: bool = False
+    extra_slots: int = 0
 
     def __call__(self, batch: Batch, generator: torch.Generator) -> Batch:
         batch = self.transform(batch, generator)
@@ -211,7 +215,7 @@ class GroundedLabels:
             labels = labels.masked_fill(batch["match_label"][:, None] == 0, IGNORE_INDEX)
         if self.regions_in_output:
             regions = batch["visual_features"].shape[1]
-            labels = nn.functional.pad(labels, (0, regions), value=IGNORE_INDEX)
+            labels = nn.functional.pad(labels, (0, regions + self.extra_slots), value=IGNORE_INDEX)
         return {**batch, "mlm_labels": labels}
 
 
@@ -288,7 +292,9 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         data.batch_size,
         negative_prob=data.negative_prob,
         transform=GroundedLabels(
-            mix.collate, regions_in_output=isinstance(network, VisualBertModel)
+            mix.collate,
+            regions_in_output=isinstance(network, (VisualBertModel, VlbertModel)),
+            extra_slots=2 if isinstance(network, VlbertModel) else 0,
         ),
         seed=run.seed,
         max_length=data.max_length,
@@ -304,7 +310,8 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     def finish(done: TrainingRun) -> MultimodalPretrainResult:
         trained.to("cpu")
         report: dict[str, Any] = {}
-        if evaluation is not None:
+        # VL-BERT pre-trains without image-text matching: nothing to score pairs with.
+        if evaluation is not None and any(k in mix.objectives for k in MATCH_OBJECTIVES):
             report = evaluate_matching(trained, evaluation, tokenizer, seed=run.seed)
             atomic_write_text(
                 output_dir / "evaluation.json",

@@ -242,9 +242,10 @@ def build_task_head(
     if head not in ANSWER_HEADS:
         raise ValueError(f"multimodal_finetune.head is {head!r}; valid: {', '.join(ANSWER_HEADS)}")
     if head == "cloze":
-        if net.checkpoint_config()["architecture"] != "visualbert":
+        # single-stream models whose output starts with the text slots
+        if net.checkpoint_config()["architecture"] not in ("visualbert", "vlbert"):
             raise ValueError(
-                "multimodal_finetune.head=cloze is implemented for VisualBERT only; "
+                "multimodal_finetune.head=cloze is implemented for VisualBERT and VL-BERT; "
                 "use multimodal_finetune.head=cls with ViLBERT"
             )
         return ClozeAnswerHead(

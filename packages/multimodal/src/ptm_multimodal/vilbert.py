@@ -21,7 +21,12 @@ from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.attention_masks import to_sdpa_mask
 from ptm_core.modules.dropout import Dropout
 from ptm_multimodal.co_attention import CoAttentionLayer
-from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
+from ptm_multimodal.feature_spec import (
+    FeatureMismatchError,
+    FeatureSpec,
+    check_feature_width,
+    check_model_features,
+)
 
 
 @dataclass
@@ -180,12 +185,7 @@ class VilbertModel(WrapsTextEncoder):
             visual_boxes: ``(B, R, 5)`` encoded boxes (default: zeros).
             visual_mask: ``(B, R)`` (1 = real region); all zeros removes the image.
         """
-        if visual_features.shape[-1] != self.feature_size:
-            raise FeatureMismatchError(
-                f"visual features are {visual_features.shape[-1]}-d but this model takes "
-                f"{self.feature_size}-d features ({self.feature_spec or 'no spec'}); "
-                "re-extract with the model's extractor or build a model for these features"
-            )
+        check_feature_width(visual_features, self.feature_size, self.feature_spec)
         batch, length = input_ids.shape
         regions = visual_features.shape[1]
         if attention_mask is None:

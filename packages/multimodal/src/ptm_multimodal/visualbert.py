@@ -9,7 +9,12 @@ from torch import Tensor, nn
 
 from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
 from ptm_core.encoders.text_stack import WrapsTextEncoder
-from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec, check_model_features
+from ptm_multimodal.feature_spec import (
+    FeatureMismatchError,
+    FeatureSpec,
+    check_feature_width,
+    check_model_features,
+)
 
 
 class VisualBertModel(WrapsTextEncoder):
@@ -138,12 +143,7 @@ class VisualBertModel(WrapsTextEncoder):
         Returns:
             :class:`~ptm_core.encoders.EncoderOutput` over ``L + R`` slots (text first).
         """
-        if visual_features.shape[-1] != self.visual_embedding_dim:
-            raise FeatureMismatchError(
-                f"visual features are {visual_features.shape[-1]}-d but this model takes "
-                f"{self.visual_embedding_dim}-d features ({self.feature_spec or 'no spec'}); "
-                "re-extract with the model's extractor or build a model for these features"
-            )
+        check_feature_width(visual_features, self.visual_embedding_dim, self.feature_spec)
         batch, length = input_ids.shape
         regions = visual_features.shape[1]
         if length > self.text_positions:

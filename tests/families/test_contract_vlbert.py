@@ -1,0 +1,23 @@
+"""VL-BERT's contract case: generated scenes (pairs + region features), not the samples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from family_contract import FamilyContract
+from generated_image_text import finetune_overrides, pretrain_overrides
+
+FAMILY = "vlbert"
+
+
+class TestVLBERTContract(FamilyContract):
+    family = FAMILY
+    finetune_config = "config"  # image-text fine-tunes compose from config.yaml
+
+    def pretrain_overrides(self, tmp_path: Path) -> list[str]:
+        return pretrain_overrides("vlbert_tiny", tmp_path)
+
+    # VL-BERT pre-trains without image-text matching, so its spec has no evaluation hook.
+
+    def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
+        return finetune_overrides("vlbert_vqa_tiny", tmp_path, final_dir)
