@@ -181,3 +181,41 @@ def build_blank_infilling(
         block_position_ids=[0] * sep + b_block,
         sep=sep,
     )
+
+
+def sample_row_spans(
+    row_length: int,
+    rng: random.Random,
+    *,
+    document: bool = False,
+    ratio: float = MASK_RATIO,
+    lam: float = POISSON_LAMBDA,
+    max_span_length: int = MAX_SPAN_LENGTH,
+) -> list[tuple[int, int]]:
+    """The spans of one ``[CLS] ... [SEP]`` row, in their shuffled part-B order.
+
+    The first and last tokens are never masked (GLM keeps its ``[CLS]`` and the row's end
+    token). Lengths that no longer fit (short rows) are dropped, so a short row may cover
+    less than ``ratio``; GLM drops such a sample instead.
+
+    Args:
+        row_length: tokens in the row, ``[CLS]`` and ``[SEP]`` included.
+        rng: the row's random source.
+        document: GLM-Doc, one span of a uniform 50-100% share of the maskable tokens,
+            instead of Poisson spans covering ``ratio`` of the row.
+        ratio, lam, max_span_length: as :func:`sample_span_lengths`.
+    """
+    maskable = row_length - 2
+    if maskable < 1:
+        return []
+    if document:
+        lengths = [document_span_length(maskable, rng)]
+    else:
+        lengths = sample_span_lengths(
+            row_length, rng, ratio=ratio, lam=lam, max_span_length=max_span_length
+        )
+        rng.shuffle(lengths)
+        lengths = fit_lengths(lengths, maskable)
+    spans = place_spans(lengths, maskable, rng, offset=1)
+    rng.shuffle(spans)
+    return spans
