@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from flows.cli import main
 from ptm_core import TransformerEncoder
+from ptm_text.glm.infill import fill_blanks, load_glm
 
 FAST = ["model.num_layers=1", "data.max_length=64", "data.batch_size=8", "trainer.progress=false"]
 
@@ -39,6 +41,18 @@ def test_glm_tiny_pretrains_from_the_cli_and_finetunes(
     assert all(r["glm/predictions"] > 0 for r in records)
     encoder = TransformerEncoder.from_pretrained(out / "final")
     assert encoder.config.num_layers == 1
+    # The trained objective comes back from heads.safetensors and fills a blank.
+    encoder, objective, tokenizer = load_glm(out / "final")
+    assert objective.block_positions.weight[1:].abs().sum() > 0
+    ids = tokenizer.encode("The river flows to the [MASK] and on to the sea.").input_ids
+    assert ids.count(tokenizer.vocab_info.mask_id) == 1
+    (span,) = fill_blanks(encoder, objective, ids, max_span_length=4)
+    assert len(span) <= 4
+    bare = tmp_path / "bare"
+    shutil.copytree(out / "final", bare)
+    (bare / "heads.safetensors").unlink()
+    with pytest.raises(ValueError, match="no trained GLM head"):
+        load_glm(bare)
 
     code = main(
         [

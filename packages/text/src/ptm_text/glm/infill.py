@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
+from ptm_core.encoders.transformer import TransformerEncoder
+from ptm_core.tokenization import WordPieceTokenizer
 from ptm_text.glm.construction import BlankInfilling
 from ptm_text.glm.objective import GLMObjective, collate_blank_rows
 
@@ -84,3 +87,31 @@ def fill_blanks(
             block.append(block[-1] + 1)
         filled.append(span)
     return filled
+
+
+def load_glm(final_dir: str | Path) -> tuple[TransformerEncoder, GLMObjective, WordPieceTokenizer]:
+    """The encoder, the trained GLM objective (head and block positions, from
+    ``heads.safetensors``) and the tokenizer of a ``ptm pretrain experiment=glm_tiny``
+    ``final/``, in eval mode, ready for :func:`fill_blanks`.
+
+    Raises:
+        ValueError: the folder has no trained GLM head (not a GLM run's ``final/``).
+    """
+    from ptm_core.objectives.inputs import build_objective
+    from ptm_core.objectives.mix import ObjectiveMix
+    from ptm_core.pretraining import load_heads
+
+    directory = Path(final_dir)
+    encoder = TransformerEncoder.from_pretrained(directory)
+    tokenizer = WordPieceTokenizer.from_directory(directory)
+    objective = build_objective(GLMObjective, encoder, tokenizer.vocab_info)
+    mix = ObjectiveMix({"glm": objective})
+    tied = {p.data_ptr() for p in encoder.parameters()}  # the decoder: the token table
+    own = mix.state_dict()
+    missing = [k for k in load_heads(mix, directory) if own[k].data_ptr() not in tied]
+    if missing:
+        raise ValueError(
+            f"{directory} has no trained GLM head ({', '.join(missing)} missing from "
+            "heads.safetensors); give the final/ of a ptm pretrain experiment=glm_tiny run"
+        )
+    return encoder.eval(), objective.eval(), tokenizer
