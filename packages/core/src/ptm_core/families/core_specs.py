@@ -15,7 +15,7 @@ from ptm_core.families.modernbert_spec import MODERNBERT
 from ptm_core.families.spec import FamilySpec
 
 _SETTINGS = "ptm_core.families.core_settings"
-_TEXT_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids")
+_TEXT_INPUTS = ("input_ids", "attention_mask", "position_ids", "token_type_ids", "extra_embeds")
 _FINETUNE = "ptm_core.finetune.family:finetune_encoder"
 _RECOGNIZES = "ptm_core.families.core_folders"
 _EXPORT = "ptm_core.checkpoints.hf.export:export_hf"

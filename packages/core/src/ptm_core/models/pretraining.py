@@ -18,6 +18,7 @@ ENCODER_INPUTS = (
     "attention_mask",
     "position_ids",
     "token_type_ids",
+    "extra_embeds",  # added to the embedding sum (GLM's block positions, via rewrite_inputs)
     "query_positions",  # XLNet's query stream (permutation LM)
     "query_attention_mask",
     "memory_mask",  # Transformer-XL recurrence: which memory positions are real

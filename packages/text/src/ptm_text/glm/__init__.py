@@ -1,0 +1,1 @@
+"""GLM (Du et al., 2022): autoregressive blank infilling on ptm's shared encoder."""
