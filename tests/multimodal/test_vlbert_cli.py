@@ -45,6 +45,14 @@ def test_vlbert_tiny_losses_fall_and_it_finetunes_on_vqa(tmp_path: Path, one_thr
     loaded, _ = load_multimodal(out / "final")
     assert isinstance(loaded.encoder, VlbertModel)
     assert set(loaded.objectives.objectives) == {"mlm", "mvrc"}
+    # `ptm evaluate`'s scorer: VL-BERT's own objectives on held-out pairs, no matching.
+    from ptm_multimodal.evaluation_kinds import score_vlbert
+    from ptm_multimodal.synthetic import write_synthetic_dataset
+
+    pairs = write_synthetic_dataset(tmp_path / "heldout", 24, seed=5)
+    scores = score_vlbert(str(out / "final"), str(pairs), seed=0)
+    assert 0.0 <= scores["mlm/accuracy"] <= 1.0 and math.isfinite(scores["mvrc/loss"])
+    assert not any(key.startswith("itm") for key in scores)
 
     tasks = write_synthetic_tasks(tmp_path / "tasks", train_images=8, dev_images=6, seed=21)
     tuned = tmp_path / "vqa"

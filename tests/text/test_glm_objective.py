@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from cases import ObjectiveTestCase
 
 from ptm_core import bert_encoder
 from ptm_core.models.pretraining import PretrainingModel
@@ -125,3 +126,7 @@ def test_packed_rows_are_refused() -> None:
 def test_bad_settings_name_the_key(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         _objective(_encoder(), **kwargs)
+
+
+class TestGLMContract(ObjectiveTestCase):
+    objective_cls = GLMObjective

@@ -16,6 +16,7 @@ this module as ``cases`` (``tests/conftest.py`` puts this folder on ``sys.path``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
@@ -63,6 +64,10 @@ def _same(a: Any, b: Any) -> bool:
         return isinstance(b, Mapping) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        # an AttentionStructure in the batch: its per-token tensors, field by field
+        fields = [f.name for f in dataclasses.fields(a)]
+        return type(a) is type(b) and all(_same(getattr(a, f), getattr(b, f)) for f in fields)
     return bool(a == b)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation
-from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT
+from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT, VLBERT
 
 
 def score_multimodal(
@@ -44,6 +44,39 @@ def score_multimodal(
     return scores
 
 
+def score_vlbert(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """VL-BERT's own objectives on the image-text pairs directory ``corpus``: masked LM with
+    visual clues and masked RoI classification, their losses and accuracies averaged over
+    the batches, with the masks drawn from ``seed``. VL-BERT has no matching head (the
+    paper drops image-text matching), so there is no matching accuracy to report."""
+    import torch
+
+    from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
+    from ptm_multimodal.loading import load_multimodal
+    from ptm_multimodal.pretraining import GroundedLabels
+
+    assert corpus is not None  # needs_corpus
+    data = read_image_text_pairs(corpus)
+    model, tokenizer = load_multimodal(model_dir, features=data.features.spec)
+    if random_init:
+        reinitialise(model, seed)
+    model.eval()
+    # The masks are drawn as in pre-training (the mix's collate, VL-BERT's two extra slots).
+    transform = GroundedLabels(model.objectives.collate, regions_in_output=True, extra_slots=2)
+    batches = ImageTextBatches(
+        data, tokenizer, 64, shuffle=False, seed=seed, negative_prob=0.0, transform=transform
+    )
+    totals: dict[str, float] = {}
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for index in range(len(batches)):
+            for key, value in model(batches.batch(0, index)).metrics.items():
+                totals[key] = totals.get(key, 0.0) + float(value)
+    return {key: value / len(batches) for key, value in totals.items()}
+
+
 def score_multimodal_task(
     model_dir: str, corpus: str | None, seed: int = 0, random_init: bool = False
 ) -> dict[str, Any]:
@@ -70,6 +103,17 @@ MULTIMODAL_TASK = Evaluation(
     "(accuracy or VQA accuracy), with its region features",
     score=score_multimodal_task,
     corpus_note="the run's dev file",
+)
+
+VLBERT_PRETRAINED = Evaluation(
+    name="vlbert",
+    metric="mlm/accuracy",
+    higher_is_better=True,
+    description="VL-BERT's masked LM with visual clues and masked RoI classification on "
+    "image-text pairs (no matching head)",
+    score=score_vlbert,
+    kinds=(VLBERT,),
+    needs_corpus="image-text pairs directory",
 )
 
 #: What VisualBERT and ViLBERT folders are scored by (their specs' ``evaluation``): the

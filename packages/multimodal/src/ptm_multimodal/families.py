@@ -78,6 +78,7 @@ VLBERT = FamilySpec(
     settings=_SETTINGS,
     plan_pretraining=_PLAN,
     finetune="ptm_multimodal.finetune:finetune_vlbert",
+    evaluation="ptm_multimodal.evaluation_kinds:VLBERT_PRETRAINED",
     load={"vlbert": _LOAD},
     save={"vlbert": _SAVE},
     recipes={"vlbert": "pretrain"},
