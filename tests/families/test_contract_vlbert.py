@@ -17,7 +17,9 @@ class TestVLBERTContract(FamilyContract):
     def pretrain_overrides(self, tmp_path: Path) -> list[str]:
         return pretrain_overrides("vlbert_tiny", tmp_path)
 
-    # VL-BERT pre-trains without image-text matching, so its spec has no evaluation hook.
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        # scored by its own objectives (no matching head): the held-out generated pairs
+        return str(tmp_path / "pretrain" / "data" / "eval")
 
     def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
         return finetune_overrides("vlbert_vqa_tiny", tmp_path, final_dir)
