@@ -234,3 +234,24 @@ def test_pretrain_refuses_nsp_on_a_folder_with_one_token_type(
     assert f"init_from={folder}: the encoder has one token type" in err
     assert "'~objective.objectives.nsp'" in err and "experiment=roberta_tiny" in err
     assert not (tmp_path / "run" / "final").exists()
+
+
+def test_pretrain_from_scratch_refuses_nsp_on_a_model_with_one_token_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same one-line refusal for a model preset with one token type (no folder)."""
+    run = tmp_path / "run"
+    code = main(
+        [
+            "pretrain",
+            "experiment=bert_tiny",
+            "model.type_vocab_size=1",
+            "trainer.max_steps=2",
+            f"trainer.output_dir={run}",
+        ]
+    )
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "model.type_vocab_size=1: the encoder has one token type" in err
+    assert "'~objective.objectives.nsp'" in err
+    assert not (run / "final").exists()

@@ -9,6 +9,7 @@ and 2.3) rather than a reference implementation.
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import ClassVar
 
@@ -18,6 +19,7 @@ from cases import ObjectiveTestCase, token_batch
 from scipy import stats
 
 from ptm_core import bert_encoder
+from ptm_core.checkpoints.init_report import check_segment_objectives
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.objectives import MaskedLMObjective, ObjectiveMix
 from ptm_core.objectives.base import IGNORE_INDEX
@@ -216,11 +218,19 @@ def test_bad_rates_name_the_setting(random_prob: float, previous_prob: float) ->
 
 
 def test_an_encoder_with_one_token_type_is_refused_with_the_fix() -> None:
-    encoder = bert_encoder(
-        vocab_size=VOCAB.vocab_size, hidden_size=16, num_layers=1, num_heads=2, type_vocab_size=1
-    )
-    with pytest.raises(ValueError, match=r"~objective\.objectives\.sentence_structural"):
-        build_objective(SentenceStructuralObjective, encoder, VOCAB)
+    """The sentence task embeds S2 as token type 1: core's segment check names it (not MLM)."""
+    assert SentenceStructuralObjective.needs_segments
+    assert not WordStructuralObjective.needs_segments
+    factories = {
+        "mlm": MaskedLMObjective,
+        "word_structural": WordStructuralObjective,
+        "sentence_structural": functools.partial(SentenceStructuralObjective, random_prob=0.3),
+    }
+    with pytest.raises(ValueError, match=r"second segment of sentence_structural has") as err:
+        check_segment_objectives("init_from=roberta", 1, factories)
+    assert "'~objective.objectives.sentence_structural'" in str(err.value)
+    assert "~objective.objectives.mlm" not in str(err.value)
+    check_segment_objectives("init_from=bert", 2, factories)  # two types: accepted
 
 
 def test_the_sentence_head_is_three_way() -> None:

@@ -195,9 +195,17 @@ def _encoder(
         factory = with_static_embeddings(
             factory, settings.init_embeddings, run.output_dir / RUN_TOKENIZER
         )
-    if isinstance(factory, TransformerEncoder):
-        return factory
-    return factory(vocab_size=vocab.vocab_size)
+    encoder = (
+        factory if isinstance(factory, TransformerEncoder) else factory(vocab_size=vocab.vocab_size)
+    )
+    from ptm_core.checkpoints.init_report import check_segment_objectives
+
+    check_segment_objectives(
+        f"model.type_vocab_size={encoder.config.type_vocab_size}",
+        encoder.config.type_vocab_size,
+        run.objectives,
+    )
+    return encoder
 
 
 def _check_family(encoder: TransformerEncoder, relative: bool) -> None:

@@ -135,28 +135,26 @@ def check_segment_objectives(
 ) -> None:
     """Refuse sentence-pair objectives on an encoder with one token type.
 
-    NSP's and SOP's second segment is embedded with token type 1, which a RoBERTa or XLM-R
+    NSP's and SOP's second segment (and every objective whose class sets
+    :attr:`~ptm_core.objectives.base.Objective.needs_segments`, StructBERT's
+    sentence-structural task too) is embedded with token type 1, which a RoBERTa or XLM-R
     folder does not have (its table has one row): without this check the run fails at its
     first step with an index error. An encoder with no table (DistilBERT) embeds no type.
 
     Args:
-        setting: the option that named the folder, with its value (``init_from=<folder>``).
-        type_vocab_size: rows of the loaded encoder's token-type table.
+        setting: the option that named the encoder, with its value (``init_from=<folder>``).
+        type_vocab_size: rows of the encoder's token-type table.
         factories: the run's objective factories by name (classes or partials).
 
     Raises:
         ValueError: one line naming the objectives and the overrides that drop them.
     """
-    from ptm_core.objectives.nsp import NextSentenceObjective
-    from ptm_core.objectives.sop import SentenceOrderObjective
-
     if type_vocab_size != 1:  # 0: no table (DistilBERT), segments are told apart by [SEP]
         return
     pairs = [
         name
         for name, make in factories.items()
-        if isinstance(inner := getattr(make, "func", make), type)
-        and issubclass(inner, (NextSentenceObjective, SentenceOrderObjective))
+        if getattr(getattr(make, "func", make), "needs_segments", False) is True
     ]
     if pairs:
         drop = " ".join(f"'~objective.objectives.{n}' '~objective.weights.{n}'" for n in pairs)

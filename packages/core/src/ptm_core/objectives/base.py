@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -48,10 +48,15 @@ class Objective(nn.Module):
     Attributes:
         name: short name used as the metrics prefix (``mlm``, ``nsp``).
         batch_keys: keys this objective adds to a batch; the collator pads them.
+        needs_segments: the objective embeds a second segment as token type 1 (NSP, SOP,
+            StructBERT's sentence-structural task), so an encoder with a one-row token-type
+            table (RoBERTa, XLM-R) cannot run it
+            (:func:`~ptm_core.checkpoints.init_report.check_segment_objectives` refuses it).
     """
 
     name: str = "objective"
     batch_keys: tuple[str, ...] = ()
+    needs_segments: ClassVar[bool] = False
 
     def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
         """Static data side, once per example; default: unchanged."""

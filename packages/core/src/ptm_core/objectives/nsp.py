@@ -41,6 +41,7 @@ class NextSentenceObjective(Objective):
 
     name = "nsp"
     batch_keys = ("next_sentence_label",)
+    needs_segments = True
 
     def __init__(
         self,

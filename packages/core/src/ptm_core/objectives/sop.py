@@ -132,6 +132,7 @@ class SentenceOrderObjective(Objective):
 
     name = "sop"
     batch_keys = ("sentence_order_label",)
+    needs_segments = True
 
     def __init__(
         self,

@@ -18,7 +18,6 @@ from ptm_core.data.layouts import (
 )
 from ptm_core.data.segments import TokenizedDocument
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
-from ptm_core.encoders.config import EncoderConfig
 from ptm_core.encoders.transformer import EncoderOutput
 from ptm_core.heads.sentence_pair import SentencePairHead
 from ptm_core.objectives.base import Batch, Example, Objective, ObjectiveOutput, accuracy
@@ -108,13 +107,13 @@ class SentenceStructuralObjective(Objective):
         random_prob: probability that S2 comes from another document.
         previous_prob: probability that S2 is the segment before S1.
         short_seq_prob: probability of a shorter target length (as BERT).
-        encoder_config: the encoder's config, to refuse one with a single token type.
 
     Batch keys: ``sentence_structure_label`` ``(B,)`` (0 = next, 1 = previous, 2 = random).
     """
 
     name = "sentence_structural"
     batch_keys = (LABEL_KEY,)
+    needs_segments = True  # S2 is token type 1: core refuses a one-type encoder
 
     def __init__(
         self,
@@ -124,17 +123,8 @@ class SentenceStructuralObjective(Objective):
         random_prob: float = 1 / 3,
         previous_prob: float = 1 / 3,
         short_seq_prob: float = 0.1,
-        encoder_config: EncoderConfig | None = None,
     ) -> None:
         super().__init__()
-        if encoder_config is not None and encoder_config.type_vocab_size == 1:
-            # S2 is embedded as token type 1, which a one-row table (RoBERTa, XLM-R) lacks.
-            raise ValueError(
-                "sentence_structural: the encoder has one token type (a RoBERTa or XLM-R "
-                "folder), so the second segment has no embedding; drop it: "
-                "'~objective.objectives.sentence_structural' "
-                "'~objective.weights.sentence_structural'"
-            )
         if not 0.0 <= random_prob < 1.0 or previous_prob < 0.0 or random_prob + previous_prob > 1:
             raise ValueError(
                 "sentence_structural needs 0 <= random_prob < 1, previous_prob >= 0 and "
