@@ -495,3 +495,27 @@ def test_prefix_tuning_matches_li_and_liang_on_bart(tmp_path: Path) -> None:
     assert (bare - plain).abs().max() < 1e-5
     assert (expected - plain).abs().max() > 1e-2  # the prefixes matter
     assert (got - expected).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("method", ["prompt", "prefix"])
+def test_layer_wise_rates_place_the_virtual_tokens(method: str) -> None:
+    """trainer.layer_lr_decay: a prompt is input (the embeddings' depth, lowest rate); a
+    prefix takes its layer's depth."""
+    from ptm_core.training import TrainerConfig
+    from ptm_core.training.optim import build_optimizer
+
+    classifier = sharp("bart", method)  # 2 encoder layers, 1 decoder layer: top depth 4
+    config = TrainerConfig(output_dir="unused", learning_rate=1.0, device="cpu",
+                           layer_lr_decay=0.5)  # fmt: skip
+    optimizer = build_optimizer(classifier, config)
+    rate = {id(p): g["lr"] for g in optimizer.param_groups for p in g["params"]}
+    named = dict(classifier.named_parameters())
+    if method == "prompt":
+        assert rate[id(named["model.prompt"])] == pytest.approx(0.5**4)
+    else:
+        assert rate[id(named["model.encoder.layers.0.attention.prefix_key"])] == pytest.approx(
+            0.5**3
+        )
+        cross = named["model.decoder.layers.0.cross_attention.prefix_value"]
+        assert rate[id(cross)] == pytest.approx(0.5)
+    assert rate[id(named["head.dense.weight"])] == 1.0
