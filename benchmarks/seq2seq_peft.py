@@ -1,12 +1,14 @@
-"""LoRA vs prompt tuning vs prefix tuning on a tiny BART, on a generated task.
+"""Full fine-tuning vs LoRA vs prompt tuning vs prefix tuning on a tiny BART, on a
+generated task.
 
     nice -n 10 python -m benchmarks.seq2seq_peft --seeds 0,1 --threads 1
 
-The data is generated here (seeded), not a bundled sample: nonce names in two groups, a
-corpus of sentences about them (``<name> <verb> <name> in <city> .`` plus ``<name> is one
-of the <group word> .``), and a task whose label is the group of the sentence's *subject*
-(the first name), with the object drawn from both groups, so a bag of words does not
-decide it. A tiny BART (``ptm pretrain experiment=bart_tiny``, its own WordPiece
+The data is generated here (seeded), not a bundled sample: a corpus of sentences
+``<name> <verb> <name> in the <place> .`` over nonce names (plus ``<name> is one of the
+<group> .``), and a task whose label is whether the verb is a kind or an unkind one
+(``helped``... vs ``blamed``...), 400 train and 300 dev rows. (A harder task, the group of
+the sentence's subject, left every arm, full fine-tuning included, at the majority class in
+200 steps.) A tiny BART (``ptm pretrain experiment=bart_tiny``, its own WordPiece
 vocabulary trained on the corpus) pre-trains ``--pretrain-steps`` steps on the corpus;
 each arm is then ``ptm finetune task=kg_pair task.train=<generated> ... model=<that
 final/> finetune.peft=<method>`` (BART's classification head trains in every arm) for
@@ -18,6 +20,7 @@ run). Prints and writes ``benchmarks/results/seq2seq_peft.{md,json}``: dev accur
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import shutil
@@ -33,13 +36,17 @@ from benchmarks.fixtures import BENCH_DIR, ROOT, bench_env
 WORK = BENCH_DIR / "seq2seq-peft"
 RESULTS = Path(__file__).resolve().parent / "results"
 ARMS: dict[str, list[str]] = {
+    "full": ["finetune.peft=none"],
     "lora": ["finetune.peft=lora", "finetune.peft_r=8", "finetune.peft_alpha=16"],
     "prompt": ["finetune.peft=prompt", "finetune.peft_virtual_tokens=20"],
     "prefix": ["finetune.peft=prefix", "finetune.peft_virtual_tokens=20"],
 }
-LEARNING_RATES: dict[str, float] = {"lora": 5e-3, "prompt": 3e-2, "prefix": 1e-2}
+LEARNING_RATES: dict[str, float] = {"full": 1e-3, "lora": 5e-3, "prompt": 3e-2, "prefix": 1e-2}
 SYLLABLES = ("ka", "lo", "mi", "ren", "to", "sa", "vel", "du", "ni", "por", "ze", "bu")
-VERBS = ("met", "helped", "called", "visited", "followed", "thanked", "saw", "taught")
+KIND = ("helped", "thanked", "taught", "praised")
+UNKIND = ("blamed", "robbed", "insulted", "ignored")
+# Label names are words of the corpus, so a text-to-text run (--text-to-text) can write them.
+LABELS = ("sailors", "farmers")
 CITIES = ("harbor", "valley", "market", "castle", "forest", "river", "tower", "garden")
 GROUPS = ("sailors", "farmers")
 
@@ -61,10 +68,9 @@ def generate(seed: int = 0) -> tuple[Path, Path, Path]:
 
     def sentence() -> tuple[str, int]:
         subject, other = rng.sample(people, 2)
-        return (
-            f"{subject} {rng.choice(VERBS)} {other} in the {rng.choice(CITIES)} .",
-            group[subject],
-        )
+        label = rng.randrange(2)
+        verb = rng.choice(KIND if label else UNKIND)
+        return f"{subject} {verb} {other} in the {rng.choice(CITIES)} .", label
 
     lines = []
     for _ in range(6000):
@@ -79,7 +85,7 @@ def generate(seed: int = 0) -> tuple[Path, Path, Path]:
         rows = ["sentence\tlabel"]
         for _ in range(count):
             text, label = sentence()
-            rows.append(f"{text}\t{GROUPS[label]}")
+            rows.append(f"{text}\t{LABELS[label]}")
         path = WORK / f"{split}.tsv"
         path.write_text("\n".join(rows) + "\n", encoding="utf-8")
         files.append(path)
@@ -87,7 +93,8 @@ def generate(seed: int = 0) -> tuple[Path, Path, Path]:
 
 
 def pretrain(corpus: Path, steps: int, threads: int) -> Path:
-    out = WORK / f"pretrain-bart_tiny-{steps}"
+    digest = hashlib.sha256(corpus.read_bytes()).hexdigest()[:8]
+    out = WORK / f"pretrain-bart_tiny-{steps}-{digest}"
     final = out / "final"
     if final.is_dir():
         print(f"pretrain: reusing {final}", flush=True)
@@ -105,16 +112,19 @@ def pretrain(corpus: Path, steps: int, threads: int) -> Path:
     return final
 
 
-def finetune(final: Path, train: Path, dev: Path, arm: str, seed: int, steps: int) -> dict:
+def finetune(
+    final: Path, train: Path, dev: Path, arm: str, seed: int, steps: int, text_to_text: bool
+) -> dict:
     from flows.finetune import run_one
 
-    folder = WORK / "runs" / arm / f"seed{seed}"
+    folder = WORK / "runs" / ("t2t" if text_to_text else "head") / arm / f"seed{seed}"
     shutil.rmtree(folder, ignore_errors=True)
     overrides = [
-        "task=kg_pair", "task.name=subject_group", f"task.train={train}", f"task.dev={dev}",
+        "task=kg_pair", "task.name=kind_verb", f"task.train={train}", f"task.dev={dev}",
         "task.max_length=24", "task.batch_size=16", f"model={final}", f"seed={seed}",
         *ARMS[arm], f"trainer.max_steps={steps}", f"trainer.learning_rate={LEARNING_RATES[arm]}",
         f"trainer.output_dir={folder}", f"trainer.save_every={steps}", "trainer.progress=false",
+        f"finetune.text_to_text={str(text_to_text).lower()}",
     ]  # fmt: skip
     start = time.perf_counter()
     metrics = run_one(overrides)["final_metrics"]
@@ -133,20 +143,23 @@ def finetune(final: Path, train: Path, dev: Path, arm: str, seed: int, steps: in
 
 def report(runs: list[dict[str, Any]], settings: dict[str, Any]) -> str:
     lines = [
-        "# LoRA vs prompt vs prefix tuning on a tiny BART (generated task)",
+        "# Full vs LoRA vs prompt vs prefix tuning on a tiny BART (generated task)",
         "",
-        f"`{settings['command']}`: tiny BART (2+2 layers, width 64) pre-trained "
-        f"{settings['pretrain_steps']} steps on the generated corpus; each arm "
+        f"`{settings['command']}` ({settings['mode']}): tiny BART (2+2 layers, width 64) "
+        f"pre-trained {settings['pretrain_steps']} steps on the generated corpus; each arm "
         f"{settings['steps']} steps, seeds {settings['seeds']}; dev accuracy x 100, mean ± "
-        "sample std. The task: the group of a sentence's subject (two groups of nonce "
-        "names, the object from either), 400 train / 300 dev rows. The head trains in "
-        "every arm (it is counted in the trainable parameters).",
+        "sample std. The task: is the sentence's verb a kind or an unkind one "
+        "(nonce names around it), 400 train / 300 dev rows. A classification head trains "
+        "in every arm and counts in the trainable parameters (text-to-text: no head, the "
+        "LM head stays frozen).",
         "",
         "| method | lr | dev accuracy | trainable parameters (share) | `final/` weights |",
         "| --- | --- | --- | --- | --- |",
     ]
     for arm in ARMS:
         mine = [r for r in runs if r["arm"] == arm]
+        if not mine:
+            continue
         scores = [100 * r["accuracy"] for r in mine]
         std = statistics.stdev(scores) if len(scores) > 1 else 0.0
         first = mine[0]
@@ -165,7 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pretrain-steps", type=int, default=600)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument(
+        "--text-to-text", action="store_true", help="generate the label name (T5's mode)"
+    )
+    parser.add_argument(
+        "--lr", action="append", default=[], help="ARM=RATE: another peak rate for an arm"
+    )
     args = parser.parse_args(argv)
+    for item in args.lr:
+        arm, _, rate = item.partition("=")
+        LEARNING_RATES[arm] = float(rate)
     seeds = [int(s) for s in args.seeds.split(",")]
     if args.threads:
         import torch
@@ -176,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for arm in args.arms.split(","):
         for seed in seeds:
-            run = finetune(final, train, dev, arm, seed, args.steps)
+            run = finetune(final, train, dev, arm, seed, args.steps, args.text_to_text)
             print(
                 f"  {arm} seed {seed}: accuracy {run['accuracy']:.4f}, trainable "
                 f"{run['trainable']:,} ({run['trainable_share']:.2%}), {run['wall_s']:.0f} s",
@@ -189,12 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         "pretrain_steps": args.pretrain_steps,
         "steps": args.steps,
         "seeds": seeds,
+        "mode": "text-to-text" if args.text_to_text else "classification head",
     }
     text = report(runs, settings)
     print(text)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "seq2seq_peft.md").write_text(text, encoding="utf-8")
-    (RESULTS / "seq2seq_peft.json").write_text(
+    name = "seq2seq_peft_t2t" if args.text_to_text else "seq2seq_peft"
+    (RESULTS / f"{name}.md").write_text(text, encoding="utf-8")
+    (RESULTS / f"{name}.json").write_text(
         json.dumps({"settings": settings, "runs": runs}, indent=2) + "\n", encoding="utf-8"
     )
     return 0
