@@ -104,3 +104,58 @@ def test_families_without_an_adapter_refuse_peft_in_one_line(family: str, own: s
     # ... and says where the family takes its adapter instead.
     assert f"takes its adapter as {own}.peft=<method>" in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+@pytest.fixture(scope="module")
+def bart_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 'pre-trained' tiny BART-layout folder with its tokenizer (what `ptm pretrain
+    experiment=bart_tiny` leaves, in ptm format)."""
+    from ptm_core.encoders import build_encoder_decoder
+
+    path = tmp_path_factory.mktemp("bart") / "final"
+    tokenizer = WordPieceTokenizer.from_vocab(REPO / "data_specs/text_corpus/sample-vocab.txt")
+    vocab = tokenizer.vocab_info
+    torch.manual_seed(0)
+    model = build_encoder_decoder(
+        tokenizer.vocab_size, hidden_size=32, encoder_layers=1, decoder_layers=1, num_heads=2,
+        intermediate_size=48, max_positions=96, pad_token_id=vocab.pad_id,
+        bos_token_id=vocab.cls_id, eos_token_id=vocab.sep_id,
+        decoder_start_token_id=vocab.cls_id,
+    )  # fmt: skip
+    model.save_pretrained(path)
+    tokenizer.save(path)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["prompt", "prefix"])
+def test_prompt_and_prefix_on_bart_train_save_reload_evaluate_and_predict(
+    bart_base: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], method: str
+) -> None:
+    out = tmp_path / "ft"
+    code = main(
+        [
+            "finetune",
+            "task=kg_pair",
+            f"model={bart_base}",
+            f"finetune.peft={method}",
+            "finetune.peft_virtual_tokens=8",
+            "trainer.max_steps=3",
+            f"trainer.output_dir={out}",
+            "trainer.progress=false",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert f"({method})" in captured.err  # the run log's trainable-parameter line
+    final = out / "final"
+    assert (final / "adapter.safetensors").is_file()
+    assert not (final / "model.safetensors").exists()  # the base is not copied
+    assert main(["evaluate", str(final)]) == 0
+    assert "accuracy" in capsys.readouterr().out
+    rows = REPO / "data_specs/glue_classification/dev.tsv"
+    predictions = tmp_path / "dev.predictions.jsonl"
+    assert main(["predict", str(final), str(rows), "--output", str(predictions)]) == 0
+    assert len(predictions.read_text().splitlines()) == 68
+    assert main(["export", "--format", "hf", str(final), str(tmp_path / "hf")]) == 1
+    assert f"finetune.peft={method} model has no Hugging Face" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from ptm_core.checkpoints.hf.bert_tasks import load_hf_task_model
 from ptm_core.encoders.presets import bert_encoder
 from ptm_core.finetune.model import TaskModel, build_task_model
 from ptm_core.peft import PeftConfig, PrefixAttention, SoftPromptEncoder, attach_peft
-from ptm_core.peft.prompts import _prompt_mask
+from ptm_core.peft.prompts import prompt_mask
 from ptm_core.training import TrainerConfig
 from ptm_core.training.optim import build_optimizer
 
@@ -69,11 +69,11 @@ def test_real_tokens_attend_the_virtual_ones(method: str) -> None:
     assert (after - before).abs().min() > 0  # every real position reads the virtual tokens
 
 
-def test_prompt_mask_layouts() -> None:
+def testprompt_mask_layouts() -> None:
     padding = torch.tensor([[1, 1, 0]])
-    assert _prompt_mask(padding, 2).tolist() == [[1, 1, 1, 1, 0]]
+    assert prompt_mask(padding, 2).tolist() == [[1, 1, 1, 1, 0]]
     visible = torch.tensor([[[1, 1, 0], [1, 1, 0], [0, 0, 0]]], dtype=torch.bool)
-    mask = _prompt_mask(visible, 2)
+    mask = prompt_mask(visible, 2)
     assert mask is not None
     assert mask.shape == (1, 5, 5)
     # Prompt rows see each other and the real tokens, not the padding column.

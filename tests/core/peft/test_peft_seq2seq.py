@@ -1,8 +1,9 @@
 """LoRA and IA3 on an encoder-decoder (BART/T5 layouts; MASS is BART's): what trains, what
-final/ holds, loading it back (base + adapter + head), the refusal of prompts and prefixes,
-and a crash/resume that stays bit-identical; ``ptm export --format hf`` of an adapter run,
-merged into the weights or as a peft adapter folder that ``PeftModel.from_pretrained``
-loads onto the exported base, gives ptm's logits."""
+final/ holds, loading it back (base + adapter + head), and a crash/resume that stays
+bit-identical; ``ptm export --format hf`` of an adapter run, merged into the weights or as a
+peft adapter folder that ``PeftModel.from_pretrained`` loads onto the exported base, gives
+ptm's logits. Prompts and prefixes on an encoder-decoder:
+tests/core/peft/test_peft_seq2seq_prompts.py."""
 
 from __future__ import annotations
 
@@ -169,16 +170,6 @@ def test_final_holds_adapter_and_loads_back(
     for name in ("encoder.embeddings.word.weight", "decoder.layers.0.feed_forward.w_out.weight"):
         frozen = name if name in loaded else name.replace("w_out.", "w_out.base_layer.")
         assert torch.equal(loaded[frozen], base_state[name]), name
-
-
-@pytest.mark.parametrize("method", ["prompt", "prefix"])
-def test_prompt_and_prefix_are_refused_in_one_line(
-    bases: dict[str, Path], tmp_path: Path, method: str
-) -> None:
-    with pytest.raises(
-        ValueError, match=rf"finetune.peft={method} .*use finetune.peft=lora or ia3"
-    ):
-        run(bases["bart"], tmp_path / "run", method)
 
 
 @pytest.mark.parametrize("text_to_text", [False, True], ids=["head", "text_to_text"])

@@ -135,18 +135,33 @@ class EncoderDecoderModel(nn.Module):
 
     def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput:
         """Encoder states ``(B, S, D)`` for ``input_ids`` ``(B, S)``."""
-        length = input_ids.shape[1]
+        return self.encode_embeds(self.embed_source(input_ids), attention_mask)
+
+    def embed_source(self, input_ids: Tensor) -> Tensor:
+        """The encoder's token vectors ``(B, S, D)`` (times ``sqrt(D)`` with
+        ``scale_embedding``), before positions: what :meth:`encode_embeds` reads."""
+        return self.encoder.embeddings.word(input_ids) * self.embed_scale
+
+    def encode_embeds(self, embeds: Tensor, attention_mask: Tensor | None = None) -> EncoderOutput:
+        """Encoder states ``(B, S, D)`` for input vectors ``(B, S, D)`` at positions
+        ``0 .. S-1``: the seam for vectors that are not tokens (soft prompts,
+        :mod:`ptm_core.peft.seq2seq_prompts`).
+
+        Args:
+            embeds: ``(B, S, D)``, scaled as :meth:`embed_source` scales token vectors.
+            attention_mask: ``(B, S)`` padding (1 = real) or ``(B, S, S)`` visibility.
+        """
+        length = embeds.shape[1]
         if length > self.config.max_positions:
             raise ValueError(
                 f"encoder input of {length} tokens is longer than max_positions="
                 f"{self.config.max_positions}; truncate it or raise max_positions"
             )
         positions = (
-            torch.arange(length, device=input_ids.device)[None, :] + self.config.position_offset
+            torch.arange(length, device=embeds.device)[None, :] + self.config.position_offset
             if not self.config.bucketed
             else None
         )
-        embeds = self.encoder.embeddings.word(input_ids) * self.embed_scale
         return self.encoder(
             inputs_embeds=embeds, attention_mask=attention_mask, position_ids=positions
         )

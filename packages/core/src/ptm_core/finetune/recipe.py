@@ -44,7 +44,6 @@ from ptm_core.finetune.task_loaders import task_loader
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import evaluate_text_to_text
 from ptm_core.peft import PeftConfig, attach_peft, count_trainable
-from ptm_core.peft.config import LIBRARY_METHODS
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 
@@ -254,12 +253,6 @@ def check_peft_run(
     where = f"task {task.name}: finetune.peft={peft.method}"
     if feature_based:
         raise ValueError(f"{where} and feature_based=true exclude each other; set one of them")
-    if isinstance(encoder, EncoderDecoderModel) and peft.method not in LIBRARY_METHODS:
-        raise ValueError(
-            f"{where} is not supported on an encoder-decoder (BART/T5/MASS): its virtual "
-            "tokens would need a seam in the decoder's cross-attention and cached generation, "
-            "which ptm's decoder does not offer; use finetune.peft=lora or ia3"
-        )
     if base is None:
         raise ValueError(
             f"{where} trains an adapter on a pre-trained model: give init_from=<its folder> "

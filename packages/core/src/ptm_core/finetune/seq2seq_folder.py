@@ -1,16 +1,18 @@
 """Loading a BART/T5/MASS fine-tune's ``final/`` (:func:`load_seq2seq_task`), and the
-adapter ``final/`` of one with ``finetune.peft=lora|ia3``.
+adapter ``final/`` of one with ``finetune.peft=lora|ia3|prompt|prefix``.
 
 LoRA and IA3 wrap the encoder's and the decoder's attention (self and cross) and
 feed-forward linears of the :class:`~ptm_core.encoders.encoder_decoder.EncoderDecoderModel`
 (``peft_backbone = "model"`` on :class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` and
-:class:`~ptm_core.finetune.text_to_text.TextToTextModel`). The ``final/`` is core's adapter
+:class:`~ptm_core.finetune.text_to_text.TextToTextModel`); a soft prompt wraps the model,
+prefixes go into its three attentions (:mod:`ptm_core.peft.seq2seq_prompts`). The ``final/`` is core's adapter
 layout (:func:`~ptm_core.finetune.peft_folder.save_adapter_folder`) with ptm's seq2seq
 ``config.json`` (what ``ptm evaluate`` and ``ptm predict`` dispatch on)::
 
     task.json               the seq2seq task record ("seq2seq": "classification_head" or
                             "text_to_text"), plus "peft": {method, settings, "base"}
-    adapter.safetensors     LoRA A/B or IA3 scales, names under the encoder-decoder
+    adapter.safetensors     LoRA A/B, IA3 scales, the prompt or the prefixes, names under
+                            the encoder-decoder
     task_head.safetensors   the classification head (text-to-text: none, the LM head
                             stays frozen)
     config.json             the base encoder-decoder's config (ptm format)

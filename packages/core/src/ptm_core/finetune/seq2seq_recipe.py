@@ -3,7 +3,7 @@
 Two modes: BART's classification head on the decoder's last end token
 (:mod:`ptm_core.finetune.seq2seq`) and T5's text-to-text label generation
 (:mod:`ptm_core.finetune.text_to_text`). Either trains whole, or, with
-``finetune.peft=lora|ia3``, as a frozen encoder-decoder with an adapter
+``finetune.peft=lora|ia3|prompt|prefix``, as a frozen encoder-decoder with an adapter
 (:mod:`ptm_core.finetune.seq2seq_folder`). :func:`~ptm_core.finetune.recipe.finetune`
 dispatches here for an encoder-decoder.
 """
@@ -74,7 +74,9 @@ def finetune_seq2seq(
         group_by_length: batch rows of similar length together.
         provenance: facts for ``task.json``.
         peft: LoRA or IA3 (:mod:`ptm_core.peft`) on the encoder's and the decoder's
-            attention (self and cross) and feed-forward linears: the encoder-decoder stays
+            attention (self and cross) and feed-forward linears, a soft prompt before the
+            encoder's input or prefixes in all three attentions
+            (:mod:`ptm_core.peft.seq2seq_prompts`): the encoder-decoder stays
             frozen, the adapter and the classification head train, and ``final/`` holds only
             those (:mod:`ptm_core.finetune.seq2seq_folder`), pointing at ``base``.
         base: the folder ``model`` was loaded from (needed with ``peft``).

@@ -72,15 +72,18 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
     Args:
         model: a task model whose encoder is ``model.encoder``
             (:class:`~ptm_core.finetune.model.TaskModel`), or that names its backbone in
-            ``peft_backbone`` (:class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier`: LoRA
-            and IA3 only).
+            ``peft_backbone`` (:class:`~ptm_core.finetune.seq2seq.Seq2SeqClassifier` and
+            the text-to-text model: an encoder-decoder).
         config: the method (``none`` returns ``model`` untouched).
 
     Returns:
         ``model``, changed in place: LoRA/IA3 wrap the encoder's linears (``peft``); prompt
         tuning wraps the encoder in :class:`SoftPromptEncoder`; prefix tuning wraps each
         layer's attention in :class:`~ptm_core.peft.prompts.PrefixAttention` (the text
-        encoder's layers, for a wrapper with a ``text_stack``).
+        encoder's layers, for a wrapper with a ``text_stack``). On an encoder-decoder
+        backbone: :class:`~ptm_core.peft.seq2seq_prompts.SoftPromptSeq2Seq` in its place,
+        or prefixes in all three attentions of every layer
+        (:func:`~ptm_core.peft.seq2seq_prompts.add_seq2seq_prefixes`).
     """
     if not config.enabled:
         return model
@@ -92,9 +95,10 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
 
         inject(encoder, config)
     elif backbone_name(model) != "encoder":
-        raise ValueError(
-            f"finetune.peft={config.method} puts virtual tokens into an encoder's layers; "
-            f"{type(model).__name__} adapts {backbone_name(model)}: use finetune.peft=lora or ia3"
+        from ptm_core.peft.seq2seq_prompts import attach_seq2seq_prompts
+
+        attach_seq2seq_prompts(
+            model, backbone_name(model), config.method, config.num_virtual_tokens
         )
     elif config.method == "prefix":
         # A wrapper (ERNIE-THU, XLM...) holds its core text encoder as ``text_stack``.

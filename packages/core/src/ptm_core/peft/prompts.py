@@ -7,6 +7,7 @@
   attends ``P`` trained keys and values before the sequence's own, through the attention
   block's cached-keys path (``forward_cached``), the seam decoders use for their cache.
 
+An encoder-decoder's (BART, T5, MASS) are in :mod:`ptm_core.peft.seq2seq_prompts`.
 Both keep the wrapped encoder frozen and its layers untouched; the masks are extended so
 that every real token attends the virtual ones and padding stays hidden.
 """
@@ -51,9 +52,9 @@ class SoftPromptEncoder(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.num_virtual_tokens = num_virtual_tokens
-        table: Tensor = self.encoder.embeddings.word.weight
-        drawn = torch.randint(0, table.shape[0], (num_virtual_tokens,))
-        self.prompt = nn.Parameter(table.detach()[drawn].clone())  # (P, E)
+        self.prompt = nn.Parameter(
+            vocabulary_prompt(self.encoder.embeddings.word.weight, num_virtual_tokens)
+        )  # (P, E)
         max_positions = getattr(self.encoder.config, "max_positions", None)
         self.max_length = None if max_positions is None else int(max_positions) - num_virtual_tokens
 
@@ -92,7 +93,7 @@ class SoftPromptEncoder(nn.Module):
             token_type_ids = torch.cat([token_type_ids.new_zeros(batch, count), token_type_ids], 1)
         out = self.encoder(
             inputs_embeds=torch.cat([prompt, words], dim=1),  # (B, P + L, E)
-            attention_mask=_prompt_mask(attention_mask, count),
+            attention_mask=prompt_mask(attention_mask, count),
             position_ids=position_ids,
             token_type_ids=token_type_ids,
             **kwargs,
@@ -107,7 +108,15 @@ class SoftPromptEncoder(nn.Module):
         )
 
 
-def _prompt_mask(mask: Tensor | None, count: int) -> Tensor | None:
+def vocabulary_prompt(table: Tensor, count: int) -> Tensor:
+    """``count`` rows of a token table drawn at random (the global generator): the
+    initial prompt ``(P, E)`` of Lester et al. (2021, section 3: "sampled vocabulary",
+    their best initialisation after class labels)."""
+    drawn = torch.randint(0, table.shape[0], (count,))
+    return table.detach()[drawn].clone()
+
+
+def prompt_mask(mask: Tensor | None, count: int) -> Tensor | None:
     """The mask over ``[prompt; tokens]``: every real token sees the prompt; the prompt sees
     the real tokens (padding stays hidden from everyone)."""
     if mask is None:
@@ -180,24 +189,71 @@ class PrefixAttention(nn.Module):
         batch = hidden_states.shape[0]
         heads, width = self.attention.num_heads, self.attention.head_dim
         count = self.num_virtual_tokens
-
-        def per_head(prefix: Tensor) -> Tensor:  # (P, h d) -> (B, h, P, d)
-            shaped = prefix.to(hidden_states.dtype).view(count, heads, width).transpose(0, 1)
-            return shaped.unsqueeze(0).expand(batch, -1, -1, -1)
-
         if isinstance(mask, AttentionStructure):
             mask = mask.to(hidden_states.device).reference_mask()  # (B, 1, L, L) bool
-        if mask is not None:
-            rows = mask.shape[:-1]
-            if mask.dtype == torch.bool:
-                seen = mask.new_ones(*rows, count)
-            else:
-                seen = mask.new_zeros(*rows, count)  # additive: 0 = may attend
-            mask = torch.cat([seen, mask], dim=-1)  # (..., L, P + L)
         output, _, _ = self.attention.forward_cached(
-            hidden_states, per_head(self.prefix_key), per_head(self.prefix_value), mask
+            hidden_states,
+            prefix_heads(self.prefix_key, batch, heads, width, hidden_states.dtype),
+            prefix_heads(self.prefix_value, batch, heads, width, hidden_states.dtype),
+            prefix_visible(mask, count),
         )
         return output
+
+    @property
+    def num_heads(self) -> int:
+        """The wrapped attention's head count (what a decoder's cache reads)."""
+        return self.attention.num_heads
+
+    @property
+    def head_dim(self) -> int:
+        """The wrapped attention's head width."""
+        return self.attention.head_dim
+
+    def forward_cached(
+        self,
+        hidden_states: Tensor,
+        past_key: Tensor,
+        past_value: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """A decoder's incremental step: ``T`` new positions attend the prefix, the ``P``
+        cached positions and themselves (the arguments and mask of
+        :meth:`~ptm_core.modules.attention.MultiHeadSelfAttention.forward_cached`).
+
+        Returns:
+            Output ``(B, T, D)`` and the keys and values of the real positions only,
+            ``(B, h, P + T, d)``: the cache never holds the prefix, so each step puts it
+            in front once.
+        """
+        batch = hidden_states.shape[0]
+        heads, width, count = self.num_heads, self.head_dim, self.num_virtual_tokens
+        dtype = hidden_states.dtype
+        key = torch.cat([prefix_heads(self.prefix_key, batch, heads, width, dtype), past_key], 2)
+        value = torch.cat(
+            [prefix_heads(self.prefix_value, batch, heads, width, dtype), past_value], 2
+        )
+        output, key, value = self.attention.forward_cached(
+            hidden_states, key, value, prefix_visible(mask, count)
+        )
+        return output, key[:, :, count:], value[:, :, count:]
+
+
+def prefix_heads(prefix: Tensor, batch: int, heads: int, width: int, dtype: torch.dtype) -> Tensor:
+    """A stored prefix ``(P, h d)`` as the keys or values of ``batch`` rows ``(B, h, P, d)``."""
+    count = prefix.shape[0]
+    shaped = prefix.to(dtype).view(count, heads, width).transpose(0, 1)  # (h, P, d)
+    return shaped.unsqueeze(0).expand(batch, -1, -1, -1)
+
+
+def prefix_visible(mask: Tensor | None, count: int) -> Tensor | None:
+    """An attention mask ``(..., Lq, Lk)`` with ``count`` visible key columns in front:
+    ``True`` for a bool mask, ``0`` for an additive one (so a prefix takes no position
+    bias); ``None`` stays ``None`` (everything visible)."""
+    if mask is None:
+        return None
+    rows = mask.shape[:-1]
+    seen = mask.new_ones(*rows, count) if mask.dtype == torch.bool else mask.new_zeros(*rows, count)
+    return torch.cat([seen, mask], dim=-1)  # (..., Lq, P + Lk)
 
 
 def add_prefixes(encoder: nn.Module, num_virtual_tokens: int) -> int:

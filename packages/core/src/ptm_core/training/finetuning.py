@@ -137,7 +137,8 @@ def encoder_decoder_depth(
         E + D .. E + 1 decoder layers D-1 .. 0 (decoder relative_position_bias: E + D)
         E .. 1         encoder layers E-1 .. 0 (encoder final_norm and
                        relative_position_bias: E, the layer they finish / serve)
-        0              embeddings of both sides (shared token table, positions)
+        0              embeddings of both sides (shared token table, positions), and
+                       a soft prompt (``prompt``; the model then sits one ``model.`` deeper)
 
     This is ULMFiT's rule (Howard & Ruder, 2018, sections 3.2-3.3: layers farther from
     the output hold more general features, so they get smaller rates and are unfrozen
@@ -164,6 +165,16 @@ def encoder_decoder_depth(
     if not name.startswith(prefix):
         return top
     rest = name[len(prefix) :]
+    if rest == "prompt":  # a soft prompt (finetune.peft=prompt) is input: the embeddings' depth
+        return 0
+    if rest.startswith("model."):  # the encoder-decoder inside a soft-prompt wrapper
+        return encoder_decoder_depth(
+            name,
+            encoder_layers=encoder_layers,
+            decoder_layers=decoder_layers,
+            prefix=prefix + "model.",
+            lm_head_depth=lm_head_depth,
+        )
     if rest.startswith("lm_head."):
         return top if lm_head_depth is None else lm_head_depth
     if rest.startswith("encoder."):

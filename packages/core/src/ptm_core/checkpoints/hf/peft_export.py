@@ -57,7 +57,7 @@ def prepare_peft_export(
     if method not in LIBRARY_METHODS:
         raise CheckpointError(
             f"{source}: a finetune.peft={method} model has no Hugging Face counterpart to "
-            "export (its virtual tokens live inside ptm's encoder); score and predict it "
+            "export (its virtual tokens live inside ptm's encoder or encoder-decoder); score and predict it "
             "with ptm evaluate / ptm predict, or fine-tune with finetune.peft=lora"
         )
     require_peft()
