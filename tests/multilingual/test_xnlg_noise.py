@@ -11,6 +11,7 @@ column, and must give the same sentences.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -237,7 +238,7 @@ def test_shuffle_moves_no_word_k_places_and_swaps_neighbours_at_the_derived_rate
         where = {token: place for place, token in enumerate(out)}
         for place, token in enumerate(SENTENCE[1:-1], start=1):
             assert abs(where[token] - place) < k
-        for a, b in zip(SENTENCE[1:-2], SENTENCE[2:-1], strict=True):
+        for a, b in itertools.pairwise(SENTENCE[1:-1]):
             pairs += 1
             swaps += where[a] > where[b]
     p = (k - 1) ** 2 / (2 * k**2)
