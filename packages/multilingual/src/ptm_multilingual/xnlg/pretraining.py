@@ -104,7 +104,8 @@ def plan_xnlg_pretraining(run: PretrainRun) -> PretrainingPlan:
     if not run.init_from:
         raise ValueError(
             "XNLG stage 2 starts from a stage-1 XLM (MLM + TLM): run `ptm pretrain "
-            "experiment=xlm_tlm_tiny` first, then give init_from=<its final/>"
+            "experiment=xnlg_stage1_tiny` (or any XLM run) first, then give "
+            "init_from=<its final/>"
         )
     names = list(run.objectives)
     if names != ["xnlg"]:
