@@ -221,14 +221,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds = [int(s) for s in args.seeds.split(",")]
     start = time.time()
     data = ensure_data(args.work, args.mono, args.parallel, "mild")
-    key = (
-        f"{args.stage1_steps}-{args.stage2_steps}-{args.layers}-{args.decoder_layers}-{args.hidden}"
-    )
-    work = args.work / f"{data.name}-{key}"
+    # Stage 1 is shared by every run of the same encoder settings; stage 2 and the
+    # fine-tunes are keyed by their own.
+    encoder_key = f"{args.stage1_steps}-{args.layers}-{args.hidden}-{args.vocab_size}"
+    stage1_work = args.work / f"{data.name}-s1-{encoder_key}"
+    work = stage1_work / f"s2-{args.stage2_steps}-{args.decoder_layers}-{args.stage2_lr:g}"
     raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for seed in seeds:
         stage1 = pretrain(
-            work,
+            stage1_work,
             "mlm+tlm",
             seed,
             args.stage1_steps,
