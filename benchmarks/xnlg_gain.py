@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--notes-file", type=Path)
     parser.add_argument("--render", action="store_true")
-    args = parser.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(given)
     path = RESULTS / "xnlg_gain.json"
     if args.render:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -270,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     latest = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": "python -m benchmarks.xnlg_gain " + " ".join(argv or []),
+        "command": " ".join(["python -m benchmarks.xnlg_gain", *given]),
         "seeds": seeds,
         "threads": args.threads,
         "minutes": (time.time() - start) / 60,

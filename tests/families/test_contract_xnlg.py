@@ -14,7 +14,7 @@ from pathlib import Path
 from family_contract import FAST, FamilyContract
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "multilingual"))
-from xnlg_generated import corpora, headline_task  # noqa: E402
+from xnlg_generated import corpora, headline_task
 
 FAMILY = "xnlg"
 
@@ -56,6 +56,9 @@ class TestXNLGContract(FamilyContract):
         )
         self.stage1 = Path(run_composed(stage1).encoder_dir)
         return super().saved_folder(tmp_path)
+
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(corpora(tmp_path / "eval", mono=1, pairs=6) / "parallel")
 
     def pretrain_overrides(self, tmp_path: Path) -> list[str]:
         return [

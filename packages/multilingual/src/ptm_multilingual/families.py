@@ -82,6 +82,7 @@ XNLG = FamilySpec(
     finetune="ptm_multilingual.xnlg.finetune:finetune_xnlg",
     load={kinds.XNLG: "ptm_multilingual.xnlg.checkpoint:load_xnlg"},
     save={kinds.XNLG: "ptm_multilingual.xnlg.checkpoint:save_xnlg"},
+    evaluation="ptm_multilingual.xnlg.evaluation:XNLG",
     recipes={"xnlg": "pretrain", "xnlg_finetune": "finetune"},
 )
 
