@@ -184,6 +184,7 @@ def finetune_generation(
             num_beams=options.num_beams,
             batch_size=options.eval_batch_size,
             bleu_tokenize=options.bleu_tokenize,
+            bleu_max_order=options.bleu_max_order,
         )
         final_metrics.update({f"dev/{dev_lang}/{k}": v for k, v in scores.items()})
         generations[dev_lang] = texts

@@ -77,6 +77,7 @@ def score_generation(
     num_beams: int = 1,
     batch_size: int = 32,
     bleu_tokenize: str = "13a",
+    bleu_max_order: int = 4,
 ) -> tuple[dict[str, float], list[str]]:
     """Generate for every ``(source, reference)`` pair and score against the references.
 
@@ -96,7 +97,10 @@ def score_generation(
         batch_size=batch_size,
     )
     references = [r for _, r in pairs]
-    return generation_scores(hypotheses, references, bleu_tokenize=bleu_tokenize), hypotheses
+    scores = generation_scores(
+        hypotheses, references, bleu_tokenize=bleu_tokenize, bleu_max_order=bleu_max_order
+    )
+    return scores, hypotheses
 
 
 __all__ = ["encode_sources", "generate_texts", "score_generation"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import sacrebleu
 from rouge_score import rouge_scorer
+from sacrebleu.metrics import BLEU
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -25,7 +25,11 @@ class WhitespaceTokenizer:
 
 
 def generation_scores(
-    hypotheses: Sequence[str], references: Sequence[str], *, bleu_tokenize: str = "13a"
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    *,
+    bleu_tokenize: str = "13a",
+    bleu_max_order: int = 4,
 ) -> dict[str, float]:
     """Corpus BLEU and mean ROUGE F1 of ``hypotheses`` against one reference each.
 
@@ -34,6 +38,8 @@ def generation_scores(
         references: one reference per hypothesis.
         bleu_tokenize: sacrebleu's tokenizer (``13a``; ``intl``, ``char``, ``zh`` for
             other scripts).
+        bleu_max_order: longest n-gram of BLEU (4: BLEU-4). Corpus BLEU-4 is 0 whenever
+            no hypothesis has a 4-gram, so targets of three words or fewer need 2.
 
     Returns:
         ``bleu``, ``rouge1``, ``rouge2``, ``rougeL`` (percentages) and ``count``.
@@ -47,9 +53,8 @@ def generation_scores(
         )
     if not hypotheses:
         raise ValueError("no hypotheses to score")
-    bleu = sacrebleu.corpus_bleu(
-        list(hypotheses), [list(references)], tokenize=bleu_tokenize, lowercase=True
-    )
+    metric = BLEU(tokenize=bleu_tokenize, lowercase=True, max_ngram_order=bleu_max_order)
+    bleu = metric.corpus_score(list(hypotheses), [list(references)])
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), tokenizer=WhitespaceTokenizer())
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
     for hypothesis, reference in zip(hypotheses, references, strict=True):

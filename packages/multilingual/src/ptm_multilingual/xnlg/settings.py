@@ -60,6 +60,8 @@ class XNLGFinetune:
             taught it of every language), ``encoder``, ``decoder`` or ``all``.
         num_beams: beam width of generation (the reference: 3).
         bleu_tokenize: sacrebleu tokenizer (``13a``, ``intl``, ``char``, ``zh``, ...).
+        bleu_max_order: BLEU's longest n-gram (4; 2 for targets of three words or fewer,
+            whose corpus BLEU-4 is 0 without a single 4-gram).
     """
 
     train_file: str | None = None
@@ -72,6 +74,7 @@ class XNLGFinetune:
     train: str = "encoder_layers"
     num_beams: int = 1
     bleu_tokenize: str = "13a"
+    bleu_max_order: int = 4
 
 
 @dataclass
