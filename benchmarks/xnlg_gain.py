@@ -171,7 +171,7 @@ def report(payload: dict[str, Any]) -> str:
         lines.append(f"| {row['arm']} | {row['train']} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Per-seed xb BLEU: "
+        "Per-seed xb BLEU-2: "
         + "; ".join(
             f"{row['arm']}: {', '.join(f'{v:.1f}' for v in row['xb/bleu']['values'])}"
             for row in latest["rows"]
@@ -187,8 +187,12 @@ def report(payload: dict[str, Any]) -> str:
         lines += ["", "## Notes", "", payload["notes"].strip()]
     lines += ["", "## Runs", ""]
     for run in payload["runs"]:
-        gain = run["rows"][0]["xb/bleu"]["mean"] - run["rows"][1]["xb/bleu"]["mean"]
-        lines.append(f"- {run['date']}: seeds {run['seeds']}, xb BLEU gain {gain:+.1f}")
+        ours, base = run["rows"][0], run["rows"][1]
+        gain = {k: ours[k]["mean"] - base[k]["mean"] for k in ("xb/bleu", "xb/rougeL")}
+        lines.append(
+            f"- {run['date']}: `{run['command']}`: xb BLEU gain {gain['xb/bleu']:+.1f}, "
+            f"xb ROUGE-L gain {gain['xb/rougeL']:+.1f}"
+        )
     return "\n".join(lines) + "\n"
 
 
