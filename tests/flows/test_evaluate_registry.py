@@ -15,6 +15,7 @@ from ptm_core.evaluation.registry import Evaluation, register_evaluation, regist
 from ptm_knowledge import kinds as knowledge_kinds
 from ptm_knowledge.family_cogqa import COGQA
 from ptm_multilingual.kinds import XLM as XLM_KIND
+from ptm_multilingual.kinds import XNLG as XNLG_KIND
 from ptm_multimodal import kinds as multimodal_kinds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +75,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     COGQA: ({}, {}, "cogqa"),
     knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     XLM_KIND: ({}, {}, "xlm"),
+    XNLG_KIND: ({}, {}, "xnlg"),
     multimodal_kinds.VISUALBERT: ({}, {}, "multimodal"),
     multimodal_kinds.VILBERT: ({}, {}, "multimodal"),
     multimodal_kinds.LXMERT: ({}, {}, "multimodal"),

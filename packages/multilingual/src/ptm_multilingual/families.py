@@ -10,6 +10,11 @@ This module imports only :mod:`ptm_core.families.spec` and the standard library:
   :func:`ptm_multilingual.finetune_run.finetune_xlm`;
 - folders: ``"ptm_model": "xlm"`` (:mod:`ptm_multilingual.checkpoint`); a folder written
   before the key is recognised by its ``ptm_format`` (:func:`recognizes_xlm`).
+
+The ``xnlg`` family (Chi et al., 2020; :mod:`ptm_multilingual.xnlg`) starts from an XLM
+``final/``: stage 2 (``recipe: xnlg``, ``experiment=xnlg_tiny``) and generation fine-tuning
+(``recipe: xnlg_finetune``, ``experiment=xnlg_zero_shot``); its folders say
+``"ptm_model": "xnlg"``.
 """
 
 from __future__ import annotations
@@ -57,4 +62,28 @@ XLM = FamilySpec(
     recipes={"xlm": "pretrain", "xlm_finetune": "finetune"},
 )
 
-__all__ = ["XLM", "recognizes_xlm"]
+XNLG = FamilySpec(
+    name="xnlg",
+    description=(
+        "XNLG: cross-lingual generation, XLM encoder + a decoder pre-trained with XAE + DAE "
+        "under it (Chi et al., 2020)"
+    ),
+    kinds=(kinds.XNLG,),
+    input_keys=(
+        "input_ids",
+        "attention_mask",
+        "langs",
+        "decoder_input_ids",
+        "decoder_attention_mask",
+        "decoder_langs",
+    ),
+    settings="ptm_multilingual.xnlg.settings:XNLGSettings",
+    plan_pretraining="ptm_multilingual.xnlg.pretraining:plan_xnlg_pretraining",
+    finetune="ptm_multilingual.xnlg.finetune:finetune_xnlg",
+    load={kinds.XNLG: "ptm_multilingual.xnlg.checkpoint:load_xnlg"},
+    save={kinds.XNLG: "ptm_multilingual.xnlg.checkpoint:save_xnlg"},
+    evaluation="ptm_multilingual.xnlg.evaluation:XNLG",
+    recipes={"xnlg": "pretrain", "xnlg_finetune": "finetune"},
+)
+
+__all__ = ["XLM", "XNLG", "recognizes_xlm"]

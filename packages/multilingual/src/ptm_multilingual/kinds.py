@@ -8,5 +8,7 @@ recognised by :func:`ptm_multilingual.families.recognizes_xlm`.
 from __future__ import annotations
 
 XLM = "xlm"
+#: An XNLG encoder-decoder (:class:`ptm_multilingual.xnlg.model.XNLGModel`).
+XNLG = "xnlg"
 
-__all__ = ["XLM"]
+__all__ = ["XLM", "XNLG"]

@@ -9,6 +9,50 @@ from ptm_core.data.errors import DataError
 from ptm_core.finetune.data.examples import SentenceExample
 
 
+def read_two_column_tsv(path: str | Path, fields: tuple[str, str]) -> list[tuple[str, str, int]]:
+    """The ``first<TAB>second`` lines of a file without a header (blank lines skipped).
+
+    Args:
+        path: the file.
+        fields: the two columns' names, for messages (``("label", "sentence")``).
+
+    Returns:
+        ``(first, second, line number)`` per line, both stripped.
+
+    Raises:
+        DataError: ``file:line`` and the field: a missing file, a line without exactly one
+            tab, an empty column, or a file without lines.
+    """
+    path = Path(path)
+    first, second = fields
+    layout = f"{first}<TAB>{second}"
+    if not path.is_file():
+        raise DataError(path, None, "path", "no such file", f"give a {layout} .tsv file")
+    raw: list[tuple[str, str, int]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise DataError(
+                    path,
+                    number,
+                    "columns",
+                    f"{len(parts)} tab-separated fields, expected 2",
+                    f"write each example as {layout} (no header row, no tab inside the {second})",
+                )
+            a, b = parts[0].strip(), parts[1].strip()
+            if not a or not b:
+                which = first if not a else second
+                raise DataError(path, number, which, f"empty {which}", f"give a non-empty {which}")
+            raw.append((a, b, number))
+    if not raw:
+        raise DataError(path, None, "examples", "no examples", f"add {layout} lines")
+    return raw
+
+
 def read_language_tsv(
     path: str | Path, label_names: Sequence[str] | None = None
 ) -> tuple[list[SentenceExample], list[str]]:
@@ -32,32 +76,7 @@ def read_language_tsv(
             one tab, an empty label or sentence, a label outside ``label_names``, or a
             file without examples.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, None, "path", "no such file", "give a label<TAB>sentence .tsv file")
-    raw: list[tuple[str, str, int]] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2:
-                raise DataError(
-                    path,
-                    number,
-                    "columns",
-                    f"{len(parts)} tab-separated fields, expected 2",
-                    "write each example as label<TAB>sentence (no header row, no tab inside "
-                    "the sentence)",
-                )
-            label, text = parts[0].strip(), parts[1].strip()
-            if not label or not text:
-                which = "label" if not label else "sentence"
-                raise DataError(path, number, which, f"empty {which}", f"give a non-empty {which}")
-            raw.append((label, text, number))
-    if not raw:
-        raise DataError(path, None, "examples", "no examples", "add label<TAB>sentence lines")
+    raw = read_two_column_tsv(path, ("label", "sentence"))
     names = list(label_names) if label_names is not None else sorted({r[0] for r in raw})
     index = {name: i for i, name in enumerate(names)}
     examples = []
@@ -74,4 +93,4 @@ def read_language_tsv(
     return examples, names
 
 
-__all__ = ["read_language_tsv"]
+__all__ = ["read_language_tsv", "read_two_column_tsv"]

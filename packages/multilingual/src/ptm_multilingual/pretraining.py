@@ -61,7 +61,7 @@ class XLMPretrainResult:
     tokenizer: SharedBPETokenizer
 
 
-def _prepared_folder(
+def prepared_folder(
     data: XLMData, output_dir: Path, seed: int, init_tokenizer: Path | None = None
 ) -> Path:
     """``data.prepared``, else the raw corpora prepared once into the cache (with the
@@ -116,10 +116,10 @@ def plan_xlm_pretraining(run: PretrainRun) -> PretrainingPlan:
     output_dir = run.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     if start is None:
-        prepared = PreparedXLM.open(_prepared_folder(data, output_dir, run.seed))
+        prepared = PreparedXLM.open(prepared_folder(data, output_dir, run.seed))
     else:
         with start.tokenizer_folder() as given:
-            prepared = PreparedXLM.open(_prepared_folder(data, output_dir, run.seed, given))
+            prepared = PreparedXLM.open(prepared_folder(data, output_dir, run.seed, given))
         start.check_prepared(prepared.tokenizer, data.prepared)
     tok = prepared.tokenizer
     keep_run_tokenizer(tok, output_dir)  # refuses to replace the tokenizer of checkpoints

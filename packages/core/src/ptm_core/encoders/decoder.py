@@ -360,6 +360,7 @@ class TransformerDecoder(nn.Module):
         memory: Tensor,
         attention_mask: Tensor | None = None,
         memory_attention_mask: Tensor | None = None,
+        extra_embeds: Tensor | None = None,
     ) -> Tensor:
         """Decode with teacher forcing.
 
@@ -368,12 +369,15 @@ class TransformerDecoder(nn.Module):
             memory: ``(B, S, D)`` encoder output.
             attention_mask: ``(B, T)`` decoder padding (1 = real) or ``None``.
             memory_attention_mask: ``(B, S)`` encoder padding or ``None``.
+            extra_embeds: ``(B, T, D)`` or ``(B, 1, D)`` vectors added to the token and
+                position embeddings before their LayerNorm (XNLG's target-language
+                embedding), or ``None``.
 
         Returns:
             ``(B, T, D)`` decoder states.
         """
         length = input_ids.shape[1]
-        hidden = self._embed(input_ids, start=0)  # (B, T, D)
+        hidden = self._embed(input_ids, start=0, extra_embeds=extra_embeds)  # (B, T, D)
         visibility = causal_mask(length, device=input_ids.device)[None]  # (1, T, T)
         if attention_mask is not None:
             visibility = visibility & attention_mask.bool()[:, None, :]
@@ -409,7 +413,9 @@ class TransformerDecoder(nn.Module):
         layers = tuple(cast(DecoderLayer, layer).empty_cache(memory) for layer in self.layers)
         return DecoderCache(layers, memory_mask(memory_attention_mask), 0)
 
-    def step(self, input_ids: Tensor, cache: DecoderCache) -> tuple[Tensor, DecoderCache]:
+    def step(
+        self, input_ids: Tensor, cache: DecoderCache, extra_embeds: Tensor | None = None
+    ) -> tuple[Tensor, DecoderCache]:
         """Decode ``T`` new tokens (usually one) after the ``P`` positions in ``cache``.
 
         Equal, to float rounding, to the last ``T`` positions of :meth:`forward` on the
@@ -421,6 +427,8 @@ class TransformerDecoder(nn.Module):
         Args:
             input_ids: ``(N, T)`` new decoder inputs, one row per cache row.
             cache: from :meth:`init_cache` or a previous :meth:`step`.
+            extra_embeds: ``(N, T, D)`` or ``(N, 1, D)`` vectors added before the embedding
+                LayerNorm, as in :meth:`forward`, or ``None``.
 
         Returns:
             ``(N, T, D)`` decoder states of the new positions and the cache with
@@ -433,7 +441,7 @@ class TransformerDecoder(nn.Module):
                 "reorder the cache (DecoderCache.reorder) when beams are re-selected"
             )
         past = cache.length
-        hidden = self._embed(input_ids, start=past)  # (N, T, D)
+        hidden = self._embed(input_ids, start=past, extra_embeds=extra_embeds)  # (N, T, D)
         self_mask = None
         if length > 1:
             visible = torch.ones(length, past + length, dtype=torch.bool, device=hidden.device)
@@ -452,7 +460,7 @@ class TransformerDecoder(nn.Module):
             hidden = self.final_norm(hidden)
         return hidden, replace(cache, layers=tuple(layers), length=past + length)
 
-    def _embed(self, input_ids: Tensor, start: int) -> Tensor:
+    def _embed(self, input_ids: Tensor, start: int, extra_embeds: Tensor | None = None) -> Tensor:
         # Tokens at decoder positions start .. start + T - 1: (B, T) -> (B, T, D).
         end = start + input_ids.shape[1]
         if end > self.max_positions:
@@ -468,4 +476,5 @@ class TransformerDecoder(nn.Module):
         return self.embeddings(
             inputs_embeds=self.embeddings.word(input_ids) * self.embed_scale,
             position_ids=positions,
+            extra_embeds=extra_embeds,
         )
