@@ -48,10 +48,15 @@ class Objective(nn.Module):
     Attributes:
         name: short name used as the metrics prefix (``mlm``, ``nsp``).
         batch_keys: keys this objective adds to a batch; the collator pads them.
+        row_keys: per-token keys this objective reads that the rows must carry beyond
+            ``input_ids`` (``"sentence_starts"``: where the corpus's sentences begin, see
+            :class:`~ptm_core.data.layouts.SegmentRows`); the layout writes them only when
+            an objective of the run asks.
     """
 
     name: str = "objective"
     batch_keys: tuple[str, ...] = ()
+    row_keys: tuple[str, ...] = ()
 
     def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
         """Static data side, once per example; default: unchanged."""
