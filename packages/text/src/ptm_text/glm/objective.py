@@ -148,13 +148,6 @@ class GLMObjective(Objective):
         nn.init.normal_(self.block_positions.weight, std=0.02)
         with torch.no_grad():
             self.block_positions.weight[0].zero_()
-        # [MASK] + row 1 reads as [sMASK], [MASK] + row 2 as [gMASK]; row 0 stays zero.
-        self.task_embeddings: nn.Embedding | None = None
-        if task_masks:
-            self.task_embeddings = nn.Embedding(3, width, padding_idx=0)
-            nn.init.normal_(self.task_embeddings.weight, std=0.02)
-            with torch.no_grad():
-                self.task_embeddings.weight[0].zero_()
         self.head = MaskedLMHead(
             hidden_size,
             vocab_size,
@@ -163,6 +156,15 @@ class GLMObjective(Objective):
             tie_to=tie_to,
             embedding_size=width if tie_to is not None else None,
         )
+        # [MASK] + row 1 reads as [sMASK], [MASK] + row 2 as [gMASK]; row 0 stays zero.
+        # Made after the head, so a run without task blanks starts from the same weights
+        # as before task masks existed.
+        self.task_embeddings: nn.Embedding | None = None
+        if task_masks:
+            self.task_embeddings = nn.Embedding(3, width, padding_idx=0)
+            nn.init.normal_(self.task_embeddings.weight, std=0.02)
+            with torch.no_grad():
+                self.task_embeddings.weight[0].zero_()
 
     def blank_rows(
         self,
