@@ -299,7 +299,7 @@ def collate_blank_rows(samples: list[BlankInfilling], pad_id: int) -> Batch:
         real[b, :n] = True
     return {
         "input_ids": input_ids,
-        "attention_mask": AttentionStructure.prefix(real, part),
+        "attention_mask": AttentionStructure.prefix(real, part),  # type: ignore[dict-item,unused-ignore]
         "position_ids": positions,
         "token_type_ids": torch.zeros_like(input_ids),
         "glm_labels": labels,
