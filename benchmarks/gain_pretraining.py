@@ -1,6 +1,6 @@
 """One ``ptm pretrain`` on the gain suite's generated corpus, reused while its ``final/``
 exists: the pre-training step the gain benchmarks share (``modernbert_gain``,
-``infoword_gain``)."""
+``infoword_gain``, ``glm_gain``, ``structbert_gain``)."""
 
 from __future__ import annotations
 

@@ -25,29 +25,22 @@ import argparse
 import json
 import platform
 import shlex
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.finetune_gain import (
     GAIN_BUDGETS,
-    GAIN_DIR,
     GAIN_TASKS,
     RESULTS,
-    WORK,
     Runner,
     budget_overrides,
-    gain_corpus,
     gain_digest,
     headline,
     mean_std,
-    read_last_metrics,
     table,
 )
-from benchmarks.fixtures import ROOT, bench_env
+from benchmarks.gain_pretraining import pretrain_on_gain_corpus
 
 EXPERIMENT = "structbert_tiny"
 # arm label -> extra pre-training overrides
@@ -70,48 +63,15 @@ def slug(label: str) -> str:
 
 def pretrain(label: str, steps: int, threads: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
     """One arm's ``ptm pretrain experiment=structbert_tiny ...`` on the gain corpus; reused if done."""
-    corpus, stats = gain_corpus()
     seed_tag = f"-seed{seed}" if seed else ""
-    out = WORK / f"pretrain-{EXPERIMENT}-{slug(label)}-{steps}{seed_tag}-{gain_digest()}"
-    final, record_path = out / "final", out / "bench.json"
-    if final.is_dir() and record_path.is_file():
-        print(f"pretrain {label}: reusing {final}", flush=True)
-        return final, json.loads(record_path.read_text())
-    command = [
-        sys.executable,
-        "-m",
-        "flows.cli",
-        "pretrain",
-        f"experiment={EXPERIMENT}",
-        *ARMS[label],
-        f"seed={seed}",
-        f"data.corpus={corpus}",
-        f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
-        f"trainer.max_steps={steps}",
-        f"trainer.save_every={steps}",
-        "trainer.log_every=50",
-        f"trainer.output_dir={out}",
-        "trainer.progress=false",
-    ]
-    shutil.rmtree(out, ignore_errors=True)
-    print(f"pretrain {label}: {' '.join(command[2:])}", flush=True)
-    start = time.perf_counter()
-    extra = {"OMP_NUM_THREADS": str(threads)} if threads else {}
-    subprocess.run(command, cwd=ROOT, env=bench_env(**extra), check=True)
-    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    record = {
-        "arm": label,
-        "seed": seed,
-        "overrides": [f"experiment={EXPERIMENT}", *ARMS[label], f"seed={seed}"],
-        "steps": steps,
-        "corpus": stats,
-        "wall_s": time.perf_counter() - start,
-        "first_metrics": {k: v for k, v in lines[0].items() if isinstance(v, (int, float))},
-        "last_metrics": read_last_metrics(out),
-        "final": str(final),
-    }
-    record_path.write_text(json.dumps(record, indent=1) + "\n")
-    return final, record
+    arm = [f"experiment={EXPERIMENT}", *ARMS[label], f"seed={seed}"]
+    return pretrain_on_gain_corpus(
+        f"{EXPERIMENT}-{slug(label)}{seed_tag}",
+        [*arm, "trainer.log_every=50"],
+        steps,
+        threads,
+        extra={"arm": label, "seed": seed, "arm_overrides": arm},
+    )
 
 
 def pretrain_line(record: dict[str, Any]) -> str:
@@ -125,7 +85,8 @@ def pretrain_line(record: dict[str, Any]) -> str:
         if key in last:
             parts.append(f"{key} {first.get(key, float('nan')):.3f} -> {last[key]:.3f}")
     return (
-        f"- **{record['arm']}** (`{' '.join(record['overrides'])}`): {record['wall_s']:.0f} s; "
+        f"- **{record['arm']}** (`{' '.join(record.get('arm_overrides', record['overrides']))}`): "
+        f"{record['wall_s']:.0f} s; "
         + ", ".join(parts)
         + f" (step {first.get('step')} -> {last.get('step')})"
     )

@@ -3,6 +3,8 @@ position embeddings entering the encoder, and a few training steps."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from cases import ObjectiveTestCase
@@ -14,6 +16,7 @@ from ptm_core.objectives.base import IGNORE_INDEX
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.tokenization import VocabInfo
+from ptm_text.glm.construction import DOCUMENT, SENTENCE
 from ptm_text.glm.objective import GLMObjective
 
 VOCAB = VocabInfo(vocab_size=60, pad_id=0, unk_id=1, cls_id=2, sep_id=3, mask_id=4)
@@ -119,9 +122,91 @@ def test_packed_rows_are_refused() -> None:
         objective.collate(batch, torch.Generator().manual_seed(0))
 
 
+def _sentence_batch(sentences_per_row: list[list[int]]) -> dict[str, torch.Tensor]:
+    """Rows of sentences of the given lengths, with their ``sentence_starts`` flags."""
+    lengths = [sum(s) + 2 for s in sentences_per_row]
+    batch = _batch(lengths)
+    flags = torch.zeros_like(batch["input_ids"])
+    for b, sentences in enumerate(sentences_per_row):
+        at = 1
+        for length in sentences:
+            flags[b, at] = 1
+            at += length
+    return {**batch, "sentence_starts": flags}
+
+
+def test_sentence_batches_blank_whole_sentences_as_smask() -> None:
+    objective = _objective(_encoder(), sentence_prob=1.0)
+    sentences = [[5, 9, 4, 7, 6, 8], [12, 3, 10]]
+    batch = objective.collate(_sentence_batch(sentences), torch.Generator().manual_seed(0))
+    assert float(batch["glm_sentence"]) == 1.0 and float(batch["glm_document"]) == 0.0
+    for b, lengths in enumerate(sentences):
+        ids, tasks = batch["input_ids"][b], batch["glm_task_ids"][b]
+        blanks = (ids == VOCAB.mask_id).nonzero().flatten()
+        assert (tasks[blanks] == SENTENCE).all() and int((tasks != 0).sum()) == len(blanks)
+        # Each B span ([START] at block position 1, up to the next) is one whole sentence.
+        block = batch["glm_block_position_ids"][b]
+        real = int(batch["attention_mask"].real[b].sum())
+        starts = [*(block[:real] == 1).nonzero().flatten().tolist(), real]
+        taken = sorted(end - start - 1 for start, end in itertools.pairwise(starts))
+        assert all(n in lengths for n in taken)
+        assert sum(taken) >= int(0.15 * (sum(lengths) + 2))
+
+
+def test_sentence_batches_need_sentence_starts() -> None:
+    objective = _objective(_encoder(), sentence_prob=1.0)
+    with pytest.raises(ValueError, match="sentence_starts"):
+        objective.collate(_batch([20, 20]), torch.Generator().manual_seed(0))
+
+
+def test_task_vectors_reach_the_encoder_only_on_task_blanks() -> None:
+    encoder = _encoder()
+    objective = _objective(encoder, sentence_prob=0.5, document_prob=0.5)
+    model = PretrainingModel(encoder, ObjectiveMix({"glm": objective}))
+    seen = set()
+    for seed in range(6):
+        batch = objective.collate(
+            _sentence_batch([[6, 7, 8, 9], [10, 11]]), torch.Generator().manual_seed(seed)
+        )
+        model(batch).loss.backward()
+        seen.add(int(batch["glm_task_ids"].max()))
+        extra = objective.rewrite_inputs(batch)["extra_embeds"]
+        plain = (batch["glm_block_position_ids"] == 0) & (batch["glm_task_ids"] == 0)
+        assert (extra[plain] == 0).all()
+    assert seen == {SENTENCE, DOCUMENT}
+    assert objective.task_embeddings is not None
+    grad = objective.task_embeddings.weight.grad
+    assert grad is not None and grad[1].abs().sum() > 0 and grad[2].abs().sum() > 0
+    assert grad[0].abs().sum() == 0
+
+
+def test_without_task_masks_every_blank_is_a_plain_mask() -> None:
+    objective = _objective(_encoder(), sentence_prob=1.0, task_masks=False)
+    batch = objective.collate(_sentence_batch([[6, 7, 8]]), torch.Generator().manual_seed(0))
+    assert objective.task_embeddings is None and (batch["glm_task_ids"] == 0).all()
+
+
+def test_build_examples_gives_glm_rows_with_sentence_starts() -> None:
+    """The run's layout writes the flags only when GLM asks for sentences."""
+    from ptm_core.pretraining import build_examples
+
+    documents = [[[10 + i for i in range(n)] for n in (5, 3, 7)], [[30, 31], [32, 33, 34]]]
+    with_sentences = ObjectiveMix({"glm": _objective(_encoder(), sentence_prob=0.3)})
+    without = ObjectiveMix({"glm": _objective(_encoder())})
+    rows = build_examples(with_sentences, documents, VOCAB, 32, seed=0)
+    assert rows[0]["sentence_starts"] == [0, 1, 0, 0, 0, 0, 1, 0, 0, 1] + [0] * 7
+    assert "sentence_starts" not in build_examples(without, documents, VOCAB, 32, seed=0)[0]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"mask_ratio": 0.0}, "mask_ratio"), ({"document_prob": 2.0}, "document_prob")],
+    [
+        ({"mask_ratio": 0.0}, "mask_ratio"),
+        ({"document_prob": 2.0}, "document_prob"),
+        ({"sentence_prob": -0.1}, "sentence_prob"),
+        ({"sentence_prob": 0.6, "document_prob": 0.5}, "add up to at most 1"),
+        ({"sentence_ratio": 1.0}, "sentence_ratio"),
+    ],
 )
 def test_bad_settings_name_the_key(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

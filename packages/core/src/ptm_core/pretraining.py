@@ -23,7 +23,12 @@ from safetensors.torch import load_file, save_file
 from ptm_core.atomic import atomic_directory
 from ptm_core.data.corpus import Document
 from ptm_core.data.document_shape import warn_one_sentence_documents
-from ptm_core.data.layouts import SegmentRows, cached_plan, iter_single_segments
+from ptm_core.data.layouts import (
+    SENTENCE_STARTS,
+    SegmentRows,
+    cached_plan,
+    iter_single_segments,
+)
 from ptm_core.data.row_views import StaticDataSide
 from ptm_core.data.token_store import InMemoryTokenStore, TokenStore
 from ptm_core.data.vocabulary_fit import report_tokenizer, tokenizer_source
@@ -210,8 +215,14 @@ def build_examples(
             "use only one of them"
         )
     rows: Sequence[dict[str, Any]]
+    wants_starts = [n for n, o in mix if SENTENCE_STARTS in getattr(o, "row_keys", ())]
     if builders:
         name, objective = builders[0]
+        if wants_starts:
+            raise ValueError(
+                f"objectives {wants_starts} need single-segment rows with sentence "
+                f"boundaries and {name} builds sentence pairs; train them in separate runs"
+            )
         warn_one_sentence_documents(store, [name])
         rows = objective.rows(store, max_length, derive_seed(seed, "examples", name))
     else:
@@ -221,7 +232,7 @@ def build_examples(
             {"max_length": max_length},
             lambda: iter_single_segments(store, max_length),
         )
-        rows = SegmentRows(store, plan, vocab)
+        rows = SegmentRows(store, plan, vocab, sentence_starts=bool(wants_starts))
     if all(type(o).prepare_example is Objective.prepare_example for _, o in mix):
         return rows  # no static data side
     return StaticDataSide(rows, mix.prepare_example, seed)

@@ -335,6 +335,10 @@ class _PlannedRows(LazyRows):
         raise NotImplementedError
 
 
+#: The per-token row key that marks where sentences begin (1) in a row.
+SENTENCE_STARTS = "sentence_starts"
+
+
 class SegmentRows(_PlannedRows):
     """``[CLS] tokens [SEP]`` rows of a single-segment plan (:func:`plan_single_segments`).
 
@@ -342,14 +346,37 @@ class SegmentRows(_PlannedRows):
         store: the tokenised corpus.
         plan: ``(N, 2)`` ``(start, length)`` rows.
         vocab: special ids.
+        sentence_starts: also write ``sentence_starts``, one flag per token: 1 on the first
+            token of each sentence of the corpus that begins in the row (its sentence
+            boundaries, kept by ``ptm prepare``), 0 elsewhere and on ``[CLS]``/``[SEP]``. A
+            row that starts inside a sentence has 0 on its first token. Objectives that
+            work on whole sentences (GLM's sentence-level task) read it; the plan, and so
+            every cached plan, is the same either way.
     """
+
+    def __init__(
+        self,
+        store: TokenStore,
+        plan: np.ndarray,
+        vocab: VocabInfo,
+        *,
+        sentence_starts: bool = False,
+    ) -> None:
+        super().__init__(store, plan, vocab)
+        self.sentence_starts = sentence_starts
 
     def _build(self, index: int) -> Example:
         start, length = (int(v) for v in self.plan[index])
         ids = [self.vocab.cls_id, *self._tokens(start, length), self.vocab.sep_id]
         special = [0] * len(ids)
         special[0] = special[-1] = 1
-        return {"input_ids": ids, "token_type_ids": [0] * len(ids), "special_tokens_mask": special}
+        row = {"input_ids": ids, "token_type_ids": [0] * len(ids), "special_tokens_mask": special}
+        if self.sentence_starts:
+            flags = [0] * len(ids)
+            for offset in self.store.sentence_starts(start, start + length).tolist():
+                flags[offset - start + 1] = 1  # + 1: after [CLS]
+            row[SENTENCE_STARTS] = flags
+        return row
 
     def lengths(self) -> np.ndarray:
         return self.plan[:, 1] + 2

@@ -8,7 +8,13 @@ from typing import Any
 Example = dict[str, Any]
 
 # Per-token keys carried over from the examples into the packed rows.
-PACKED_KEYS = ("input_ids", "token_type_ids", "special_tokens_mask", "mlm_labels")
+PACKED_KEYS = (
+    "input_ids",
+    "token_type_ids",
+    "special_tokens_mask",
+    "mlm_labels",
+    "sentence_starts",
+)
 
 
 def pack_examples(examples: Sequence[Example], max_length: int) -> list[Example]:

@@ -48,6 +48,7 @@ import numpy as np
 
 from ptm_core.data.errors import DataError
 from ptm_core.data.sources import file_sha256
+from ptm_core.data.token_store import starts_in_range
 
 FORMAT = "ptm-prepared/1"
 MANIFEST = "manifest.json"
@@ -314,17 +315,32 @@ class PreparedCorpus:
         Returns:
             A read-only ``uint16``/``uint32`` view of the memory map, ``(stop - start,)``.
         """
+        index, base = self._shard_holding(start, stop)
+        return self._shard(index).tokens[start - base : stop - base]
+
+    def sentence_starts(self, start: int, stop: int) -> np.ndarray:
+        """Global offsets of the sentences that begin in ``[start, stop)`` (inside one
+        document), read from the shard's sentence boundaries.
+
+        Returns:
+            ``int64 (k,)``, increasing.
+        """
+        index, base = self._shard_holding(start, stop)
+        local = starts_in_range(self._shard(index).sentences, start - base, stop - base)
+        return local + base
+
+    def _shard_holding(self, start: int, stop: int) -> tuple[int, int]:
+        """The shard index and first global token offset of the range ``[start, stop)``."""
         if not 0 <= start <= stop <= self.num_tokens:
             raise IndexError(f"tokens [{start}, {stop}) out of range [0, {self.num_tokens}]")
         index = int(np.searchsorted(self._token_bases, start, side="right")) - 1
         index = min(index, len(self._names) - 1)
-        base = int(self._token_bases[index])
         if stop > self._token_bases[index + 1]:
             raise ValueError(
                 f"tokens [{start}, {stop}) cross the end of a shard at "
                 f"{int(self._token_bases[index + 1])}; ask for a range inside one document"
             )
-        return self._shard(index).tokens[start - base : stop - base]
+        return index, int(self._token_bases[index])
 
     # ------------------------------------------------------------------ mapping
 

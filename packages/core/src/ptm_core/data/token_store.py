@@ -59,6 +59,15 @@ class TokenStore(Protocol):
         """Token ids in ``[start, stop)``, a range inside one document (``int64`` or narrower)."""
         ...
 
+    def sentence_starts(self, start: int, stop: int) -> np.ndarray:
+        """Global offsets of the sentences that begin in ``[start, stop)``, a range inside
+        one document (a row's tokens): what a row needs to know where its sentences are.
+
+        Returns:
+            ``int64 (k,)``, increasing; ``start`` is in it only when a sentence begins there.
+        """
+        ...
+
 
 class InMemoryTokenStore:
     """A :class:`TokenStore` over tokenised documents held in memory.
@@ -99,3 +108,12 @@ class InMemoryTokenStore:
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         return self._tokens[start:stop]
+
+    def sentence_starts(self, start: int, stop: int) -> np.ndarray:
+        return starts_in_range(self._sentence_bounds, start, stop)
+
+
+def starts_in_range(bounds: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """The entries of increasing sentence ``bounds`` that lie in ``[start, stop)``."""
+    first, last = np.searchsorted(bounds, [start, stop], side="left")
+    return np.asarray(bounds[first:last], dtype=np.int64)

@@ -52,11 +52,16 @@ class Objective(nn.Module):
             StructBERT's sentence-structural task), so an encoder with a one-row token-type
             table (RoBERTa, XLM-R) cannot run it
             (:func:`~ptm_core.checkpoints.init_report.check_segment_objectives` refuses it).
+        row_keys: per-token keys this objective reads that the rows must carry beyond
+            ``input_ids`` (``"sentence_starts"``: where the corpus's sentences begin, see
+            :class:`~ptm_core.data.layouts.SegmentRows`); the layout writes them only when
+            an objective of the run asks.
     """
 
     name: str = "objective"
     batch_keys: tuple[str, ...] = ()
     needs_segments: ClassVar[bool] = False
+    row_keys: tuple[str, ...] = ()
 
     def prepare_example(self, example: Example, generator: torch.Generator) -> Example:
         """Static data side, once per example; default: unchanged."""

@@ -103,6 +103,9 @@ class KnowledgeStore:
     def tokens(self, start: int, stop: int) -> np.ndarray:
         return self.corpus.tokens(start, stop)
 
+    def sentence_starts(self, start: int, stop: int) -> np.ndarray:
+        return self.corpus.sentence_starts(start, stop)
+
     @property
     def fingerprint(self) -> str:
         return self.corpus.fingerprint

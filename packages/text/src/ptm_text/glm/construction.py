@@ -15,7 +15,13 @@ Span sampling follows the same file: lengths from Poisson(λ=3) truncated to
 ``1 .. max_span_length - 1`` drawn until ``int(ratio * len(row))`` tokens are covered
 (:func:`sample_span_lengths`), placed uniformly with at least one unmasked token between
 two spans (:func:`place_spans`); the document-level variant masks one span of a uniform
-50-100% share of the row (:func:`document_span_length`).
+50-100% share of the row (:func:`document_span_length`); the sentence-level variant masks
+whole sentences, taken in random order until ``int(ratio * len(row))`` tokens are covered
+(:func:`sample_sentence_spans`, GLM's ``gap_sentence`` task in ``construct_blocks``).
+
+GLM marks the task of each blank in part A: ``[MASK]`` for short spans, ``[sMASK]`` for a
+sentence, ``[gMASK]`` for the document-level span (``--task-mask``). ptm writes the
+:data:`SPAN`/:data:`SENTENCE`/:data:`DOCUMENT` task of each blank in ``task_ids``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,10 @@ POISSON_LAMBDA = 3.0
 MAX_SPAN_LENGTH = 40  # GLM's ``max_block_length``: lengths 1 .. 39 are drawn
 MASK_RATIO = 0.15
 
+# The task of a blank in part A (GLM's ``[MASK]``, ``[sMASK]``, ``[gMASK]``); 0 elsewhere.
+SPAN, SENTENCE, DOCUMENT = 0, 1, 2
+TASK_NAMES = {SPAN: "[MASK]", SENTENCE: "[sMASK]", DOCUMENT: "[gMASK]"}
+
 
 @dataclass(frozen=True)
 class BlankInfilling:
@@ -43,6 +53,8 @@ class BlankInfilling:
         position_ids: position in A (B tokens: their span's ``[MASK]`` position).
         block_position_ids: 0 in A; 1, 2, ... inside each B span.
         sep: length of part A.
+        task_ids: the task of each part-A ``[MASK]`` (:data:`SENTENCE` for GLM's
+            ``[sMASK]``, :data:`DOCUMENT` for ``[gMASK]``), 0 on every other token.
     """
 
     input_ids: list[int]
@@ -51,6 +63,7 @@ class BlankInfilling:
     position_ids: list[int]
     block_position_ids: list[int]
     sep: int
+    task_ids: list[int] | None = None
 
 
 def poisson_weights(
@@ -128,20 +141,27 @@ def build_blank_infilling(
     mask_id: int,
     start_id: int,
     end_id: int,
+    task: int = SPAN,
 ) -> BlankInfilling:
     """GLM's part A / part B row for ``spans`` (``[start, end)``, given in part-B order).
 
     Args:
         tokens: the uncorrupted row.
-        spans: disjoint, non-adjacent spans, in the order part B lists them.
+        spans: disjoint, non-empty spans, in the order part B lists them. Poisson spans
+            keep a token between two spans; whole sentences may follow each other (two
+            ``[sMASK]`` in a row), as in GLM.
         mask_id: the ``[MASK]`` that replaces each span in part A.
         start_id: ``[START]`` (GLM's ``[sop]``), the first input of every B span.
         end_id: ``[END]`` (GLM's ``[eop]``), the last target of every B span.
+        task: the task written in ``task_ids`` at each part-A ``[MASK]``
+            (:data:`SPAN`, :data:`SENTENCE` or :data:`DOCUMENT`).
     """
     ordered = sorted(spans)
+    if any(end <= start for start, end in ordered):
+        raise ValueError(f"spans {ordered} include an empty span")
     for (_, end), (start, _) in itertools.pairwise(ordered):
-        if start <= end:
-            raise ValueError(f"spans {ordered} overlap or touch; GLM keeps a token between spans")
+        if start < end:
+            raise ValueError(f"spans {ordered} overlap")
     # Position in A: a span collapses to its first position (its [MASK]).
     in_span_tail = [0] * len(tokens)
     for start, end in ordered:
@@ -154,13 +174,16 @@ def build_blank_infilling(
 
     a_ids: list[int] = []
     a_pos: list[int] = []
+    a_task: list[int] = []
     last = 0
     for start, end in ordered:
         a_ids += [*list(tokens[last:start]), mask_id]
         a_pos += [*positions[last:start], positions[start]]
+        a_task += [0] * (start - last) + [task]
         last = end
     a_ids += list(tokens[last:])
     a_pos += positions[last:]
+    a_task += [0] * (len(tokens) - last)
 
     b_ids: list[int] = []
     b_targets: list[int] = []
@@ -180,6 +203,7 @@ def build_blank_infilling(
         position_ids=a_pos + b_pos,
         block_position_ids=[0] * sep + b_block,
         sep=sep,
+        task_ids=a_task + [0] * len(b_ids),
     )
 
 
@@ -219,3 +243,61 @@ def sample_row_spans(
     spans = place_spans(lengths, maskable, rng, offset=1)
     rng.shuffle(spans)
     return spans
+
+
+def row_sentences(sentence_starts: Sequence[int]) -> list[tuple[int, int]]:
+    """The sentences of a ``[CLS] ... [SEP]`` row, in row order, as ``[start, end)`` spans.
+
+    ``sentence_starts`` flags (1) the first token of every sentence that begins in the row
+    (:class:`~ptm_core.data.layouts.SegmentRows`); the text before the first flag (a row
+    that starts inside a sentence) is a sentence too, as GLM counts the text before the
+    first sentence end. ``[CLS]`` and the final ``[SEP]`` belong to no sentence (GLM's
+    ``[CLS]`` and ``eos``).
+    """
+    end = len(sentence_starts) - 1
+    if end <= 1:
+        return []
+    cuts = [i for i in range(2, end) if sentence_starts[i]]
+    bounds = [1, *cuts, end]
+    return list(itertools.pairwise(bounds))
+
+
+def choose_sentences(
+    sentences_in_random_order: Sequence[tuple[int, int]], row_length: int, ratio: float
+) -> list[tuple[int, int]]:
+    """GLM's ``gap_sentence`` choice: take sentences in the given (shuffled) order until
+    ``int(ratio * row_length)`` tokens are covered; the last one taken may go past it.
+
+    Args:
+        sentences_in_random_order: the row's sentences, already shuffled.
+        row_length: tokens in the row, ``[CLS]`` and ``[SEP]`` included (GLM's
+            ``len(tokens)``).
+        ratio: GLM's ``gap_sentence_ratio`` (0.15).
+    """
+    chosen: list[tuple[int, int]] = []
+    covered = 0
+    for start, end in sentences_in_random_order:
+        chosen.append((start, end))
+        covered += end - start
+        if covered >= int(ratio * row_length):
+            break
+    return chosen
+
+
+def sample_sentence_spans(
+    sentence_starts: Sequence[int], rng: random.Random, *, ratio: float = MASK_RATIO
+) -> list[tuple[int, int]]:
+    """GLM-Sent: whole sentences of one row until ``ratio`` of it is covered, in their
+    shuffled part-B order (shuffled, chosen, shuffled again, as GLM does).
+
+    Args:
+        sentence_starts: per-token sentence-start flags of the row, ``[CLS]`` and ``[SEP]``
+            included (``len(sentence_starts)`` is the row length).
+        rng: the row's random source.
+        ratio: share of the row to cover (GLM: 0.15).
+    """
+    sentences = row_sentences(sentence_starts)
+    rng.shuffle(sentences)
+    chosen = choose_sentences(sentences, len(sentence_starts), ratio)
+    rng.shuffle(chosen)
+    return chosen
