@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -164,7 +164,7 @@ class TestEntityLinkingContract(ObjectiveTestCase):
 
 
 class TestEntityLinkingMarginContract(TestEntityLinkingContract):
-    kwargs = {"loss": "margin"}
+    kwargs: ClassVar[dict[str, Any]] = {"loss": "margin"}
 
 
 def test_linking_targets_follow_the_gold() -> None:
@@ -243,7 +243,7 @@ def test_two_kars_at_two_layers_read_two_kgs() -> None:
 
 
 def test_a_kar_layer_outside_the_stack_is_refused() -> None:
-    with pytest.raises(ValueError, match="knowbert.kgs.kg.layer=3"):
+    with pytest.raises(ValueError, match=r"knowbert\.kgs\.kg\.layer=3"):
         _model(_tokenizer(), {"kg": 3})
 
 
