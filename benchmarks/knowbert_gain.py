@@ -117,12 +117,16 @@ def render(result: dict[str, Any]) -> str:
     for name, record in result["pretrain"].items():
         last = record["last"]
         losses = ", ".join(f"{k} {v:.3f}" for k, v in last.items() if k.endswith("loss"))
-        lines.append(f"- {name}: `{record['command']}` ({record['wall_s']:.0f} s; last step: {losses})")
+        lines.append(
+            f"- {name}: `{record['command']}` ({record['wall_s']:.0f} s; last step: {losses})"
+        )
     lines += ["", "Fine-tuning (in process, `flows.runner.run_composed`):", ""]
     for arm in ("kg", "kg-free"):
         first = result["runs"][arm][0]["overrides"]
         shown = " ".join(o for o in first if not o.startswith(("seed=", "trainer.output_dir")))
-        lines.append(f"- {'with' if arm == 'kg' else 'without'} KAR: `ptm pretrain {shown} seed=<s>`")
+        lines.append(
+            f"- {'with' if arm == 'kg' else 'without'} KAR: `ptm pretrain {shown} seed=<s>`"
+        )
     if result.get("notes"):
         lines += ["", result["notes"].strip()]
     return "\n".join(lines) + "\n"

@@ -275,3 +275,26 @@ def test_knowbert_tiny_from_the_cli_loss_falls_and_reloads(tmp_path: Path) -> No
     assert "linking/loss" in records[-1] and "mlm/loss" in records[-1]
     model = KnowBertEncoder.from_pretrained(out / "final")
     assert model.kg_names == ("kg",) and model.specs["kg"].layer == 1
+
+
+def test_kars_give_the_same_states_on_the_unpadded_path() -> None:
+    """The KARs read the stack's padded view between layers: with unpadding on (real
+    tokens only) the outputs at real positions equal the padded path's."""
+    from ptm_core.modules.execution import ExecutionSettings
+
+    tok = _tokenizer()
+    model = _model(tok, {"wiki": 0, "wordnet": 1}).eval()
+    rows = _rows_of(model)
+    generators = [AliasCandidates(_kg(), tok, rows) for _ in model.kg_names]
+    batch = _rows(tok, rows)
+    batch["attention_mask"][::2, -2:] = 0  # padding in every other row
+    batch["input_ids"][::2, -2:] = 0
+    batch = CandidateTransform(generators).candidates(batch)
+    inputs = {k: batch[k] for k in KNOWBERT_INPUTS if k in batch}
+    real = inputs["attention_mask"].bool()
+    outputs = []
+    for mode in ("off", "on"):
+        model.text_encoder.apply_execution_settings(ExecutionSettings(unpadding=mode))
+        with torch.no_grad():
+            outputs.append(model(**inputs).last_hidden_state[real])
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-4)

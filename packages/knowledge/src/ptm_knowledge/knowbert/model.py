@@ -190,15 +190,16 @@ class KnowBertEncoder(WrapsTextEncoder):
             inputs_embeds=inputs_embeds,
             output_hidden_states=output_hidden_states,
         )
-        hidden = state.padded()
-        batch = hidden.shape[0]
+        source = input_ids if input_ids is not None else inputs_embeds
+        assert source is not None  # start() refused neither/both
+        batch, device = source.shape[0], state.hidden.device
         scores: list[Tensor] = []
         for k, (name, spec) in enumerate(self.specs.items()):
             text.run_layers(state, spec.layer + 1)
             if candidate_spans is None:
-                spans = torch.full((batch, 1, 2), -1, dtype=torch.long, device=hidden.device)
-                entities = torch.zeros((batch, 1, 1), dtype=torch.long, device=hidden.device)
-                priors = torch.zeros((batch, 1, 1), device=hidden.device)
+                spans = torch.full((batch, 1, 2), -1, dtype=torch.long, device=device)
+                entities = torch.zeros((batch, 1, 1), dtype=torch.long, device=device)
+                priors = torch.zeros((batch, 1, 1), device=device)
             else:
                 if candidate_entities is None or candidate_priors is None:
                     raise ValueError(
