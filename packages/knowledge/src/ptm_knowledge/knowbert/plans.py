@@ -294,6 +294,12 @@ def _report_candidates(
         + ", ".join(f"{n}: {s} spans" for n, s in zip(names, spans, strict=True))
         + f"; {supervised} spans with a gold entity"
     )
+    for name, count in zip(names, spans, strict=True):
+        if not count and any(spans):
+            print(
+                f"warning: no alias of KnowBERT KG {name!r} occurs in the first batch: its "
+                f"KAR sees no candidates there (check knowbert.kgs.{name}.kg against the corpus)"
+            )
     if not any(spans):
         raise ValueError(
             "no alias of any KnowBERT KG matches the first batch's text: the KGs' aliases "
