@@ -49,6 +49,9 @@ class TestKnowBertContract(FamilyContract):
             f"trainer.output_dir={tmp_path / 'run'}",
         ]
 
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(generate(tmp_path / "data").linked_corpus)
+
     def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
         return [
             "experiment=knowbert_finetune_tiny",

@@ -71,6 +71,9 @@ def ref_kar(p, hidden, spans, entities, priors, table, threshold=None):
     projected = linear(hidden, p["proj.w"], p["proj.b"])
     span_repr = ref_span_extractor(projected, spans, p["span.w"], p["span.b"])
     span_repr = bert_layer_norm(span_repr, p["span_ln.w"], p["span_ln.b"], 1e-5)
+    if "se.q.w" in p:  # EntityDisambiguator._run_span_encoders: a BertEncoder over the spans
+        span_mask = spans[:, :, 0] > -1
+        span_repr = ref_bert_layer(p, "se.", span_repr, span_repr, span_mask)
     # DotAttentionWithPrior.forward
     scores = (span_repr.unsqueeze(-2) * cand).sum(-1) / math.sqrt(cand.shape[-1])
     feats = torch.cat([scores.unsqueeze(-1), priors.unsqueeze(-1)], dim=-1)
@@ -87,27 +90,36 @@ def ref_kar(p, hidden, spans, entities, priors, table, threshold=None):
     # SolderedKG.forward (dropout off)
     with_entities = bert_layer_norm(span_repr + weighted, p["w_ln.w"], p["w_ln.b"], 1e-5)
     entity_mask = spans[:, :, 0] > -1
-    # SpanAttentionLayer
-    q = linear(projected, p["q.w"], p["q.b"])
-    k = linear(with_entities, p["k.w"], p["k.b"])
-    v = linear(with_entities, p["v.w"], p["v.b"])
+    # SpanAttentionLayer: queries from the projected tokens, keys/values from the spans
+    layer_out = ref_bert_layer(p, "", projected, with_entities, entity_mask)
+    back = linear(layer_out, p["back.w"], p["back.b"])
+    new = bert_layer_norm(hidden + back, p["out_ln.w"], p["out_ln.b"], 1e-5)
+    return new, link
+
+
+def ref_bert_layer(p, pre, queries, keys, key_mask):
+    """pytorch_pretrained_bert's BertLayer (kb's SpanAttentionLayer when keys differ from
+    queries): attention with the extended -10000 mask, BertSelfOutput, BertIntermediate,
+    BertOutput (dropout off)."""
+    q = linear(queries, p[pre + "q.w"], p[pre + "q.b"])
+    k = linear(keys, p[pre + "k.w"], p[pre + "k.b"])
+    v = linear(keys, p[pre + "v.w"], p[pre + "v.b"])
 
     def heads(x):
         return x.view(*x.shape[:-1], HEADS, E // HEADS).permute(0, 2, 1, 3)
 
     att = heads(q) @ heads(k).transpose(-1, -2) / math.sqrt(E // HEADS)
-    att = att + (1.0 - entity_mask[:, None, None, :].float()) * -10000.0
+    att = att + (1.0 - key_mask[:, None, None, :].float()) * -10000.0
     ctx = (torch.softmax(att, -1) @ heads(v)).permute(0, 2, 1, 3).reshape(*q.shape)
     a_out = bert_layer_norm(
-        linear(ctx, p["ao.w"], p["ao.b"]) + projected, p["a_ln.w"], p["a_ln.b"], 1e-12
-    )
-    inter = gelu(linear(a_out, p["i.w"], p["i.b"]))
-    layer_out = bert_layer_norm(
-        linear(inter, p["out.w"], p["out.b"]) + a_out, p["o_ln.w"], p["o_ln.b"], 1e-12
-    )
-    back = linear(layer_out, p["back.w"], p["back.b"])
-    new = bert_layer_norm(hidden + back, p["out_ln.w"], p["out_ln.b"], 1e-5)
-    return new, link
+        linear(ctx, p[pre + "ao.w"], p[pre + "ao.b"]) + queries,
+        p[pre + "a_ln.w"], p[pre + "a_ln.b"], 1e-12,
+    )  # fmt: skip
+    inter = gelu(linear(a_out, p[pre + "i.w"], p[pre + "i.b"]))
+    return bert_layer_norm(
+        linear(inter, p[pre + "out.w"], p[pre + "out.b"]) + a_out,
+        p[pre + "o_ln.w"], p[pre + "o_ln.b"], 1e-12,
+    )  # fmt: skip
 
 
 def ref_inverse(proj_w, proj_b):
@@ -169,22 +181,41 @@ def _params(kar: KnowledgeAttentionRecontextualization) -> dict[str, torch.Tenso
         "o_ln.w": span.ffn_norm.weight, "o_ln.b": span.ffn_norm.bias,
         "back.w": kar.kg_to_bert_projection.weight, "back.b": kar.kg_to_bert_projection.bias,
         "out_ln.w": kar.output_layer_norm.weight, "out_ln.b": kar.output_layer_norm.bias,
+        **_span_encoder_params(kar),
     }  # fmt: skip
 
 
-def _kar(generator: torch.Generator, threshold: float | None = None):
+def _span_encoder_params(kar: KnowledgeAttentionRecontextualization) -> dict[str, torch.Tensor]:
+    if not len(kar.linker.span_encoder):
+        return {}
+    layer = kar.linker.span_encoder[0]
+    qkv_w, qkv_b = layer.attention.qkv_proj.weight, layer.attention.qkv_proj.bias
+    return {
+        "se.q.w": qkv_w[:E], "se.q.b": qkv_b[:E],
+        "se.k.w": qkv_w[E : 2 * E], "se.k.b": qkv_b[E : 2 * E],
+        "se.v.w": qkv_w[2 * E :], "se.v.b": qkv_b[2 * E :],
+        "se.ao.w": layer.attention.out_proj.weight, "se.ao.b": layer.attention.out_proj.bias,
+        "se.a_ln.w": layer.attention_norm.weight, "se.a_ln.b": layer.attention_norm.bias,
+        "se.i.w": layer.feed_forward.w_in.weight, "se.i.b": layer.feed_forward.w_in.bias,
+        "se.out.w": layer.feed_forward.w_out.weight, "se.out.b": layer.feed_forward.w_out.bias,
+        "se.o_ln.w": layer.ffn_norm.weight, "se.o_ln.b": layer.ffn_norm.bias,
+    }  # fmt: skip
+
+
+def _kar(generator: torch.Generator, threshold: float | None = None, span_encoder: int = 0):
     table = _table(generator)
     kar = KnowledgeAttentionRecontextualization(
-        D, table, num_heads=HEADS, intermediate_size=FF, scorer_hidden=MLP, threshold=threshold
-    )
+        D, table, num_heads=HEADS, intermediate_size=FF, scorer_hidden=MLP, threshold=threshold,
+        span_encoder_layers=span_encoder,
+    )  # fmt: skip
     _randomise(kar, generator)
     return kar.eval(), table
 
 
-@pytest.mark.parametrize("threshold", [None, 0.0])
-def test_kar_and_linker_equal_allenai_kb(threshold: float | None) -> None:
+@pytest.mark.parametrize(("threshold", "span_encoder"), [(None, 0), (0.0, 0), (None, 1)])
+def test_kar_and_linker_equal_allenai_kb(threshold: float | None, span_encoder: int) -> None:
     generator = torch.Generator().manual_seed(0)
-    kar, table = _kar(generator, threshold)
+    kar, table = _kar(generator, threshold, span_encoder)
     hidden = torch.randn(2, 7, D, generator=generator)
     with torch.no_grad():
         out = kar(hidden, SPANS, ENTITIES, PRIORS)

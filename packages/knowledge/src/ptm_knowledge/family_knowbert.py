@@ -49,6 +49,8 @@ class KarOptions:
         scorer_hidden: the linker's MLP width (100 in the paper).
         threshold: the linker's weighting threshold (``None``: plain softmax weights; the
             margin loss's decode threshold in the released code).
+        span_encoder_layers: BERT layers of self-attention among the pooled spans before
+            scoring (the released final models use 1; 0: none).
         max_candidates: candidates per mention (highest prior first).
         max_spans: candidate mentions per row.
     """
@@ -61,6 +63,7 @@ class KarOptions:
     intermediate_size: int | None = None
     scorer_hidden: int = 100
     threshold: float | None = None
+    span_encoder_layers: int = 0
     max_candidates: int = 8
     max_spans: int = 32
 
@@ -132,6 +135,7 @@ KNOWBERT = FamilySpec(
     finetune="ptm_knowledge.knowbert.family_hooks:finetune",
     load={KNOWBERT_KIND: "ptm_knowledge.knowbert.family_hooks:load"},
     save={KNOWBERT_KIND: "ptm_knowledge.knowbert.family_hooks:save"},
+    evaluation="ptm_knowledge.evaluation_kinds:KNOWBERT",
     recognizes="ptm_knowledge.knowbert.family_hooks:recognizes",
     recipes={"knowbert": "pretrain", "knowbert_finetune": "finetune"},
 )

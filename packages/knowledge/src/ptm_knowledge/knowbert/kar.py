@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ptm_core.modules import FeedForward
+from ptm_core.encoders.layers import TransformerLayer
+from ptm_core.modules import FeedForward, MultiHeadSelfAttention
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention
 from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.initialization import init_bert_weights
@@ -117,7 +118,9 @@ class KnowBertLinker(nn.Module):
 
     Contextual states ``H`` ``(B, L, D)`` are projected to the KG width, ``H^proj = H W1 +
     b1``; each candidate mention span is pooled from them by self-attention and normalised
-    (``LN``); each candidate's frozen KG embedding is normalised (``LN``); the
+    (``LN``); with ``span_encoder_layers``, BERT layers of self-attention among the spans
+    follow (the released code's ``span_encoder_config``, used by its final WordNet, Wiki and
+    W+W models); each candidate's frozen KG embedding is normalised (``LN``); the
     :class:`PriorLinkingScorer` scores candidates and forms the weighted entity embedding.
 
     Args:
@@ -125,6 +128,9 @@ class KnowBertLinker(nn.Module):
         entity_table: ``(N, E)`` frozen entity embeddings, rows as in the module docstring.
         scorer_hidden: the scorer MLP's width.
         threshold: see :class:`PriorLinkingScorer` (the margin loss's decode threshold).
+        span_encoder_layers: BERT layers over the spans (0: none).
+        span_encoder_heads, span_encoder_intermediate: their heads and feed-forward width.
+        dropout, attention_dropout: the span encoder's rates.
     """
 
     entity_table: Tensor
@@ -136,6 +142,11 @@ class KnowBertLinker(nn.Module):
         *,
         scorer_hidden: int = 100,
         threshold: float | None = None,
+        span_encoder_layers: int = 0,
+        span_encoder_heads: int = 4,
+        span_encoder_intermediate: int | None = None,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
     ) -> None:
         super().__init__()
         if entity_table.dim() != 2 or entity_table.shape[0] < FIRST_ENTITY_ROW:
@@ -151,6 +162,16 @@ class KnowBertLinker(nn.Module):
         self.kg_layer_norm = nn.LayerNorm(entity_dim, eps=KAR_NORM_EPS)
         null = self.entity_table[NULL_ROW] if threshold is not None else None
         self.scorer = PriorLinkingScorer(scorer_hidden, threshold, null)
+        self.span_encoder = nn.ModuleList(
+            TransformerLayer(
+                MultiHeadSelfAttention(entity_dim, span_encoder_heads, attention_dropout),
+                FeedForward(entity_dim, span_encoder_intermediate or 4 * entity_dim),
+                entity_dim,
+                dropout,
+                BERT_NORM_EPS,
+            )
+            for _ in range(span_encoder_layers)
+        )
         self.hidden_size = hidden_size
         self.entity_dim = entity_dim
 
@@ -162,6 +183,11 @@ class KnowBertLinker(nn.Module):
         candidates = self.kg_layer_norm(self.entity_table[entities])  # (B, S, C, E)
         projected = self.bert_to_kg_projector(hidden)  # (B, L, E)
         pooled = self.projected_span_layer_norm(self.span_extractor(projected, spans))
+        if len(self.span_encoder):
+            padded = spans[..., 0] <= -1  # (B, S); additive, as BERT's extended mask
+            mask = padded.to(pooled.dtype)[:, None, None, :] * -10000.0
+            for layer in self.span_encoder:
+                pooled = layer(pooled, mask)
         scores, weighted = self.scorer(pooled, candidates, priors, entities > PADDING_ROW)
         return LinkerOutput(scores, weighted, pooled, projected)
 
@@ -241,6 +267,9 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         intermediate_size: span attention feed-forward width (``4 E`` when ``None``).
         scorer_hidden: the linker's MLP width.
         threshold: the linker's weighting threshold (``None``: plain softmax weights).
+        span_encoder_layers: BERT layers among the linker's spans (see
+            :class:`KnowBertLinker`; the same heads and feed-forward width as the span
+            attention).
         dropout, attention_dropout: the BERT rates (0.1).
         init_inverse: initialise ``W2`` as the pseudo-inverse of ``W1``.
         initializer_range: std of the normal init of the new weights.
@@ -259,6 +288,7 @@ class KnowledgeAttentionRecontextualization(nn.Module):
         intermediate_size: int | None = None,
         scorer_hidden: int = 100,
         threshold: float | None = None,
+        span_encoder_layers: int = 0,
         dropout: float = 0.1,
         attention_dropout: float = 0.1,
         init_inverse: bool = True,
@@ -272,7 +302,15 @@ class KnowledgeAttentionRecontextualization(nn.Module):
                 "pick a head count that divides it (knowbert.kgs.<name>.num_heads)"
             )
         self.linker = KnowBertLinker(
-            hidden_size, entity_table, scorer_hidden=scorer_hidden, threshold=threshold
+            hidden_size,
+            entity_table,
+            scorer_hidden=scorer_hidden,
+            threshold=threshold,
+            span_encoder_layers=span_encoder_layers,
+            span_encoder_heads=num_heads,
+            span_encoder_intermediate=intermediate_size,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
         )
         self.weighted_entity_layer_norm = nn.LayerNorm(entity_dim, eps=KAR_NORM_EPS)
         self.span_attention_layer = SpanAttentionLayer(

@@ -35,6 +35,7 @@ class KarSpec:
         intermediate_size: span attention feed-forward width (``None``: 4 x the KG width).
         scorer_hidden: the linker MLP's width.
         threshold: the linker's weighting threshold (``None``: plain softmax weights).
+        span_encoder_layers: BERT layers among the linker's spans (0: none).
         entity_ids: the KG entity of each table row from row 2 on (rows 0/1: padding/null).
         kg: the KG folder the candidates are generated from.
     """
@@ -44,6 +45,7 @@ class KarSpec:
     intermediate_size: int | None = None
     scorer_hidden: int = 100
     threshold: float | None = None
+    span_encoder_layers: int = 0
     entity_ids: list[str] = field(default_factory=list)
     kg: str | None = None
 
@@ -54,6 +56,7 @@ class KarSpec:
             "intermediate_size": self.intermediate_size,
             "scorer_hidden": self.scorer_hidden,
             "threshold": self.threshold,
+            "span_encoder_layers": self.span_encoder_layers,
         }
 
 

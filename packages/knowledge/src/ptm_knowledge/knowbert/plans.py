@@ -159,6 +159,7 @@ def plan_knowbert(run: PretrainRun) -> PretrainingPlan:
                 intermediate_size=kar.intermediate_size,
                 scorer_hidden=kar.scorer_hidden,
                 threshold=kar.threshold,
+                span_encoder_layers=kar.span_encoder_layers,
                 entity_ids=bases[name].entity_ids,
                 kg=str(Path(bases[name].kg_path).resolve()),
             )
