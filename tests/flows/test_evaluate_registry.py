@@ -72,6 +72,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
         "cove",
     ),
     knowledge_kinds.ERNIE_THU: ({}, ENCODER, "ernie_thu"),
+    knowledge_kinds.KNOWBERT: ({}, ENCODER, "knowbert"),
     COGQA: ({}, {}, "cogqa"),
     knowledge_kinds.KG_EMBEDDINGS: ({"metrics.json": {"test": {"mrr": 0.5}}}, {}, "kg_embeddings"),
     XLM_KIND: ({}, {}, "xlm"),

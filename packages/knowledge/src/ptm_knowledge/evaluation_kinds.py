@@ -32,6 +32,19 @@ def score_ernie_thu(
     )
 
 
+def score_knowbert(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """MLM/NSP/linking metrics of a KnowBERT checkpoint (or of its random init) on a
+    linked corpus."""
+    from ptm_knowledge.knowbert.evaluation import evaluate_knowbert
+
+    assert corpus is not None  # needs_corpus
+    return evaluate_knowbert(
+        model_dir, corpus, seed=seed, random_init_seed=seed if random_init else None
+    )
+
+
 def score_kg_embeddings(
     model_dir: str, corpus: str | None, seed: int, random_init: bool = False
 ) -> dict[str, Any]:
@@ -110,6 +123,18 @@ ERNIE_THU = register_evaluation(
         needs_corpus="linked corpus .jsonl",
     )
 )
+KNOWBERT = register_evaluation(
+    Evaluation(
+        name="knowbert",
+        metric="linking/accuracy",
+        higher_is_better=True,
+        description="KnowBERT on the linked corpus: MLM, NSP and entity linking over the "
+        "alias candidates (gold: the corpus's mentions), seeded",
+        score=score_knowbert,
+        kinds=(kinds.KNOWBERT,),
+        needs_corpus="linked corpus .jsonl",
+    )
+)
 KG_EMBEDDINGS = register_evaluation(
     Evaluation(
         name="kg_embeddings",
@@ -160,4 +185,4 @@ ERNIE_FINETUNED = register_evaluation(
     )
 )
 
-__all__ = ["COGQA", "ERNIE_FINETUNED", "ERNIE_THU", "KBERT", "KG_EMBEDDINGS"]
+__all__ = ["COGQA", "ERNIE_FINETUNED", "ERNIE_THU", "KBERT", "KG_EMBEDDINGS", "KNOWBERT"]

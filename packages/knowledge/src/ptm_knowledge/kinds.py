@@ -12,4 +12,8 @@ ERNIE_THU = "ernie_thu"
 #: ``metrics.json`` (no ``config.json``: recognised by its embeddings file).
 KG_EMBEDDINGS = "kg_embeddings"
 
-__all__ = ["ERNIE_THU", "KG_EMBEDDINGS"]
+#: A KnowBERT ``final/``: the text encoder (``config.json``, ``model.safetensors``) plus the
+#: KARs (``knowbert_layers.safetensors``, ``knowbert_config.json``).
+KNOWBERT = "knowbert"
+
+__all__ = ["ERNIE_THU", "KG_EMBEDDINGS", "KNOWBERT"]
