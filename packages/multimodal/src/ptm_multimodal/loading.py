@@ -26,6 +26,7 @@ from ptm_multimodal.alignment import AlignmentObjective
 from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.imagebert import ImageBertModel
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
@@ -57,6 +58,15 @@ def _build(config: dict[str, Any], source: str):
             box_position=config["box_position"],
             feature_spec=feature_spec,
         )
+    if architecture == "imagebert":
+        encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
+        return ImageBertModel(
+            encoder,
+            config["visual_embedding_dim"],
+            text_positions=config["text_positions"],
+            text_type_vocab_size=config["text_type_vocab_size"],
+            feature_spec=feature_spec,
+        )
     if architecture == "vlbert":
         encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
         return VlbertModel(
@@ -74,7 +84,7 @@ def _build(config: dict[str, Any], source: str):
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
     raise CheckpointError(
-        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert' or 'vlbert'"
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert', 'vlbert' or 'imagebert'"
     )
 
 

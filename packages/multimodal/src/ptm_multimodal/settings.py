@@ -24,12 +24,34 @@ class SyntheticPairs:
         seed: seed of the training scenes.
         eval_images: evaluation scenes (0: no evaluation set).
         eval_seed: seed of the evaluation scenes.
+        caption_noise: fraction of training scenes whose caption is another scene's
+            (weakly-supervised, web-like pairs; 0 = every caption describes its image).
     """
 
     num_images: int = 400
     seed: int = 1
     eval_images: int = 100
     eval_seed: int = 2
+    caption_noise: float = 0.0
+
+
+@dataclass
+class PretrainStage:
+    """One stage of a multi-stage pre-training (``data.stages``; ImageBERT, Qi et al.
+    2020, §4: the large weakly-supervised set first, then the clean sets).
+
+    Attributes:
+        name: the stage's name in the log and the data folder.
+        steps: optimizer steps the stage lasts.
+        train_dir: the stage's ``data_specs/image_text`` directory; null generates
+            synthetic scenes from ``synthetic``.
+        synthetic: the generator's settings when ``train_dir`` is null.
+    """
+
+    name: str
+    steps: int
+    train_dir: str | None = None
+    synthetic: SyntheticPairs = field(default_factory=SyntheticPairs)
 
 
 @dataclass
@@ -51,6 +73,9 @@ class ImageTextData:
             ``{backbone: resnet10t, pool: [7, 7]}``); null reads precomputed regions.
         num_workers: DataLoader worker processes that build batches.
         corpus: the pairs file ``ptm evaluate`` scores by default.
+        stages: a multi-stage schedule (:class:`PretrainStage`, run in order, each
+            continuing the previous); empty: one stage on ``train_dir``. Every stage's
+            data must share the first stage's vocabulary and features.
     """
 
     train_dir: str | None = None
@@ -64,6 +89,7 @@ class ImageTextData:
     extraction: dict[str, Any] | None = None
     num_workers: int = 0
     corpus: str | None = None
+    stages: list[PretrainStage] = field(default_factory=list)
 
 
 @dataclass

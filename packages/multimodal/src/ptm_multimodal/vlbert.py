@@ -34,6 +34,13 @@ class VlbertOutput(EncoderOutput):
 
     image_hidden_state: Tensor | None = None
 
+    @property
+    def region_hidden_state(self) -> Tensor:
+        """``(B, R, D_v)``: the regions' states (the global image element dropped), what
+        :class:`~ptm_multimodal.region_masking.MaskedRegionObjective` reads."""
+        assert self.image_hidden_state is not None
+        return self.image_hidden_state[:, 1:]
+
 
 class VlbertModel(WrapsTextEncoder):
     """VL-BERT (Su et al., 2020, "VL-BERT: Pre-training of Generic Visual-Linguistic
