@@ -25,7 +25,7 @@ def _options(group: str) -> list[str]:
 
 # Multimodal models are not TransformerEncoders and their objectives need the whole model:
 # their own recipe builds both; a group option is checked inside its experiment.
-MULTIMODAL = {"visualbert", "vilbert", "lxmert", "vlbert"}
+MULTIMODAL = {"visualbert", "vilbert", "lxmert", "vlbert", "imagebert"}
 # Encoder-decoder presets (recipe seq2seq): their model and objective build together too.
 SEQ2SEQ_OPTIONS = {
     "model=bart_tiny": "bart_tiny",
@@ -46,6 +46,8 @@ MULTIMODAL_OPTIONS = {
     "objective=vl_lxmert": "lxmert_tiny",
     "model=vlbert_tiny": "vlbert_tiny",
     "objective=vl_vlbert": "vlbert_tiny",
+    "model=imagebert_tiny": "imagebert_tiny",
+    "objective=vl_imagebert": "imagebert_tiny",
 }
 
 
