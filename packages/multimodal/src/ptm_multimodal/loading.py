@@ -76,6 +76,8 @@ def _build(config: dict[str, Any], source: str):
             text_type_vocab_size=config["text_type_vocab_size"],
             visual_scale_init=config["visual_scale_init"],
             feature_spec=feature_spec,
+            # folders saved before text-only rows have no e_text
+            text_only_rows=config.get("text_only_rows", False),
         )
     if architecture == "vilbert":
         numbers = {

@@ -45,6 +45,7 @@ from ptm_multimodal.loading import save_multimodal
 from ptm_multimodal.prepared import GridExtraction, open_image_text
 from ptm_multimodal.run_migration import rename_network_tensors
 from ptm_multimodal.settings import ImageTextData, PretrainStage, SyntheticPairs
+from ptm_multimodal.text_rows import TextOnlyRows
 from ptm_multimodal.visualbert import VisualBertModel
 from ptm_multimodal.vlbert import VlbertModel
 
@@ -323,6 +324,41 @@ def _extraction(data: ImageTextData) -> GridExtraction | None:
         ) from None
 
 
+def text_only_rows(
+    output_dir: Path, data: ImageTextData, network: nn.Module, tokenizer: TaskTokenizer
+) -> TextOnlyRows | None:
+    """The text-only rows of ``data.text_only`` (None when unset); a generated corpus is
+    written once to ``output_dir/data/text_corpus.txt``.
+
+    Raises:
+        ValueError: the network does not take text-only rows (only VL-BERT does).
+    """
+    settings = data.text_only
+    if settings is None:
+        return None
+    if not (isinstance(network, VlbertModel) and network.text_only_embedding is not None):
+        raise ValueError(
+            "data.text_only: text-only rows are VL-BERT's pre-training on text corpora "
+            f"(model=vlbert_*); {type(network).__name__} has no text-only input. Set "
+            "data.text_only=null"
+        )
+    if settings.max_length > network.text_positions:
+        raise ValueError(
+            f"data.text_only.max_length={settings.max_length} exceeds the model's "
+            f"max_positions={network.text_positions}"
+        )
+    corpus = settings.corpus
+    if corpus is None:
+        from ptm_multimodal.synthetic import write_text_corpus
+
+        corpus = str(output_dir / "data" / "text_corpus.txt")
+        if not Path(corpus).is_file():
+            write_text_corpus(corpus, settings.synthetic_lines, seed=settings.seed)
+    return TextOnlyRows.from_file(
+        corpus, tokenizer, rows_per_batch=settings.rows_per_batch, max_length=settings.max_length
+    )
+
+
 def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     """Pre-train a VisualBERT, ViLBERT or LXMERT on image-text pairs (the families'
     ``plan_pretraining`` hook); ``init_from=<a BERT folder>`` starts the text stream from it.
@@ -374,6 +410,8 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         extra_slots=2 if isinstance(network, VlbertModel) else 0,
     )
 
+    text_rows = text_only_rows(output_dir, data, network, tokenizer)
+
     def pair_batches(rows: PairRows, seed: int) -> ImageTextBatches:
         return ImageTextBatches(
             rows,
@@ -385,6 +423,7 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
             max_length=data.max_length,
             num_workers=data.num_workers,
             pin_memory=torch.cuda.is_available(),
+            extra_rows=text_rows,
         )
 
     batches: BatchSource

@@ -55,6 +55,29 @@ class PretrainStage:
 
 
 @dataclass
+class TextOnlyData:
+    """Text-only rows mixed into every pre-training batch (``data.text_only``; VL-BERT's
+    pre-training on text corpora, :class:`~ptm_multimodal.text_rows.TextOnlyRows`).
+
+    Attributes:
+        corpus: a UTF-8 text file, one passage per line; null generates ``synthetic_lines``
+            lines of scene descriptions not tied to any image.
+        synthetic_lines: lines of the generated corpus.
+        seed: seed of the generated corpus.
+        rows_per_batch: text rows appended to each image-text batch (the reference: as
+            many as the image-text rows).
+        max_length: tokens per text row, specials included (the reference: 64; at most
+            the model's ``max_positions``).
+    """
+
+    corpus: str | None = None
+    synthetic_lines: int = 2000
+    seed: int = 3
+    rows_per_batch: int = 32
+    max_length: int = 32
+
+
+@dataclass
 class ImageTextData:
     """The ``data`` block of image-text pre-training.
 
@@ -76,6 +99,7 @@ class ImageTextData:
         stages: a multi-stage schedule (:class:`PretrainStage`, run in order, each
             continuing the previous); empty: one stage on ``train_dir``. Every stage's
             data must share the first stage's vocabulary and features.
+        text_only: text-only rows in every batch (VL-BERT); null: none.
     """
 
     train_dir: str | None = None
@@ -90,6 +114,7 @@ class ImageTextData:
     num_workers: int = 0
     corpus: str | None = None
     stages: list[PretrainStage] = field(default_factory=list)
+    text_only: TextOnlyData | None = None
 
 
 @dataclass

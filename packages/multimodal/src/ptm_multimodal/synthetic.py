@@ -240,6 +240,20 @@ def write_synthetic_dataset(
     return directory
 
 
+def write_text_corpus(path: str | Path, num_lines: int, *, seed: int = 0) -> Path:
+    """A text-only corpus over the scenes' vocabulary: each line one to three scene
+    descriptions (of scenes no image shows), for VL-BERT's text-only rows."""
+    rng = random.Random(f"text:{seed}")
+    lines = []
+    for i in range(num_lines):
+        count = rng.randint(1, 3)
+        lines.append(" ".join(make_scene(i * 3 + k, seed + 104729).caption for k in range(count)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
