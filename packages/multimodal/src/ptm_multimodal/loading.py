@@ -8,6 +8,7 @@ objectives) and the tokenizer files. These are the families' ``load``/``save`` h
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,9 @@ def load_multimodal(
                 f"{source}: objective {name!r} has class {entry.get('class')!r}; known: "
                 f"{sorted(OBJECTIVE_CLASSES)}"
             )
-        objectives[name] = build_objective(cls, model, vocab)
+        # settings the heads' use depends on (MaskedRegionObjective's target, class_loss)
+        factory = functools.partial(cls, **entry.get("settings", {}))
+        objectives[name] = build_objective(factory, model, vocab)
         weights[name] = float(entry.get("weight", 1.0))
     wrapped = PretrainingModel(model, ObjectiveMix(objectives, weights), input_keys=INPUT_KEYS)
     # read_weights turns a truncated or damaged file into a one-line CheckpointError.
@@ -153,6 +156,14 @@ def load_multimodal(
     return wrapped, tokenizer
 
 
+def _objective_record(objective: Objective, weight: float) -> dict[str, Any]:
+    record: dict[str, Any] = {"class": type(objective).__name__, "weight": weight}
+    settings = getattr(type(objective), "checkpoint_settings", None)
+    if settings is not None:
+        record["settings"] = settings(objective)
+    return record
+
+
 def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
     """What ``config.json`` records: the network's own config (architecture, numbers,
     feature spec), the objectives and the ``"ptm_model"`` kind."""
@@ -161,7 +172,7 @@ def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
         {
             **network.checkpoint_config(),
             "objectives": {
-                name: {"class": type(obj).__name__, "weight": model.objectives.weights[name]}
+                name: _objective_record(obj, model.objectives.weights[name])
                 for name, obj in model.objectives
             },
         }

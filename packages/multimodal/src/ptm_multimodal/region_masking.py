@@ -142,6 +142,15 @@ class MaskedRegionObjective(Objective):
             RegionPredictionHead(hidden, encoder.feature_size) if target != "classes" else None
         )
 
+    def checkpoint_settings(self) -> dict[str, object]:
+        """What ``config.json`` keeps so that a reloaded objective scores as trained."""
+        return {
+            "mask_prob": self.mask_prob,
+            "zero_prob": self.zero_prob,
+            "target": self.target,
+            "class_loss": self.class_loss,
+        }
+
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
         corrupted, selected, _ = mask_regions(
             batch["visual_features"],
