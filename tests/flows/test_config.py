@@ -112,8 +112,13 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     if cfg.get("recipe") in NOT_TRANSFORMER:
         _check_not_transformer(cfg)
     elif cfg.get("recipe") in MULTIMODAL:
-        # what the families' plan builds once the data gives vocabulary and feature size
-        model = instantiate(cfg.model)(vocab_size=VOCAB.vocab_size, visual_embedding_dim=32)
+        # what the families' plan builds once the data gives vocabulary and features (the
+        # synthetic detector's: 32 wide, with classes, which ImageBERT's MOC classifies)
+        from ptm_multimodal.synthetic import detector_spec
+
+        model = instantiate(cfg.model)(
+            vocab_size=VOCAB.vocab_size, visual_embedding_dim=32, feature_spec=detector_spec()
+        )
         objectives = {
             name: build_objective(instantiate(node), model, VOCAB)
             for name, node in cfg.objective.objectives.items()
