@@ -10,10 +10,11 @@ import statistics
 from pathlib import Path
 
 import pytest
+from multimodal_cli import finetune_vqa_briefly
 
 from flows.cli import main
 from ptm_multimodal import ImageBertModel, load_multimodal
-from ptm_multimodal.synthetic import write_synthetic_dataset, write_synthetic_tasks
+from ptm_multimodal.synthetic import write_synthetic_dataset
 
 
 @pytest.mark.integration
@@ -69,28 +70,6 @@ def test_imagebert_tiny_runs_its_stages_losses_fall_and_it_finetunes(
     assert 0.0 <= scores["matching/accuracy"] <= 1.0 and 0.0 <= scores["mlm/accuracy"] <= 1.0
     assert math.isfinite(scores["region/moc"]) and math.isfinite(scores["region/mrfr"])
 
-    tasks = write_synthetic_tasks(tmp_path / "tasks", train_images=8, dev_images=6, seed=21)
-    tuned = tmp_path / "vqa"
-    assert (
-        main(
-            [
-                "pretrain",
-                "experiment=imagebert_vqa_tiny",
-                f"init_from={out / 'final'}",
-                f"multimodal_finetune.task.train={tasks / 'vqa_train.jsonl'}",
-                f"multimodal_finetune.task.dev={tasks / 'vqa_dev.jsonl'}",
-                "multimodal_finetune.task.batch_size=8",
-                "multimodal_finetune.freeze_backbone=true",
-                "trainer.max_steps=4",
-                "trainer.save_every=4",
-                "trainer.progress=false",
-                "trainer.device=cpu",
-                f"trainer.output_dir={tuned}",
-            ]
-        )
-        == 0
-    )
-    scores = json.loads((tuned / "eval.json").read_text())
-    assert 0.0 <= scores["dev/vqa_accuracy"] <= 1.0
+    tuned = finetune_vqa_briefly("imagebert_vqa_tiny", out / "final", tmp_path)
     saved = json.loads((tuned / "final" / "config.json").read_text())
     assert saved["architecture"] == "imagebert" and (tuned / "final" / "task.json").is_file()
