@@ -107,7 +107,22 @@ class TextOnlyRows:
         if not pieces:
             raise ValueError(f"{path}: no non-empty line; text-only rows need text")
         flat = np.concatenate(pieces)
-        logger.info("text-only rows: %d lines, %d tokens from %s", len(pieces), len(flat), path)
+        unknown = int((flat == tokenizer.vocab_info.unk_id).sum())
+        logger.info(
+            "text-only rows: %d lines, %d tokens (%d unknown) from %s",
+            len(pieces),
+            len(flat),
+            unknown,
+            path,
+        )
+        if unknown > 0.05 * len(flat):
+            logger.warning(
+                "%s: %.0f%% of its tokens are [UNK]: the captions' vocabulary does not cover "
+                "this text; give a corpus in the captions' language (or a vocabulary that "
+                "covers both)",
+                path,
+                100 * unknown / len(flat),
+            )
         return cls(
             flat,
             np.cumsum(lengths),
