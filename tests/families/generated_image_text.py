@@ -31,6 +31,22 @@ def pretrain_overrides(experiment: str, tmp_path: Path) -> list[str]:
     ]
 
 
+def staged_pretrain_overrides(experiment: str, tmp_path: Path) -> list[str]:
+    """A two-step run of a two-stage ``experiment`` (``data.stages``: one step on generated
+    weakly-supervised pairs, 30% of whose captions are another scene's, then one on clean
+    ones), under ``tmp_path``."""
+    clean, _ = write_pairs(tmp_path / "data")
+    weak = write_synthetic_dataset(tmp_path / "data" / "weak", 24, seed=7, caption_noise=0.3)
+    single = pretrain_overrides(experiment, tmp_path)
+    return [
+        *(o for o in single if not o.startswith("data.train_dir=")),
+        f"data.stages.0.train_dir={weak}",
+        "data.stages.0.steps=1",
+        f"data.stages.1.train_dir={clean}",
+        "data.stages.1.steps=1",
+    ]
+
+
 def finetune_overrides(experiment: str, tmp_path: Path, final_dir: Path) -> list[str]:
     """A two-step ``experiment`` fine-tune of ``final_dir`` on a generated VQA task."""
     tasks = write_synthetic_tasks(tmp_path / "tasks", train_images=8, dev_images=6, seed=21)

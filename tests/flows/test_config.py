@@ -25,7 +25,7 @@ def _options(group: str) -> list[str]:
 
 # Multimodal models are not TransformerEncoders and their objectives need the whole model:
 # their own recipe builds both; a group option is checked inside its experiment.
-MULTIMODAL = {"visualbert", "vilbert", "lxmert", "vlbert"}
+MULTIMODAL = {"visualbert", "vilbert", "lxmert", "vlbert", "imagebert"}
 # Encoder-decoder presets (recipe seq2seq): their model and objective build together too.
 SEQ2SEQ_OPTIONS = {
     "model=bart_tiny": "bart_tiny",
@@ -46,6 +46,8 @@ MULTIMODAL_OPTIONS = {
     "objective=vl_lxmert": "lxmert_tiny",
     "model=vlbert_tiny": "vlbert_tiny",
     "objective=vl_vlbert": "vlbert_tiny",
+    "model=imagebert_tiny": "imagebert_tiny",
+    "objective=vl_imagebert": "imagebert_tiny",
 }
 
 
@@ -110,8 +112,13 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     if cfg.get("recipe") in NOT_TRANSFORMER:
         _check_not_transformer(cfg)
     elif cfg.get("recipe") in MULTIMODAL:
-        # what the families' plan builds once the data gives vocabulary and feature size
-        model = instantiate(cfg.model)(vocab_size=VOCAB.vocab_size, visual_embedding_dim=32)
+        # what the families' plan builds once the data gives vocabulary and features (the
+        # synthetic detector's: 32 wide, with classes, which ImageBERT's MOC classifies)
+        from ptm_multimodal.synthetic import detector_spec
+
+        model = instantiate(cfg.model)(
+            vocab_size=VOCAB.vocab_size, visual_embedding_dim=32, feature_spec=detector_spec()
+        )
         objectives = {
             name: build_objective(instantiate(node), model, VOCAB)
             for name, node in cfg.objective.objectives.items()

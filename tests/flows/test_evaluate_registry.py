@@ -81,6 +81,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     multimodal_kinds.VILBERT: ({}, {}, "multimodal"),
     multimodal_kinds.LXMERT: ({}, {}, "multimodal"),
     multimodal_kinds.VLBERT: ({}, {}, "vlbert"),
+    multimodal_kinds.IMAGEBERT: ({}, {}, "imagebert"),
 }
 
 

@@ -58,12 +58,25 @@ def hand_made() -> dict[str, Tensor]:
     }
 
 
-def reference_embedding(model: VlbertModel, batch: dict[str, Tensor], row: int) -> Tensor:
-    """jackroos/VL-BERT's embedding of one row, its real elements in its seamless order."""
+def reference_inputs(
+    model: VlbertModel, batch: dict[str, Tensor], row: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """jackroos/VL-BERT's ``vl_embeddings``, position and token type ids of one row, its
+    real elements in its seamless order. A row without a box is a text-only row of
+    ``ResNetVLBERTForPretrainingMultitask``: its text tokens take
+    ``aux_text_visual_embedding`` and it has no object (``box_mask_multi`` 0)."""
     emb = model.encoder.embeddings
     text_mask = batch["attention_mask"][row].bool()
     box_mask = batch["visual_mask"][row].bool()
     ids = batch["input_ids"][row][text_mask]
+    img_word, mask_word, end_word = model.special_embeddings.weight
+    if not box_mask.any():
+        assert model.text_only_embedding is not None
+        text_vl = emb.word(ids) + model.visual_norm_text(model.text_only_embedding)
+        vl = torch.cat([text_vl, end_word[None]])
+        types = torch.cat([batch["token_type_ids"][row][text_mask], torch.tensor([2])])
+        positions = torch.cat([torch.arange(len(ids)), torch.tensor([len(ids) + 1])])
+        return vl, positions, types
     feats = batch["visual_features"][row][box_mask]
     boxes = batch["visual_boxes"][row][box_mask]
     # the datasets' add_image_as_a_box: the whole image first; with precomputed features
@@ -74,7 +87,6 @@ def reference_embedding(model: VlbertModel, batch: dict[str, Tensor], row: int) 
     mvrc_ops = torch.cat(
         [torch.tensor([False]), (batch["visual_features"][row][box_mask] == 0).all(-1)]
     )
-    img_word, mask_word, end_word = model.special_embeddings.weight
     text_vl = emb.word(ids) + model.visual_norm_text(obj_reps[0]).expand(len(ids), -1)
     object_linguistic = torch.where(mvrc_ops[:, None], mask_word, img_word)
     object_vl = object_linguistic + model.visual_norm_object(obj_reps)
@@ -84,8 +96,14 @@ def reference_embedding(model: VlbertModel, batch: dict[str, Tensor], row: int) 
     positions = torch.cat(
         [torch.arange(text_end), torch.full((objects,), text_end), torch.tensor([text_end + 1])]
     )
-    summed = vl + emb.position(positions) + emb.token_type(types)
-    return emb.norm(summed)
+    return vl, positions, types
+
+
+def reference_embedding(model: VlbertModel, batch: dict[str, Tensor], row: int) -> Tensor:
+    """``LayerNorm(vl_embeddings + position + token type)`` of one row (the reference's)."""
+    emb = model.encoder.embeddings
+    vl, positions, types = reference_inputs(model, batch, row)
+    return emb.norm(vl + emb.position(positions) + emb.token_type(types))
 
 
 def ours_in_reference_order(model: VlbertModel, batch: dict[str, Tensor], row: int) -> Tensor:
@@ -100,7 +118,7 @@ def ours_in_reference_order(model: VlbertModel, batch: dict[str, Tensor], row: i
     length = batch["input_ids"].shape[1]
     text = batch["attention_mask"][row].bool()
     regions = batch["visual_mask"][row].bool()
-    visual = torch.cat([torch.tensor([True]), regions])
+    visual = torch.cat([regions.any()[None], regions])  # no whole image in a text-only row
     slots = torch.cat([text, visual, torch.tensor([True])])
     assert slots.shape[0] == states.shape[0] == length + regions.shape[0] + 2
     return states[slots]
@@ -188,3 +206,34 @@ def test_vlbert_rejects_wrong_features_and_missing_boxes() -> None:
         model(batch["input_ids"], torch.zeros(2, 3, 7), visual_boxes=batch["visual_boxes"])
     with pytest.raises(ValueError, match="visual_boxes"):
         model(batch["input_ids"], batch["visual_features"])
+
+
+def test_text_only_rows_are_fed_as_jackroos_vlbert_multitask_feeds_them() -> None:
+    """A row without regions is a text-only row: its tokens carry the learned text-only
+    vector (not a whole-image feature), and only its text and ``[END]`` are attended, so
+    its states equal the reference's sequence of text then ``[END]`` alone."""
+    model, batch = tiny(), hand_made()
+    batch["visual_mask"][1] = 0
+    batch["visual_features"][1] = 0.0
+    for row in (0, 1):
+        with torch.no_grad():
+            expected = reference_embedding(model, batch, row)
+        torch.testing.assert_close(
+            ours_in_reference_order(model, batch, row), expected, atol=1e-5, rtol=1e-5
+        )
+    with torch.no_grad():
+        vl, positions, types = reference_inputs(model, batch, 1)
+        alone = model.encoder(
+            inputs_embeds=vl[None], position_ids=positions[None], token_type_ids=types[None]
+        ).last_hidden_state[0]
+        full = model(**batch).last_hidden_state[1]
+    length = batch["input_ids"].shape[1]
+    slots = torch.cat([batch["attention_mask"][1].bool(), torch.zeros(5, dtype=torch.bool)])
+    slots[length + 1 + 3] = True  # [END] after the whole image and 3 region slots
+    torch.testing.assert_close(full[slots], alone, atol=1e-5, rtol=1e-5)
+    # the image-text row is unchanged by its text-only neighbour
+    with torch.no_grad():
+        single = model(**{k: v[:1] for k, v in batch.items()}).last_hidden_state[0]
+    torch.testing.assert_close(model(**batch).last_hidden_state[0].detach(), single)
+    # a folder saved before text-only rows has no text-only vector
+    assert tiny(text_only_rows=False).text_only_embedding is None

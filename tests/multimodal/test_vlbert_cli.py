@@ -9,10 +9,10 @@ import statistics
 from pathlib import Path
 
 import pytest
+from multimodal_cli import finetune_vqa_briefly
 
 from flows.cli import main
 from ptm_multimodal import VlbertModel, load_multimodal
-from ptm_multimodal.synthetic import write_synthetic_tasks
 
 
 @pytest.mark.integration
@@ -54,28 +54,6 @@ def test_vlbert_tiny_losses_fall_and_it_finetunes_on_vqa(tmp_path: Path, one_thr
     assert 0.0 <= scores["mlm/accuracy"] <= 1.0 and math.isfinite(scores["mvrc/loss"])
     assert not any(key.startswith("itm") for key in scores)
 
-    tasks = write_synthetic_tasks(tmp_path / "tasks", train_images=8, dev_images=6, seed=21)
-    tuned = tmp_path / "vqa"
-    assert (
-        main(
-            [
-                "pretrain",
-                "experiment=vlbert_vqa_tiny",
-                f"init_from={out / 'final'}",
-                f"multimodal_finetune.task.train={tasks / 'vqa_train.jsonl'}",
-                f"multimodal_finetune.task.dev={tasks / 'vqa_dev.jsonl'}",
-                "multimodal_finetune.task.batch_size=8",
-                "multimodal_finetune.freeze_backbone=true",
-                "trainer.max_steps=4",
-                "trainer.save_every=4",
-                "trainer.progress=false",
-                "trainer.device=cpu",
-                f"trainer.output_dir={tuned}",
-            ]
-        )
-        == 0
-    )
-    scores = json.loads((tuned / "eval.json").read_text())
-    assert 0.0 <= scores["dev/vqa_accuracy"] <= 1.0
+    tuned = finetune_vqa_briefly("vlbert_vqa_tiny", out / "final", tmp_path)
     saved = json.loads((tuned / "final" / "config.json").read_text())
     assert saved["architecture"] == "vlbert" and (tuned / "final" / "task.json").is_file()

@@ -92,12 +92,15 @@ _EXPORTS = {
     "VlbertOutput": "ptm_multimodal.vlbert",
     "vlbert": "ptm_multimodal.vlbert",
     "load_hf_visualbert": "ptm_multimodal.visualbert_hf",
+    "ImageBertModel": "ptm_multimodal.imagebert",
+    "ImageBertOutput": "ptm_multimodal.imagebert",
+    "imagebert": "ptm_multimodal.imagebert",
 }
 
 __all__ = sorted(_EXPORTS)
 # Builders named like their module: ``ptm_multimodal.visualbert`` is the function (the
 # configs' ``_target_``), also once ``import ptm_multimodal.visualbert`` has bound the module.
-_BUILDERS = ("visualbert", "vilbert", "vlbert")
+_BUILDERS = ("visualbert", "vilbert", "vlbert", "imagebert")
 
 
 class _Package(types.ModuleType):

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ptm_core.model_kinds import KIND_KEY, with_kind
-from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT, VLBERT
+from ptm_multimodal.kinds import IMAGEBERT, LXMERT, VILBERT, VISUALBERT, VLBERT
 
 ARCHITECTURE_KINDS = {
     "visualbert": VISUALBERT,
     "vilbert": VILBERT,
     "lxmert": LXMERT,
     "vlbert": VLBERT,
+    "imagebert": IMAGEBERT,
 }
 #: config.json keys that are bookkeeping, not builder numbers.
 NOT_NUMBERS = ("architecture", "objectives", "feature_spec", KIND_KEY)

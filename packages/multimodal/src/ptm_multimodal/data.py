@@ -227,6 +227,9 @@ class ImageTextBatches:
             off the training loop; 0 builds them in the training process.
         pin_memory: page-lock batches for faster copies to a GPU (with workers).
         prefetch_factor: batches each worker prepares ahead.
+        extra_rows: rows appended to every batch before ``transform``, given the batch's
+            seeded generator (VL-BERT's text-only rows,
+            :class:`~ptm_multimodal.text_rows.TextOnlyRows`).
     """
 
     def __init__(
@@ -244,6 +247,7 @@ class ImageTextBatches:
         num_workers: int = 0,
         pin_memory: bool = False,
         prefetch_factor: int = 4,
+        extra_rows: BatchTransform | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -268,6 +272,7 @@ class ImageTextBatches:
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.prefetch_factor = prefetch_factor
+        self.extra_rows = extra_rows
         self._order_cache: tuple[int, Tensor] | None = None
 
     @property
@@ -315,6 +320,8 @@ class ImageTextBatches:
         }
         if visual.classes is not None:
             batch["visual_classes"] = visual.classes
+        if self.extra_rows is not None and generator is not None:
+            batch = self.extra_rows(batch, generator)
         if self.transform is not None and generator is not None:
             batch = self.transform(batch, generator)
         return batch

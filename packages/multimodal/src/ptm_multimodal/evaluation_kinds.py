@@ -11,7 +11,7 @@ from typing import Any
 
 from ptm_core.evaluation.kinds import reinitialise
 from ptm_core.evaluation.registry import Evaluation
-from ptm_multimodal.kinds import LXMERT, VILBERT, VISUALBERT, VLBERT
+from ptm_multimodal.kinds import IMAGEBERT, LXMERT, VILBERT, VISUALBERT, VLBERT
 
 
 def score_multimodal(
@@ -44,13 +44,21 @@ def score_multimodal(
     return scores
 
 
-def score_vlbert(
-    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+def score_objectives(
+    model_dir: str,
+    corpus: str | None,
+    seed: int,
+    random_init: bool = False,
+    *,
+    extra_slots: int = 0,
 ) -> dict[str, Any]:
-    """VL-BERT's own objectives on the image-text pairs directory ``corpus``: masked LM with
-    visual clues and masked RoI classification, their losses and accuracies averaged over
-    the batches, with the masks drawn from ``seed``. VL-BERT has no matching head (the
-    paper drops image-text matching), so there is no matching accuracy to report."""
+    """A single-stream model's own pre-training objectives on the image-text pairs
+    directory ``corpus`` (every caption its image's own): their losses and accuracies
+    averaged over the batches, with the masks drawn from ``seed`` as in pre-training.
+
+    Args:
+        extra_slots: output slots after the regions' (VL-BERT: 2).
+    """
     import torch
 
     from ptm_multimodal.data import ImageTextBatches, read_image_text_pairs
@@ -63,8 +71,9 @@ def score_vlbert(
     if random_init:
         reinitialise(model, seed)
     model.eval()
-    # The masks are drawn as in pre-training (the mix's collate, VL-BERT's two extra slots).
-    transform = GroundedLabels(model.objectives.collate, regions_in_output=True, extra_slots=2)
+    transform = GroundedLabels(
+        model.objectives.collate, regions_in_output=True, extra_slots=extra_slots
+    )
     batches = ImageTextBatches(
         data, tokenizer, 64, shuffle=False, seed=seed, negative_prob=0.0, transform=transform
     )
@@ -75,6 +84,29 @@ def score_vlbert(
             for key, value in model(batches.batch(0, index)).metrics.items():
                 totals[key] = totals.get(key, 0.0) + float(value)
     return {key: value / len(batches) for key, value in totals.items()}
+
+
+def score_vlbert(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """VL-BERT's own objectives on ``corpus`` (:func:`score_objectives`): masked LM with
+    visual clues and masked RoI classification. VL-BERT has no matching head (the paper
+    drops image-text matching), so there is no matching accuracy to report."""
+    return score_objectives(model_dir, corpus, seed, random_init, extra_slots=2)
+
+
+def score_imagebert(
+    model_dir: str, corpus: str | None, seed: int, random_init: bool = False
+) -> dict[str, Any]:
+    """ImageBERT's four objectives on ``corpus``: image-text matching accuracy (one true
+    and one swapped caption per image) and caption->image recall (:func:`score_multimodal`),
+    then masked LM, masked object classification (``region/moc``) and masked region
+    feature regression (``region/mrfr``) on the true pairs (:func:`score_objectives`)."""
+    scores = score_multimodal(model_dir, corpus, seed, random_init)
+    masked = score_objectives(model_dir, corpus, seed, random_init)
+    # Every pair scored by score_objectives is a true one: its matching numbers say nothing.
+    scores.update({k: v for k, v in masked.items() if not k.startswith("itm")})
+    return scores
 
 
 def score_multimodal_task(
@@ -113,6 +145,17 @@ VLBERT_PRETRAINED = Evaluation(
     "image-text pairs (no matching head)",
     score=score_vlbert,
     kinds=(VLBERT,),
+    needs_corpus="image-text pairs directory",
+)
+
+IMAGEBERT_PRETRAINED = Evaluation(
+    name="imagebert",
+    metric="matching/accuracy",
+    higher_is_better=True,
+    description="ImageBERT's image-text matching and retrieval, masked LM, masked object "
+    "classification and masked region feature regression on image-text pairs",
+    score=score_imagebert,
+    kinds=(IMAGEBERT,),
     needs_corpus="image-text pairs directory",
 )
 

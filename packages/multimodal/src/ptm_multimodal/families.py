@@ -1,4 +1,5 @@
-"""ptm-multimodal's families: VisualBERT, ViLBERT, LXMERT and VL-BERT (entry points ``ptm.families``).
+"""ptm-multimodal's families: VisualBERT, ViLBERT, LXMERT, VL-BERT and ImageBERT (entry points
+``ptm.families``).
 
 Only strings here (no torch, no model): ``ptm --help`` and ``read_model_kind`` list these
 specs without loading the package. All four pre-train on image-text pairs through one
@@ -83,4 +84,18 @@ VLBERT = FamilySpec(
     save={"vlbert": _SAVE},
     recipes={"vlbert": "pretrain"},
 )
-FAMILIES = (VISUALBERT, VILBERT, LXMERT, VLBERT)
+IMAGEBERT = FamilySpec(
+    name="imagebert",
+    description="ImageBERT: one stream over captions and located regions, multi-stage "
+    "pre-training (Qi et al., 2020)",
+    kinds=("imagebert",),
+    input_keys=INPUT_KEYS,
+    settings=_SETTINGS,
+    plan_pretraining=_PLAN,
+    finetune="ptm_multimodal.finetune:finetune_imagebert",
+    evaluation="ptm_multimodal.evaluation_kinds:IMAGEBERT_PRETRAINED",
+    load={"imagebert": _LOAD},
+    save={"imagebert": _SAVE},
+    recipes={"imagebert": "pretrain"},
+)
+FAMILIES = (VISUALBERT, VILBERT, LXMERT, VLBERT, IMAGEBERT)

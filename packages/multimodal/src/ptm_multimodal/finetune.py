@@ -83,6 +83,11 @@ def finetune_vlbert(run: FinetuneRun) -> FinetuneResult:
     return _finetune(run, "vlbert")
 
 
+def finetune_imagebert(run: FinetuneRun) -> FinetuneResult:
+    """The ImageBERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
+    return _finetune(run, "imagebert")
+
+
 def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
     """Fine-tune ``run.init_from`` (a ``family`` final/) on ``multimodal_finetune.task``.
 

@@ -8,6 +8,7 @@ objectives) and the tokenizer files. These are the families' ``load``/``save`` h
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ptm_multimodal.alignment import AlignmentObjective
 from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.imagebert import ImageBertModel
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
@@ -57,6 +59,15 @@ def _build(config: dict[str, Any], source: str):
             box_position=config["box_position"],
             feature_spec=feature_spec,
         )
+    if architecture == "imagebert":
+        encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
+        return ImageBertModel(
+            encoder,
+            config["visual_embedding_dim"],
+            text_positions=config["text_positions"],
+            text_type_vocab_size=config["text_type_vocab_size"],
+            feature_spec=feature_spec,
+        )
     if architecture == "vlbert":
         encoder = TransformerEncoder(EncoderConfig.from_dict(config["encoder"], source=source))
         return VlbertModel(
@@ -66,6 +77,8 @@ def _build(config: dict[str, Any], source: str):
             text_type_vocab_size=config["text_type_vocab_size"],
             visual_scale_init=config["visual_scale_init"],
             feature_spec=feature_spec,
+            # folders saved before text-only rows have no e_text
+            text_only_rows=config.get("text_only_rows", False),
         )
     if architecture == "vilbert":
         numbers = {
@@ -74,7 +87,7 @@ def _build(config: dict[str, Any], source: str):
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
     raise CheckpointError(
-        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert' or 'vlbert'"
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert', 'vlbert' or 'imagebert'"
     )
 
 
@@ -126,7 +139,9 @@ def load_multimodal(
                 f"{source}: objective {name!r} has class {entry.get('class')!r}; known: "
                 f"{sorted(OBJECTIVE_CLASSES)}"
             )
-        objectives[name] = build_objective(cls, model, vocab)
+        # settings the heads' use depends on (MaskedRegionObjective's target, class_loss)
+        factory = functools.partial(cls, **entry.get("settings", {}))
+        objectives[name] = build_objective(factory, model, vocab)
         weights[name] = float(entry.get("weight", 1.0))
     wrapped = PretrainingModel(model, ObjectiveMix(objectives, weights), input_keys=INPUT_KEYS)
     # read_weights turns a truncated or damaged file into a one-line CheckpointError.
@@ -141,6 +156,14 @@ def load_multimodal(
     return wrapped, tokenizer
 
 
+def _objective_record(objective: Objective, weight: float) -> dict[str, Any]:
+    record: dict[str, Any] = {"class": type(objective).__name__, "weight": weight}
+    settings = getattr(type(objective), "checkpoint_settings", None)
+    if settings is not None:
+        record["settings"] = settings(objective)
+    return record
+
+
 def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
     """What ``config.json`` records: the network's own config (architecture, numbers,
     feature spec), the objectives and the ``"ptm_model"`` kind."""
@@ -149,7 +172,7 @@ def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
         {
             **network.checkpoint_config(),
             "objectives": {
-                name: {"class": type(obj).__name__, "weight": model.objectives.weights[name]}
+                name: _objective_record(obj, model.objectives.weights[name])
                 for name, obj in model.objectives
             },
         }

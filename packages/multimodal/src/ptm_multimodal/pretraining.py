@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ptm_core.atomic import atomic_write_text
+from ptm_core.data.stages import Stage, StagedBatches
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
 from ptm_core.models.pretraining import PretrainingModel
@@ -28,6 +29,7 @@ from ptm_core.objectives import IGNORE_INDEX, ObjectiveMix
 from ptm_core.objectives.base import Batch
 from ptm_core.objectives.inputs import TextBackbone, build_objective
 from ptm_core.seeding import derive_seed
+from ptm_core.training.protocols import BatchSource
 from ptm_multimodal.caption_tokenizer import caption_tokenizer_file, load_caption_tokenizer
 from ptm_multimodal.data import (
     ImageTextBatches,
@@ -42,7 +44,8 @@ from ptm_multimodal.feature_spec import FeatureMismatchError, FeatureSpec
 from ptm_multimodal.loading import save_multimodal
 from ptm_multimodal.prepared import GridExtraction, open_image_text
 from ptm_multimodal.run_migration import rename_network_tensors
-from ptm_multimodal.settings import ImageTextData, SyntheticPairs
+from ptm_multimodal.settings import ImageTextData, PretrainStage, SyntheticPairs
+from ptm_multimodal.text_rows import TextOnlyRows
 from ptm_multimodal.visualbert import VisualBertModel
 from ptm_multimodal.vlbert import VlbertModel
 
@@ -81,16 +84,23 @@ def data_dirs(
     train_dir: str | Path | None,
     eval_dir: str | Path | None,
     synthetic: SyntheticPairs | None = None,
+    name: str = "train",
 ) -> tuple[Path, Path | None]:
-    """The train/eval spec folders; synthetic ones are generated once under ``output_dir/data``."""
+    """The train/eval spec folders; synthetic ones are generated once under
+    ``output_dir/data`` (the training scenes in ``data/<name>``)."""
     synthetic = synthetic or SyntheticPairs()
     if train_dir is None:
         # imported here so that `python -m ptm_multimodal.synthetic` runs without a warning
         from ptm_multimodal.synthetic import write_synthetic_dataset
 
-        train_dir = output_dir / "data" / "train"
+        train_dir = output_dir / "data" / name
         if not (Path(train_dir) / "pairs.jsonl").exists():
-            write_synthetic_dataset(train_dir, synthetic.num_images, seed=synthetic.seed)
+            write_synthetic_dataset(
+                train_dir,
+                synthetic.num_images,
+                seed=synthetic.seed,
+                caption_noise=synthetic.caption_noise,
+            )
         if eval_dir is None and synthetic.eval_images:
             eval_dir = output_dir / "data" / "eval"
             if not (Path(eval_dir) / "pairs.jsonl").exists():
@@ -130,6 +140,7 @@ def open_pairs(
     prepare: bool = True,
     cache_dir: str | Path | None = None,
     extraction: GridExtraction | None = None,
+    name: str = "train",
 ) -> tuple[PairRows, PairRows | None, FeatureSpec, Path]:
     """The train and eval pairs, prepared into the cache once (``prepare``) or read whole.
 
@@ -137,7 +148,7 @@ def open_pairs(
         ``(train, eval or None, feature spec, the captions' vocab.txt or tokenizer.json)``.
     """
     train_path, eval_path = data_dirs(
-        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic
+        output_dir, train_dir=train_dir, eval_dir=eval_dir, synthetic=synthetic, name=name
     )
     if prepare:
         opened = [
@@ -165,6 +176,85 @@ def open_pairs(
     if eval_spec is not None:
         spec.check_compatible(eval_spec, source=str(Path(eval_path) / "features.json"))  # type: ignore[arg-type]
     return train_rows, eval_rows, spec, vocab_path
+
+
+@dataclass
+class OpenedStage:
+    """One stage of ``data.stages`` with its pairs (:func:`open_stages`)."""
+
+    stage: PretrainStage
+    rows: PairRows
+
+
+def open_stages(
+    output_dir: Path,
+    data: ImageTextData,
+    *,
+    tokenizer_for: Callable[[Path], TaskTokenizer],
+) -> tuple[list[OpenedStage], PairRows | None, FeatureSpec, Path]:
+    """The pairs of every stage of ``data.stages`` (or of ``data.train_dir`` as the one
+    stage), and the evaluation pairs.
+
+    Synthetic stages are generated under ``output_dir/data/<stage name>``; with synthetic
+    data and no ``data.eval_dir`` the evaluation scenes come from the last stage's
+    ``synthetic`` settings (the clean data the schedule ends on).
+
+    Returns:
+        ``(stages, eval or None, feature spec, the first stage's vocab.txt/tokenizer.json)``.
+
+    Raises:
+        ValueError: both ``data.stages`` and ``data.train_dir`` are set, two stages share a
+            name, or a stage's vocabulary is not the first stage's.
+        FeatureMismatchError: a stage's features differ from the first stage's.
+    """
+    stages = list(data.stages) or [
+        PretrainStage(name="train", steps=0, train_dir=data.train_dir, synthetic=data.synthetic)
+    ]
+    if data.stages and data.train_dir is not None:
+        raise ValueError(
+            f"data.train_dir={data.train_dir} and data.stages are both set; give each "
+            "stage its own train_dir (data.stages[i].train_dir) and set data.train_dir=null"
+        )
+    names = [s.name for s in stages]
+    if len(set(names)) != len(names):
+        raise ValueError(f"data.stages: stage names must differ, got {names}")
+    opened: list[OpenedStage] = []
+    evaluation: PairRows | None = None
+    spec: FeatureSpec | None = None
+    vocab_path: Path | None = None
+    for number, stage in enumerate(stages):
+        last = number == len(stages) - 1
+        synthetic = stage.synthetic
+        if not last:  # the evaluation scenes come from the last stage only
+            synthetic = replace(synthetic, eval_images=0)
+        rows, held_out, stage_spec, stage_vocab = open_pairs(
+            output_dir,
+            train_dir=stage.train_dir,
+            eval_dir=data.eval_dir if last else None,
+            synthetic=synthetic,
+            tokenizer_for=tokenizer_for,
+            max_length=data.max_length,
+            prepare=data.prepare,
+            cache_dir=data.cache_dir,
+            extraction=_extraction(data),
+            name=stage.name,
+        )
+        where = f"data.stages[{number}] ({stage.name})"
+        if spec is None or vocab_path is None:
+            spec, vocab_path = stage_spec, stage_vocab
+        else:
+            spec.check_compatible(stage_spec, source=where)
+            if stage_vocab.read_bytes() != vocab_path.read_bytes():
+                raise ValueError(
+                    f"{where}: its captions' vocabulary {stage_vocab} differs from the first "
+                    f"stage's {vocab_path}; every stage must share one vocabulary (write the "
+                    "same vocab.txt into each stage's folder)"
+                )
+        if last:
+            evaluation = held_out
+        opened.append(OpenedStage(stage, rows))
+    assert spec is not None and vocab_path is not None
+    return opened, evaluation, spec, vocab_path
 
 
 def check_checkpoint_features(directory: str | Path, spec: FeatureSpec, *, source: str) -> None:
@@ -234,6 +324,41 @@ def _extraction(data: ImageTextData) -> GridExtraction | None:
         ) from None
 
 
+def text_only_rows(
+    output_dir: Path, data: ImageTextData, network: nn.Module, tokenizer: TaskTokenizer
+) -> TextOnlyRows | None:
+    """The text-only rows of ``data.text_only`` (None when unset); a generated corpus is
+    written once to ``output_dir/data/text_corpus.txt``.
+
+    Raises:
+        ValueError: the network does not take text-only rows (only VL-BERT does).
+    """
+    settings = data.text_only
+    if settings is None:
+        return None
+    if not (isinstance(network, VlbertModel) and network.text_only_embedding is not None):
+        raise ValueError(
+            "data.text_only: text-only rows are VL-BERT's pre-training on text corpora "
+            f"(model=vlbert_*); {type(network).__name__} has no text-only input. Set "
+            "data.text_only=null"
+        )
+    if settings.max_length > network.text_positions:
+        raise ValueError(
+            f"data.text_only.max_length={settings.max_length} exceeds the model's "
+            f"max_positions={network.text_positions}"
+        )
+    corpus = settings.corpus
+    if corpus is None:
+        from ptm_multimodal.synthetic import write_text_corpus
+
+        corpus = str(output_dir / "data" / "text_corpus.txt")
+        if not Path(corpus).is_file():
+            write_text_corpus(corpus, settings.synthetic_lines, seed=settings.seed)
+    return TextOnlyRows.from_file(
+        corpus, tokenizer, rows_per_batch=settings.rows_per_batch, max_length=settings.max_length
+    )
+
+
 def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     """Pre-train a VisualBERT, ViLBERT or LXMERT on image-text pairs (the families'
     ``plan_pretraining`` hook); ``init_from=<a BERT folder>`` starts the text stream from it.
@@ -253,16 +378,8 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
     if run.model is None:
         raise ValueError("image-text pre-training needs a model (model=visualbert_tiny, ...)")
     output_dir = run.output_dir
-    train, evaluation, spec, vocab_path = open_pairs(
-        output_dir,
-        train_dir=data.train_dir,
-        eval_dir=data.eval_dir,
-        synthetic=data.synthetic,
-        tokenizer_for=load_caption_tokenizer,
-        max_length=data.max_length,
-        prepare=data.prepare,
-        cache_dir=data.cache_dir,
-        extraction=_extraction(data),
+    stages, evaluation, spec, vocab_path = open_stages(
+        output_dir, data, tokenizer_for=load_caption_tokenizer
     )
     final_dir = output_dir / "final"
     if (final_dir / "config.json").exists():
@@ -278,7 +395,8 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         from ptm_multimodal.text_init import init_text_stream
 
         # The data's own file in messages (vocab_path may be the prepared cache's copy).
-        given = caption_tokenizer_file(data.train_dir) if data.train_dir else vocab_path
+        first_dir = stages[0].stage.train_dir
+        given = caption_tokenizer_file(first_dir) if first_dir else vocab_path
         init_text_stream(network, run.init_from, given)
     backbone = cast(TextBackbone, network)  # every multimodal model declares its text side
     mix = ObjectiveMix(
@@ -286,21 +404,56 @@ def plan_pretraining(run: PretrainRun) -> PretrainingPlan:
         dict(run.weights),
     )
     rename_network_tensors(output_dir, network, mix)
-    batches = ImageTextBatches(
-        train,
-        tokenizer,
-        data.batch_size,
-        negative_prob=data.negative_prob,
-        transform=GroundedLabels(
-            mix.collate,
-            regions_in_output=isinstance(network, (VisualBertModel, VlbertModel)),
-            extra_slots=2 if isinstance(network, VlbertModel) else 0,
-        ),
-        seed=run.seed,
-        max_length=data.max_length,
-        num_workers=data.num_workers,
-        pin_memory=torch.cuda.is_available(),
+    transform = GroundedLabels(
+        mix.collate,
+        regions_in_output=isinstance(network, (VisualBertModel, VlbertModel)),
+        extra_slots=2 if isinstance(network, VlbertModel) else 0,
     )
+
+    text_rows = text_only_rows(output_dir, data, network, tokenizer)
+
+    def pair_batches(rows: PairRows, seed: int) -> ImageTextBatches:
+        return ImageTextBatches(
+            rows,
+            tokenizer,
+            data.batch_size,
+            negative_prob=data.negative_prob,
+            transform=transform,
+            seed=seed,
+            max_length=data.max_length,
+            num_workers=data.num_workers,
+            pin_memory=torch.cuda.is_available(),
+            extra_rows=text_rows,
+        )
+
+    batches: BatchSource
+    if data.stages:
+        accumulation = run.trainer.gradient_accumulation_steps
+        batches = StagedBatches(
+            [
+                Stage(
+                    o.stage.name, pair_batches(o.rows, run.seed + k), o.stage.steps * accumulation
+                )
+                for k, o in enumerate(stages)
+            ]
+        )
+        total = sum(o.stage.steps for o in stages)
+        logger.info(
+            "pre-training in %d stages: %s",
+            len(stages),
+            ", ".join(f"{o.stage.name} ({o.stage.steps} steps)" for o in stages),
+        )
+        if run.trainer.max_steps != total:
+            logger.warning(
+                "trainer.max_steps=%d but data.stages last %d steps in all; %s",
+                run.trainer.max_steps,
+                total,
+                "the last stage goes on past its steps"
+                if run.trainer.max_steps > total
+                else "the later stages are cut short",
+            )
+    else:
+        batches = pair_batches(stages[0].rows, run.seed)
     # The same modules the runner trains, in the same wrapper: what final/ holds.
     trained = PretrainingModel(network, mix, input_keys=INPUT_KEYS)
 

@@ -24,12 +24,57 @@ class SyntheticPairs:
         seed: seed of the training scenes.
         eval_images: evaluation scenes (0: no evaluation set).
         eval_seed: seed of the evaluation scenes.
+        caption_noise: fraction of training scenes whose caption is another scene's
+            (weakly-supervised, web-like pairs; 0 = every caption describes its image).
     """
 
     num_images: int = 400
     seed: int = 1
     eval_images: int = 100
     eval_seed: int = 2
+    caption_noise: float = 0.0
+
+
+@dataclass
+class PretrainStage:
+    """One stage of a multi-stage pre-training (``data.stages``; ImageBERT, Qi et al.
+    2020, §4: the large weakly-supervised set first, then the clean sets).
+
+    Attributes:
+        name: the stage's name in the log and the data folder.
+        steps: optimizer steps the stage lasts.
+        train_dir: the stage's ``data_specs/image_text`` directory; null generates
+            synthetic scenes from ``synthetic``.
+        synthetic: the generator's settings when ``train_dir`` is null.
+    """
+
+    name: str
+    steps: int
+    train_dir: str | None = None
+    synthetic: SyntheticPairs = field(default_factory=SyntheticPairs)
+
+
+@dataclass
+class TextOnlyData:
+    """Text-only rows mixed into every pre-training batch (``data.text_only``; VL-BERT's
+    pre-training on text corpora, :class:`~ptm_multimodal.text_rows.TextOnlyRows`).
+
+    Attributes:
+        corpus: a UTF-8 text file, one passage per line; null generates ``synthetic_lines``
+            lines of scene descriptions not tied to any image.
+        synthetic_lines: lines of the generated corpus.
+        seed: seed of the generated corpus.
+        rows_per_batch: text rows appended to each image-text batch (the reference: as
+            many as the image-text rows).
+        max_length: tokens per text row, specials included (the reference: 64; at most
+            the model's ``max_positions``).
+    """
+
+    corpus: str | None = None
+    synthetic_lines: int = 2000
+    seed: int = 3
+    rows_per_batch: int = 32
+    max_length: int = 32
 
 
 @dataclass
@@ -51,6 +96,10 @@ class ImageTextData:
             ``{backbone: resnet10t, pool: [7, 7]}``); null reads precomputed regions.
         num_workers: DataLoader worker processes that build batches.
         corpus: the pairs file ``ptm evaluate`` scores by default.
+        stages: a multi-stage schedule (:class:`PretrainStage`, run in order, each
+            continuing the previous); empty: one stage on ``train_dir``. Every stage's
+            data must share the first stage's vocabulary and features.
+        text_only: text-only rows in every batch (VL-BERT); null: none.
     """
 
     train_dir: str | None = None
@@ -64,6 +113,8 @@ class ImageTextData:
     extraction: dict[str, Any] | None = None
     num_workers: int = 0
     corpus: str | None = None
+    stages: list[PretrainStage] = field(default_factory=list)
+    text_only: TextOnlyData | None = None
 
 
 @dataclass

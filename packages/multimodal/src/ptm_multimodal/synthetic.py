@@ -185,13 +185,38 @@ def synthetic_dataset(num_images: int, seed: int = 0, size: int = 64):
     return scenes, RegionFeatureSet(spec=detector_spec(), images=images)
 
 
+def noisy_caption(scene: Scene, seed: int, caption_noise: float) -> str:
+    """The caption a weakly-supervised (web alt-text) pair would carry.
+
+    With probability ``caption_noise`` (a pure function of ``seed`` and the scene) the
+    caption is that of an unrelated scene, so it does not describe the image; otherwise
+    the scene's own.
+    """
+    if not 0.0 <= caption_noise <= 1.0:
+        raise ValueError(f"caption_noise must be in [0, 1], got {caption_noise}")
+    rng = random.Random(f"{seed}:noise:{scene.image_id}")
+    if rng.random() >= caption_noise:
+        return scene.caption
+    while True:
+        other = make_scene(rng.randrange(1 << 30), seed + 7919, scene.size).caption
+        if other != scene.caption:
+            return other
+
+
 def write_synthetic_dataset(
-    directory: str | Path, num_images: int, *, seed: int = 0, size: int = 64, images: bool = False
+    directory: str | Path,
+    num_images: int,
+    *,
+    seed: int = 0,
+    size: int = 64,
+    images: bool = False,
+    caption_noise: float = 0.0,
 ) -> Path:
     """Write a dataset in the ``data_specs/image_text`` layout.
 
-    Files: ``pairs.jsonl`` (one matching caption per image), ``features.json`` +
-    ``features.safetensors`` (synthetic detector regions), ``vocab.txt`` and, with
+    Files: ``pairs.jsonl`` (one caption per image: its own, or with probability
+    ``caption_noise`` an unrelated scene's, see :func:`noisy_caption`), ``features.json``
+    + ``features.safetensors`` (synthetic detector regions), ``vocab.txt`` and, with
     ``images=True``, ``images/<image_id>.png``.
     """
     directory = Path(directory)
@@ -200,7 +225,8 @@ def write_synthetic_dataset(
     write_region_features(directory, feature_set)
     lines = []
     for scene in scenes:
-        row = {"image_id": scene.image_id, "caption": scene.caption}
+        caption = noisy_caption(scene, seed, caption_noise) if caption_noise else scene.caption
+        row = {"image_id": scene.image_id, "caption": caption}
         if images:
             from PIL import Image
 
@@ -214,6 +240,20 @@ def write_synthetic_dataset(
     return directory
 
 
+def write_text_corpus(path: str | Path, num_lines: int, *, seed: int = 0) -> Path:
+    """A text-only corpus over the scenes' vocabulary: each line one to three scene
+    descriptions (of scenes no image shows), for VL-BERT's text-only rows."""
+    rng = random.Random(f"text:{seed}")
+    lines = []
+    for i in range(num_lines):
+        count = rng.randint(1, 3)
+        lines.append(" ".join(make_scene(i * 3 + k, seed + 104729).caption for k in range(count)))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir")
@@ -221,9 +261,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--images", action="store_true", help="also write PNG files")
+    parser.add_argument(
+        "--caption-noise",
+        type=float,
+        default=0.0,
+        help="fraction of images whose caption is an unrelated scene's (web-like pairs)",
+    )
     args = parser.parse_args(argv)
     write_synthetic_dataset(
-        args.out_dir, args.num_images, seed=args.seed, size=args.size, images=args.images
+        args.out_dir,
+        args.num_images,
+        seed=args.seed,
+        size=args.size,
+        images=args.images,
+        caption_noise=args.caption_noise,
     )
 
 

@@ -243,7 +243,7 @@ def build_task_head(
         raise ValueError(f"multimodal_finetune.head is {head!r}; valid: {', '.join(ANSWER_HEADS)}")
     if head == "cloze":
         # single-stream models whose output starts with the text slots
-        if net.checkpoint_config()["architecture"] not in ("visualbert", "vlbert"):
+        if net.checkpoint_config()["architecture"] not in ("visualbert", "vlbert", "imagebert"):
             raise ValueError(
                 "multimodal_finetune.head=cloze is implemented for VisualBERT and VL-BERT; "
                 "use multimodal_finetune.head=cls with ViLBERT"

@@ -43,6 +43,13 @@ class VilbertOutput(EncoderOutput):
     image_hidden_state: Tensor | None = None
     image_mask: Tensor | None = None
 
+    @property
+    def region_hidden_state(self) -> Tensor:
+        """``(B, R, D_v)``: the regions' states (the global image element dropped), what
+        :class:`~ptm_multimodal.region_masking.MaskedRegionObjective` reads."""
+        assert self.image_hidden_state is not None
+        return self.image_hidden_state[:, 1:]
+
 
 class ImageEmbeddings(nn.Module):
     """Region embeddings ``LN(W_f f + W_b b)`` and ViLBERT's global image token.

@@ -207,14 +207,20 @@ def visualbert(
     """
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    # One extra position row and type_vocab_size extra segment rows for the regions.
+    # One extra position row for the regions.
     size = TransformerSize.pick(locals(), max_positions=max_positions + 1)
-    encoder = builders.bert(size, type_vocab_size=2 * type_vocab_size)
     return VisualBertModel(
-        encoder,
+        visualbert_encoder(size, type_vocab_size),
         visual_embedding_dim,
         text_positions=max_positions,
         text_type_vocab_size=type_vocab_size,
         box_position=box_position,
         feature_spec=feature_spec,
     )
+
+
+def visualbert_encoder(size: TransformerSize, type_vocab_size: int) -> TransformerEncoder:
+    """The core BERT encoder of a VisualBERT-layout stream: ``size`` (whose
+    ``max_positions`` already holds the regions' position row) and ``type_vocab_size``
+    extra segment rows for the regions."""
+    return builders.bert(size, type_vocab_size=2 * type_vocab_size)

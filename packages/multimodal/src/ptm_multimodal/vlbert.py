@@ -34,6 +34,13 @@ class VlbertOutput(EncoderOutput):
 
     image_hidden_state: Tensor | None = None
 
+    @property
+    def region_hidden_state(self) -> Tensor:
+        """``(B, R, D_v)``: the regions' states (the global image element dropped), what
+        :class:`~ptm_multimodal.region_masking.MaskedRegionObjective` reads."""
+        assert self.image_hidden_state is not None
+        return self.image_hidden_state[:, 1:]
+
 
 class VlbertModel(WrapsTextEncoder):
     """VL-BERT (Su et al., 2020, "VL-BERT: Pre-training of Generic Visual-Linguistic
@@ -60,6 +67,14 @@ class VlbertModel(WrapsTextEncoder):
     ``visual_scale_init`` (the reference's 0.0 leaves a pre-trained BERT's states
     unchanged at the start).
 
+    Text-only rows (the paper's pre-training on text corpora): a row with no real region
+    (``visual_mask`` all 0) is text only. As jackroos/VL-BERT's
+    ``ResNetVLBERTForPretrainingMultitask`` feeds them, its text tokens get
+    ``LN_t(e_text)``, a learned vector (``aux_text_visual_embedding``), instead of a
+    whole-image feature, and no visual element is attended: the row is its text, then
+    ``[END]`` (position ``n + 1``). ``text_only_rows=False`` (folders saved before it)
+    has no such vector.
+
     Args:
         encoder: core encoder with ``max_positions = P + 2`` and ``type_vocab_size = T + 1``
             (build it with :func:`vlbert`).
@@ -68,6 +83,7 @@ class VlbertModel(WrapsTextEncoder):
         text_type_vocab_size: ``T``.
         visual_scale_init: initial gain of the two visual LayerNorms.
         feature_spec: the visual features this model is built for.
+        text_only_rows: learn the text-only rows' visual vector ``e_text``.
 
     Shapes:
         input_ids ``(B, L)``, visual_features ``(B, R, D_v)``, visual_boxes ``(B, R, 5)``,
@@ -85,6 +101,7 @@ class VlbertModel(WrapsTextEncoder):
         text_type_vocab_size: int = 2,
         visual_scale_init: float = 0.0,
         feature_spec: FeatureSpec | None = None,
+        text_only_rows: bool = True,
     ) -> None:
         super().__init__()
         config = encoder.config
@@ -122,6 +139,10 @@ class VlbertModel(WrapsTextEncoder):
             nn.init.normal_(linear.weight, std=std)
             nn.init.zeros_(linear.bias)
         nn.init.normal_(self.special_embeddings.weight, std=std)
+        # e_text: the visual vector of text-only rows' tokens (before LN_t)
+        self.text_only_embedding = nn.Parameter(torch.empty(hidden)) if text_only_rows else None
+        if self.text_only_embedding is not None:
+            nn.init.normal_(self.text_only_embedding, std=std)
         for norm in (self.visual_norm_text, self.visual_norm_object):
             nn.init.constant_(norm.weight, visual_scale_init)
             nn.init.zeros_(norm.bias)
@@ -149,6 +170,7 @@ class VlbertModel(WrapsTextEncoder):
             "text_type_vocab_size": self.text_type_vocab_size,
             "visual_scale_init": self.visual_scale_init,
             "feature_spec": None if self.feature_spec is None else self.feature_spec.to_dict(),
+            "text_only_rows": self.text_only_embedding is not None,
         }
 
     def visual_elements(
@@ -213,7 +235,15 @@ class VlbertModel(WrapsTextEncoder):
         objects = self.visual_projection(features) + self.box_projection(boxes)  # (B, 1+R, D)
         special = self.special_embeddings.weight
         words = self.encoder.word_embeddings(input_ids)
-        text = words + self.visual_norm_text(objects[:, :1])
+        whole_image = objects[:, :1]  # (B, 1, D)
+        with_image = torch.ones(batch, 1, dtype=torch.long, device=device)
+        if self.text_only_embedding is not None:
+            text_only = ~visual_mask.bool().any(1)  # (B,) rows without a region
+            whole_image = torch.where(
+                text_only[:, None, None], self.text_only_embedding.to(objects.dtype), whole_image
+            )
+            with_image = (~text_only).long()[:, None]
+        text = words + self.visual_norm_text(whole_image)
         image_words = torch.where(zeroed[..., None], special[1], special[0])
         visual = image_words + self.visual_norm_object(objects)
         end = special[2].expand(batch, 1, -1)
@@ -232,7 +262,7 @@ class VlbertModel(WrapsTextEncoder):
         )
         types = torch.cat([token_type_ids.long(), visual_type], dim=1)
         ones = torch.ones(batch, 1, dtype=torch.long, device=device)
-        mask = torch.cat([attention_mask.long(), ones, visual_mask.long(), ones], dim=1)
+        mask = torch.cat([attention_mask.long(), with_image, visual_mask.long(), ones], dim=1)
         output = self.encoder(
             inputs_embeds=inputs_embeds,
             attention_mask=mask,
@@ -264,6 +294,7 @@ def vlbert(
     visual_scale_init: float = 0.0,
     feature_spec: dict[str, Any] | FeatureSpec | None = None,
     pad_token_id: int = 0,
+    text_only_rows: bool = True,
 ) -> VlbertModel:
     """Build a VL-BERT from numbers (Hydra ``_target_`` of ``model/vlbert_*``).
 
@@ -281,4 +312,5 @@ def vlbert(
         text_type_vocab_size=type_vocab_size,
         visual_scale_init=visual_scale_init,
         feature_spec=feature_spec,
+        text_only_rows=text_only_rows,
     )

@@ -147,8 +147,14 @@ class MaskedLMObjective(Objective):
         masked_only: project only the selected positions through the head (same loss,
             far less work: the vocabulary projection dominates small models).
 
-    Batch keys: reads ``input_ids``, ``special_tokens_mask``; writes ``input_ids``
-    (corrupted) and ``mlm_labels`` ``(B, L)``.
+    Rows of different sources in one batch: when the batch carries ``mlm_row_groups``
+    ``(B,)`` (small ints), the loss is the sum over the groups present of each group's
+    mean over its selected tokens, and each group's loss is logged as ``group<g>_loss``
+    (VL-BERT's image-text and text-only rows, jackroos/VL-BERT's ``mlm_loss_wvc +
+    mlm_loss_aux``: a group of long rows does not drown the other).
+
+    Batch keys: reads ``input_ids``, ``special_tokens_mask``, optional ``mlm_row_groups``;
+    writes ``input_ids`` (corrupted) and ``mlm_labels`` ``(B, L)``.
     """
 
     name = "mlm"
@@ -236,12 +242,22 @@ class MaskedLMObjective(Objective):
         else:
             logits = self.head(hidden).flatten(0, 1)  # (B*L, V)
             targets = labels.flatten()
-        loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
         kept = targets != IGNORE_INDEX
-        return ObjectiveOutput(
-            loss=loss,
-            metrics={
-                "accuracy": accuracy(logits[kept], targets[kept]),
-                "predictions": kept.sum().detach().float(),
-            },
+        metrics = {
+            "accuracy": accuracy(logits[kept], targets[kept]),
+            "predictions": kept.sum().detach().float(),
+        }
+        if "mlm_row_groups" not in batch:
+            loss = F.cross_entropy(logits.float(), targets, ignore_index=IGNORE_INDEX)
+            return ObjectiveOutput(loss=loss, metrics=metrics)
+        rows = batch["mlm_row_groups"][:, None].expand_as(labels)
+        groups = rows[selected] if self.masked_only else rows.flatten()
+        per_token = F.cross_entropy(
+            logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="none"
         )
+        loss = per_token.sum() * 0.0  # a graph even when nothing is selected
+        for group in groups[kept].unique().tolist():
+            part = per_token[kept & (groups == group)].mean()
+            metrics[f"group{group}_loss"] = part.detach()
+            loss = loss + part
+        return ObjectiveOutput(loss=loss, metrics=metrics)

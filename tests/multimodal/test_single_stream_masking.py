@@ -1,9 +1,15 @@
-"""The masking rates of the vlbert_tiny preset's objectives (configs/objective/vl_vlbert.yaml),
-against the paper's (Su et al., 2020, §3.2): 15% of words (80/10/10), 15% of RoIs of which
-90% are zeroed. Fixed seeds; binomial and chi-square tests at p > 1e-3."""
+"""The masking rates of the single-stream presets' objectives against their papers:
+
+* vlbert_tiny (configs/objective/vl_vlbert.yaml; Su et al., 2020, §3.2): 15% of words
+  (80/10/10), 15% of RoIs of which 90% are zeroed;
+* imagebert_tiny (configs/objective/vl_imagebert.yaml; Qi et al., 2020, §3.3): the same
+  rates for MLM and for the regions MOC and MRFR share.
+
+Fixed seeds; binomial and chi-square tests at p > 1e-3."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +22,22 @@ from scipy import stats
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mlm import regular_token_ids
 from ptm_core.tokenization import WordPieceTokenizer
+from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.imagebert import imagebert
 from ptm_multimodal.vlbert import vlbert
 
-CONFIG = Path(__file__).parents[2] / "configs" / "objective" / "vl_vlbert.yaml"
+CONFIGS = Path(__file__).parents[2] / "configs" / "objective"
 ROWS, DRAWS = 256, 12
+# preset objective file, model builder, name of its region objective
+PRESETS: dict[str, tuple[str, Callable[..., Any], str]] = {
+    "vlbert": ("vl_vlbert.yaml", vlbert, "mvrc"),
+    "imagebert": ("vl_imagebert.yaml", imagebert, "region"),
+}
 
 
-def preset_objectives(vocab_size: int, vocab: Any) -> dict[str, Any]:
-    model = vlbert(
+def preset_objectives(preset: str, vocab_size: int, vocab: Any) -> dict[str, Any]:
+    config, builder, region = PRESETS[preset]
+    model = builder(
         vocab_size=vocab_size,
         visual_embedding_dim=8,
         hidden_size=16,
@@ -31,15 +45,22 @@ def preset_objectives(vocab_size: int, vocab: Any) -> dict[str, Any]:
         num_heads=2,
         intermediate_size=32,
         max_positions=32,
+        # a detector with classes (ImageBERT's MOC classifies the masked regions)
+        feature_spec=FeatureSpec(
+            extractor="test", feature_size=8, extractor_hash="0", num_classes=5
+        ),
     )
-    factories = instantiate(OmegaConf.load(CONFIG).objectives)
-    return {name: build_objective(f, model, vocab) for name, f in factories.items()}
+    factories = instantiate(OmegaConf.load(CONFIGS / config).objectives)
+    built = {name: build_objective(f, model, vocab) for name, f in factories.items()}
+    return {**built, "region": built[region]}
 
 
-@pytest.fixture(scope="module")
-def objectives(caption_tokenizer: WordPieceTokenizer) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=sorted(PRESETS))
+def objectives(
+    request: pytest.FixtureRequest, caption_tokenizer: WordPieceTokenizer
+) -> dict[str, Any]:
     vocab = caption_tokenizer.vocab_info
-    return preset_objectives(vocab.vocab_size, vocab)
+    return preset_objectives(request.param, vocab.vocab_size, vocab)
 
 
 def text_batch(tokenizer: WordPieceTokenizer, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -108,7 +129,7 @@ def test_text_masking_picks_every_position_alike(
 
 
 def test_roi_masking_is_15_percent_of_regions_90_percent_zeroed(objectives: dict[str, Any]) -> None:
-    mvrc = objectives["mvrc"]
+    region = objectives["region"]
     selected = real_total = zeroed = 0
     per_region = torch.zeros(10)
     for draw in range(DRAWS):
@@ -117,7 +138,7 @@ def test_roi_masking_is_15_percent_of_regions_90_percent_zeroed(objectives: dict
         counts = torch.randint(3, 11, (ROWS,), generator=g)
         mask = (torch.arange(10)[None] < counts[:, None]).long()
         batch = {"visual_features": features, "visual_mask": mask}
-        out = mvrc.collate(batch, torch.Generator().manual_seed(draw))
+        out = region.collate(batch, torch.Generator().manual_seed(draw))
         chosen = out["region_selected"]
         assert not (chosen & (mask == 0)).any(), "a padding region was selected"
         is_zero = (out["visual_features"] == 0).all(-1)
