@@ -37,7 +37,7 @@ class Seq2SeqObjective(Objective):
     """
 
     name = "seq2seq"
-    batch_keys = (
+    batch_keys: tuple[str, ...] = (
         "input_ids",
         "attention_mask",
         "decoder_input_ids",

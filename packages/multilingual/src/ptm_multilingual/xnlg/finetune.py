@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -86,12 +86,13 @@ def set_trainable(model: XNLGModel, part: str) -> None:
         raise ValueError(f"xnlg_finetune.train={part!r}; use one of {', '.join(TRAIN_PARTS)}")
     for parameter in model.parameters():
         parameter.requires_grad_(part == "all")
-    chosen: list[torch.nn.Module] = {
+    parts: dict[str, list[torch.nn.Module]] = {
         "encoder_layers": [model.encoder.encoder.layers],
         "encoder": [model.encoder],
         "decoder": [model.decoder, model.lang_embeddings, model.head],
         "all": [],
-    }[part]
+    }
+    chosen = parts[part]
     for module in chosen:
         for parameter in module.parameters():
             parameter.requires_grad_(True)
@@ -153,7 +154,7 @@ def finetune_generation(
     )
     set_trainable(model, options.train)
     wrapped = PretrainingModel(model, ObjectiveMix({"generation": objective}), XNLG_INPUTS)
-    batches = Seq2SeqBatches(rows, objective, options.batch_size, seed)
+    batches = Seq2SeqBatches(cast(Any, rows), objective, options.batch_size, seed)
     record = {
         "train": {"file": str(options.train_file), "lang": options.train_lang},
         "dev": dict(options.dev),

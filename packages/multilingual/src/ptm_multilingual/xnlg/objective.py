@@ -111,7 +111,7 @@ class XNLGObjective(Seq2SeqObjective):
             "denoise": row.denoise,
         }
 
-    def collate(  # rows in, not a token batch
+    def collate(  # type: ignore[override]  # rows in, not a token batch
         self, sources: Sequence[XNLGRow], generator: torch.Generator
     ) -> dict[str, Tensor]:
         examples = [self.make_example(row, generator) for row in sources]
