@@ -120,7 +120,7 @@ class LexicalPosTagger:
         if lower in _LY_ADJECTIVES:
             return ADJECTIVE
         for suffixes, pos in _SUFFIXES:
-            if len(lower) > 4 and lower.endswith(suffixes):
+            if any(lower.endswith(s) and len(lower) - len(s) >= 3 for s in suffixes):
                 return pos
         return ADJECTIVE if lower in self.rated else NOUN
 
@@ -136,11 +136,15 @@ _DETACH = {
 }  # fmt: skip
 
 
-def _wordnet_pos(index: dict[str, dict[int, tuple[int, int]]], word: str) -> int:
+def _wordnet_pos(wordnet: WordNetIndex, word: str) -> int:
+    index = wordnet.lemmas
     best: tuple[int, int, int] | None = None
     chosen = OTHER
     for rank, (pos, rules) in enumerate(_DETACH.items()):  # noun, verb, adjective, adverb
         forms = [word] + [word[: -len(a)] + b for a, b in rules if word.endswith(a)]
+        irregular = wordnet.exceptions.get(word, {}).get(pos)
+        if irregular is not None:  # an .exc line: the base form comes first
+            forms.insert(0, irregular)
         for form in forms:
             counts = index.get(form, {}).get(pos)
             if counts is not None:
@@ -151,18 +155,30 @@ def _wordnet_pos(index: dict[str, dict[int, tuple[int, int]]], word: str) -> int
     return chosen
 
 
+@dataclass(frozen=True)
+class WordNetIndex:
+    """``lemmas``: lemma -> {pos: (tagsense_cnt, synset_cnt)}; ``exceptions``: inflected
+    form -> {pos: base form} (the ``*.exc`` lists)."""
+
+    lemmas: dict[str, dict[int, tuple[int, int]]]
+    exceptions: dict[str, dict[int, str]]
+
+
 @cache
-def read_wordnet_index(directory: Path) -> dict[str, dict[int, tuple[int, int]]] | None:
-    """``lemma -> {pos: (tagsense_cnt, synset_cnt)}`` from WordNet's ``index.*`` files, or
-    ``None`` when ``directory`` lacks any of them.
+def read_wordnet_index(directory: Path) -> WordNetIndex | None:
+    """The :class:`WordNetIndex` of WordNet's ``index.*`` files, or ``None`` when
+    ``directory`` lacks any of them.
 
     An index line reads ``lemma pos synset_cnt p_cnt [ptr_symbol...] sense_cnt
-    tagsense_cnt synset_offset...`` (wndb(5WN)); license lines start with a space.
+    tagsense_cnt synset_offset...`` (wndb(5WN)); license lines start with a space. The
+    exception lists (``noun.exc``, ``verb.exc``, ...: ``inflected base``) are read when
+    present, so ``stopped`` finds ``stop``.
     """
     paths = {pos: directory / f"index.{name}" for name, pos in _WORDNET_FILES.items()}
     if not all(path.is_file() for path in paths.values()):
         return None
     index: dict[str, dict[int, tuple[int, int]]] = {}
+    exceptions: dict[str, dict[int, str]] = {}
     for pos, path in paths.items():
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line or line[0] == " ":
@@ -177,7 +193,14 @@ def read_wordnet_index(directory: Path) -> dict[str, dict[int, tuple[int, int]]]
                     "ptr... sense_cnt tagsense_cnt offsets...)"
                 ) from None
             index.setdefault(fields[0].replace("_", " "), {})[pos] = (tagged, synsets)
-    return index
+    for name, pos in _WORDNET_FILES.items():
+        path = directory / f"{name}.exc"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                fields = line.split()
+                if len(fields) >= 2:
+                    exceptions.setdefault(fields[0], {})[pos] = fields[1].replace("_", " ")
+    return WordNetIndex(index, exceptions)
 
 
 class SpacyPosTagger:
