@@ -4,6 +4,7 @@ BERT trained with plain MLM on the same texts, same steps, each fine-tuned on
 pre-training).
 
     python -m benchmarks.sentilr_gain --pretrain-steps 400 --seeds 0,1,2 --threads 1
+    python -m benchmarks.sentilr_gain --pretrain-steps 1200 --seeds 0,1,2 --threads 1
     python -m benchmarks.sentilr_gain --pretrain-steps 50 --seeds 0 --reviews 300   # smoke
 
 The labelled corpus is generated here from the gain suite's generator
@@ -20,7 +21,8 @@ POS/polarity inputs (family sentilr), the MLM arm as a core BERT; budgets and se
 suite's (:data:`benchmarks.finetune_gain.GAIN_BUDGETS`). VADER rates none of the nonce
 words, so their word polarity is neutral in both pre-training and fine-tuning: any gain comes
 from the label-aware objective (the review label beside or predicted from the words), not
-from the lexicon. Writes ``benchmarks/results/sentilr_gain.{md,json}``.
+from the lexicon. Writes ``benchmarks/results/sentilr_gain.{md,json}`` (400 steps) or
+``sentilr_gain_<steps>.{md,json}``.
 """
 
 from __future__ import annotations
@@ -215,9 +217,10 @@ def main(argv: list[str] | None = None) -> None:
         "rows": [row],
         "note": args.note,
     }
+    stem = "sentilr_gain" + ("" if args.pretrain_steps == 400 else f"_{args.pretrain_steps}")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sentilr_gain.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / "sentilr_gain.md").write_text(render(record))
+    (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
+    (RESULTS / f"{stem}.md").write_text(render(record))
     print(render(record))
 
 
