@@ -145,9 +145,7 @@ def render(record: dict[str, Any]) -> str:
         first, last = pre["first_metrics"], pre["last_metrics"]
         keys = [k for k in ("loss", "sentilr/token_accuracy", "sentilr/label_accuracy",
                             "mlm/accuracy") if k in last]  # fmt: skip
-        parts = ", ".join(
-            f"{k} {first.get(k, float('nan')):.3f} -> {last[k]:.3f}" for k in keys
-        )
+        parts = ", ".join(f"{k} {first.get(k, float('nan')):.3f} -> {last[k]:.3f}" for k in keys)
         lines.append(f"- {pre['arm']}: `{' '.join(pre['arm_overrides'])}`, "
                      f"{pre['wall_s']:.0f} s; {parts}")  # fmt: skip
     lines += ["", table(record["rows"], lambda r: budget_text(r["budget"])), ""]

@@ -13,8 +13,12 @@ from generated_text import write_review_task, write_reviews
 from safetensors.torch import load_file
 
 from flows.cli import main
+from ptm_core.finetune.data.examples import SentenceExample
+from ptm_core.finetune.data.features import SentenceFeaturizer
+from ptm_core.tokenization import WordPieceTokenizer
 from ptm_text.sentilr.checkpoint import load_sentilr
-from ptm_text.sentilr.finetune import KNOWLEDGE_FILE
+from ptm_text.sentilr.finetune import KNOWLEDGE_FILE, SentiLRFeaturizer, load_sentilr_task
+from ptm_text.sentilr.knowledge import NEUTRAL, OTHER, KnowledgeAnnotator
 
 SMALL = [
     "model.num_layers=1",
@@ -57,7 +61,7 @@ def test_sentilr_tiny_trains_with_a_falling_loss_and_fine_tunes_with_knowledge(
     assert config["ptm_model"] == "sentilr"
     assert config["sentilr"]["labels"] == ["bad", "good"]
     assert config["sentilr"]["sources"]["polarity"].startswith("VADER")
-    pretrained = load_sentilr(final)
+    assert load_sentilr(final).knowledge.num_labels == 2
 
     tuned = tmp_path / "tuned"
     task = write_review_task(tmp_path / "task")
@@ -65,16 +69,30 @@ def test_sentilr_tiny_trains_with_a_falling_loss_and_fine_tunes_with_knowledge(
     assert main([*ft, f"trainer.output_dir={tuned}"]) == 0
     saved = load_file(str(tuned / "final" / KNOWLEDGE_FILE))
     assert set(saved) == {"pos.weight", "polarity.weight", "label.weight"}
-    # fine-tuning trained the POS and polarity tables (their inputs reach the encoder)
-    assert not torch.equal(saved["pos.weight"], pretrained.knowledge.pos.weight)
-    assert not torch.equal(saved["polarity.weight"], pretrained.knowledge.polarity.weight)
-    # the "unknown" label row is read but never the others: those stay as pre-trained
-    assert torch.equal(saved["label.weight"][:2], pretrained.knowledge.label.weight[:2])
+    # the fine-tuned model reads the POS/polarity inputs: other inputs, other scores
+    model = load_sentilr_task(tuned / "final").eval()
+    assert torch.equal(model.knowledge.pos.weight, saved["pos.weight"])
+    tok = WordPieceTokenizer.from_directory(tuned / "final")
+    featurizer = SentiLRFeaturizer(SentenceFeaturizer(tok, 32), tok, KnowledgeAnnotator(None), 32)
+    rows = [SentenceExample("anna found oslo lovely .", None, 1, 0, 1),
+            SentenceExample("boris said lima was not awful .", None, 1, 1, 2)]  # fmt: skip
+    batch = featurizer.featurize(rows)
+    assert (batch["sentilr_polarity"] != NEUTRAL).any()  # lovely, awful
+    plain = {**batch, "sentilr_pos": torch.full_like(batch["sentilr_pos"], OTHER),
+             "sentilr_polarity": torch.full_like(batch["sentilr_polarity"], NEUTRAL)}  # fmt: skip
+    with torch.no_grad():
+        assert not torch.allclose(model(batch).logits, model(plain).logits)
+    # ptm predict annotates its rows the same way
+    predictions = tmp_path / "p.jsonl"
+    dev = tmp_path / "task" / "dev.tsv"
+    assert main(["predict", str(tuned / "final"), str(dev), "-o", str(predictions)]) == 0
+    records = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert len(records) == 32 and {r["prediction"] for r in records} <= {"0", "1"}
     task_json = json.loads((tuned / "final" / "task.json").read_text())
     assert task_json["family"] == "sentilr" and task_json["sentilr"]["labels"] == ["bad", "good"]
     assert "dev/accuracy" in json.loads((tuned / "eval.json").read_text())
 
 
-def test_a_missing_corpus_and_a_pair_task_are_refused_by_name(tmp_path: Path) -> None:
+def test_a_missing_corpus_is_refused(tmp_path: Path) -> None:
     assert main(["pretrain", "experiment=sentilr_tiny", "data.corpus=/no/such.jsonl",
                  f"trainer.output_dir={tmp_path / 'x'}"]) != 0  # fmt: skip

@@ -52,7 +52,14 @@ def test_wordnet_picks_the_part_of_speech_with_most_tagged_senses(tmp_path: Path
     # "stopped" -> stop, "ran" -> run; unknown -> other
     assert tagger(["books", "runs", "stopped", "ran", "zorblat"]) == [NOUN, VERB, VERB, VERB, OTHER]
     # closed classes before any lookup; be/have/do are verbs, as a Penn tagger has them
-    assert tagger(["the", "of", "was", "had", ".", "42"]) == [OTHER, OTHER, VERB, VERB, OTHER, OTHER]
+    assert tagger(["the", "of", "was", "had", ".", "42"]) == [
+        OTHER,
+        OTHER,
+        VERB,
+        VERB,
+        OTHER,
+        OTHER,
+    ]
 
 
 def test_a_broken_index_line_names_the_file_and_line(tmp_path: Path) -> None:
@@ -123,6 +130,8 @@ def test_labelled_corpus_errors_name_the_file_line_and_field(tmp_path: Path) -> 
         read_labelled_corpus(bad)
     table = tmp_path / "t.tsv"
     table.write_text("sentence\tlabel\nfine\t1\n")
-    with pytest.raises(ValueError, match=r"t.tsv:1: the header \['sentence', 'label'\] has no 'text'"):
+    with pytest.raises(
+        ValueError, match=r"t.tsv:1: the header \['sentence', 'label'\] has no 'text'"
+    ):
         read_labelled_corpus(table)
     assert read_labelled_corpus(table, text_field="sentence")[0].text == "fine"

@@ -144,9 +144,7 @@ def annotate_text(
         first.setdefault(word, piece)
         last[word] = piece
     order = sorted(w for w in first if w >= 0)
-    surfaces = [
-        text[encoding.offsets[first[w]][0] : encoding.offsets[last[w]][1]] for w in order
-    ]
+    surfaces = [text[encoding.offsets[first[w]][0] : encoding.offsets[last[w]][1]] for w in order]
     knowledge = annotator(surfaces)
     rank = {w: i for i, w in enumerate(order)}
     keep = max_length - 2

@@ -11,23 +11,31 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from ptm_core.checkpoints.io import CheckpointError, check_state
+from ptm_core.encoders.factory import encoder_from_config
+from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data.examples import SentenceExample
+from ptm_core.finetune.data.features import SentenceFeaturizer
 from ptm_core.finetune.data.task_batches import TaskBatches
-from ptm_core.finetune.model import TaskModel, TaskOutput, build_task_model, save_task_model
+from ptm_core.finetune.model import (
+    TaskModel,
+    TaskOutput,
+    build_task_model,
+    load_task_model,
+    save_task_model,
+)
 from ptm_core.finetune.recipe import FinetuneResult
 from ptm_core.finetune.scoring import evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData, read_task, task_num_labels
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.encoders.factory import encoder_from_config
-from ptm_core.families.runner import FinetuneRun
 from ptm_core.seeding import derive_seed
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_text.sentilr.checkpoint import load_sentilr
@@ -200,3 +208,79 @@ def _with_knowledge(
 ) -> TaskData:
     featurizer = SentiLRFeaturizer(data.featurizer, tokenizer, annotator, task.max_length)
     return dataclasses.replace(data, featurizer=featurizer)
+
+
+def load_sentilr_task(directory: str | Path) -> SentiLRTaskModel:
+    """A fine-tuned SentiLARE ``final/``: the task model and its knowledge tables (the
+    ``task_loaders`` hook: ``task.json`` carries the ``sentilr`` record)."""
+    folder = Path(directory)
+    task, record = load_task_model(folder)
+    path = folder / KNOWLEDGE_FILE
+    if not path.is_file():
+        raise CheckpointError(
+            f"{path}: missing; a SentiLARE fine-tune writes its knowledge tables there"
+        )
+    width = task.encoder.config.embedding_size or task.encoder.config.hidden_size
+    knowledge = SentiLRKnowledgeEmbeddings(width, int(record["sentilr"]["num_labels"]))
+    check_state(knowledge, load_file(str(path)), source=str(path))
+    return SentiLRTaskModel(task, knowledge)
+
+
+class SentiLRPredictions:
+    """``ptm predict`` on a fine-tuned SentiLARE classifier (the ``predictors`` hook): the
+    input rows (any table format of the task) annotated as in training, scored in batches.
+
+    Args:
+        directory: the fine-tuned ``final/``.
+        path: the rows to predict on.
+        device: where to run.
+        batch_size: rows per forward pass (default: the task's ``eval_batch_size``).
+    """
+
+    def __init__(
+        self, directory: Path, path: Path, *, device: str = "cpu", batch_size: int | None = None
+    ) -> None:
+        from ptm_core.finetune.recipe import load_finetuned
+
+        model, tokenizer, task, record = load_finetuned(directory)
+        self.model = model.to(device).eval()
+        self.device = torch.device(device)
+        self.task, self.path = task, path
+        self.kind = task.kind
+        self.names = list(record.get("label_names") or [])
+        self.batch_size = int(batch_size or task.eval_batch_size)
+        inner = SentenceFeaturizer(tokenizer, task.max_length)
+        self.featurizer = SentiLRFeaturizer(
+            inner, tokenizer, annotator_from(record["sentilr"]), task.max_length
+        )
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        from ptm_core.finetune.predict_inputs import prediction_rows
+
+        chunk: list[Any] = []
+        for row in prediction_rows(self.task, self.path):
+            chunk.append(row)
+            if len(chunk) == self.batch_size:
+                yield from self._score(chunk)
+                chunk = []
+        if chunk:
+            yield from self._score(chunk)
+
+    def _score(self, rows: list[Any]) -> Iterator[dict[str, Any]]:
+        from ptm_core.finetune.predict import record_of
+
+        batch = self.featurizer.featurize([example for _values, example in rows])
+        inputs = {k: v.to(self.device) for k, v in batch.items() if k != "labels"}
+        with torch.inference_mode():
+            p = self.model(inputs).logits.float().softmax(-1).cpu()
+        for (values, _example), scores in zip(rows, p.tolist(), strict=True):
+            best = max(range(len(scores)), key=scores.__getitem__)
+            name = lambda i: self.names[i] if i < len(self.names) else i  # noqa: E731
+            yield record_of(
+                values,
+                {
+                    "prediction": name(best),
+                    "score": round(scores[best], 6),
+                    "scores": {name(i): round(s, 6) for i, s in enumerate(scores)},
+                },
+            )

@@ -125,7 +125,9 @@ class LabelAwareMLMObjective(Objective):
         self.label_head = head(knowledge.label.num_embeddings, knowledge.label)
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
-        missing = [k for k in (WORD_KEY, POS_KEY, POLARITY_KEY, SENTENCE_LABEL_KEY) if k not in batch]
+        missing = [
+            k for k in (WORD_KEY, POS_KEY, POLARITY_KEY, SENTENCE_LABEL_KEY) if k not in batch
+        ]
         if missing:
             raise KeyError(
                 f"LabelAwareMLMObjective needs {missing} in the batch: build the examples with "
@@ -171,10 +173,8 @@ class LabelAwareMLMObjective(Objective):
         for name, head, inputs, targets in parts:
             keep = targets != IGNORE_INDEX
             logits = head(inputs[keep]).float()
-            if keep.any():
-                loss = F.cross_entropy(logits, targets[keep])
-            else:  # nothing to predict in this batch: 0, still attached to the graph
-                loss = logits.sum() * 0.0
+            # nothing to predict in this batch: 0, still attached to the graph
+            loss = F.cross_entropy(logits, targets[keep]) if keep.any() else logits.sum() * 0.0
             total = total + loss
             metrics[f"{name}_loss"] = loss.detach()
             metrics[f"{name}_accuracy"] = accuracy(logits.detach(), targets[keep])
