@@ -243,6 +243,8 @@ class SentiLRPredictions:
         from ptm_core.finetune.recipe import load_finetuned
 
         model, tokenizer, task, record = load_finetuned(directory)
+        if not isinstance(tokenizer, WordPieceTokenizer):
+            raise CheckpointError(f"{directory}: a SentiLARE folder has a WordPiece vocab.txt")
         self.model = model.to(device).eval()
         self.device = torch.device(device)
         self.task, self.path = task, path

@@ -58,7 +58,9 @@ class LabelAwareMLMObjective(Objective):
         hidden_size, vocab_size, tie_to, activation, layer_norm_eps: the text stack's (as
             :class:`~ptm_core.objectives.mlm.MaskedLMObjective`).
         knowledge: the network's knowledge tables (the POS, polarity and label heads tie
-            to them).
+            to them); default ``encoder.knowledge``.
+        encoder: the network (a :class:`~ptm_text.sentilr.model.SentiLRModel`), when
+            ``knowledge`` is not given.
         word_prob / sentiment_word_prob / late_supervision_prob / mask_token_prob /
             random_token_prob: the rates above (the paper's defaults).
 
@@ -85,7 +87,8 @@ class LabelAwareMLMObjective(Objective):
         *,
         hidden_size: int,
         vocab_size: int,
-        knowledge: SentiLRKnowledgeEmbeddings,
+        knowledge: SentiLRKnowledgeEmbeddings | None = None,
+        encoder: torch.nn.Module | None = None,
         tie_to: torch.nn.Embedding | None = None,
         activation: str = "gelu",
         layer_norm_eps: float = 1e-12,
@@ -96,6 +99,13 @@ class LabelAwareMLMObjective(Objective):
         random_token_prob: float = RANDOM_TOKEN_PROB,
     ) -> None:
         super().__init__()
+        knowledge = knowledge if knowledge is not None else getattr(encoder, "knowledge", None)
+        if not isinstance(knowledge, SentiLRKnowledgeEmbeddings):
+            raise TypeError(
+                "LabelAwareMLMObjective predicts POS, polarity and the label through the "
+                "network's knowledge tables: build it on a SentiLRModel (family sentilr), "
+                f"not on a {type(encoder).__name__}"
+            )
         for key, value in (
             ("word_prob", word_prob),
             ("sentiment_word_prob", sentiment_word_prob),
