@@ -48,15 +48,20 @@ from benchmarks.finetune_gain import (
     budget_text,
     compare,
     gain_digest,
+    mean_std,
     table,
 )
 from benchmarks.gain_pretraining import pretrain_on_gain_corpus
 
 TASK = "gain_sentiment"
+SENTILR = ["experiment=sentilr_tiny", "data.label_field=label", "data.batch_size=16"]
 ARMS: dict[str, list[str]] = {
-    "sentilr": ["experiment=sentilr_tiny", "data.label_field=label", "data.batch_size=16"],
+    "sentilr": SENTILR,
     "mlm alone": ["experiment=bert_tiny_gain", "objective=mlm", "data.batch_size=16"],
 }
+# --no-labels: SentiLR with the label input and the label target off (knowledge inputs,
+# whole-word masking with 30% for sentiment words, POS/polarity targets kept).
+NO_LABELS = {"sentilr, no labels": [*SENTILR, "objective.objectives.sentilr.use_labels=false"]}
 POLAR_SHARE = 0.85  # polar sentences of the review's own sign
 
 
@@ -159,6 +164,14 @@ def render(record: dict[str, Any]) -> str:
             f"{verdict} (gain {100 * gain['mean']:+.1f} ± {100 * gain['std']:.1f} points).",
             "",
         ]
+    if "gain_no_labels" in row:
+        other = row["gain_no_labels"]
+        lines += [
+            f"SentiLR without its label (`use_labels=false`) against MLM alone: "
+            f"{100 * other['mean']:+.1f} ± {100 * other['std']:.1f} points, ahead on "
+            f"{row['wins_no_labels']} of {len(record['seeds'])} seeds.",
+            "",
+        ]
     if record.get("note"):
         lines += [record["note"], ""]
     return "\n".join(lines)
@@ -170,6 +183,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--reviews", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--no-labels", action="store_true", help="add SentiLR without its label (an ablation)"
+    )
     parser.add_argument("--note", default="", help="a paragraph written under the table")
     args = parser.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -178,10 +194,12 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(args.threads)
     corpora, digest = review_corpora(args.reviews)
+    arms = {**ARMS, **(NO_LABELS if args.no_labels else {})}
+    corpora.update({label: corpora["sentilr"] for label in NO_LABELS})
     finals: dict[str, Path] = {}
     pres = []
-    for label, overrides in ARMS.items():
-        slug = label.replace(" ", "_")
+    for label, overrides in arms.items():
+        slug = label.replace(" ", "_").replace(",", "")
         finals[label], pre = pretrain_on_gain_corpus(
             f"sentilr_gain-{slug}-{digest}",
             [*overrides, "seed=0", "trainer.log_every=50"],
@@ -199,13 +217,19 @@ def main(argv: list[str] | None = None) -> None:
         TASK,
         {
             label: (
-                f"{tag}/{label.replace(' ', '_')}",
+                f"{tag}/{label.replace(' ', '_').replace(',', '')}",
                 [f"model={finals[label]}", *budget_overrides(budget)],
             )
-            for label in ARMS
+            for label in arms
         },
     )
     row["budget"] = budget
+    base = row["arms"]["mlm alone"]["values"]
+    for label, key in (("sentilr", "gain"), ("sentilr, no labels", "gain_no_labels")):
+        if label in row["arms"]:
+            values = row["arms"][label]["values"]
+            row[key] = mean_std([a - b for a, b in zip(values, base, strict=True)])
+            row[key.replace("gain", "wins")] = sum(a > b for a, b in zip(values, base, strict=True))
     record = {
         "command": "python -m benchmarks.sentilr_gain "
         + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
@@ -216,6 +240,7 @@ def main(argv: list[str] | None = None) -> None:
         "note": args.note,
     }
     stem = "sentilr_gain" + ("" if args.pretrain_steps == 400 else f"_{args.pretrain_steps}")
+    stem += "_no_labels" if args.no_labels else ""
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
     (RESULTS / f"{stem}.md").write_text(render(record))

@@ -31,9 +31,7 @@ def _network(seed: int = 0) -> SentiLRModel:
 
 
 def _objective(network: SentiLRModel, **kwargs) -> LabelAwareMLMObjective:
-    return build_objective(
-        LabelAwareMLMObjective, network, VOCAB, knowledge=network.knowledge, **kwargs
-    )
+    return build_objective(LabelAwareMLMObjective, network, VOCAB, **kwargs)
 
 
 def _input(rows: int = 6, words: int = 10, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -168,3 +166,22 @@ class TestLabelAwareMLMContract(ObjectiveTestCase):
     def loss(self, encoder: nn.Module, objective, batch) -> torch.Tensor:
         mix = ObjectiveMix({objective.name: objective})
         return PretrainingModel(encoder, mix, input_keys=get("sentilr").input_keys)(batch).loss
+
+
+def test_the_label_free_ablation_never_shows_or_asks_for_the_label() -> None:
+    network = _network()
+    objective = _objective(network, use_labels=False)
+    batch = objective.collate(_input(rows=12), torch.Generator().manual_seed(1))
+    assert (batch["sentilr_label_ids"] == NUM_LABELS).all()
+    assert (batch["sentilr_label_targets"] == IGNORE_INDEX).all()
+    assert (batch["sentilr_token_labels"] != IGNORE_INDEX).any()  # masking unchanged
+
+
+def test_a_plain_encoder_is_refused_by_name() -> None:
+    encoder = bert_encoder(vocab_size=VOCAB.vocab_size, **TINY)
+    try:
+        build_objective(LabelAwareMLMObjective, encoder, VOCAB)
+    except TypeError as error:
+        assert "SentiLRModel" in str(error) and "TransformerEncoder" in str(error)
+    else:
+        raise AssertionError("no error")

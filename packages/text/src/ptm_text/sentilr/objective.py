@@ -63,6 +63,9 @@ class LabelAwareMLMObjective(Objective):
             ``knowledge`` is not given.
         word_prob / sentiment_word_prob / late_supervision_prob / mask_token_prob /
             random_token_prob: the rates above (the paper's defaults).
+        use_labels: ``False`` is the label-free ablation: the label input is "unknown"
+            everywhere and never predicted (the knowledge inputs, whole-word masking and
+            the POS/polarity targets stay).
 
     Batch keys: reads ``sentilr_word``, ``sentilr_pos``, ``sentilr_polarity``,
     ``sentilr_label``; writes the corrupted ``input_ids``, ``sentilr_pos``,
@@ -97,6 +100,7 @@ class LabelAwareMLMObjective(Objective):
         late_supervision_prob: float = LATE_SUPERVISION_PROB,
         mask_token_prob: float = MASK_TOKEN_PROB,
         random_token_prob: float = RANDOM_TOKEN_PROB,
+        use_labels: bool = True,
     ) -> None:
         super().__init__()
         knowledge = knowledge if knowledge is not None else getattr(encoder, "knowledge", None)
@@ -115,6 +119,7 @@ class LabelAwareMLMObjective(Objective):
             check_probability(key, value)
         self.vocab = vocab
         self.num_labels = knowledge.num_labels
+        self.use_labels = use_labels
         self.rates = {
             "word_prob": word_prob,
             "sentiment_word_prob": sentiment_word_prob,
@@ -155,16 +160,20 @@ class LabelAwareMLMObjective(Objective):
             generator=generator,
             **self.rates,
         )
+        label_ids, label_targets = masked.label_ids, masked.label_targets
+        if not self.use_labels:
+            label_ids = torch.full_like(label_ids, self.num_labels)
+            label_targets = torch.full_like(label_targets, IGNORE_INDEX)
         return {
             **batch,
             "input_ids": masked.input_ids,
             POS_KEY: masked.pos,
             POLARITY_KEY: masked.polarity,
-            LABEL_KEY: masked.label_ids,
+            LABEL_KEY: label_ids,
             "sentilr_token_labels": masked.token_labels,
             "sentilr_pos_labels": masked.pos_labels,
             "sentilr_polarity_labels": masked.polarity_labels,
-            "sentilr_label_targets": masked.label_targets,
+            "sentilr_label_targets": label_targets,
             "sentilr_late": masked.late,
         }
 
