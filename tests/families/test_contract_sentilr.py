@@ -30,6 +30,9 @@ class TestSentiLRContract(FamilyContract):
             f"trainer.output_dir={tmp_path / 'run'}",
         ]
 
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(write_reviews(tmp_path / "heldout", reviews=20, seed=9))
+
     def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
         return [
             f"init_from={final_dir}",

@@ -78,6 +78,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     multimodal_kinds.VILBERT: ({}, {}, "multimodal"),
     multimodal_kinds.LXMERT: ({}, {}, "multimodal"),
     multimodal_kinds.VLBERT: ({}, {}, "vlbert"),
+    "sentilr": ({}, {}, "sentilr"),
 }
 
 

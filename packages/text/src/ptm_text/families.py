@@ -29,6 +29,7 @@ SENTILR = FamilySpec(
     finetune="ptm_text.sentilr.finetune:finetune_sentilr",
     load={SENTILR_KIND: "ptm_text.sentilr.checkpoint:load_sentilr"},
     save={SENTILR_KIND: "ptm_text.sentilr.checkpoint:save_sentilr"},
+    evaluation="ptm_text.sentilr.evaluation:SENTILR",
     task_loaders={"sentilr": "ptm_text.sentilr.finetune:load_sentilr_task"},
     predictors={"sentilr": "ptm_text.sentilr.finetune:SentiLRPredictions"},
     recipes={"sentilr": "pretrain"},

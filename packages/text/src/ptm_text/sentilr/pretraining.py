@@ -87,6 +87,8 @@ def plan_sentilr(run: PretrainRun) -> PretrainingPlan:
     )  # fmt: skip
     record = {
         "labels": labels,
+        "text_field": data.text_field,
+        "label_field": data.label_field,
         "pos_pipeline": settings.sentilr.pos_pipeline,
         "wordnet_dir": settings.sentilr.wordnet_dir,
         "polarity_threshold": settings.sentilr.polarity_threshold,
