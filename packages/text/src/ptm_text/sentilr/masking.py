@@ -49,7 +49,9 @@ class LabelAwareMasking:
         pos: POS inputs (masked/replaced words: "other").
         polarity: word-polarity inputs (masked/replaced words: "neutral").
         label_ids: sentence-label inputs (``num_labels`` = unknown).
-        token_labels / pos_labels / polarity_labels: targets, ``-100`` where none.
+        token_labels: token targets, ``-100`` where none.
+        pos_labels: POS targets, ``-100`` where none.
+        polarity_labels: polarity targets, ``-100`` where none.
         label_targets: ``(B,)`` the sentence label on late-supervision rows, else ``-100``.
         late: ``(B,)`` bool, late-supervision rows.
         chosen_words: ``(B, W)`` bool, the words chosen (for the rate tests).
@@ -98,7 +100,8 @@ def label_aware_masking(
         input_ids: ``(B, L)`` token ids.
         word_index: ``(B, L)`` the word each piece belongs to (0-based per row), ``-1`` at
             ``[CLS]``, ``[SEP]`` and padding.
-        pos, polarity: ``(B, L)`` each piece's word's POS and polarity ids.
+        pos: ``(B, L)`` each piece's word's POS id.
+        polarity: ``(B, L)`` each piece's word's polarity id.
         labels: ``(B,)`` sentence labels in ``[0, num_labels)``.
         num_labels: sentence classes (the label table has ``num_labels + 1`` rows).
         mask_id: ``[MASK]``.

@@ -61,8 +61,11 @@ class LabelAwareMLMObjective(Objective):
             to them); default ``encoder.knowledge``.
         encoder: the network (a :class:`~ptm_text.sentilr.model.SentiLRModel`), when
             ``knowledge`` is not given.
-        word_prob / sentiment_word_prob / late_supervision_prob / mask_token_prob /
-            random_token_prob: the rates above (the paper's defaults).
+        word_prob: chance that an ordinary word is chosen (15%).
+        sentiment_word_prob: chance that a sentiment word is chosen (30%).
+        late_supervision_prob: share of late-supervision rows (0.2).
+        mask_token_prob: chosen words replaced by ``[MASK]`` (0.8).
+        random_token_prob: chosen words replaced by other pieces (0.1).
         use_labels: ``False`` is the label-free ablation: the label input is "unknown"
             everywhere and never predicted (the knowledge inputs, whole-word masking and
             the POS/polarity targets stay).

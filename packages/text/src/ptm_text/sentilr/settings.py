@@ -17,12 +17,17 @@ class SentiLRData:
     Attributes:
         corpus: ``.jsonl`` (one ``{text_field: ..., label_field: ...}`` per line) or
             ``.tsv``/``.csv`` with a header; a path or a list of paths.
-        text_field / label_field: the text and label fields.
+        text_field: the text field (column).
+        label_field: the label field (column).
         labels: the label names in id order (``null``: the corpus's sorted labels); the
             pre-training label table has one row per label plus "unknown".
         tokenizer: a ``vocab.txt`` or tokenizer folder; ``null`` trains a WordPiece
             vocabulary of ``vocab_size`` on the corpus (an ``init_from`` folder's own wins).
-        vocab_size / lowercase / max_length / batch_size / num_workers: as text pre-training.
+        vocab_size: size of a trained vocabulary.
+        lowercase: lower-case text.
+        max_length: pieces per row, specials included (longer texts are cut).
+        batch_size: rows per micro-batch.
+        num_workers: DataLoader worker processes that build batches.
     """
 
     corpus: Any = None
