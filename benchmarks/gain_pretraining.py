@@ -33,15 +33,19 @@ def pretrain_on_gain_corpus(
     steps: int,
     threads: int,
     extra: dict[str, Any] | None = None,
+    corpus: tuple[Path, dict[str, Any]] | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """``ptm pretrain <overrides>`` for ``steps`` steps on the gain corpus with the suite's
     vocabulary, into ``WORK/pretrain-<name>-<steps>-<corpus digest>``.
+
+    ``corpus`` (a file and its statistics) replaces the gain corpus (a labelled rendering
+    of it, ``sentilr_gain``); its name should then be part of ``name``.
 
     Returns its ``final/`` and a record (``extra`` first, then the command's overrides,
     steps, corpus statistics, wall time, first and last logged metrics), also written as
     ``bench.json`` beside the run; a finished run with that file is reused.
     """
-    corpus, stats = gain_corpus()
+    corpus_path, stats = corpus if corpus is not None else gain_corpus()
     out = WORK / f"pretrain-{name}-{steps}-{gain_digest()}"
     final, record_path = out / "final", out / "bench.json"
     if final.is_dir() and record_path.is_file():
@@ -53,7 +57,7 @@ def pretrain_on_gain_corpus(
         "flows.cli",
         "pretrain",
         *overrides,
-        f"data.corpus={corpus}",
+        f"data.corpus={corpus_path}",
         f"data.tokenizer={GAIN_DIR / 'vocab.txt'}",
         f"trainer.max_steps={steps}",
         f"trainer.save_every={steps}",

@@ -69,3 +69,53 @@ def text_overrides(tmp_path: Path, experiment: str, *, steps: int = 2) -> list[s
         "trainer.save_every=100",  # see write_pair_task
         f"trainer.output_dir={tmp_path / 'run'}",
     ]
+
+
+# Labelled reviews for SentiLARE (family sentilr): the grammar's names and places with real
+# English sentiment words (VADER rates them) and negation, so word polarity alone is not
+# the label.
+GOOD = ["lovely", "great", "charming", "delightful", "pleasant"]
+BAD = ["awful", "gloomy", "dreadful", "miserable", "nasty"]
+
+
+def _review_sentence(rng: random.Random, positive: bool) -> str:
+    place, person = rng.choice(PLACES), rng.choice(PEOPLE)
+    if rng.random() < 0.3:  # negated: "not awful" praises
+        word = rng.choice(BAD if positive else GOOD)
+        return f"{person} said {place} was not {word}."
+    return f"{person} found {place} {rng.choice(GOOD if positive else BAD)}."
+
+
+def write_reviews(directory: Path, *, reviews: int = 60, seed: int = 2) -> Path:
+    """A labelled ``reviews.jsonl`` (``text``, ``label`` good/bad) of 2-4 sentences each."""
+    import json
+
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for _ in range(reviews):
+        positive = rng.random() < 0.5
+        text = " ".join(_review_sentence(rng, positive) for _ in range(rng.randint(2, 4)))
+        rows.append(json.dumps({"text": text, "label": "good" if positive else "bad"}))
+    path = directory / "reviews.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def write_review_task(directory: Path, *, rows: int = 32, seed: int = 3) -> list[str]:
+    """A GLUE-format single-sentence sentiment task on the same grammar; its overrides."""
+    rng = random.Random(seed)
+    directory.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "dev"):
+        lines = ["sentence\tlabel"]
+        for _ in range(rows):
+            positive = rng.random() < 0.5
+            lines.append(f"{_review_sentence(rng, positive)}\t{int(positive)}")
+        (directory / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return [
+        "task=sentiment",
+        f"task.train={directory / 'train.tsv'}",
+        f"task.dev={directory / 'dev.tsv'}",
+        "task.max_length=32",
+        "task.batch_size=8",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra.utils import instantiate
@@ -98,6 +99,17 @@ def _check_not_transformer(cfg: DictConfig) -> None:
         assert model.config.vocab_size == VOCAB.vocab_size
 
 
+def _sentilr_network(encoder: TransformerEncoder) -> Any:
+    from ptm_text.sentilr import SentiLRKnowledgeEmbeddings, SentiLRModel
+
+    return SentiLRModel(encoder, SentiLRKnowledgeEmbeddings(encoder.config.hidden_size, 2))
+
+
+# Families whose network wraps the core encoder the model preset builds (their plan does
+# this once the data gives the label count).
+FAMILY_NETWORKS = {"sentilr": _sentilr_network}
+
+
 def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
     options = {
         **MULTIMODAL_OPTIONS,
@@ -142,8 +154,9 @@ def _instantiate_all(overrides: list[str], tmp_path: Path) -> None:
         encoder = instantiate(cfg.model)(vocab_size=VOCAB.vocab_size)
         assert isinstance(encoder, TransformerEncoder)
         assert encoder.config.hidden_size == 16
+        network = FAMILY_NETWORKS.get(cfg.get("family"), lambda e: e)(encoder)
         for name, node in cfg.objective.objectives.items():
-            objective = build_objective(instantiate(node), encoder, VOCAB)
+            objective = build_objective(instantiate(node), network, VOCAB)
             assert isinstance(objective, Objective), name
     assert set(cfg.objective.weights) <= set(cfg.objective.objectives)
     trainer = instantiate(cfg.trainer, _convert_="all")
@@ -187,12 +200,16 @@ def test_every_group_option_composes_and_instantiates(override: str, tmp_path: P
 
 # Data presets no experiment names, with an experiment of the family whose data they are.
 _DATA_FAMILY_EXPERIMENT = {"image_text_sample": "visualbert_tiny"}
+# Objectives that only a family's network can carry, with an experiment of that family.
+_OBJECTIVE_FAMILY_EXPERIMENT = {"sentilr": "sentilr_tiny"}
 
 
 def _family_of(override: str) -> list[str]:
     """A data preset is typed by its family's settings: compose it with an experiment of
     that family (one whose defaults name it), not on the default BERT config."""
     group, _, option = override.partition("=")
+    if group == "objective" and option in _OBJECTIVE_FAMILY_EXPERIMENT:
+        return [f"experiment={_OBJECTIVE_FAMILY_EXPERIMENT[option]}"]
     if group != "data" or option == "sample_corpus":
         return []
     for path in sorted((config_dir() / "experiment").glob("*.yaml")):

@@ -82,6 +82,7 @@ KIND_LAYOUTS: dict[str, tuple[dict[str, object], dict[str, object], str]] = {
     multimodal_kinds.LXMERT: ({}, {}, "multimodal"),
     multimodal_kinds.VLBERT: ({}, {}, "vlbert"),
     multimodal_kinds.IMAGEBERT: ({}, {}, "imagebert"),
+    "sentilr": ({}, {}, "sentilr"),
 }
 
 

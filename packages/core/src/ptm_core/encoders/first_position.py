@@ -72,6 +72,8 @@ def encode_first(
     attention_mask: Tensor | None = None,
     position_ids: Tensor | None = None,
     token_type_ids: Tensor | None = None,
+    *,
+    extra_embeds: Tensor | None = None,
 ) -> Tensor:
     """The last layer's output (after the final norm) at each sequence's first position.
 
@@ -81,7 +83,9 @@ def encode_first(
     Returns:
         ``(B, 1, D)``: what ``encoder(...).last_hidden_state[:, :1]`` holds.
     """
-    state = encoder.start(input_ids, attention_mask, position_ids, token_type_ids)
+    state = encoder.start(
+        input_ids, attention_mask, position_ids, token_type_ids, extra_embeds=extra_embeds
+    )
     last = len(encoder.layers) - 1
     encoder.run_layers(state, stop=last)
     layer = cast(TransformerLayer, encoder.layers[last])

@@ -137,7 +137,9 @@ class TaskModel(nn.Module):
         ``(B, L)`` (``(B, C, L)`` for ``multiple_choice``) and, except for
         ``multiple_choice``, a ``(B, L, L)`` bool visibility ``attention_mask`` (K-BERT's
         soft positions and visible matrix, Liu et al., 2020), passed to the encoder as they
-        are. Other keys are ignored.
+        are; ``extra_embeds`` ``(B, L, E)`` (``(B, C, L, E)`` for ``multiple_choice``), added
+        to the encoder's embedding sum (a family's extra input tables, computed by the
+        model that wraps this one). Other keys are ignored.
     """
 
     def __init__(
@@ -170,6 +172,7 @@ class TaskModel(nn.Module):
         attention_mask = batch.get("attention_mask")
         token_type_ids = batch.get("token_type_ids")
         position_ids = batch.get("position_ids")
+        extra_embeds = batch.get("extra_embeds")
         num_choices = 0
         if self.kind == "multiple_choice":
             if input_ids.dim() != 3:
@@ -185,10 +188,15 @@ class TaskModel(nn.Module):
                 token_type_ids = token_type_ids.flatten(0, 1)
             if position_ids is not None:
                 position_ids = position_ids.flatten(0, 1)
+            if extra_embeds is not None:
+                extra_embeds = extra_embeds.flatten(0, 1)
+        # Only an encoder given extra inputs is asked to take them (other stacks, such as
+        # XLNet's, keep their own forward).
+        extra = {"extra_embeds": extra_embeds} if extra_embeds is not None else {}
         if self._reads_first_only(attention_mask):
             # The head reads [CLS] only: the last layer runs one query per sequence.
             hidden = encode_first(
-                self.encoder, input_ids, attention_mask, position_ids, token_type_ids
+                self.encoder, input_ids, attention_mask, position_ids, token_type_ids, **extra
             )  # (B, 1, D)
         else:
             hidden = self.encoder(
@@ -196,6 +204,7 @@ class TaskModel(nn.Module):
                 attention_mask=attention_mask,  # (B, L) padding or (B, L, L) visibility
                 position_ids=position_ids,
                 token_type_ids=token_type_ids,
+                **extra,
             ).last_hidden_state  # (B, L, D)
         if isinstance(attention_mask, AttentionStructure):  # heads read the real tokens
             attention_mask = attention_mask.real.long()  # (B, L)
