@@ -94,7 +94,9 @@ def test_a_prompt_takes_the_rows_language(xlm_dir: Path) -> None:  # noqa: F811
     reads the prompt."""
     encoder = XLMEncoder.from_pretrained(xlm_dir).eval()
     assert len(encoder.languages) > 1
-    model = attach_peft(build_xlm_classifier(encoder, 3), PeftConfig("prompt", num_virtual_tokens=4))
+    model = attach_peft(
+        build_xlm_classifier(encoder, 3), PeftConfig("prompt", num_virtual_tokens=4)
+    )
     wrapped = model.encoder
     assert isinstance(wrapped, SoftPromptEncoder)
     assert wrapped.languages == encoder.languages  # checkpoints read the base through it

@@ -87,7 +87,11 @@ class SoftPromptEncoder(nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules["encoder"], name)
+            # read through __dict__: a half-built copy (deepcopy, unpickling) has no modules
+            wrapped = self.__dict__.get("_modules", {}).get("encoder")
+            if wrapped is None:
+                raise
+            return getattr(wrapped, name)
 
     def forward(
         self,
