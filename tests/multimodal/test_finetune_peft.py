@@ -172,3 +172,42 @@ def test_a_prompt_goes_before_the_text_stream_only(family: str) -> None:
         return states.last_hidden_state[:, : 7 + pad]
 
     assert_prompt_seen_and_padding_hidden(encode, wrapped.prompt, mask)
+
+
+def test_the_guides_vilbert_prompt_command_runs_and_predicts(
+    pretrained: dict[str, Path],  # noqa: F811
+    tmp_path: Path,
+    one_thread: None,
+) -> None:
+    """``ptm pretrain experiment=vilbert_vqa_tiny init_from=... multimodal_finetune.peft=prompt``
+    (the guide's command): an adapter-only final/ that predicts as the run scored."""
+    from flows import runner
+    from flows.config import compose_config
+
+    cfg = compose_config(
+        [
+            "experiment=vilbert_vqa_tiny",
+            f"init_from={pretrained['vilbert']}",
+            "multimodal_finetune.peft=prompt",
+            "multimodal_finetune.peft_virtual_tokens=4",
+            "trainer.max_steps=2",
+            "trainer.progress=false",
+            f"trainer.output_dir={tmp_path / 'run'}",
+        ]
+    )
+    result = runner.run(cfg)
+    final = result.encoder_dir
+    assert json.loads((final / "task.json").read_text())["peft"]["method"] == "prompt"
+    assert not (final / "model.safetensors").exists()
+    metrics, _ = predict_image_text(final)
+    eval_json = json.loads((result.output_dir / "eval.json").read_text())
+    assert metrics["vqa_accuracy"] == pytest.approx(eval_json["dev/vqa_accuracy"])
+
+
+def test_a_prompt_on_vlbert_is_one_line() -> None:
+    """VL-BERT takes no text vectors (its caption sits among special and region slots)."""
+    from ptm_multimodal import vlbert
+
+    backbone = vlbert(vocab_size=60, visual_embedding_dim=12, max_positions=24, **SMALL)
+    with pytest.raises(ValueError, match=r"^VlbertModel takes no inputs_embeds.*lora"):
+        SoftPromptEncoder(backbone, 3)
