@@ -102,3 +102,30 @@ def assert_resume_is_bit_identical(
     losses = [r["loss"] for r in MetricsLog(resumed.metrics_path).read()]
     assert losses == [r["loss"] for r in MetricsLog(straight.metrics_path).read()]
     assert len(losses) == 8
+
+
+def assert_prompt_seen_and_padding_hidden(
+    encode: Callable[[int], torch.Tensor], prompt: torch.nn.Parameter, mask: torch.Tensor
+) -> None:
+    """A soft prompt reaches every real position and padding stays hidden.
+
+    Args:
+        encode: ``encode(pad)`` runs the prompted model on the batch with ``pad`` more
+            padding columns after the text and returns its text states ``(B, L + pad, D)``
+            (the prompt's positions already cut off).
+        prompt: the wrapper's prompt ``(P, E)``.
+        mask: ``(B, L)`` 1 = real token.
+    """
+    real = mask.bool()
+    base = encode(0)
+    padded = encode(3)
+    assert padded.shape[1] == base.shape[1] + 3
+    torch.testing.assert_close(padded[:, : base.shape[1]][real], base[real], atol=1e-5, rtol=0)
+    kept = prompt.detach().clone()
+    with torch.no_grad():  # not a constant shift: the embedding LayerNorm would remove it
+        prompt.add_(torch.randn(prompt.shape, generator=torch.Generator().manual_seed(0)))
+    moved = encode(0)
+    with torch.no_grad():
+        prompt.copy_(kept)
+    change = (moved - base).abs().amax(-1)  # (B, L)
+    assert bool((change[real] > 1e-5).all()), change

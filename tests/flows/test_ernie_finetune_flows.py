@@ -85,3 +85,20 @@ def test_kg_free_switch_and_unsupported_options(
     assert record["use_entities"] is False
     with pytest.raises(ValueError, match=r"finetune\.random_init=true is not supported"):
         _finetune(ernie_final, tmp_path / "random", "finetune.random_init=true")
+
+
+def test_ptm_finetune_with_a_prompt_then_evaluate(
+    ernie_final: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guide's ``ptm finetune task=kg_entity_typing model=<ERNIE-THU final/>`` with
+    ``finetune.peft=prompt``: an adapter-only final/ that ``ptm evaluate`` scores as the run did."""
+    monkeypatch.setenv("PTM_CACHE_DIR", str(tmp_path / "cache"))
+    run = _finetune(ernie_final, tmp_path / "run", "finetune.peft=prompt",
+                    "finetune.peft_virtual_tokens=4", "trainer.learning_rate=1e-2")  # fmt: skip
+    final = Path(run["final_dir"])
+    record = json.loads((final / "task.json").read_text())
+    assert record["peft"]["method"] == "prompt" and record["use_entities"] is True
+    assert not (final / "model.safetensors").exists()
+    assert run["final_metrics"]["parameters/trainable_share"] < 0.1
+    result = evaluate(str(final), report_path=str(tmp_path / "report.md"))
+    assert result["model"]["accuracy"] == pytest.approx(run["final_metrics"]["dev/accuracy"])

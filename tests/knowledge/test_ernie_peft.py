@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from knowledge_sample_paths import KG_DIR, VOCAB
 from peft_checks import (
     assert_adapter_folder,
     assert_only_adapter_and_head_trained,
+    assert_prompt_seen_and_padding_hidden,
     assert_resume_is_bit_identical,
     assert_same_state,
     spy_on_attach,
@@ -23,7 +25,7 @@ import ptm_knowledge.ernie.finetune as ernie_finetune
 from ptm_core.checkpoints import CheckpointError
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.peft import PeftConfig
+from ptm_core.peft import PeftConfig, SoftPromptEncoder
 from ptm_core.tokenization import WordPieceTokenizer
 from ptm_core.training import TrainerConfig
 from ptm_knowledge.ernie.family_hooks import finetune as finetune_hook
@@ -79,7 +81,7 @@ def weights_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
 
 
-@pytest.mark.parametrize("method", ["lora", "ia3", "prefix"])
+@pytest.mark.parametrize("method", ["lora", "ia3", "prefix", "prompt"])
 def test_only_the_adapter_and_head_train_and_final_reloads(
     base: Path, task: TaskSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
@@ -88,7 +90,8 @@ def test_only_the_adapter_and_head_train_and_final_reloads(
     model, after = seen["model"], seen["model"].state_dict()
     adapter = assert_only_adapter_and_head_trained(seen["before"], after)
     # LoRA/IA3 reach the knowledge layers' fusion; prefixes sit in the T-Encoder only.
-    assert any(".token_out." in k for k in adapter) == (method != "prefix")
+    assert any(".token_out." in k for k in adapter) == (method in ("lora", "ia3"))
+    assert (adapter == ["encoder.prompt"]) == (method == "prompt")
     assert not model.encoder.entity_table.requires_grad
     assert 0 < result.final_metrics["parameters/trainable_share"] < 0.3
 
@@ -118,13 +121,57 @@ def test_a_moved_base_is_one_clear_line(base: Path, task: TaskSpec, tmp_path: Pa
         load_ernie_task_model(final)
 
 
-def test_prompt_tuning_is_refused_in_one_line(sample_kg: Any) -> None:
+def test_a_prompt_is_tokens_aligned_to_no_entity(sample_kg: Any) -> None:
+    """A prompt equal to the embeddings of ``P`` tokens gives the states of ERNIE-THU run on
+    those tokens prepended to the text, with no entity aligned to them and every text
+    token's entity ``P`` positions further on; padding stays hidden and every real token
+    (and its entity stream) reads the prompt."""
     tokenizer = WordPieceTokenizer.from_vocab(VOCAB, lowercase=True)
-    model = build_ernie_task_model(
-        tiny_encoder(tokenizer, len(sample_kg.entity_ids)), "classification", 3
-    )
-    with pytest.raises(ValueError, match=r"peft=prompt .*aligned entity; use .*lora"):
-        attach_ernie_peft(model, PeftConfig(method="prompt"))
+    encoder = tiny_encoder(tokenizer, len(sample_kg.entity_ids)).eval()
+    model = build_ernie_task_model(encoder, "classification", 3)
+    attach_ernie_peft(model, PeftConfig(method="prompt", num_virtual_tokens=3))
+    wrapped = model.encoder
+    assert isinstance(wrapped, SoftPromptEncoder)
+    assert wrapped.options == encoder.options  # task models read the base through it
+    generator = torch.Generator().manual_seed(5)
+    ids = torch.randint(5, tokenizer.vocab_size, (2, 9), generator=generator)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 6:] = 0
+    entities = torch.full((2, 9), -1)
+    entities[0, 2:4], entities[0, 7], entities[1, 1] = 4, 9, 7
+    virtual = torch.tensor([11, 12, 13])
+    with torch.no_grad():
+        wrapped.prompt.copy_(encoder.word_embeddings.weight[virtual])
+        ours = wrapped(ids, mask, entity_ids=entities)
+        theirs = encoder(
+            torch.cat([virtual.expand(2, -1), ids], 1),
+            torch.cat([torch.ones(2, 3, dtype=torch.long), mask], 1),
+            entity_ids=torch.cat([torch.full((2, 3), -1), entities], 1),
+        )
+        unaligned = encoder(  # the entities left where the text was: a different model
+            torch.cat([virtual.expand(2, -1), ids], 1),
+            torch.cat([torch.ones(2, 3, dtype=torch.long), mask], 1),
+            entity_ids=torch.cat([entities, torch.full((2, 3), -1)], 1),
+        )
+    real = mask.bool()
+    for name in ("last_hidden_state", "entity_hidden_state"):
+        torch.testing.assert_close(
+            getattr(ours, name)[real], getattr(theirs, name)[:, 3:][real], atol=1e-5, rtol=0
+        )
+    assert (ours.entity_hidden_state[entities < 0] == 0).all()
+    assert not torch.allclose(ours.last_hidden_state, unaligned.last_hidden_state[:, 3:])
+
+    def encode(pad: int) -> torch.Tensor:
+        padding = torch.zeros(2, pad, dtype=torch.long)
+        with torch.no_grad():
+            out = wrapped(
+                torch.cat([ids, padding], 1),
+                torch.cat([mask, padding], 1),
+                entity_ids=torch.cat([entities, padding - 1], 1),
+            )
+        return torch.cat([out.last_hidden_state, out.entity_hidden_state], -1)
+
+    assert_prompt_seen_and_padding_hidden(encode, wrapped.prompt, mask)
 
 
 def test_the_finetune_hook_reads_finetune_peft(base: Path, task: TaskSpec, tmp_path: Path) -> None:
@@ -137,11 +184,12 @@ def test_the_finetune_hook_reads_finetune_peft(base: Path, task: TaskSpec, tmp_p
     assert json.loads((result.encoder_dir / "task.json").read_text())["peft"]["method"] == "ia3"
 
 
+@pytest.mark.parametrize("method", ["lora", "prompt"])
 def test_crash_and_resume_is_bit_identical(
-    base: Path, task: TaskSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    base: Path, task: TaskSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
     assert_resume_is_bit_identical(
         monkeypatch,
         ErnieTaskModel,
-        lambda name: run(base, task, tmp_path / name, "lora", steps=8, save_every=4),
+        lambda name: run(base, task, tmp_path / name, method, steps=8, save_every=4),
     )

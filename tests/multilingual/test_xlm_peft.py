@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from peft_checks import (
     assert_adapter_folder,
     assert_only_adapter_and_head_trained,
+    assert_prompt_seen_and_padding_hidden,
     assert_resume_is_bit_identical,
     assert_same_state,
     spy_on_attach,
@@ -20,7 +22,9 @@ from test_xlm_finetune import xlm_dir  # noqa: F401 (the fixture)
 import ptm_multilingual.finetune as xlm_finetune
 from flows import runner
 from flows.config import compose_config
-from ptm_multilingual.finetune import XLMClassifier, load_xlm_classifier
+from ptm_core.peft import PeftConfig, SoftPromptEncoder, attach_peft
+from ptm_multilingual.finetune import XLMClassifier, build_xlm_classifier, load_xlm_classifier
+from ptm_multilingual.model import XLMEncoder
 
 
 def run(base: Path, out: Path, method: str, *extra: str, steps: int = 6) -> Any:
@@ -44,7 +48,7 @@ def run(base: Path, out: Path, method: str, *extra: str, steps: int = 6) -> Any:
     return runner.run(cfg)
 
 
-@pytest.mark.parametrize("method", ["lora", "ia3", "prefix"])
+@pytest.mark.parametrize("method", ["lora", "ia3", "prefix", "prompt"])
 def test_only_the_adapter_and_head_train_and_final_reloads(
     xlm_dir: Path,  # noqa: F811
     tmp_path: Path,
@@ -63,21 +67,63 @@ def test_only_the_adapter_and_head_train_and_final_reloads(
 
 
 def test_what_an_adapter_cannot_do_is_one_line(xlm_dir: Path, tmp_path: Path) -> None:  # noqa: F811
-    with pytest.raises(ValueError, match=r"^xlm_finetune.peft=prompt is not supported: .*lora"):
-        run(xlm_dir, tmp_path / "a", "prompt", steps=1)
     with pytest.raises(ValueError, match=r"^xlm_finetune.peft=lora .*set xlm_finetune.freeze=none"):
         run(xlm_dir, tmp_path / "b", "lora", "xlm_finetune.freeze=embeddings", steps=1)
     with pytest.raises(ValueError, match=r"^xlm_finetune.peft: unknown method 'lorra'"):
         run(xlm_dir, tmp_path / "c", "lorra", steps=1)
 
 
+@pytest.mark.parametrize("method", ["lora", "prompt"])
 def test_crash_and_resume_is_bit_identical(
     xlm_dir: Path,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    method: str,
 ) -> None:
     assert_resume_is_bit_identical(
         monkeypatch,
         XLMClassifier,
-        lambda name: run(xlm_dir, tmp_path / name, "lora", "trainer.save_every=4", steps=8),
+        lambda name: run(xlm_dir, tmp_path / name, method, "trainer.save_every=4", steps=8),
     )
+
+
+def test_a_prompt_takes_the_rows_language(xlm_dir: Path) -> None:  # noqa: F811
+    """A prompt equal to the embeddings of ``P`` tokens gives the states of XLM run on those
+    tokens prepended to the row, each with the row's language embedding, at positions
+    ``0..P-1`` (the row's tokens after them); padding stays hidden and every real token
+    reads the prompt."""
+    encoder = XLMEncoder.from_pretrained(xlm_dir).eval()
+    assert len(encoder.languages) > 1
+    model = attach_peft(
+        build_xlm_classifier(encoder, 3), PeftConfig("prompt", num_virtual_tokens=4)
+    )
+    wrapped = model.encoder
+    assert isinstance(wrapped, SoftPromptEncoder)
+    assert wrapped.languages == encoder.languages  # checkpoints read the base through it
+    generator = torch.Generator().manual_seed(2)
+    ids = torch.randint(5, encoder.vocab_size, (2, 8), generator=generator)
+    mask = torch.ones(2, 8, dtype=torch.long)
+    mask[0, 5:] = 0
+    langs = torch.tensor([[0] * 8, [1] * 8])  # one language per row, as fine-tuning rows
+    virtual = torch.tensor([7, 8, 9, 10])
+    with torch.no_grad():
+        wrapped.prompt.copy_(encoder.word_embeddings.weight[virtual])
+        ours = wrapped(ids, mask, langs=langs).last_hidden_state
+        prompted = torch.cat([virtual.expand(2, -1), ids], 1)
+        full_mask = torch.cat([torch.ones(2, 4, dtype=torch.long), mask], 1)
+        theirs = encoder(prompted, full_mask, langs=torch.cat([langs[:, :4], langs], 1))
+        swapped = encoder(prompted, full_mask, langs=torch.cat([1 - langs[:, :4], langs], 1))
+    real = mask.bool()
+    torch.testing.assert_close(ours[real], theirs.last_hidden_state[:, 4:][real], atol=1e-5, rtol=0)
+    assert not torch.allclose(ours, swapped.last_hidden_state[:, 4:])  # the language counts
+
+    def encode(pad: int) -> torch.Tensor:
+        padding = torch.zeros(2, pad, dtype=torch.long)
+        with torch.no_grad():
+            return wrapped(
+                torch.cat([ids, padding + 2], 1),
+                torch.cat([mask, padding], 1),
+                langs=torch.cat([langs, langs[:, :pad]], 1),
+            ).last_hidden_state
+
+    assert_prompt_seen_and_padding_hidden(encode, wrapped.prompt, mask)

@@ -205,7 +205,7 @@ def test_vqa_model_reports_the_soft_score_of_its_top_answer() -> None:
             return torch.tensor([[0.0, 5.0], [5.0, 0.0]])
 
     class Backbone(torch.nn.Module):
-        def forward(self, input_ids: torch.Tensor, features: torch.Tensor, **_: object):
+        def forward(self, input_ids: torch.Tensor, visual_features: torch.Tensor, **_: object):
             from ptm_core.encoders import EncoderOutput
 
             return EncoderOutput(last_hidden_state=torch.zeros(2, 3, 4))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -17,6 +17,7 @@ from ptm_core.encoders import (
     builders,
 )
 from ptm_core.encoders.text_stack import WrapsTextEncoder
+from ptm_core.peft.prompts import ROW_VALUE
 from ptm_multilingual.kinds import XLM
 
 PTM_XLM_FORMAT = "ptm-xlm-1"
@@ -62,6 +63,9 @@ class XLMEncoder(WrapsTextEncoder):
     """
 
     text_encoder_attribute = "encoder"
+    # xlm_finetune.peft=prompt (ptm_core.peft.prompts): prompt positions take the row's
+    # language, as XLM gives its shared special tokens (</s>) the row's language.
+    prompt_position_inputs: ClassVar[dict[str, int | str]] = {"langs": ROW_VALUE}
 
     def __init__(self, encoder: TransformerEncoder, languages: Sequence[str]) -> None:
         super().__init__()

@@ -3,8 +3,12 @@
 The method is core's (:mod:`ptm_core.peft`): LoRA and IA3 adapt the shared encoder's
 attention and feed-forward linears, prefix tuning puts keys and values in every layer; the
 token, position and language tables stay frozen, so the cross-lingual alignment of the
-vocabulary survives English-only training. Soft prompts are refused: XLM adds a language
-embedding at every position, and a prompt has no language.
+vocabulary survives English-only training. Prompt tuning puts ``P`` vectors before the
+tokens (positions ``0..P-1``, the tokens after them); XLM adds a language embedding at
+every position, and the prompt's positions take the row's language (its first token's),
+as XLM gives its shared special tokens the row's language (:class:`~ptm_multilingual.
+model.XLMEncoder` declares ``langs`` for :class:`~ptm_core.peft.SoftPromptEncoder`), so
+the prompt meets the encoder as the row's tokens do, in every language.
 
 ``final/`` is core's adapter layout (:func:`~ptm_core.finetune.peft_folder.save_adapter_folder`)
 with XLM's ``task.json`` (``"family": "xlm"``) and the shared tokenizer.
@@ -29,11 +33,6 @@ def check_xlm_peft(
 ) -> None:
     """Refuse, in one line naming the setting, what an XLM adapter run cannot do."""
     where = f"xlm_finetune.peft={peft.method}"
-    if peft.method == "prompt":
-        raise ValueError(
-            f"{where} is not supported: XLM adds a language embedding at every position and "
-            "a prompt has none; use xlm_finetune.peft=lora, ia3 or prefix"
-        )
     if random_init:
         raise ValueError(
             f"{where} trains an adapter on the pre-trained XLM; set xlm_finetune.random_init=false"

@@ -84,8 +84,9 @@ class XLMFinetune:
             language tables fixed) or ``encoder`` (train the head only).
         random_init: the same architecture and vocabulary at random init (the
             no-pre-training baseline).
-        peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen XLM encoder (the core
-            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+        peft: ``none``, ``lora``, ``ia3``, ``prompt`` or ``prefix`` on the frozen XLM
+            encoder (the core methods, :mod:`ptm_core.peft`; prompt positions take the
+            row's language embedding).
         peft_r: LoRA rank.
         peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
         peft_dropout: LoRA dropout on the adapter's input.

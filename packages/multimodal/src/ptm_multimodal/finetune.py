@@ -327,11 +327,6 @@ def _check_peft(
 ) -> None:
     """Refuse, in one line naming the setting, what an adapter run cannot do."""
     where = f"multimodal_finetune.peft={peft.method}"
-    if peft.method == "prompt":
-        raise ValueError(
-            f"{where} is not supported: a prompt before the caption would shift it against "
-            "the image regions and positions; use multimodal_finetune.peft=lora, ia3 or prefix"
-        )
     if init_from is None or backbone is not None:
         raise ValueError(f"{where} needs init_from=<a VisualBERT/ViLBERT final/> (its base)")
     if random_init or frozen:

@@ -129,14 +129,14 @@ class MultimodalFinetune:
         freeze_backbone: train the task head only.
         head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
             answer slot read through the pre-trained MLM transform).
-        peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen backbone (the core
-            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+        peft: ``none``, ``lora``, ``ia3``, ``prompt`` or ``prefix`` on the frozen backbone
+            (the core methods, :mod:`ptm_core.peft`; a prompt goes before the text stream).
         peft_r: LoRA rank.
         peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
         peft_dropout: LoRA dropout on the adapter's input.
         peft_target_modules: the backbone's linears LoRA/IA3 wrap, by name (``null``: the
             attention and feed-forward projections).
-        peft_virtual_tokens: prefix length.
+        peft_virtual_tokens: soft-prompt or prefix length.
     """
 
     task: ImageTextTask

@@ -200,7 +200,7 @@ class ImageTextTaskModel(nn.Module):
         inputs = ("attention_mask", "token_type_ids", "visual_boxes", "visual_mask")
         output = self.encoder(
             batch["input_ids"],
-            batch["visual_features"],
+            visual_features=batch["visual_features"],  # by name: a soft prompt wraps the encoder
             **{k: batch[k] for k in inputs if k in batch},
         )
         if isinstance(self.head, VilbertFusionHead):

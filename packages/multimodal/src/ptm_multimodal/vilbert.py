@@ -174,13 +174,14 @@ class VilbertModel(WrapsTextEncoder):
 
     def forward(
         self,
-        input_ids: Tensor,
-        visual_features: Tensor,
+        input_ids: Tensor | None = None,
+        visual_features: Tensor | None = None,
         *,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         visual_boxes: Tensor | None = None,
         visual_mask: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
     ) -> VilbertOutput:
         """Encode both streams.
 
@@ -191,19 +192,31 @@ class VilbertModel(WrapsTextEncoder):
             token_type_ids: ``(B, L)``.
             visual_boxes: ``(B, R, 5)`` encoded boxes (default: zeros).
             visual_mask: ``(B, R)`` (1 = real region); all zeros removes the image.
+            inputs_embeds: ``(B, L, E)`` text vectors instead of ``input_ids``' token
+                embeddings (a soft prompt's, :class:`~ptm_core.peft.SoftPromptEncoder`:
+                the text stream only; the image stream is unchanged).
         """
+        if visual_features is None:
+            raise ValueError("ViLBERT encodes text with its regions: pass visual_features")
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids (B, L) and inputs_embeds (B, L, E)")
         check_feature_width(visual_features, self.feature_size, self.feature_spec)
-        batch, length = input_ids.shape
+        text_input = input_ids if input_ids is not None else inputs_embeds
+        assert text_input is not None
+        batch, length = text_input.shape[:2]
+        device = text_input.device
         regions = visual_features.shape[1]
         if attention_mask is None:
-            attention_mask = torch.ones(batch, length, dtype=torch.bool, device=input_ids.device)
+            attention_mask = torch.ones(batch, length, dtype=torch.bool, device=device)
         if visual_mask is None:
-            visual_mask = torch.ones(batch, regions, dtype=torch.bool, device=input_ids.device)
+            visual_mask = torch.ones(batch, regions, dtype=torch.bool, device=device)
         if visual_boxes is None:
             visual_boxes = visual_features.new_zeros(batch, regions, 5)
         # The text stream runs through the encoder's own seam (embeddings, projection,
         # masks, unpadding, attention backends); co-attention sits between its layers.
-        state = self.text_encoder.start(input_ids, attention_mask, token_type_ids=token_type_ids)
+        state = self.text_encoder.start(
+            input_ids, attention_mask, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds
+        )
         image, image_mask = self.image_embeddings(visual_features, visual_boxes, visual_mask)
         text_mask = attention_mask.bool()
         image_sdpa = to_sdpa_mask(image_mask, regions + 1)

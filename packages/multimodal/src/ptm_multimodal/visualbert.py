@@ -52,6 +52,9 @@ class VisualBertModel(WrapsTextEncoder):
     """
 
     text_encoder_attribute = "encoder"
+    # a soft prompt (multimodal_finetune.peft=prompt) takes text positions, not the
+    # visual position row after them (ptm_core.peft.prompts)
+    prompt_text_positions = "text_positions"
 
     def __init__(
         self,
@@ -118,14 +121,15 @@ class VisualBertModel(WrapsTextEncoder):
 
     def forward(
         self,
-        input_ids: Tensor,
-        visual_features: Tensor,
+        input_ids: Tensor | None = None,
+        visual_features: Tensor | None = None,
         *,
         attention_mask: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         visual_boxes: Tensor | None = None,
         visual_mask: Tensor | None = None,
         visual_token_type_ids: Tensor | None = None,
+        inputs_embeds: Tensor | None = None,
         output_hidden_states: bool = False,
     ) -> EncoderOutput:
         """Encode captions with their regions.
@@ -138,25 +142,31 @@ class VisualBertModel(WrapsTextEncoder):
             visual_boxes: ``(B, R, 5)`` encoded boxes (needed with ``box_position``).
             visual_mask: ``(B, R)`` (1 = real region).
             visual_token_type_ids: ``(B, R)`` visual segments (default 1, as VisualBERT).
+            inputs_embeds: ``(B, L, E)`` text vectors instead of ``input_ids``' token
+                embeddings (a soft prompt's, :class:`~ptm_core.peft.SoftPromptEncoder`);
+                they take text positions ``0..L-1`` like tokens.
             output_hidden_states: also return every layer's states.
 
         Returns:
             :class:`~ptm_core.encoders.EncoderOutput` over ``L + R`` slots (text first).
         """
+        if visual_features is None:
+            raise ValueError("VisualBERT encodes a caption with its regions: pass visual_features")
         check_feature_width(visual_features, self.visual_embedding_dim, self.feature_spec)
-        batch, length = input_ids.shape
+        text = text_vectors(self.encoder, input_ids, inputs_embeds)  # (B, L, E)
+        batch, length = text.shape[:2]
         regions = visual_features.shape[1]
         if length > self.text_positions:
             raise ValueError(
                 f"caption of {length} tokens exceeds text_positions={self.text_positions}"
             )
-        device = input_ids.device
+        device = text.device
         visual = self.visual_projection(visual_features)  # (B, R, D)
         if self.box_projection is not None:
             if visual_boxes is None:
                 raise ValueError("this VisualBERT adds box positions: pass visual_boxes (B, R, 5)")
             visual = visual + self.box_projection(visual_boxes.to(visual.dtype))
-        inputs_embeds = torch.cat([self.encoder.word_embeddings(input_ids), visual], dim=1)
+        inputs_embeds = torch.cat([text, visual], dim=1)
         position_ids = torch.cat(
             [
                 torch.arange(length, device=device).expand(batch, -1),
@@ -165,7 +175,7 @@ class VisualBertModel(WrapsTextEncoder):
             dim=1,
         )
         if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=device)
         if visual_token_type_ids is None:
             visual_token_type_ids = torch.ones(batch, regions, dtype=torch.long, device=device)
         types = torch.cat([token_type_ids, visual_token_type_ids + self.text_type_vocab_size], 1)
@@ -181,6 +191,18 @@ class VisualBertModel(WrapsTextEncoder):
             token_type_ids=types,
             output_hidden_states=output_hidden_states,
         )
+
+
+def text_vectors(
+    encoder: TransformerEncoder, input_ids: Tensor | None, inputs_embeds: Tensor | None
+) -> Tensor:
+    """The caption's vectors ``(B, L, E)``: ``inputs_embeds`` or ``input_ids``' token
+    embeddings (exactly one is given)."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("pass exactly one of input_ids (B, L) and inputs_embeds (B, L, E)")
+    if inputs_embeds is not None:
+        return inputs_embeds
+    return encoder.word_embeddings(input_ids)
 
 
 def visualbert(

@@ -15,18 +15,33 @@ that every real token attends the virtual ones and padding stays hidden.
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from ptm_core.encoders.output import EncoderOutput
 from ptm_core.modules.attention import MultiHeadSelfAttention
 from ptm_core.modules.attention_structure import AttentionStructure
 
 PROMPT_KEY = "prompt"
 PREFIX_KEY = "prefix_key"
 PREFIX_VALUE = "prefix_value"
+
+
+# What a wrapped encoder may declare (class attributes) so a soft prompt runs through it:
+# - PROMPT_POSITION_INPUTS: its other per-position keyword inputs ``(B, L)`` and what the
+#   ``P`` prompt positions take there: an int (ERNIE-THU's ``entity_ids``: ``-1``, no
+#   entity) or ``ROW_VALUE`` (XLM's ``langs``: the row's language, its first position's);
+# - PROMPT_POSITION_OUTPUTS: the output fields (besides ``last_hidden_state`` and
+#   ``hidden_states``) that hold one state per input position and lose the prompt's;
+# - PROMPT_TEXT_POSITIONS: the attribute holding how many text positions it takes, where
+#   that is not its text config's ``max_positions`` (VisualBERT's ``text_positions``).
+PROMPT_POSITION_INPUTS = "prompt_position_inputs"
+PROMPT_POSITION_OUTPUTS = "prompt_position_outputs"
+PROMPT_TEXT_POSITIONS = "prompt_text_positions"
+ROW_VALUE = "row"
 
 
 class SoftPromptEncoder(nn.Module):
@@ -36,32 +51,47 @@ class SoftPromptEncoder(nn.Module):
     best initialisation). Prompt positions take positions ``0..P-1`` and segment 0; real
     tokens follow at ``P..P+L-1`` (given ``position_ids`` are shifted by ``P``).
 
+    The wrapped encoder is a core encoder or a model built around one (ERNIE-THU, XLM,
+    VisualBERT, ViLBERT) that takes its token vectors as ``inputs_embeds``; such a model
+    declares its other per-position inputs and outputs (``prompt_position_inputs``,
+    ``prompt_position_outputs``, see above). Other inputs (image regions) pass through
+    unchanged, so the prompt goes before the text stream only. Attributes the wrapper does
+    not have (``text_config``, ``options``, ``languages``, ``checkpoint_config``...) are
+    the wrapped encoder's, so task models read it through the wrapper.
+
     Args:
-        encoder: the frozen encoder (its ``embeddings.word`` table gives the width ``E``).
+        encoder: the frozen encoder (its ``word_embeddings`` table gives the width ``E``).
         num_virtual_tokens: ``P``.
 
     Shapes:
         ``forward`` takes the encoder's inputs ``(B, L)`` (``attention_mask`` ``(B, L)`` or
-        ``(B, L, L)``) and returns its :class:`EncoderOutput` over the ``L`` real positions
-        (``hidden_states`` too): ``(B, L, D)``.
+        ``(B, L, L)``) and returns its output with the prompt's ``P`` positions cut off
+        every per-position field: ``(B, L, D)`` (``(B, L + R, D)`` for VisualBERT's text
+        and regions).
     """
 
     encoder: Any  # a TransformerEncoder (or XLNetEncoder); typed loosely to stay below them
 
     def __init__(self, encoder: nn.Module, num_virtual_tokens: int) -> None:
         super().__init__()
+        check_takes_vectors(encoder)
         self.encoder = encoder
         self.num_virtual_tokens = num_virtual_tokens
         self.prompt = nn.Parameter(
-            vocabulary_prompt(self.encoder.embeddings.word.weight, num_virtual_tokens)
+            vocabulary_prompt(token_table(encoder).weight, num_virtual_tokens)
         )  # (P, E)
-        max_positions = getattr(self.encoder.config, "max_positions", None)
-        self.max_length = None if max_positions is None else int(max_positions) - num_virtual_tokens
+        positions = text_positions(encoder)
+        self.max_length = None if positions is None else positions - num_virtual_tokens
 
-    @property
-    def config(self) -> Any:
-        """The wrapped encoder's config (what task models and checkpoints read)."""
-        return self.encoder.config
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            # read through __dict__: a half-built copy (deepcopy, unpickling) has no modules
+            wrapped = self.__dict__.get("_modules", {}).get("encoder")
+            if wrapped is None:
+                raise
+            return getattr(wrapped, name)
 
     def forward(
         self,
@@ -70,7 +100,7 @@ class SoftPromptEncoder(nn.Module):
         position_ids: Tensor | None = None,
         token_type_ids: Tensor | None = None,
         **kwargs: Any,
-    ) -> EncoderOutput:
+    ) -> Any:
         if input_ids is None:
             raise ValueError(
                 "prompt tuning reads input_ids (the prompt goes before their embeddings)"
@@ -83,7 +113,7 @@ class SoftPromptEncoder(nn.Module):
                 f"{self.max_length + count} positions; lower task.max_length to "
                 f"{self.max_length} or finetune.peft_virtual_tokens"
             )
-        words = self.encoder.embeddings.word(input_ids)  # (B, L, E)
+        words = token_table(self.encoder)(input_ids)  # (B, L, E)
         prompt = self.prompt.to(words.dtype).unsqueeze(0).expand(batch, -1, -1)  # (B, P, E)
         device = input_ids.device
         if position_ids is not None:
@@ -91,21 +121,76 @@ class SoftPromptEncoder(nn.Module):
             position_ids = torch.cat([head, position_ids + count], dim=1)
         if token_type_ids is not None:
             token_type_ids = torch.cat([token_type_ids.new_zeros(batch, count), token_type_ids], 1)
+        declared = getattr(type(self.encoder), PROMPT_POSITION_INPUTS, {})
+        for name, fill in declared.items():
+            if kwargs.get(name) is not None:
+                kwargs[name] = prepend_positions(kwargs[name], count, fill)
+        given = {
+            "attention_mask": prompt_mask(attention_mask, count),
+            "position_ids": position_ids,
+            "token_type_ids": token_type_ids,
+        }
         out = self.encoder(
             inputs_embeds=torch.cat([prompt, words], dim=1),  # (B, P + L, E)
-            attention_mask=prompt_mask(attention_mask, count),
-            position_ids=position_ids,
-            token_type_ids=token_type_ids,
+            **{k: v for k, v in given.items() if v is not None},
             **kwargs,
         )
-        hidden_states = out.hidden_states
-        return dataclasses.replace(
-            out,
-            last_hidden_state=out.last_hidden_state[:, count:],
-            hidden_states=None
-            if hidden_states is None
-            else tuple(h[:, count:] for h in hidden_states),
+        return drop_prompt_positions(
+            out, count, getattr(type(self.encoder), PROMPT_POSITION_OUTPUTS, ())
         )
+
+
+def check_takes_vectors(encoder: nn.Module) -> None:
+    """Refuse, in one line, an encoder whose ``forward`` takes no ``inputs_embeds``."""
+    if "inputs_embeds" not in inspect.signature(encoder.forward).parameters:
+        raise ValueError(
+            f"{type(encoder).__name__} takes no inputs_embeds, so a soft prompt cannot go "
+            "before its tokens; use peft=lora, ia3 or prefix"
+        )
+
+
+def token_table(encoder: nn.Module) -> nn.Embedding:
+    """The token table an encoder (or a model around a core encoder) embeds ids with."""
+    table = getattr(encoder, "word_embeddings", None)
+    if not isinstance(table, nn.Embedding):
+        raise ValueError(
+            f"{type(encoder).__name__} has no word_embeddings token table; prompt tuning "
+            "puts its vectors before the token embeddings: use finetune.peft=lora"
+        )
+    return table
+
+
+def text_positions(encoder: nn.Module) -> int | None:
+    """How many text positions ``encoder`` takes (prompt included), if it has a limit."""
+    attribute = getattr(type(encoder), PROMPT_TEXT_POSITIONS, None)
+    if attribute is not None:
+        return int(getattr(encoder, attribute))
+    config = getattr(encoder, "text_config", None) or getattr(encoder, "config", None)
+    positions = getattr(config, "max_positions", None)
+    return None if positions is None else int(positions)
+
+
+def prepend_positions(values: Tensor, count: int, fill: int | str) -> Tensor:
+    """``(B, L)`` per-position inputs with ``count`` prompt positions in front, holding
+    ``fill`` (an int) or, for :data:`ROW_VALUE`, each row's first value."""
+    if fill == ROW_VALUE:
+        head = values[:, :1].expand(-1, count)
+    else:
+        head = values.new_full((values.shape[0], count), int(fill))
+    return torch.cat([head, values], dim=1)  # (B, P + L)
+
+
+def drop_prompt_positions(out: Any, count: int, fields: Sequence[str] = ()) -> Any:
+    """An encoder output without the prompt's first ``count`` positions in
+    ``last_hidden_state``, ``hidden_states`` and ``fields``."""
+    changes: dict[str, Any] = {"last_hidden_state": out.last_hidden_state[:, count:]}
+    if out.hidden_states is not None:
+        changes["hidden_states"] = tuple(h[:, count:] for h in out.hidden_states)
+    for name in fields:
+        value = getattr(out, name)
+        if value is not None:
+            changes[name] = value[:, count:]
+    return dataclasses.replace(out, **changes)
 
 
 def vocabulary_prompt(table: Tensor, count: int) -> Tensor:

@@ -6,8 +6,8 @@ either config root:
 - ``ptm pretrain experiment=ernie_thu_finetune_tiny init_from=<final/>``: the
   ``ernie_finetune`` block names the task, the KG, the linker settings and the pooling;
 - ``ptm finetune task=<preset> model=<final/>``: the ``task`` preset and the ``finetune``
-  block (``kg``, ``use_entities``, ``dropout``, ``peft``: LoRA, IA3 or prefix on the
-  encoder, see :mod:`ptm_knowledge.ernie.peft_io`); the generic switches ``random_init``,
+  block (``kg``, ``use_entities``, ``dropout``, ``peft``: LoRA, IA3, prompt or prefix on
+  the encoder, see :mod:`ptm_knowledge.ernie.peft_io`); the generic switches ``random_init``,
   ``feature_based`` and ``text_to_text`` do not apply and are refused.
 
 Heavy imports happen inside the functions: resolving a hook costs nothing.

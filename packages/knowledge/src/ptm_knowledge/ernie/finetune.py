@@ -184,7 +184,7 @@ def finetune_ernie_thu(
         cache_dir: where task links are cached (default :func:`default_links_dir`).
         num_workers: processes that featurize training batches.
         provenance: JSON-ready facts kept in ``task.json``.
-        peft: a parameter-efficient method (LoRA, IA3 or prefix; see
+        peft: a parameter-efficient method (LoRA, IA3, prompt or prefix; see
             :mod:`ptm_knowledge.ernie.peft_io`): only the adapter and the head train, and
             ``final/`` holds just those beside a pointer to ``model_dir``.
 

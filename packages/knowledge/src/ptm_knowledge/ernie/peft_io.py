@@ -2,9 +2,12 @@
 
 The method is core's (:mod:`ptm_core.peft`): LoRA and IA3 adapt the T-Encoder's and the
 knowledge layers' named linears (attention projections, feed-forward and fusion linears);
-prefix tuning puts its keys and values in every T-Encoder layer. The entity table and its
-projection stay frozen. Soft prompts are refused: ``P`` tokens before the text would sit
-between every token and the entity aligned to it.
+prefix tuning puts its keys and values in every T-Encoder layer; prompt tuning puts ``P``
+vectors before the T-Encoder's tokens, aligned to no entity (like ``[CLS]``), so every
+token keeps its own entity ``P`` positions further on and the knowledge layers see the
+prompt as tokens without an entity (:class:`~ptm_knowledge.ernie.thu_encoder.
+KnowledgeableEncoder` declares its ``entity_ids`` for :class:`~ptm_core.peft.
+SoftPromptEncoder`). The entity table and its projection stay frozen.
 
 ``final/`` is core's adapter layout (:mod:`ptm_core.finetune.peft_folder`) plus ERNIE's
 ``knowledge_config.json``: ``task.json`` (``recipe: ernie_thu_finetune`` and ``"peft"``
@@ -34,17 +37,7 @@ from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncod
 
 
 def attach_ernie_peft(model: ErnieTaskModel, config: PeftConfig) -> ErnieTaskModel:
-    """Freeze ``model.encoder`` and put ``config``'s method on it (see the module docstring).
-
-    Raises:
-        ValueError: ``prompt`` (one line naming why and what to use).
-    """
-    if config.method == "prompt":
-        raise ValueError(
-            "finetune.peft=prompt is not supported for an ERNIE-THU model: prompt tokens "
-            "before the text would shift every token away from its aligned entity; use "
-            "finetune.peft=lora, ia3 or prefix"
-        )
+    """Freeze ``model.encoder`` and put ``config``'s method on it (see the module docstring)."""
     attach_peft(model, config)
     return model
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -160,6 +160,10 @@ class KnowledgeableEncoder(WrapsTextEncoder):
     # entity table and its projection stay frozen.
     peft_lora_targets = ("fuse_token", "fuse_entity", "token_out", "entity_out")
     peft_ia3_feedforward = ("token_out", "entity_out")
+    # finetune.peft=prompt (ptm_core.peft.prompts): prompt positions are aligned to no
+    # entity, and the entity stream's output loses them as the token stream's does.
+    prompt_position_inputs: ClassVar[dict[str, int | str]] = {"entity_ids": -1}
+    prompt_position_outputs: ClassVar[tuple[str, ...]] = ("entity_hidden_state",)
 
     entity_table: Tensor
 
