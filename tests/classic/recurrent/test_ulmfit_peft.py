@@ -6,6 +6,7 @@ import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -16,10 +17,13 @@ from torch.nn.utils import parametrize
 from flows.cli import main
 from ptm_classic.recurrent.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
 from ptm_classic.recurrent.lstm_peft import attach_lstm_peft
-from ptm_classic.recurrent.ulmfit import ULMFiTClassifier, load_ulmfit_classifier
+from ptm_classic.recurrent.ulmfit import ULMFiTClassifier, finetune_ulmfit, load_ulmfit_classifier
 from ptm_core.checkpoints import CheckpointError
+from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.peft import PeftConfig
 from ptm_core.tokenization import WordPieceTokenizer
+from ptm_core.training import TrainerConfig
+from ptm_core.training.metrics import MetricsLog
 
 METHODS = ("lora", "ia3", "prompt", "prefix")
 
@@ -269,3 +273,56 @@ def test_parametrized_weights_are_computed_once_per_call() -> None:
     model(_batch())
     assert len(calls) == 1  # one LoRA-dropout mask for the whole sequence
     assert not parametrize.is_parametrized(model.encoder.embeddings)
+
+
+def _finetune(tmp_path: Path, lm_dir: Path, out: Path, method: str) -> Any:
+    task = TaskSpec.from_mapping(
+        {
+            "name": "made_up",
+            "kind": "classification",
+            "format": "glue",
+            "train": str(tmp_path / "train.tsv"),
+            "dev": str(tmp_path / "dev.tsv"),
+            "label_field": "label",
+            "max_length": 16,
+            "batch_size": 8,
+            "metric": "accuracy",
+        }
+    )
+    trainer = TrainerConfig(
+        output_dir=str(out), max_steps=8, save_every=4, log_every=1, learning_rate=1e-2,
+        layer_lr_decay=1 / 2.6, progress=False, device="cpu", precision="fp32", seed=2,
+    )  # fmt: skip
+    peft = PeftConfig(method=method, r=2, dropout=0.2, num_virtual_tokens=3)
+    return finetune_ulmfit(task, model_dir=lm_dir, trainer=trainer, seed=2, peft=peft)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["lora", "prompt"])
+def test_crash_and_resume_is_bit_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    lm_dir = _lm_folder(tmp_path)
+    straight = _finetune(tmp_path, lm_dir, tmp_path / "straight", method)
+    forward = ULMFiTClassifier.forward
+    calls = {"n": 0}
+
+    def crashing(self: ULMFiTClassifier, batch: dict[str, torch.Tensor]) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 7:  # during step 7, after the step-4 checkpoint
+            raise RuntimeError("killed")
+        return forward(self, batch)
+
+    monkeypatch.setattr(ULMFiTClassifier, "forward", crashing)
+    with pytest.raises(RuntimeError, match="killed"):
+        _finetune(tmp_path, lm_dir, tmp_path / "killed", method)
+    monkeypatch.setattr(ULMFiTClassifier, "forward", forward)
+    resumed = _finetune(tmp_path, lm_dir, tmp_path / "killed", method)
+    for name in ("adapter.safetensors", "task_head.safetensors"):
+        ours = load_file(str(resumed.encoder_dir / name))
+        theirs = load_file(str(straight.encoder_dir / name))
+        assert ours.keys() == theirs.keys()
+        assert all(torch.equal(ours[k], theirs[k]) for k in ours), name
+    losses = [r["loss"] for r in MetricsLog(resumed.metrics_path).read()]
+    assert losses == [r["loss"] for r in MetricsLog(straight.metrics_path).read()]
+    assert len(losses) == 8
