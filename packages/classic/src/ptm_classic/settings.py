@@ -100,7 +100,8 @@ class AWDLSTMSettings:
     data: AWDLSTMData = field(default_factory=AWDLSTMData)
     task: Any = None
     # core's block (one definition for every family): the classifier reads num_workers and
-    # random_init, refuses feature_based, text_to_text and any peft but none.
+    # random_init and peft (ptm_classic.recurrent.lstm_peft), refuses feature_based and
+    # text_to_text.
     finetune: FinetuneOptions = field(default_factory=FinetuneOptions)
 
 

@@ -196,10 +196,20 @@ class AWDLSTMEncoder(nn.Module):
 
     def forward(self, input_ids: Tensor, state: Sequence[LSTMState] | None = None) -> AWDLSTMOutput:
         """Encode ``input_ids (B, T)`` from ``state`` (default zeros)."""
-        x = embedding_dropout(
+        return self.encode_embeddings(self.embed(input_ids), state)
+
+    def embed(self, input_ids: Tensor) -> Tensor:
+        """The token vectors with embedding dropout (``dropoute``): ``(B, T) -> (B, T, E)``."""
+        return embedding_dropout(
             self.embeddings, input_ids, self.config.dropoute, training=self.training
         )
-        x = self.input_dropout(x)  # (B, T, E)
+
+    def encode_embeddings(
+        self, embedded: Tensor, state: Sequence[LSTMState] | None = None
+    ) -> AWDLSTMOutput:
+        """Run the LSTM layers over token vectors ``(B, T, E)`` (what :meth:`embed` gives,
+        or with vectors put before them: a soft prompt), from ``state`` (default zeros)."""
+        x = self.input_dropout(embedded)  # (B, T, E)
         raw_outputs: list[Tensor] = []
         dropped_outputs: list[Tensor] = []
         new_state: list[LSTMState] = []

@@ -25,6 +25,8 @@ from torch import Tensor, nn
 _NOT_CONTIGUOUS = ".*not part of single contiguous chunk of memory.*"
 
 LSTMState = tuple[Tensor, Tensor]
+# nn.LSTM's parameters of one unidirectional layer with biases, in its kernel's order.
+_WEIGHTS = ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
 
 
 class WeightDropLSTM(nn.Module):
@@ -33,8 +35,8 @@ class WeightDropLSTM(nn.Module):
     Paper: Merity et al., 2018, section 4.1 (weight-dropped LSTM), after Wan et al., 2013.
     In training, ``W_hh' = dropout(W_hh, p)`` (entries zeroed with probability ``p``, the
     rest scaled by ``1 / (1 - p)``) is sampled **once per forward call** and used at every
-    time step, then the call runs torch's own LSTM kernel (cuDNN on CUDA) with ``W_hh'``
-    substituted through :func:`torch.func.functional_call`; the raw ``W_hh`` stays the
+    time step, then the call runs torch's own LSTM kernel (``torch.lstm``, cuDNN on CUDA) with
+    ``W_hh'`` in place of ``W_hh``; the raw ``W_hh`` stays the
     trained parameter. In eval mode the layer is a plain LSTM.
 
     The parameter names are ``nn.LSTM``'s under ``lstm.`` (``lstm.weight_ih_l0``,
@@ -86,12 +88,19 @@ class WeightDropLSTM(nn.Module):
             return output, new_state
         weight = self.sample_weight_hh()  # one mask for the whole call
         self.last_weight_hh = weight.detach()
+        if state is None:
+            zeros = x.new_zeros(1, x.size(0), self.hidden_size)
+            state = (zeros, zeros)
+        # The weights are read by name, so a parametrized one (a LoRA or IA3 adapter,
+        # ptm_classic.recurrent.lstm_peft) enters with its adapter; W_hh's adapter is
+        # inside the DropConnect mask. torch.lstm is nn.LSTM's own kernel call.
+        weights = [
+            weight if name == "weight_hh_l0" else getattr(self.lstm, name) for name in _WEIGHTS
+        ]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_NOT_CONTIGUOUS)
-            output, new_state = torch.func.functional_call(
-                self.lstm, {"weight_hh_l0": weight}, (x, state)
-            )
-        return output, new_state
+            output, h, c = torch.lstm(x, state, weights, True, 1, 0.0, True, False, True)
+        return output, (h, c)
 
 
 class LockedDropout(nn.Module):

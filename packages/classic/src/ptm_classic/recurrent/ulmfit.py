@@ -25,11 +25,14 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+from torch.nn.utils import parametrize
 
 from ptm_classic.recurrent.awd_lstm import AWDLSTMConfig, AWDLSTMEncoder, AWDLSTMLanguageModel
+from ptm_classic.recurrent.lstm_peft import attach_lstm_peft, lora_targets
 from ptm_core.atomic import atomic_directory
 from ptm_core.checkpoints import CheckpointError, read_json_object
 from ptm_core.finetune.model import TASK_FORMAT_VERSION
+from ptm_core.peft import PeftConfig
 
 MODEL_TYPE = "ulmfit_classifier"
 
@@ -142,7 +145,18 @@ class ULMFiTClassifier(nn.Module):
         return len(self.encoder.layers) + 1
 
     def parameter_depth(self, name: str) -> int:
-        """0 = ``encoder.embeddings``, ``l + 1`` = ``encoder.layers.<l>``, top = ``head``."""
+        """0 = ``encoder.embeddings``, ``l + 1`` = ``encoder.layers.<l>``, top = ``head``.
+
+        With an adapter (:mod:`~ptm_classic.recurrent.lstm_peft`): a layer's LoRA/IA3 share
+        its depth, a soft prompt sits with the embeddings (0), a trained initial state of
+        layer ``l`` at ``l + 1``; a prompt/prefix wrapper's ``encoder.encoder.`` is the
+        encoder."""
+        if name.startswith("encoder.encoder."):
+            name = name.removeprefix("encoder.")
+        if name == "encoder.prompt":
+            return 0
+        if name.startswith("encoder.prefix_state_"):
+            return int(name.split(".")[2]) + 1
         if name.startswith("head."):
             return self.depth_top()
         if name.startswith("encoder.embeddings."):
@@ -159,7 +173,8 @@ class ULMFiTClassifier(nn.Module):
         mask = batch.get("attention_mask")
         if mask is None:
             mask = torch.ones_like(input_ids, dtype=torch.bool)
-        encoded = self.encoder(input_ids)
+        with parametrize.cached():  # an adapter's weights, computed once per call
+            encoded = self.encoder(input_ids)
         logits = self.head(encoded.raw_outputs[-1].float(), mask)
         labels = batch.get("labels")
         if labels is None:
@@ -176,25 +191,32 @@ def save_ulmfit_classifier(
     extra_writers: Sequence[Callable[[Path], object]] = (),
 ) -> Path:
     """Write ``config.json`` (encoder and head) + ``model.safetensors`` atomically."""
-    config = {
-        "model_type": MODEL_TYPE,
-        "encoder": model.encoder.config.to_dict(),
-        "head": model.head_config,
-    }
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     with atomic_directory(directory) as tmp:
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        write_classifier_config(model, tmp)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         for write in extra_writers:
             write(tmp)
     return Path(directory)
 
 
+def write_classifier_config(model: ULMFiTClassifier, directory: Path) -> None:
+    """``config.json`` of a classifier ``final/``: the encoder's config and the head's."""
+    config = {
+        "model_type": MODEL_TYPE,
+        "encoder": model.encoder.config.to_dict(),
+        "head": model.head_config,
+    }
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+
+
 def load_ulmfit_classifier(directory: str | Path) -> ULMFiTClassifier:
-    """Load a ``final/`` written by :func:`save_ulmfit_classifier` (eval mode).
+    """Load a ``final/`` written by :func:`save_ulmfit_classifier` (eval mode), or an
+    adapter ``final/`` of a ``finetune.peft`` run (its base AWD-LSTM + adapter + head).
 
     Raises:
-        CheckpointError: missing or damaged files, or a folder of another model.
+        CheckpointError: missing or damaged files, or a folder of another model; for an
+            adapter, a moved or changed base.
     """
     directory = Path(directory)
     config = read_json_object(
@@ -207,13 +229,22 @@ def load_ulmfit_classifier(directory: str | Path) -> ULMFiTClassifier:
             "AWDLSTMLanguageModel.from_pretrained"
         )
     head = config["head"]
-    model = ULMFiTClassifier(
-        AWDLSTMEncoder(AWDLSTMConfig.from_dict(config["encoder"], source=str(directory))),
-        int(head["num_labels"]),
-        hidden_size=int(head["hidden_size"]),
-        dropouts=[float(p) for p in head["dropouts"]],
-        label_names=head.get("label_names") or None,
-    )
+    encoder_config = AWDLSTMConfig.from_dict(config["encoder"], source=str(directory))
+    record_path = directory / "task.json"
+    record = read_json_object(record_path, "") if record_path.is_file() else {}
+
+    def build(encoder: AWDLSTMEncoder) -> ULMFiTClassifier:
+        return ULMFiTClassifier(
+            encoder,
+            int(head["num_labels"]),
+            hidden_size=int(head["hidden_size"]),
+            dropouts=[float(p) for p in head["dropouts"]],
+            label_names=head.get("label_names") or None,
+        )
+
+    if "peft" in record:
+        return load_ulmfit_adapter(directory, record, encoder_config, build).eval()
+    model = build(AWDLSTMEncoder(encoder_config))
     weights = directory / "model.safetensors"
     try:
         state = load_file(str(weights))
@@ -226,6 +257,33 @@ def load_ulmfit_classifier(directory: str | Path) -> ULMFiTClassifier:
             "fine-tune again"
         ) from None
     return model.eval()
+
+
+def load_ulmfit_adapter(
+    directory: Path,
+    record: dict[str, Any],
+    encoder_config: AWDLSTMConfig,
+    build: Callable[[AWDLSTMEncoder], ULMFiTClassifier],
+) -> ULMFiTClassifier:
+    """An adapter ``final/``: the base AWD-LSTM ``task.json`` points at (checked against
+    its fingerprint and ``config.json``'s encoder), the adapter and the head."""
+    from ptm_core.finetune.model import TASK_HEAD_FILE, load_head_state
+    from ptm_core.finetune.peft_folder import check_base, load_adapter, read_peft_config
+
+    peft = read_peft_config(directory, record)
+    base = check_base(directory, record)
+    lm = AWDLSTMLanguageModel.from_pretrained(base)
+    if lm.config != encoder_config:
+        raise CheckpointError(
+            f"{directory / 'config.json'}: its encoder differs from the base {base}'s "
+            "config.json; copy config.json and task.json from the same run"
+        )
+    with torch.random.fork_rng(devices=[]):  # the fresh head and adapter are overwritten
+        model = build(lm.encoder)
+        attach_lstm_peft(model, peft)
+    load_adapter(model, directory, peft)
+    load_head_state(model.head, directory / TASK_HEAD_FILE, record)
+    return model
 
 
 def is_awd_lstm_directory(directory: str | Path) -> bool:
@@ -250,6 +308,7 @@ def finetune_ulmfit(
     dropouts: Sequence[float] = (0.4, 0.1),
     num_workers: int = 0,
     provenance: dict[str, Any] | None = None,
+    peft: PeftConfig | None = None,
 ) -> Any:
     """Fine-tune a ULMFiT classifier on a classification task (ULMFiT stage 3).
 
@@ -267,10 +326,14 @@ def finetune_ulmfit(
         dropouts: the head's dropouts.
         num_workers: DataLoader processes.
         provenance: facts recorded in ``task.json``.
+        peft: a parameter-efficient method (:mod:`~ptm_classic.recurrent.lstm_peft`): the
+            encoder stays frozen, the adapter and the head train, and ``final/`` holds only
+            those beside a pointer to ``model_dir``.
 
     Returns:
-        :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` holds the classifier,
-        the tokenizer and ``task.json``; ``eval.json`` the dev metrics.
+        :class:`~ptm_core.finetune.scoring.FinetuneResult`; ``final/`` holds the classifier
+        (or the adapter and the head), the tokenizer and ``task.json``; ``eval.json`` the
+        dev metrics.
     """
     from ptm_core.atomic import atomic_write_text
     from ptm_core.finetune.data.task_batches import TaskBatches
@@ -278,6 +341,7 @@ def finetune_ulmfit(
     from ptm_core.finetune.model import TASK_JSON
     from ptm_core.finetune.scoring import evaluate_task, train_and_score
     from ptm_core.finetune.task_data import read_task
+    from ptm_core.peft import count_trainable
     from ptm_core.seeding import derive_seed
 
     if task.kind != "classification":
@@ -304,6 +368,12 @@ def finetune_ulmfit(
         dropouts=dropouts,
         label_names=train.label_names,
     )
+    if peft is not None and peft.enabled:
+        attach_lstm_peft(model, peft)
+    else:
+        peft = None
+    trainable = count_trainable(model)
+    print(f"{task.name}: {trainable.describe()}{f' ({peft.method})' if peft else ''}")
     # task.json in the fine-tuned format (ptm_core.finetune.model.read_task_json), so that
     # `ptm evaluate` and `predict` (ptm_core.finetune.recipe.load_finetuned) read it.
     record = {
@@ -317,6 +387,20 @@ def finetune_ulmfit(
     }
 
     def save_final(directory: Path) -> None:
+        if peft is not None:
+            from ptm_core.finetune.peft_folder import save_adapter_folder
+
+            save_adapter_folder(
+                model,
+                directory,
+                config=peft,
+                base=model_dir,
+                record=record,
+                extra_writers=[tokenizer.save],
+                write_config=lambda path: write_classifier_config(model, path),
+            )
+            return
+
         def write_record(path: Path) -> None:
             atomic_write_text(path / TASK_JSON, json.dumps(record, indent=2) + "\n")
 
@@ -333,6 +417,10 @@ def finetune_ulmfit(
         score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
+        facts={
+            "parameters/trainable": trainable.trainable,
+            "parameters/trainable_share": round(trainable.share, 6),
+        },
     )
 
 
@@ -361,11 +449,9 @@ def finetune_awd_lstm(run: Any) -> Any:
             "model=<the final/ of ptm pretrain experiment=awd_lstm_tiny>"
         )
     options = settings.finetune
-    if options.peft != "none":
-        raise ValueError(
-            f"finetune.peft={options.peft} is not supported for an AWD-LSTM model "
-            f"({run.init_from}): adapters attach to Transformer encoders; set finetune.peft=none"
-        )
+    peft = PeftConfig.from_options(options)
+    if peft.enabled:
+        check_ulmfit_peft(peft, random_init=options.random_init, trainer=run.trainer)
     unsupported = [key for key in ("feature_based", "text_to_text") if getattr(options, key)]
     if unsupported:
         raise ValueError(
@@ -380,4 +466,27 @@ def finetune_awd_lstm(run: Any) -> Any:
         random_init=options.random_init,
         num_workers=options.num_workers,
         provenance={"init_from": str(run.init_from), "random_init": options.random_init},
+        peft=peft,
     )
+
+
+def check_ulmfit_peft(peft: PeftConfig, *, random_init: bool, trainer: Any) -> None:
+    """Refuse, in one line naming the setting, what an adapter on ULMFiT cannot do.
+
+    Gradual unfreezing would unfreeze the frozen AWD-LSTM; discriminative rates
+    (``trainer.layer_lr_decay``) and the slanted triangular schedule stay: each layer's
+    adapter takes its layer's rate (the prompt the embeddings', layer ``l``'s initial state
+    layer ``l``'s).
+    """
+    where = f"finetune.peft={peft.method}"
+    if random_init:
+        raise ValueError(
+            f"{where} trains an adapter on the pre-trained AWD-LSTM; set finetune.random_init=false"
+        )
+    if trainer.unfreeze_every > 0:
+        raise ValueError(
+            f"{where}: trainer.unfreeze_every (ULMFiT's gradual unfreezing) would unfreeze the "
+            "frozen AWD-LSTM; set trainer.unfreeze_every=0 (the adapter trains from the start)"
+        )
+    if peft.method == "lora":
+        lora_targets(peft)

@@ -120,8 +120,9 @@ def adapter_state(model: nn.Module) -> dict[str, Tensor]:
 
 
 def is_adapter_tensor(name: str) -> bool:
-    """Whether a state-dict name under the encoder is an adapter's (LoRA, IA3, prompt, prefix)."""
+    """Whether a state-dict name under the encoder is an adapter's (LoRA, IA3, prompt, prefix;
+    ``prefix_state_*``: a recurrent encoder's trained initial state)."""
     parts = name.split(".")
     if parts[-1] in (PROMPT_KEY, PREFIX_KEY, PREFIX_VALUE):
         return True
-    return any(part.startswith(("lora_", "ia3_")) for part in parts)
+    return any(part.startswith(("lora_", "ia3_", "prefix_state_")) for part in parts)
