@@ -23,9 +23,10 @@ from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_multimodal.alignment import AlignmentObjective
-from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
+from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS, current_names, with_model_kind
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
@@ -73,8 +74,12 @@ def _build(config: dict[str, Any], source: str):
         }
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
+    if architecture == "lxmert":  # a fine-tuned LXMERT's backbone (no objective heads)
+        numbers = {k: v for k, v in config.items() if k not in NOT_NUMBERS}
+        return lxmert(**numbers, feature_spec=feature_spec)
     raise CheckpointError(
-        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert' or 'vlbert'"
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', "
+        "'vilbert', 'vlbert' or 'lxmert'"
     )
 
 
@@ -149,7 +154,12 @@ def checkpoint_config(model: PretrainingModel) -> dict[str, Any]:
         {
             **network.checkpoint_config(),
             "objectives": {
-                name: {"class": type(obj).__name__, "weight": model.objectives.weights[name]}
+                name: {
+                    "class": type(obj).__name__,
+                    "weight": model.objectives.weights[name],
+                    # an objective's own settings that its head's meaning depends on
+                    **getattr(obj, "checkpoint_settings", dict)(),
+                }
                 for name, obj in model.objectives
             },
         }

@@ -79,13 +79,14 @@ class MultimodalFinetune:
         head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
             answer slot read through the pre-trained MLM transform).
         peft: ``none``, ``lora``, ``ia3`` or ``prefix`` on the frozen backbone (the core
-            methods, :mod:`ptm_core.peft`; ``prompt`` is refused).
+            methods, :mod:`ptm_core.peft`); ``prompt`` too for LXMERT (before its language
+            stream; refused for the single-stream models and ViLBERT).
         peft_r: LoRA rank.
         peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
         peft_dropout: LoRA dropout on the adapter's input.
         peft_target_modules: the backbone's linears LoRA/IA3 wrap, by name (``null``: the
             attention and feed-forward projections).
-        peft_virtual_tokens: prefix length.
+        peft_virtual_tokens: prefix (or LXMERT's prompt) length.
     """
 
     task: ImageTextTask
