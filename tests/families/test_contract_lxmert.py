@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from family_contract import FamilyContract
-from generated_image_text import pretrain_overrides
+from generated_image_text import finetune_overrides, pretrain_overrides
 
 FAMILY = "lxmert"
 
@@ -20,4 +20,5 @@ class TestLXMERTContract(FamilyContract):
     def evaluation_corpus(self, tmp_path: Path) -> str | None:
         return str(tmp_path / "pretrain" / "data" / "eval")
 
-    # LXMERT has no task adapter: its spec has no finetune hook, so the contract skips it.
+    def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
+        return finetune_overrides("lxmert_vqa_tiny", tmp_path, final_dir)

@@ -1,7 +1,7 @@
 """The evaluations of the model kinds ptm-multimodal owns (its specs' ``evaluation``).
 
 VisualBERT, ViLBERT and LXMERT pre-training ``final/`` folders (image-text matching and
-caption->image recall), and fine-tuned VisualBERT/ViLBERT task models. Heavy imports
+caption->image recall), and fine-tuned VisualBERT/ViLBERT/LXMERT task models. Heavy imports
 happen inside the scoring functions.
 """
 
@@ -112,7 +112,7 @@ def score_imagebert(
 def score_multimodal_task(
     model_dir: str, corpus: str | None, seed: int = 0, random_init: bool = False
 ) -> dict[str, Any]:
-    """A fine-tuned VisualBERT/ViLBERT ``final/`` on ``corpus`` (default: its dev file)."""
+    """A fine-tuned VisualBERT/ViLBERT/LXMERT ``final/`` on ``corpus`` (default: its dev file)."""
     from ptm_multimodal.finetune import evaluate_finetuned_image_text
 
     return evaluate_finetuned_image_text(model_dir, corpus, random_init, seed)
@@ -131,7 +131,7 @@ MULTIMODAL_TASK = Evaluation(
     name="multimodal_task",
     metric="",  # the task's own (accuracy or VQA accuracy)
     higher_is_better=True,
-    description="a fine-tuned VisualBERT/ViLBERT on its image-text task's dev file "
+    description="a fine-tuned VisualBERT/ViLBERT/LXMERT on its image-text task's dev file "
     "(accuracy or VQA accuracy), with its region features",
     score=score_multimodal_task,
     corpus_note="the run's dev file",
@@ -159,7 +159,7 @@ IMAGEBERT_PRETRAINED = Evaluation(
     needs_corpus="image-text pairs directory",
 )
 
-#: What VisualBERT and ViLBERT folders are scored by (their specs' ``evaluation``): the
+#: What VisualBERT, ViLBERT and LXMERT folders are scored by (their specs' ``evaluation``): the
 #: pre-training final/ and the fine-tuned task model.
 EVALUATIONS = (MULTIMODAL, MULTIMODAL_TASK)
 

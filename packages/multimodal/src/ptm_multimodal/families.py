@@ -5,7 +5,7 @@ Only strings here (no torch, no model): ``ptm --help`` and ``read_model_kind`` l
 specs without loading the package. All four pre-train on image-text pairs through one
 plan (:func:`ptm_multimodal.pretraining.plan_pretraining`) and save one folder format
 (:mod:`ptm_multimodal.loading`); the config's model and objectives make the family.
-VisualBERT, ViLBERT and VL-BERT fine-tune on image-text tasks (``recipe: multimodal_finetune``; the
+VisualBERT, ViLBERT, VL-BERT and LXMERT fine-tune on image-text tasks (``recipe: multimodal_finetune``; the
 ``init_from`` folder's kind picks the family).
 """
 
@@ -66,8 +66,9 @@ LXMERT = FamilySpec(
     plan_pretraining=_PLAN,
     load={"lxmert": _LOAD},
     save={"lxmert": _SAVE},
+    finetune="ptm_multimodal.finetune:finetune_lxmert",
     recognizes="ptm_multimodal.checkpoint_kinds:is_lxmert",
-    evaluation="ptm_multimodal.evaluation_kinds:MULTIMODAL",
+    evaluation="ptm_multimodal.evaluation_kinds:EVALUATIONS",
     export="ptm_multimodal.hf_export:export_lxmert",
     recipes={"lxmert": "pretrain"},
 )

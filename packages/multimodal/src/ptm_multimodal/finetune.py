@@ -1,4 +1,4 @@
-"""Fine-tuning VisualBERT and ViLBERT: image-text classification and VQA answer classification.
+"""Fine-tuning VisualBERT, ViLBERT, VL-BERT and LXMERT: image-text classification and VQA.
 
 The second stage of both papers, on ptm-core's fine-tuning layer:
 
@@ -64,6 +64,7 @@ from ptm_multimodal.task_model import (
     build_task_head,
     init_head_from_pretraining,
     load_backbone,
+    single_piece_ids,
 )
 from ptm_multimodal.task_spec import ImageTextTask
 
@@ -76,6 +77,11 @@ def finetune_visualbert(run: FinetuneRun) -> FinetuneResult:
 def finetune_vilbert(run: FinetuneRun) -> FinetuneResult:
     """The ViLBERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
     return _finetune(run, "vilbert")
+
+
+def finetune_lxmert(run: FinetuneRun) -> FinetuneResult:
+    """The LXMERT family's ``finetune`` hook (``recipe: multimodal_finetune``)."""
+    return _finetune(run, "lxmert")
 
 
 def finetune_vlbert(run: FinetuneRun) -> FinetuneResult:
@@ -103,8 +109,8 @@ def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
     if not init_from or not (Path(init_from) / "config.json").is_file():
         raise FileNotFoundError(
             f"init_from={init_from}: experiment={experiment} fine-tunes a pre-trained "
-            "VisualBERT/ViLBERT; give init_from=<final/ of ptm pretrain "
-            "experiment=visualbert_tiny (or vilbert_tiny)>"
+            "VisualBERT/ViLBERT/LXMERT; give init_from=<final/ of ptm pretrain "
+            "experiment=visualbert_tiny (or vilbert_tiny, lxmert_tiny)>"
         )
     if options is None:
         raise ValueError(
@@ -205,7 +211,7 @@ def finetune_image_text(
     freeze_backbone: bool = False,
     peft: PeftConfig | None = None,
 ) -> FinetuneResult:
-    """Fine-tune a pre-trained VisualBERT/ViLBERT on ``task`` and score its dev set.
+    """Fine-tune a pre-trained VisualBERT/ViLBERT/LXMERT on ``task`` and score its dev set.
 
     Args:
         task: the task (kind, files, feature directory, lengths).
@@ -240,8 +246,8 @@ def finetune_image_text(
     if trainer.layer_lr_decay is not None or trainer.unfreeze_every:
         raise ValueError(
             "trainer.layer_lr_decay / trainer.unfreeze_every need a single layer stack at "
-            "model.encoder.layers; VisualBERT/ViLBERT have theirs elsewhere (two streams for "
-            "ViLBERT). Set them to null / 0 (trainer.schedule=slanted_triangular works)"
+            "model.encoder.layers; VisualBERT/ViLBERT/LXMERT have theirs elsewhere (two streams "
+            "for ViLBERT, three encoders for LXMERT). Set them to null / 0 (trainer.schedule=slanted_triangular works)"
         )
     peft = peft if peft is not None and peft.enabled else None
     if peft is not None:
@@ -252,7 +258,7 @@ def finetune_image_text(
     objectives: dict[str, nn.Module] = {}
     if backbone is None:
         if init_from is None:
-            raise ValueError("give init_from=<a VisualBERT/ViLBERT final/> or backbone=")
+            raise ValueError("give init_from=<a VisualBERT/ViLBERT/LXMERT final/> or backbone=")
         backbone, tokenizer, objectives = load_backbone(
             init_from, random_init=random_init, seed=trainer.seed
         )
@@ -279,8 +285,10 @@ def finetune_image_text(
         if mlm is not None:
             task_head.init_from_mlm(mlm, ids)
             copied = ["mlm.transform", "mlm.decoder[answers]"]
-    else:
-        copied = init_head_from_pretraining(task_head, objectives)
+    else:  # LXMERT's QA head rows follow the answers' token ids
+        copied = init_head_from_pretraining(
+            task_head, objectives, single_piece_ids(tokenizer, names)
+        )
     model = ImageTextTaskModel(backbone, task_head, task.kind, names)
     if freeze_backbone:  # AdamW skips parameters that get no gradient
         backbone.requires_grad_(False)
@@ -328,7 +336,7 @@ def _check_peft(
     """Refuse, in one line naming the setting, what an adapter run cannot do."""
     where = f"multimodal_finetune.peft={peft.method}"
     if init_from is None or backbone is not None:
-        raise ValueError(f"{where} needs init_from=<a VisualBERT/ViLBERT final/> (its base)")
+        raise ValueError(f"{where} needs init_from=<a VisualBERT/ViLBERT/LXMERT final/> (its base)")
     if random_init or frozen:
         key = "random_init" if random_init else "freeze_backbone"
         raise ValueError(f"{where} trains an adapter on the pre-trained backbone; set {key}=false")

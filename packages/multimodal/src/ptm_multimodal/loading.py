@@ -24,10 +24,11 @@ from ptm_core.models.pretraining import PretrainingModel
 from ptm_core.objectives import MaskedLMObjective, Objective, ObjectiveMix
 from ptm_core.objectives.inputs import build_objective
 from ptm_multimodal.alignment import AlignmentObjective
-from ptm_multimodal.checkpoint_kinds import current_names, with_model_kind
+from ptm_multimodal.checkpoint_kinds import NOT_NUMBERS, current_names, with_model_kind
 from ptm_multimodal.families import INPUT_KEYS
 from ptm_multimodal.feature_spec import FeatureSpec
 from ptm_multimodal.imagebert import ImageBertModel
+from ptm_multimodal.lxmert import lxmert
 from ptm_multimodal.matching import ImageTextMatchObjective
 from ptm_multimodal.region_masking import MaskedRegionObjective
 from ptm_multimodal.vilbert import vilbert
@@ -86,8 +87,12 @@ def _build(config: dict[str, Any], source: str):
         }
         numbers["feature_spec"] = feature_spec
         return vilbert(**numbers)
+    if architecture == "lxmert":  # a fine-tuned LXMERT's backbone (no objective heads)
+        numbers = {k: v for k, v in config.items() if k not in NOT_NUMBERS}
+        return lxmert(**numbers, feature_spec=feature_spec)
     raise CheckpointError(
-        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', 'vilbert', 'vlbert' or 'imagebert'"
+        f"{source}: field 'architecture' is {architecture!r}; expected 'visualbert', "
+        "'vilbert', 'vlbert', 'imagebert' or 'lxmert'"
     )
 
 

@@ -164,6 +164,10 @@ class LxmertModel(WrapsTextEncoder):
     """
 
     text_encoder_attribute = "language_encoder"
+    # multimodal_finetune.peft=prompt: the soft prompt goes before the language stream's
+    # tokens (ptm_core.peft; LoRA/IA3 find every stream's linears by their names, the
+    # cross-attention's query/key/value split as self-attention's are).
+    peft_prompt_stream = "language_encoder"
 
     def __init__(
         self,

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ptm_core.modules.dropout import Dropout
 from ptm_core.modules.feed_forward import get_activation
 
 
@@ -108,17 +109,28 @@ class LxmertObjectHead(nn.Module):
 class LxmertAnswerHead(nn.Module):
     """Image QA head on the pooled state: ``W_2 LN(gelu(W_1 p))`` with a ``2D`` hidden width.
 
+    The pre-training QA head and, as in LXMERT's VQA/GQA fine-tuning (its ``logit_fc``;
+    transformers' ``LxmertVisualAnswerHead``), the task head of a fine-tuned LXMERT.
+
     Args:
         hidden_size: model width ``D``.
         num_answers: answer vocabulary size.
         layer_norm_eps: LayerNorm epsilon.
+        dropout: dropout on the pooled state (0: LXMERT's head, which has none).
 
     Shapes:
         ``(B, D) -> (B, num_answers)``.
     """
 
-    def __init__(self, hidden_size: int, num_answers: int, layer_norm_eps: float = 1e-12) -> None:
+    def __init__(
+        self,
+        hidden_size: int,
+        num_answers: int,
+        layer_norm_eps: float = 1e-12,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
+        self.dropout = Dropout(dropout)
         self.dense = nn.Linear(hidden_size, 2 * hidden_size)
         self.norm = nn.LayerNorm(2 * hidden_size, eps=layer_norm_eps)
         self.out = nn.Linear(2 * hidden_size, num_answers)
@@ -126,4 +138,4 @@ class LxmertAnswerHead(nn.Module):
         init_linear(self.out)
 
     def forward(self, pooled: Tensor) -> Tensor:
-        return self.out(self.norm(F.gelu(self.dense(pooled))))
+        return self.out(self.norm(F.gelu(self.dense(self.dropout(pooled)))))

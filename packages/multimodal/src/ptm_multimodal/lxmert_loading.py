@@ -116,7 +116,17 @@ def load_lxmert(
         settings: dict[str, Any] = {"class": cls}
         p = f"objectives.objectives.{name}.head."
         if cls == "LxmertImageQAObjective":
-            settings["num_answers"] = state[f"{p}out.weight"].shape[0]
+            rows = state[f"{p}out.weight"].shape[0]
+            answers = entry.get("settings", {}).get("answer_token_ids")
+            if answers is not None and len(answers) != rows:
+                raise CheckpointError(
+                    f"{source}: objective {name!r} lists {len(answers)} answer_token_ids but "
+                    f"its head has {rows} answers; the config and the weights come from "
+                    "different runs"
+                )
+            settings["num_answers" if answers is None else "answer_token_ids"] = (
+                rows if answers is None else list(answers)
+            )
         if cls == "LxmertObjectPredictionObjective":
             sizes = {
                 k: state[f"{p}decoders.{k}.weight"].shape[0]

@@ -18,6 +18,7 @@ only on matched rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -405,6 +406,14 @@ class LxmertImageQAObjective(Objective):
         self.vocab = vocab
         self.question_prob = question_prob
         self.head = LxmertAnswerHead(hidden_size, num_answers, layer_norm_eps)
+
+    def checkpoint_settings(self) -> dict[str, Any]:
+        """What ``config.json`` keeps beside the class: the answers' token ids (unless every
+        token id is an answer), so a fine-tune maps its answers onto this head's rows."""
+        ids = self.answer_token_ids
+        if ids is None or ids == list(range(len(ids))):
+            return {}
+        return {"answer_token_ids": list(ids)}
 
     def collate(self, batch: Batch, generator: torch.Generator) -> Batch:
         ids = batch["input_ids"]

@@ -130,7 +130,8 @@ class MultimodalFinetune:
         head: ``cls`` (a classifier on ``[CLS]``) or ``cloze`` (VisualBERT: a ``[MASK]``
             answer slot read through the pre-trained MLM transform).
         peft: ``none``, ``lora``, ``ia3``, ``prompt`` or ``prefix`` on the frozen backbone
-            (the core methods, :mod:`ptm_core.peft`; a prompt goes before the text stream).
+            (the core methods, :mod:`ptm_core.peft`; a prompt goes before the text stream,
+            LXMERT's before its language stream; refused for VL-BERT).
         peft_r: LoRA rank.
         peft_alpha: LoRA scale numerator (update ``alpha / r * B A``).
         peft_dropout: LoRA dropout on the adapter's input.

@@ -1,4 +1,4 @@
-"""Fine-tuning VisualBERT and ViLBERT, model side: the backbone, the answer heads, the VQA loss.
+"""Fine-tuning VisualBERT, ViLBERT and LXMERT, model side: the backbone, the answer heads, the VQA loss.
 
 VisualBERT reads the ``[CLS]`` state with the core
 :class:`~ptm_core.heads.tasks.SequenceClassificationHead` (its pooler starts from the
@@ -6,6 +6,10 @@ pooler the sentence-image objective trained, as BERT reuses its NSP pooler). ViL
 its paper's VQA head (:class:`VilbertFusionHead`): the pooled text ``h_CLS`` and pooled
 image ``h_IMG`` (each ``ReLU(W x + b)``, initialised from the pre-trained alignment head),
 multiplied element-wise, then a two-layer classifier (the core head over the fused vector).
+LXMERT uses its paper's answer head (:class:`~ptm_multimodal.lxmert_heads.LxmertAnswerHead`,
+``W_2 LN(GeLU(W_1 p))``, transformers' ``LxmertForQuestionAnswering``) on the pooled
+cross-modality ``[CLS]`` state, its transform (and the rows of the answers the pre-training
+QA head knows) copied from the pre-trained QA head, as LXMERT's ``--loadLXMERTQA`` does.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from ptm_core.finetune.model import (
 from ptm_core.heads.tasks import SequenceClassificationHead
 from ptm_core.modules.dropout import Dropout
 from ptm_core.seeding import derive_seed
+from ptm_multimodal.lxmert_heads import LxmertAnswerHead
 from ptm_multimodal.task_spec import IMAGE_TEXT_KINDS
 
 TASK_FAMILY = "multimodal"
@@ -139,34 +144,44 @@ class ClozeAnswerHead(nn.Module):
         return cast(Tensor, self.decoder(self.norm(self.activation(self.dense(slot)))))
 
 
+def single_piece_ids(tokenizer: TaskTokenizer, names: Sequence[str]) -> list[int | None]:
+    """The vocabulary id of each answer word that is one word piece (``None`` for others)."""
+    ids: list[int | None] = []
+    for name in names:
+        pieces = tokenizer.encode_batch([name])[0].input_ids[1:-1]
+        ids.append(int(pieces[0]) if len(pieces) == 1 else None)
+    return ids
+
+
 def answer_token_ids(tokenizer: TaskTokenizer, names: Sequence[str]) -> list[int]:
     """The vocabulary id of each answer word (its only word piece).
 
     Raises:
         ValueError: an answer that is not one word piece (the cloze head needs one slot).
     """
-    ids: list[int] = []
-    for name in names:
-        pieces = tokenizer.encode_batch([name])[0].input_ids[1:-1]
-        if len(pieces) != 1:
+    ids = single_piece_ids(tokenizer, names)
+    for name, token in zip(names, ids, strict=True):
+        if token is None:
+            pieces = len(tokenizer.encode_batch([name])[0].input_ids[1:-1])
             raise ValueError(
-                f"answer {name!r} is {len(pieces)} word pieces; multimodal_finetune.head=cloze "
+                f"answer {name!r} is {pieces} word pieces; multimodal_finetune.head=cloze "
                 "needs one-word-piece answers (use multimodal_finetune.head=cls)"
             )
-        ids.append(int(pieces[0]))
-    return ids
+    return [int(token) for token in ids if token is not None]
 
 
 class ImageTextTaskModel(nn.Module):
-    """A VisualBERT or ViLBERT backbone with one task head.
+    """A VisualBERT, ViLBERT or LXMERT backbone with one task head.
 
     Everything under ``encoder.`` is the pre-trained backbone, everything under ``head.``
     the task head.
 
     Args:
-        encoder: a :class:`~ptm_multimodal.visualbert.VisualBertModel` or
-            :class:`~ptm_multimodal.vilbert.VilbertModel`.
-        head: :class:`SequenceClassificationHead` (VisualBERT) or :class:`VilbertFusionHead`.
+        encoder: a :class:`~ptm_multimodal.visualbert.VisualBertModel`,
+            :class:`~ptm_multimodal.vilbert.VilbertModel` or
+            :class:`~ptm_multimodal.lxmert.LxmertModel`.
+        head: :class:`SequenceClassificationHead` (VisualBERT), :class:`VilbertFusionHead`
+            or :class:`~ptm_multimodal.lxmert_heads.LxmertAnswerHead` (on the pooled state).
         kind: ``classification`` or ``vqa``.
         label_names: the labels / answer vocabulary, index order.
 
@@ -205,6 +220,8 @@ class ImageTextTaskModel(nn.Module):
         )
         if isinstance(self.head, VilbertFusionHead):
             logits = self.head(output.last_hidden_state, output.image_hidden_state)
+        elif isinstance(self.head, LxmertAnswerHead):
+            logits = self.head(output.pooled_output)  # the cross-modality [CLS], pooled
         elif isinstance(self.head, ClozeAnswerHead):
             logits = self.head(output.last_hidden_state, batch["answer_positions"])
         else:
@@ -236,7 +253,7 @@ def build_task_head(
     ``head="cloze"`` (VisualBERT): a :class:`ClozeAnswerHead` instead of the ``[CLS]``
     classifier.
     """
-    net: Any = encoder  # a VisualBertModel or VilbertModel
+    net: Any = encoder  # a VisualBertModel, VilbertModel or LxmertModel
     text = net.text_config  # the core text encoder inside VisualBERT / ViLBERT
     hidden = net.hidden_size
     if head not in ANSWER_HEADS:
@@ -255,6 +272,8 @@ def build_task_head(
             activation=text.activation,
             layer_norm_eps=text.layer_norm_eps,
         )
+    if net.checkpoint_config()["architecture"] == "lxmert":
+        return LxmertAnswerHead(hidden, num_labels, float(text.layer_norm_eps), dropout)
     if net.checkpoint_config()["architecture"] == "vilbert":
         inner = int(net.hyperparameters.get("co_hidden_size", net.image_hidden_size))
         return VilbertFusionHead(hidden, int(net.image_hidden_size), inner, num_labels, dropout)
@@ -266,12 +285,19 @@ def build_task_head(
     )
 
 
-def init_head_from_pretraining(head: nn.Module, objectives: Mapping[str, nn.Module]) -> list[str]:
+def init_head_from_pretraining(
+    head: nn.Module,
+    objectives: Mapping[str, nn.Module],
+    answer_ids: Sequence[int | None] = (),
+) -> list[str]:
     """Copy the pre-trained poolers into a fresh task head; return what was copied.
 
     VisualBERT: the sentence-image (``itm``) head's ``pooler``; ViLBERT: the alignment
-    (``align``) head's ``text_pooler`` and ``image_pooler``.
+    (``align``) head's ``text_pooler`` and ``image_pooler``; LXMERT: the QA head
+    (:func:`init_answer_head_from_qa`, ``answer_ids`` the task labels' token ids).
     """
+    if isinstance(head, LxmertAnswerHead):
+        return init_answer_head_from_qa(head, objectives, answer_ids)
     copied = []
     for objective in objectives.values():
         source = getattr(objective, "head", None)
@@ -284,6 +310,42 @@ def init_head_from_pretraining(head: nn.Module, objectives: Mapping[str, nn.Modu
                 target.load_state_dict(weights.state_dict())
                 copied.append(f"{type(objective).__name__}.{name}")
     return copied
+
+
+def init_answer_head_from_qa(
+    head: LxmertAnswerHead,
+    objectives: Mapping[str, nn.Module],
+    answer_ids: Sequence[int | None],
+) -> list[str]:
+    """Start LXMERT's answer head from the pre-trained QA head (LXMERT's ``load_lxmert_qa``).
+
+    The transform (``dense``, ``norm``) is copied; of the output layer, the row and bias of
+    each task label whose token id (``answer_ids[k]``) is one of the QA head's answers
+    (its ``answer_token_ids``); other labels keep their fresh rows.
+
+    Returns:
+        What was copied: ``["<Objective>.transform", "<Objective>.answers[n/K]"]``, or
+        nothing without a QA objective.
+    """
+    for objective in objectives.values():
+        source = getattr(objective, "head", None)
+        if not isinstance(source, LxmertAnswerHead):
+            continue
+        name = type(objective).__name__
+        with torch.no_grad():
+            head.dense.load_state_dict(source.dense.state_dict())
+            head.norm.load_state_dict(source.norm.state_dict())
+            known = list(getattr(objective, "answer_token_ids", None) or [])
+            rows = [
+                (k, known.index(t))
+                for k, t in enumerate(answer_ids)
+                if t is not None and t in known
+            ]
+            for k, j in rows:
+                head.out.weight[k] = source.out.weight[j]
+                head.out.bias[k] = source.out.bias[j]
+        return [f"{name}.transform", f"{name}.answers[{len(rows)}/{head.out.out_features}]"]
+    return []
 
 
 def load_backbone(

@@ -50,6 +50,10 @@ def count_trainable(model: nn.Module) -> TrainableParameters:
     )
 
 
+# A backbone whose token inputs enter one of its submodules (LXMERT's language encoder)
+# names that attribute here: prompt tuning wraps that submodule, not the whole backbone.
+PROMPT_ATTRIBUTE = "peft_prompt_stream"
+
 # A task model whose adapted network is not ``model.encoder`` names its attribute here
 # (BART/T5's task models adapt the whole encoder-decoder, ``model.model``).
 BACKBONE_ATTRIBUTE = "peft_backbone"
@@ -78,7 +82,8 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
 
     Returns:
         ``model``, changed in place: LoRA/IA3 wrap the encoder's linears (``peft``); prompt
-        tuning wraps the encoder in :class:`SoftPromptEncoder`; prefix tuning wraps each
+        tuning wraps the encoder in :class:`SoftPromptEncoder` (the submodule a backbone
+        names in ``peft_prompt_stream``, as LXMERT's language encoder); prefix tuning wraps each
         layer's attention in :class:`~ptm_core.peft.prompts.PrefixAttention` (the text
         encoder's layers, for a wrapper with a ``text_stack``). On an encoder-decoder
         backbone: :class:`~ptm_core.peft.seq2seq_prompts.SoftPromptSeq2Seq` in its place,
@@ -103,6 +108,11 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
     elif config.method == "prefix":
         # A wrapper (ERNIE-THU, XLM...) holds its core text encoder as ``text_stack``.
         add_prefixes(getattr(encoder, "text_stack", encoder), config.num_virtual_tokens)
+    elif hasattr(encoder, PROMPT_ATTRIBUTE):
+        stream = getattr(encoder, PROMPT_ATTRIBUTE)
+        setattr(
+            encoder, stream, SoftPromptEncoder(getattr(encoder, stream), config.num_virtual_tokens)
+        )
     else:
         model.encoder = SoftPromptEncoder(encoder, config.num_virtual_tokens)
     return model
