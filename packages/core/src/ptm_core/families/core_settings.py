@@ -8,6 +8,8 @@ here once, the YAML presets (``configs/data/sample_corpus.yaml``, ``configs/fine
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +130,35 @@ class FinetuneOptions:
     peft_dropout: float = 0.0
     peft_target_modules: list[str] | None = None
     peft_virtual_tokens: int = 20
+
+
+def refuse_unread_finetune_options(
+    options: FinetuneOptions, family: str, reads: Iterable[str], hint: str = ""
+) -> None:
+    """Refuse every ``finetune.*`` key set away from its default that ``family`` never reads.
+
+    A family with its own fine-tuning loop (KnowBERT, SentiLARE) takes the generic
+    ``finetune`` block; a key it does not read (``finetune.peft=lora``) would otherwise be
+    dropped and the run would quietly train something else (every weight).
+
+    Args:
+        options: the run's ``finetune`` block.
+        family: the family's name, for the message.
+        reads: the keys the family's fine-tuning reads.
+        hint: what to use instead, appended to the message.
+
+    Raises:
+        ValueError: one line naming the first unread key, its value and the keys read.
+    """
+    default, read = FinetuneOptions(), set(reads)
+    for item in dataclasses.fields(options):
+        value = getattr(options, item.name)
+        if item.name not in read and value != getattr(default, item.name):
+            raise ValueError(
+                f"finetune.{item.name}={value} is not supported for a {family} model (its "
+                f"fine-tuning reads finetune.{', finetune.'.join(sorted(read))}); drop it"
+                + (f", {hint}" if hint else "")
+            )
 
 
 @dataclass

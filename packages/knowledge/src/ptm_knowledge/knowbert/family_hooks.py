@@ -15,14 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ptm_core.families.core_settings import refuse_unread_finetune_options
 from ptm_knowledge.family_knowbert import KnowBertSettings
 
 if TYPE_CHECKING:
     from ptm_core.families.runner import FinetuneRun
     from ptm_core.finetune.recipe import FinetuneResult
     from ptm_knowledge.knowbert.model import KnowBertEncoder
-
-_GENERIC_SWITCHES = ("random_init", "feature_based", "text_to_text")
 
 
 def recognizes(path: str | Path) -> bool:
@@ -59,13 +58,12 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
         }
     else:  # ptm finetune model=<KnowBERT final/>
         generic = settings.finetune
-        unsupported = [key for key in _GENERIC_SWITCHES if getattr(generic, key)]
-        if unsupported:
-            raise ValueError(
-                f"finetune.{unsupported[0]}=true is not supported for a KnowBERT model "
-                f"({init_from}); drop it, or use finetune.use_entities=false for the ablation "
-                "without KARs"
-            )
+        refuse_unread_finetune_options(
+            generic,
+            "KnowBERT",
+            ("use_entities", "dropout", "num_workers"),
+            "or use finetune.use_entities=false for the ablation without KARs",
+        )
         where, task_settings = "task", settings.task
         extra = {
             "use_kar": generic.use_entities,

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from ptm_core.checkpoints.io import CheckpointError, check_state
 from ptm_core.encoders.factory import encoder_from_config
+from ptm_core.families.core_settings import refuse_unread_finetune_options
 from ptm_core.families.runner import FinetuneRun
 from ptm_core.finetune.data.examples import SentenceExample
 from ptm_core.finetune.data.features import SentenceFeaturizer
@@ -141,6 +142,9 @@ def finetune_sentilr(run: FinetuneRun) -> FinetuneResult:
             f"classification, format glue); this task is {task.kind}/{task.format}"
         )
     options = settings.finetune
+    refuse_unread_finetune_options(
+        options, "SentiLARE", ("random_init", "dropout", "num_workers", "group_by_length")
+    )
     directory = Path(run.init_from)
     network = load_sentilr(directory)
     record = network.record
