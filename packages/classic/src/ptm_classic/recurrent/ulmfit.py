@@ -417,10 +417,7 @@ def finetune_ulmfit(
         score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
-        facts={
-            "parameters/trainable": trainable.trainable,
-            "parameters/trainable_share": round(trainable.share, 6),
-        },
+        facts=trainable.facts(),
     )
 
 

@@ -233,10 +233,7 @@ def finetune(
         score=lambda: evaluate_task(model, task, dev),
         name=task.name,
         metric=str(task.metric),
-        facts={
-            "parameters/trainable": trainable.trainable,
-            "parameters/trainable_share": round(trainable.share, 6),
-        },
+        facts=trainable.facts(),
     )
 
 

@@ -176,8 +176,5 @@ def finetune_seq2seq(
         score=lambda: evaluate_task(network, task, dev),
         name=task.name,
         metric=str(task.metric),
-        facts={
-            "parameters/trainable": trainable.trainable,
-            "parameters/trainable_share": round(trainable.share, 6),
-        },
+        facts=trainable.facts(),
     )

@@ -34,6 +34,13 @@ class TrainableParameters:
         """``trainable / total`` (0 for an empty model)."""
         return self.trainable / self.total if self.total else 0.0
 
+    def facts(self) -> dict[str, int | float]:
+        """What a fine-tune's ``eval.json`` records (``train_and_score``'s ``facts``)."""
+        return {
+            "parameters/trainable": self.trainable,
+            "parameters/trainable_share": round(self.share, 6),
+        }
+
     def describe(self) -> str:
         """``"trainable parameters 12,345 of 4,400,000 (0.28%)"``."""
         return (

@@ -218,10 +218,7 @@ def finetune_kbert(
         score=lambda: evaluate_kbert(model, dev, featurizer, label_names),
         name="kbert",
         metric="f1" if kind == "tagging" else "accuracy",
-        facts={
-            "parameters/trainable": trainable.trainable,
-            "parameters/trainable_share": round(trainable.share, 6),
-        },
+        facts=trainable.facts(),
     )
 
 
