@@ -14,21 +14,16 @@ from typing import Any, Literal, cast
 import torch
 from torch import Tensor, nn
 
-from ptm_core.finetune.model import (
-    TaskOutput,
-    build_task_head,
-    head_settings,
-    task_loss,
-)
+from ptm_core.finetune.model import TaskOutput
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 from ptm_knowledge.linking.alignment import NO_ENTITY
+from ptm_knowledge.mention_task_model import POOLS, MentionPooledTaskModel, text_task_head
 
 RECIPE = "ernie_thu_finetune"
-POOLS = ("mentions", "first")
 Pool = Literal["mentions", "first"]
 
 
-class ErnieTaskModel(nn.Module):
+class ErnieTaskModel(MentionPooledTaskModel):
     """ERNIE-THU with a core sequence-level task head (Zhang et al., 2019, section 4).
 
     The head reads one vector per row: with ``pool="mentions"`` the mean of the final
@@ -51,6 +46,11 @@ class ErnieTaskModel(nn.Module):
     ``entity_ids`` ``(B, L)``; ``labels`` ``(B,)`` optional.
     """
 
+    family = "ERNIE-THU"
+    task_hint = "configs/task/*.yaml with kind: classification"
+    recipe = RECIPE
+    encoder: KnowledgeableEncoder
+
     def __init__(
         self,
         encoder: KnowledgeableEncoder,
@@ -62,21 +62,8 @@ class ErnieTaskModel(nn.Module):
         use_entities: bool = True,
         pool: Pool = "mentions",
     ) -> None:
-        super().__init__()
-        if kind not in ("classification", "regression"):
-            raise ValueError(
-                f"ERNIE-THU fine-tuning supports classification and regression, not {kind!r}; "
-                "use a GLUE-style task (configs/task/*.yaml with kind: classification)"
-            )
-        if pool not in POOLS:
-            raise ValueError(f"unknown pool {pool!r}; valid: {', '.join(POOLS)}")
-        self.encoder = encoder
-        self.head = head
-        self.kind = kind
-        self.num_labels = num_labels
-        self.label_names = list(label_names) if label_names is not None else None
+        super().__init__(encoder, head, kind, num_labels, label_names=label_names, pool=pool)
         self.use_entities = use_entities
-        self.pool = pool
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         input_ids = batch["input_ids"]
@@ -90,27 +77,11 @@ class ErnieTaskModel(nn.Module):
             token_type_ids=batch.get("token_type_ids"),
             entity_ids=entity_ids if self.use_entities else None,
         ).last_hidden_state  # (B, L, D)
-        pooled = hidden[:, 0]  # (B, D)
-        if self.pool == "mentions":
-            at = (entity_ids >= 0).to(hidden.dtype)  # (B, L)
-            count = at.sum(1, keepdim=True)  # (B, 1)
-            mean = (hidden * at[..., None]).sum(1) / count.clamp(min=1)
-            pooled = torch.where(count > 0, mean, pooled)
-        logits = self.head(pooled[:, None, :])  # (B, N)
-        loss, metrics = task_loss(self.kind, logits, batch)
-        return TaskOutput(loss=loss, logits=logits, metrics=metrics)
+        return self.score(self.pool_states(hidden, entity_ids >= 0), batch)
 
     def settings(self) -> dict[str, Any]:
         """What ``task.json`` records about the model (besides the task)."""
-        return {
-            "recipe": RECIPE,
-            "kind": self.kind,
-            "num_labels": self.num_labels,
-            "label_names": self.label_names,
-            **head_settings(self.head),
-            "use_entities": self.use_entities,
-            "entity_pool": self.pool,
-        }
+        return self.record({"use_entities": self.use_entities})
 
     def checkpoint_config(self) -> dict[str, Any]:
         """What the trainer's checkpoints record in ``config.json`` beside the weights."""
@@ -132,13 +103,9 @@ def build_ernie_task_model(
     pool: Pool = "mentions",
 ) -> ErnieTaskModel:
     """Put a fresh core head for ``kind`` on an ERNIE-THU encoder (see :class:`ErnieTaskModel`)."""
-    config = encoder.text_config  # the T-Encoder
-    head = build_task_head(
-        config.hidden_size, kind, num_labels, dropout, initializer_range=config.initializer_range
-    )
     return ErnieTaskModel(
         encoder,
-        head,
+        text_task_head(encoder, kind, num_labels, dropout),  # sized by the T-Encoder
         kind,
         num_labels,
         label_names=label_names,

@@ -20,13 +20,7 @@ from torch import Tensor, nn
 from ptm_core.finetune.data.features import Batch, pad_rows
 from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
-from ptm_core.finetune.model import (
-    TaskOutput,
-    build_task_head,
-    head_settings,
-    task_loss,
-    write_task_directory,
-)
+from ptm_core.finetune.model import TaskOutput, write_task_directory
 from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
 from ptm_core.finetune.task_data import TaskData, read_task
 from ptm_core.finetune.task_spec import TaskSpec
@@ -36,9 +30,9 @@ from ptm_knowledge.kg import load_knowledge_graph
 from ptm_knowledge.knowbert.candidates import AliasCandidates, CandidateTransform
 from ptm_knowledge.knowbert.kar import FIRST_ENTITY_ROW
 from ptm_knowledge.knowbert.model import KNOWBERT_CONFIG, KnowBertEncoder
+from ptm_knowledge.mention_task_model import POOLS, MentionPooledTaskModel, text_task_head
 
 RECIPE = "knowbert_finetune"
-POOLS = ("mentions", "first")
 CANDIDATE_KEYS = ("candidate_spans", "candidate_entities", "candidate_priors")
 
 
@@ -93,7 +87,7 @@ class KnowBertFeaturizer:
         return batch
 
 
-class KnowBertTaskModel(nn.Module):
+class KnowBertTaskModel(MentionPooledTaskModel):
     """KnowBERT with a core sequence-level task head.
 
     ``pool="mentions"``: the mean of the final states over the pieces of the candidate
@@ -103,6 +97,11 @@ class KnowBertTaskModel(nn.Module):
 
     Inputs (``forward(batch)``): the text keys, the candidate keys, ``labels`` optional.
     """
+
+    family = "KnowBERT"
+    task_hint = "e.g. task=kg_entity_typing"
+    recipe = RECIPE
+    encoder: KnowBertEncoder
 
     def __init__(
         self,
@@ -115,21 +114,8 @@ class KnowBertTaskModel(nn.Module):
         use_kar: bool = True,
         pool: str = "mentions",
     ) -> None:
-        super().__init__()
-        if kind not in ("classification", "regression"):
-            raise ValueError(
-                f"KnowBERT fine-tuning supports classification and regression, not {kind!r}; "
-                "use a GLUE-style task (e.g. task=kg_entity_typing)"
-            )
-        if pool not in POOLS:
-            raise ValueError(f"unknown pool {pool!r}; valid: {', '.join(POOLS)}")
-        self.encoder = encoder
-        self.head = head
-        self.kind = kind
-        self.num_labels = num_labels
-        self.label_names = list(label_names) if label_names is not None else None
+        super().__init__(encoder, head, kind, num_labels, label_names=label_names, pool=pool)
         self.use_kar = use_kar
-        self.pool = pool
 
     def forward(self, batch: dict[str, Tensor]) -> TaskOutput:
         text = {
@@ -142,28 +128,13 @@ class KnowBertTaskModel(nn.Module):
         else:
             hidden = self.encoder.text_encoder(**text)
         states = hidden.last_hidden_state  # (B, L, D)
-        pooled = states[:, 0]
         spans = batch.get("candidate_spans")
-        if self.pool == "mentions" and spans is not None:
-            at = mention_positions(spans, states.shape[1]).to(states.dtype)  # (B, L)
-            count = at.sum(1, keepdim=True)
-            mean = (states * at[..., None]).sum(1) / count.clamp(min=1)
-            pooled = torch.where(count > 0, mean, pooled)
-        logits = self.head(pooled[:, None, :])
-        loss, metrics = task_loss(self.kind, logits, batch)
-        return TaskOutput(loss=loss, logits=logits, metrics=metrics)
+        mentions = None if spans is None else mention_positions(spans, states.shape[1])
+        return self.score(self.pool_states(states, mentions), batch)
 
     def settings(self) -> dict[str, Any]:
         """What ``task.json`` records about the model (besides the task)."""
-        return {
-            "recipe": RECIPE,
-            "kind": self.kind,
-            "num_labels": self.num_labels,
-            "label_names": self.label_names,
-            **head_settings(self.head),
-            "use_kar": self.use_kar,
-            "entity_pool": self.pool,
-        }
+        return self.record({"use_kar": self.use_kar})
 
     def checkpoint_config(self) -> dict[str, Any]:
         return {**self.settings(), "encoder": self.encoder.text_config.to_dict()}
@@ -249,11 +220,7 @@ def finetune_knowbert(
     train = _data(task, "train", tokenizer, candidates, None)
     dev = _data(task, "dev", tokenizer, candidates, train.label_names)
     num_labels = 1 if task.kind == "regression" else len(train.label_names)
-    config = encoder.text_config
-    head = build_task_head(
-        config.hidden_size, task.kind, num_labels, dropout,
-        initializer_range=config.initializer_range,
-    )  # fmt: skip
+    head = text_task_head(encoder, task.kind, num_labels, dropout)
     model = KnowBertTaskModel(
         encoder, head, task.kind, num_labels,
         label_names=train.label_names or None, use_kar=use_kar, pool=pool,
