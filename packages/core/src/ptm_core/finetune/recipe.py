@@ -13,7 +13,6 @@ written beside ``final/``.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,7 +24,6 @@ from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.finetune.data.swag import swag_table
 from ptm_core.finetune.data.tables import TableFile
-from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.imported_head import keep_imported_head
 from ptm_core.finetune.model import (
@@ -36,18 +34,16 @@ from ptm_core.finetune.model import (
     read_task_json,
     save_task_model,
 )
-from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_task
 from ptm_core.finetune.seq2seq_folder import load_seq2seq_task
 from ptm_core.finetune.seq2seq_recipe import finetune_seq2seq
 from ptm_core.finetune.task_data import read_task, task_num_labels
 from ptm_core.finetune.task_loaders import task_loader
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.finetune.text_to_text import evaluate_text_to_text
-from ptm_core.peft import PeftConfig, attach_peft, count_trainable
+from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
-
-logger = logging.getLogger(__name__)
 
 # FinetuneResult, evaluate_task and read_task live in scoring/task_data; flows/ still
 # imports them from here.
@@ -186,10 +182,6 @@ def finetune(
             label_names=train.label_names or None,
             **variant,
         )
-    if peft is not None:
-        attach_peft(model, peft)
-    trainable = count_trainable(model)
-    logger.info("%s: %s%s", task.name, trainable.describe(), f" ({peft.method})" if peft else "")
     record = {
         "task": task.to_dict(),
         "feature_based": feature_based,
@@ -217,23 +209,19 @@ def finetune(
         else:
             save_task_model(model, directory, task_config=record, extra_writers=[tokenizer.save])
 
-    data = TaskBatches(
-        train.rows,
-        train.featurizer,
-        task.batch_size,
+    if peft is not None:
+        attach_peft(model, peft)
+    return train_task(
+        model,
+        task,
+        train,
+        dev,
+        trainer,
+        save_final=save_final,
         seed=seed,
         num_workers=num_workers,
         group_by_length=group_by_length,
-    )
-    return train_and_score(
-        model,
-        data,
-        trainer,
-        save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev),
-        name=task.name,
-        metric=str(task.metric),
-        facts=trainable.facts(),
+        peft=peft,
     )
 
 

@@ -2,8 +2,9 @@
 
 :func:`evaluate_task` scores a model on a :class:`~ptm_core.finetune.task_data.TaskData`
 with the task's metrics; :func:`train_and_score` trains (resume, bf16, DDP: the core
-Trainer), scores the dev set and writes ``eval.json``; :class:`FinetuneResult` is what a
-run returns.
+Trainer), scores the dev set and writes ``eval.json``; :func:`train_task` is the core
+recipes' run of a built model on a read task (batches, that tail);
+:class:`FinetuneResult` is what a run returns.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ptm_core.finetune.label_scores import LABELS_FILE, LabelledPredictions, lab
 from ptm_core.finetune.metrics import compute_metrics
 from ptm_core.finetune.task_data import TaskData
 from ptm_core.finetune.task_spec import TaskSpec
+from ptm_core.peft import PeftConfig, count_trainable
 from ptm_core.progress import Progress
 from ptm_core.training import TrainerConfig
 from ptm_core.training.distributed import is_main_process
@@ -208,4 +210,62 @@ def train_and_score(
         last_checkpoint=run.result.last_checkpoint,
         encoder_dir=run.final_dir,
         final_metrics=final_metrics,
+    )
+
+
+def train_task(
+    model: nn.Module,
+    task: TaskSpec,
+    train: TaskData,
+    dev: TaskData,
+    trainer: TrainerConfig,
+    *,
+    save_final: Callable[[Path], object],
+    seed: int = 0,
+    num_workers: int = 0,
+    group_by_length: bool = True,
+    featurizer: Any = None,
+    peft: PeftConfig | None = None,
+) -> FinetuneResult:
+    """Train a built task model on ``train`` and score it on ``dev`` (the core recipes' run).
+
+    Logs the trainable parameters, batches ``train``'s rows
+    (:class:`~ptm_core.finetune.data.task_batches.TaskBatches`, ``task.batch_size``) and runs
+    :func:`train_and_score` with :func:`evaluate_task` on ``dev``, the task's metric as the
+    headline and the trainable-parameter facts in ``eval.json``.
+
+    Args:
+        model: the task model (the head on the encoder).
+        task: the task (batch size, metric, name).
+        train: the training data (its rows; its featurizer unless ``featurizer`` is given).
+        dev: the data scored after training.
+        trainer: core trainer settings.
+        save_final: writes ``final/`` (rank 0, after training).
+        seed: batch order seed.
+        num_workers: DataLoader processes that featurize training batches.
+        group_by_length: batch rows of similar length together.
+        featurizer: turns ``train``'s rows into batches instead of ``train.featurizer``
+            (T5's text-to-text mode).
+        peft: the parameter-efficient method the caller attached (named in the log line),
+            or None (everything trains).
+    """
+    trainable = count_trainable(model)
+    logger.info("%s: %s%s", task.name, trainable.describe(), f" ({peft.method})" if peft else "")
+    data = TaskBatches(
+        train.rows,
+        featurizer if featurizer is not None else train.featurizer,
+        task.batch_size,
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=group_by_length,
+    )
+    return train_and_score(
+        model,
+        data,
+        trainer,
+        save_final=save_final,
+        score=lambda: evaluate_task(model, task, dev),
+        name=task.name,
+        metric=str(task.metric),
+        facts=trainable.facts(),
     )

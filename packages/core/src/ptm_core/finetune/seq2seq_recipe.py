@@ -10,7 +10,6 @@ dispatches here for an encoder-decoder.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -18,9 +17,8 @@ from typing import Any, cast
 from torch import nn
 
 from ptm_core.encoders.encoder_decoder import EncoderDecoderModel
-from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
-from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.scoring import FinetuneResult, train_task
 from ptm_core.finetune.seq2seq import (
     SEQ2SEQ_KINDS,
     Seq2SeqClassifier,
@@ -35,10 +33,8 @@ from ptm_core.finetune.text_to_text import (
     TextToTextModel,
     save_text_to_text,
 )
-from ptm_core.peft import PeftConfig, attach_peft, count_trainable
+from ptm_core.peft import PeftConfig, attach_peft
 from ptm_core.training import TrainerConfig
-
-logger = logging.getLogger(__name__)
 
 
 def finetune_seq2seq(
@@ -158,23 +154,16 @@ def finetune_seq2seq(
 
     if peft is not None:
         attach_peft(network, peft)
-    trainable = count_trainable(network)
-    logger.info("%s: %s%s", task.name, trainable.describe(), f" ({peft.method})" if peft else "")
-    data = TaskBatches(
-        train.rows,
-        featurizer,
-        task.batch_size,
+    return train_task(
+        network,
+        task,
+        train,
+        dev,
+        trainer,
+        save_final=save_final,
         seed=seed,
         num_workers=num_workers,
         group_by_length=group_by_length,
-    )
-    return train_and_score(
-        network,
-        data,
-        trainer,
-        save_final=save_final,
-        score=lambda: evaluate_task(network, task, dev),
-        name=task.name,
-        metric=str(task.metric),
-        facts=trainable.facts(),
+        featurizer=featurizer,
+        peft=peft,
     )
