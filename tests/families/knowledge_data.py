@@ -2,7 +2,9 @@
 
 On top of :mod:`generated_knowledge`'s KG and text corpus (not the samples): a linked
 corpus of its entities (as the linker writes it) and labelled TSVs (entity typing: is the
-entity a person, a city or a country?) for the fine-tuning families.
+entity a person, a city or a country?) for the fine-tuning families; and
+:class:`LinkedKnowledgeContract`, the case of the families that pre-train on that KG and
+linked corpus and fine-tune on the typing task (ERNIE-THU, KnowBERT).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
+from family_contract import FAST, FamilyContract
 from generated_knowledge import write_knowledge
 
 from ptm_knowledge.linking.corpus import LinkedDocument, SentenceMention, write_linked_corpus
@@ -80,3 +84,91 @@ def generate(folder: Path, *, seed: int = 7) -> GeneratedKnowledge:
         dev=typing(folder / "dev.tsv", dev_rows),
         entity_ids=[e for e, _, _ in entities],
     )
+
+
+TINY = [
+    "model.hidden_size=32",
+    "model.num_heads=2",
+    "model.intermediate_size=64",
+    "data.max_length=32",
+    "data.batch_size=8",
+    "trainer.max_steps=2",
+    "trainer.device=cpu",
+]
+
+
+def task_overrides(data_root: Path, key: str) -> list[str]:
+    """The generated entity-typing task (under ``data_root/data``) as the task block ``key``
+    (``task`` in configs/finetune.yaml, ``<recipe>.task`` in an experiment)."""
+    data = generate(data_root / "data")
+    return [
+        f"{key}.train={data.train}",
+        f"{key}.dev={data.dev}",
+        f"{key}.max_length=16",
+        f"{key}.batch_size=8",
+    ]
+
+
+class LinkedKnowledgeContract(FamilyContract):
+    """A family that pre-trains on the generated KG + linked corpus (KG embeddings
+    included) and fine-tunes on the generated entity-typing task by its experiment.
+
+    Subclasses set ``family``, the two experiments, the experiment's task block
+    (``finetune_task_key``) and the overrides that size their KG embeddings
+    (``kg_overrides``).
+    """
+
+    finetune_config = "config"  # the fine-tuning experiment
+    pretrain_experiment: ClassVar[str]
+    finetune_experiment: ClassVar[str]
+    finetune_task_key: ClassVar[str]
+    kg_overrides: ClassVar[tuple[str, ...]]
+
+    def pretrain_overrides(self, tmp_path: Path) -> list[str]:
+        data = generate(tmp_path.parent / "data")
+        return [
+            f"experiment={self.pretrain_experiment}",
+            *TINY,
+            f"data.kg={data.kg}",
+            f"data.linked_corpus={data.linked_corpus}",
+            "data.tokenizer=null",
+            "data.vocab_size=200",
+            *self.kg_overrides,
+            f"trainer.output_dir={tmp_path / 'run'}",
+        ]
+
+    def evaluation_corpus(self, tmp_path: Path) -> str | None:
+        return str(generate(tmp_path / "data").linked_corpus)
+
+    def finetune_overrides(self, tmp_path: Path, final_dir: Path) -> list[str]:
+        return [
+            f"experiment={self.finetune_experiment}",
+            f"init_from={final_dir}",
+            *task_overrides(tmp_path.parent, self.finetune_task_key),
+            "trainer.max_steps=2",
+            "trainer.device=cpu",
+            f"trainer.output_dir={tmp_path / 'run'}",
+        ]
+
+    def ptm_finetune(self, final: Path, data_root: Path, output_dir: Path, *extra: str) -> Any:
+        """``ptm finetune model=<final>`` (configs/finetune.yaml) on the generated typing task:
+        asserts the folder's kind picks this family and returns the run's result."""
+        from flows import runner
+        from flows.config import compose_config
+
+        cfg = compose_config(
+            [
+                *FAST,
+                "task=kg_entity_typing",
+                *task_overrides(data_root, "task"),
+                f"init_from={final}",
+                *extra,
+                "trainer.max_steps=2",
+                "trainer.device=cpu",
+                f"trainer.output_dir={output_dir}",
+            ],
+            config_name="finetune",
+        )
+        spec = runner.family_of_folder(final)
+        assert spec is not None and spec.name == self.family
+        return runner.finetune(spec, cfg)
