@@ -314,6 +314,35 @@ def mean_std(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def arm_cell(
+    runner: Runner,
+    task: str,
+    runs: Sequence[tuple[str, list[str], int]],
+    overrides: list[str],
+) -> dict[str, Any]:
+    """One arm of a row: ``runs`` are ``(run folder name, overrides, seed)`` (``task=`` is
+    put first); ``overrides`` is what the row records for the arm."""
+    results = [runner.run(name, [f"task={task}", *extra], seed) for name, extra, seed in runs]
+    return {
+        "overrides": overrides,
+        **mean_std([r["headline"] for r in results]),
+        "wall_s": [r["wall_s"] for r in results],
+        "all_dev": [
+            {k: v for k, v in r["final_metrics"].items() if k.startswith("dev/")} for r in results
+        ],
+    }
+
+
+def add_gain(row: dict[str, Any]) -> dict[str, Any]:
+    """With two arms: ``gain`` (the first minus the second, per seed) and ``wins``."""
+    labels = list(row["arms"])
+    if len(labels) == 2:
+        first, second = (row["arms"][label]["values"] for label in labels)
+        row["gain"] = mean_std([a - b for a, b in zip(first, second, strict=True)])
+        row["wins"] = sum(a > b for a, b in zip(first, second, strict=True))
+    return row
+
+
 def compare(
     runner: Runner,
     seeds: Sequence[int],
@@ -321,25 +350,12 @@ def compare(
     arms: dict[str, tuple[str, list[str]]],
 ) -> dict[str, Any]:
     """Every arm over every seed; arms are ``label: (run folder name, overrides)``."""
-    metric = headline(task)
-    row: dict[str, Any] = {"task": task, "metric": metric, "arms": {}}
+    row: dict[str, Any] = {"task": task, "metric": headline(task), "arms": {}}
     for label, (name, overrides) in arms.items():
         print(f"{task} / {label}: {' '.join(overrides)}", flush=True)
-        runs = [runner.run(name, [f"task={task}", *overrides], seed) for seed in seeds]
-        row["arms"][label] = {
-            "overrides": [f"task={task}", *overrides],
-            **mean_std([r["headline"] for r in runs]),
-            "wall_s": [r["wall_s"] for r in runs],
-            "all_dev": [
-                {k: v for k, v in r["final_metrics"].items() if k.startswith("dev/")} for r in runs
-            ],
-        }
-    labels = list(arms)
-    if len(labels) == 2:
-        first, second = (row["arms"][label]["values"] for label in labels)
-        row["gain"] = mean_std([a - b for a, b in zip(first, second, strict=True)])
-        row["wins"] = sum(a > b for a, b in zip(first, second, strict=True))
-    return row
+        runs = [(name, overrides, seed) for seed in seeds]
+        row["arms"][label] = arm_cell(runner, task, runs, [f"task={task}", *overrides])
+    return add_gain(row)
 
 
 def pretrained_vs_random(

@@ -18,25 +18,11 @@ that made them.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.finetune_gain import (
-    GAIN_BUDGETS,
-    GAIN_TASKS,
-    RESULTS,
-    Runner,
-    budget_overrides,
-    budget_text,
-    compare,
-    gain_digest,
-    table,
-)
-from benchmarks.gain_pretraining import pretrain_on_gain_corpus
+from benchmarks.finetune_gain import GAIN_TASKS, Runner, budget_text, gain_digest, table
+from benchmarks.gain_pretraining import arm_rows, pretrain_on_gain_corpus, write_results
 
 ARMS = {
     "GLM": ["experiment=glm_tiny"],
@@ -111,37 +97,24 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    finals, pre = {}, {}
+    finals: dict[tuple[str, int], Path] = {}
+    pre: dict[str, dict[str, Any]] = {}
     for arm in arms_chosen:
-        finals[arm], pre[arm] = pretrain(arm, args.pretrain_steps, args.threads)
+        finals[arm, 0], pre[arm] = pretrain(arm, args.pretrain_steps, args.threads)
     tag = f"glm-gain-{args.pretrain_steps}-{gain_digest()}"
-    runner, rows = Runner(), []
-    for task in tasks:
-        budget = dict(GAIN_BUDGETS[task])
-        arms = {
-            arm: (
-                f"{tag}/{task}/{arm.split()[0].lower()}",
-                [f"model={finals[arm]}", *budget_overrides(budget)],
-            )
-            for arm in arms_chosen
-        }
-        row = compare(runner, seeds, task, arms)
-        row["budget"] = budget
-        rows.append(row)
-    record = {
-        "command": "python -m benchmarks.glm_gain "
-        + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
-        "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
-        "seeds": seeds,
-        "arms": arms_chosen,
-        "pretrain": pre,
-        "rows": rows,
-        "note": args.note,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(render(record))
-    print(render(record))
+    rows = arm_rows(Runner(), seeds, tasks, finals, tag, slug=lambda arm: arm.split()[0].lower())
+    write_results(
+        "glm_gain",
+        argv,
+        args.threads,
+        seeds,
+        args.name,
+        render,
+        arms=arms_chosen,
+        pretrain=pre,
+        rows=rows,
+        note=args.note,
+    )
 
 
 if __name__ == "__main__":

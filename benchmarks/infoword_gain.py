@@ -19,27 +19,11 @@ so the spread includes the pre-training's. Writes
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.finetune_gain import (
-    GAIN_BUDGETS,
-    GAIN_TASKS,
-    RESULTS,
-    Runner,
-    budget_overrides,
-    budget_text,
-    compare,
-    gain_digest,
-    headline,
-    mean_std,
-    table,
-)
-from benchmarks.gain_pretraining import pretrain_on_gain_corpus
+from benchmarks.finetune_gain import GAIN_TASKS, Runner, budget_text, gain_digest, table
+from benchmarks.gain_pretraining import arm_rows, pretrain_on_gain_corpus, write_results
 
 EXPERIMENT = "infoword_tiny"
 # Arm label -> extra pre-training overrides (the ablation swaps the objective group only).
@@ -118,38 +102,6 @@ def render(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def paired_row(
-    runner: Runner,
-    seeds: list[int],
-    task: str,
-    budget: dict[str, Any],
-    finals: dict[tuple[str, int], Path],
-    tag: str,
-) -> dict[str, Any]:
-    """One task, both arms, fine-tuning seed ``k`` from the arm's pre-training seed ``k``
-    (the shape of :func:`benchmarks.finetune_gain.compare`'s rows)."""
-    metric = headline(task)
-    row: dict[str, Any] = {"task": task, "metric": metric, "arms": {}}
-    for label in ARMS:
-        runs = []
-        for seed in seeds:
-            overrides = [f"task={task}", f"model={finals[label, seed]}", *budget_overrides(budget)]
-            name = f"{tag}/{task}/{label.replace(' ', '_')}-pre{seed}"
-            runs.append(runner.run(name, overrides, seed))
-        row["arms"][label] = {
-            "overrides": [f"task={task}", "model=<the arm's final/ of seed k>"],
-            **mean_std([r["headline"] for r in runs]),
-            "wall_s": [r["wall_s"] for r in runs],
-            "all_dev": [
-                {k: v for k, v in r["final_metrics"].items() if k.startswith("dev/")} for r in runs
-            ],
-        }
-    first, second = (row["arms"][label]["values"] for label in ARMS)
-    row["gain"] = mean_std([a - b for a, b in zip(first, second, strict=True)])
-    row["wins"] = sum(a > b for a, b in zip(first, second, strict=True))
-    return row
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pretrain-steps", type=int, default=800)
@@ -190,38 +142,20 @@ def main(argv: list[str] | None = None) -> None:
             )
             pres.append(pre)
     tag = f"{stem}-{args.pretrain_steps}-{gain_digest()}" + ("-paired" if args.paired else "")
-    runner = Runner()
-    rows = []
-    for task in tasks:
-        budget = dict(GAIN_BUDGETS[task])
-        if args.paired:
-            row = paired_row(runner, seeds, task, budget, finals, tag)
-        else:
-            arms = {
-                label: (
-                    f"{tag}/{task}/{label.replace(' ', '_')}",
-                    [f"model={finals[label, 0]}", *budget_overrides(budget)],
-                )
-                for label in ARMS
-            }
-            row = compare(runner, seeds, task, arms)
-        row["budget"] = budget
-        rows.append(row)
-    record = {
-        "command": "python -m benchmarks.infoword_gain "
-        + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])),
-        "machine": f"{platform.machine()}, torch CPU, {args.threads or 'default'} thread(s)",
-        "seeds": seeds,
-        "paired": args.paired,
-        "dim_weight": args.dim_weight,
-        "pretrain": pres,
-        "rows": rows,
-        "note": args.note,
-    }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / f"{stem}.md").write_text(render(record))
-    print(render(record))
+    rows = arm_rows(Runner(), seeds, tasks, finals, tag, paired=args.paired)
+    write_results(
+        "infoword_gain",
+        argv,
+        args.threads,
+        seeds,
+        stem,
+        render,
+        paired=args.paired,
+        dim_weight=args.dim_weight,
+        pretrain=pres,
+        rows=rows,
+        note=args.note,
+    )
 
 
 if __name__ == "__main__":
