@@ -95,6 +95,10 @@ _EXPORTS = {
     "ImageBertModel": "ptm_multimodal.imagebert",
     "ImageBertOutput": "ptm_multimodal.imagebert",
     "imagebert": "ptm_multimodal.imagebert",
+    "build_imagebert": "ptm_multimodal.imagebert",
+    "build_visualbert": "ptm_multimodal.visualbert",
+    "build_vlbert": "ptm_multimodal.vlbert",
+    "SingleStreamSize": "ptm_multimodal.single_stream_size",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -7,8 +7,9 @@ from typing import Any
 
 from torch import Tensor
 
-from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize
+from ptm_core.encoders import EncoderOutput, TransformerEncoder
 from ptm_multimodal.feature_spec import FeatureSpec
+from ptm_multimodal.single_stream_size import SingleStreamSize, flat_size_builder
 from ptm_multimodal.visualbert import VisualBertModel, visualbert_encoder
 
 
@@ -125,34 +126,24 @@ class ImageBertModel(VisualBertModel):
         )
 
 
-def imagebert(
-    vocab_size: int = 30522,
-    visual_embedding_dim: int = 2048,
-    hidden_size: int = 768,
-    num_layers: int = 12,
-    num_heads: int = 12,
-    intermediate_size: int | None = None,
-    max_positions: int = 512,
-    type_vocab_size: int = 2,
-    dropout: float = 0.1,
-    attention_dropout: float = 0.1,
-    activation: str = "gelu",
-    layer_norm_eps: float = 1e-12,
-    feature_spec: dict[str, Any] | FeatureSpec | None = None,
-    pad_token_id: int = 0,
+def build_imagebert(
+    size: SingleStreamSize, *, feature_spec: dict[str, Any] | FeatureSpec | None = None
 ) -> ImageBertModel:
-    """Build an ImageBERT from numbers (Hydra ``_target_`` of ``model/imagebert_*``).
+    """Build an ImageBERT of ``size`` (:class:`SingleStreamSize`).
 
-    ``max_positions`` and ``type_vocab_size`` are the text's; the core encoder gets the
-    regions' dummy position row and their segment rows (as :func:`visualbert`).
+    ``size.max_positions`` and ``size.type_vocab_size`` are the text's; the core encoder
+    gets the regions' dummy position row and their segment rows (as :func:`visualbert`).
     """
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    size = TransformerSize.pick(locals(), max_positions=max_positions + 1)
     return ImageBertModel(
-        visualbert_encoder(size, type_vocab_size),
-        visual_embedding_dim,
-        text_positions=max_positions,
-        text_type_vocab_size=type_vocab_size,
+        visualbert_encoder(size.encoder_size(1), size.type_vocab_size),
+        size.visual_embedding_dim,
+        text_positions=size.max_positions,
+        text_type_vocab_size=size.type_vocab_size,
         feature_spec=feature_spec,
     )
+
+
+# The Hydra ``_target_`` of ``model/imagebert_*``: the sizes as keyword arguments.
+imagebert = flat_size_builder(build_imagebert)

@@ -15,6 +15,7 @@ from ptm_multimodal.feature_spec import (
     check_feature_width,
     check_model_features,
 )
+from ptm_multimodal.single_stream_size import SingleStreamSize, flat_size_builder
 
 
 class VisualBertModel(WrapsTextEncoder):
@@ -205,40 +206,31 @@ def text_vectors(
     return encoder.word_embeddings(input_ids)
 
 
-def visualbert(
-    vocab_size: int = 30522,
-    visual_embedding_dim: int = 2048,
-    hidden_size: int = 768,
-    num_layers: int = 12,
-    num_heads: int = 12,
-    intermediate_size: int | None = None,
-    max_positions: int = 512,
-    type_vocab_size: int = 2,
-    dropout: float = 0.1,
-    attention_dropout: float = 0.1,
-    activation: str = "gelu",
-    layer_norm_eps: float = 1e-12,
+def build_visualbert(
+    size: SingleStreamSize,
+    *,
     box_position: bool = True,
     feature_spec: dict[str, Any] | FeatureSpec | None = None,
-    pad_token_id: int = 0,
 ) -> VisualBertModel:
-    """Build a VisualBERT from numbers (Hydra ``_target_`` of ``model/visualbert_*``).
+    """Build a VisualBERT of ``size`` (:class:`SingleStreamSize`).
 
-    ``max_positions`` and ``type_vocab_size`` are the text's; the core encoder gets one
-    extra position row and ``type_vocab_size`` extra segment rows for the regions.
+    ``size.max_positions`` and ``size.type_vocab_size`` are the text's; the core encoder
+    gets one extra position row and ``type_vocab_size`` extra segment rows for the regions.
     """
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    # One extra position row for the regions.
-    size = TransformerSize.pick(locals(), max_positions=max_positions + 1)
     return VisualBertModel(
-        visualbert_encoder(size, type_vocab_size),
-        visual_embedding_dim,
-        text_positions=max_positions,
-        text_type_vocab_size=type_vocab_size,
+        visualbert_encoder(size.encoder_size(1), size.type_vocab_size),  # the regions' row
+        size.visual_embedding_dim,
+        text_positions=size.max_positions,
+        text_type_vocab_size=size.type_vocab_size,
         box_position=box_position,
         feature_spec=feature_spec,
     )
+
+
+# The Hydra ``_target_`` of ``model/visualbert_*``: the sizes as keyword arguments.
+visualbert = flat_size_builder(build_visualbert)
 
 
 def visualbert_encoder(size: TransformerSize, type_vocab_size: int) -> TransformerEncoder:

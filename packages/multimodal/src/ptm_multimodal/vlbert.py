@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ptm_core.encoders import EncoderOutput, TransformerEncoder, TransformerSize, builders
+from ptm_core.encoders import EncoderOutput, TransformerEncoder, builders
 from ptm_core.encoders.text_stack import WrapsTextEncoder
 from ptm_multimodal.feature_spec import (
     FeatureMismatchError,
@@ -16,6 +16,7 @@ from ptm_multimodal.feature_spec import (
     check_feature_width,
     check_model_features,
 )
+from ptm_multimodal.single_stream_size import SingleStreamSize, flat_size_builder
 
 #: The 5-d box encoding (:func:`~ptm_multimodal.boxes.encode_boxes`) of the whole image.
 WHOLE_IMAGE_BOX = (0.0, 0.0, 1.0, 1.0, 1.0)
@@ -278,39 +279,31 @@ class VlbertModel(WrapsTextEncoder):
         )
 
 
-def vlbert(
-    vocab_size: int = 30522,
-    visual_embedding_dim: int = 2048,
-    hidden_size: int = 768,
-    num_layers: int = 12,
-    num_heads: int = 12,
-    intermediate_size: int | None = None,
-    max_positions: int = 512,
-    type_vocab_size: int = 2,
-    dropout: float = 0.1,
-    attention_dropout: float = 0.1,
-    activation: str = "gelu",
-    layer_norm_eps: float = 1e-12,
+def build_vlbert(
+    size: SingleStreamSize,
+    *,
     visual_scale_init: float = 0.0,
     feature_spec: dict[str, Any] | FeatureSpec | None = None,
-    pad_token_id: int = 0,
     text_only_rows: bool = True,
 ) -> VlbertModel:
-    """Build a VL-BERT from numbers (Hydra ``_target_`` of ``model/vlbert_*``).
+    """Build a VL-BERT of ``size`` (:class:`SingleStreamSize`).
 
-    ``max_positions`` and ``type_vocab_size`` are the text's; the core encoder gets two
-    extra position rows (the visual elements' and ``[END]``'s) and one segment row.
+    ``size.max_positions`` and ``size.type_vocab_size`` are the text's; the core encoder
+    gets two extra position rows (the visual elements' and ``[END]``'s) and one segment row.
     """
     if isinstance(feature_spec, dict):
         feature_spec = FeatureSpec.from_dict(feature_spec)
-    size = TransformerSize.pick(locals(), max_positions=max_positions + 2)
-    encoder = builders.bert(size, type_vocab_size=type_vocab_size + 1)
+    encoder = builders.bert(size.encoder_size(2), type_vocab_size=size.type_vocab_size + 1)
     return VlbertModel(
         encoder,
-        visual_embedding_dim,
-        text_positions=max_positions,
-        text_type_vocab_size=type_vocab_size,
+        size.visual_embedding_dim,
+        text_positions=size.max_positions,
+        text_type_vocab_size=size.type_vocab_size,
         visual_scale_init=visual_scale_init,
         feature_spec=feature_spec,
         text_only_rows=text_only_rows,
     )
+
+
+# The Hydra ``_target_`` of ``model/vlbert_*``: the sizes as keyword arguments.
+vlbert = flat_size_builder(build_vlbert)
