@@ -23,6 +23,7 @@ import ptm_multilingual.finetune as xlm_finetune
 from flows import runner
 from flows.config import compose_config
 from ptm_core.peft import PeftConfig, SoftPromptEncoder, attach_peft
+from ptm_core.peft.prompts import text_positions
 from ptm_multilingual.finetune import XLMClassifier, build_xlm_classifier, load_xlm_classifier
 from ptm_multilingual.model import XLMEncoder
 
@@ -127,3 +128,27 @@ def test_a_prompt_takes_the_rows_language(xlm_dir: Path) -> None:  # noqa: F811
             ).last_hidden_state
 
     assert_prompt_seen_and_padding_hidden(encode, wrapped.prompt, mask)
+
+
+def test_a_prompt_too_long_for_the_rows_names_xlms_own_keys(
+    xlm_dir: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """XLM's settings are ``xlm_finetune.*``: when the prompt leaves a row no room, the
+    message names the keys the user sets there, not core's ``finetune``/``task`` ones."""
+    positions = text_positions(XLMEncoder.from_pretrained(xlm_dir))  # what the prompt fits in
+    assert positions is not None
+    with pytest.raises(ValueError) as caught:
+        run(
+            xlm_dir,
+            tmp_path / "long",
+            "prompt",
+            f"xlm_finetune.peft_virtual_tokens={positions - 2}",
+            steps=1,
+        )
+    message = str(caught.value)
+    assert "plus" in message and "prompt tokens exceeds" in message, message
+    assert message.endswith(
+        "lower xlm_finetune.max_length to 2 or xlm_finetune.peft_virtual_tokens"
+    )
+    assert " finetune." not in message and " task." not in message

@@ -36,10 +36,9 @@ def finetune_xlm(run: FinetuneRun) -> XLMFinetuneResult:
             "xlm_finetune.train_file is not set; give the labelled training file "
             "(experiment=xlm_zero_shot sets the English sample)"
         )
-    try:
-        peft = PeftConfig.from_options(options)
-    except ValueError as exc:  # core names its own block; XLM's settings are xlm_finetune.*
-        raise ValueError(str(exc).replace("finetune.", "xlm_finetune.")) from None
+    peft = PeftConfig.from_options(
+        options, block="xlm_finetune", max_length_key="xlm_finetune.max_length"
+    )
     return finetune_xlm_classifier(
         init_from,
         train=(options.train_file, options.train_lang),

@@ -123,10 +123,9 @@ def _finetune(run: FinetuneRun, family: str) -> FinetuneResult:
             f"multimodal_finetune.architecture={options.architecture}; use the {family} "
             "experiment or set multimodal_finetune.architecture=null"
         )
-    try:
-        peft = PeftConfig.from_options(options)
-    except ValueError as exc:  # core names its own block; these settings are multimodal_*
-        raise ValueError(str(exc).replace("finetune.", "multimodal_finetune.")) from None
+    peft = PeftConfig.from_options(
+        options, block="multimodal_finetune", max_length_key="multimodal_finetune.task.max_length"
+    )
     return finetune_image_text(
         options.task,
         init_from=init_from,

@@ -115,13 +115,19 @@ def attach_peft(model: nn.Module, config: PeftConfig) -> nn.Module:
     elif config.method == "prefix":
         # A wrapper (ERNIE-THU, XLM...) holds its core text encoder as ``text_stack``.
         add_prefixes(getattr(encoder, "text_stack", encoder), config.num_virtual_tokens)
-    elif hasattr(encoder, PROMPT_ATTRIBUTE):
-        stream = getattr(encoder, PROMPT_ATTRIBUTE)
-        setattr(
-            encoder, stream, SoftPromptEncoder(getattr(encoder, stream), config.num_virtual_tokens)
-        )
     else:
-        model.encoder = SoftPromptEncoder(encoder, config.num_virtual_tokens)
+        keys = {
+            "max_length_key": config.max_length_key,
+            "virtual_tokens_key": config.virtual_tokens_key,
+        }
+        if hasattr(encoder, PROMPT_ATTRIBUTE):
+            stream = getattr(encoder, PROMPT_ATTRIBUTE)
+            prompted = SoftPromptEncoder(
+                getattr(encoder, stream), config.num_virtual_tokens, **keys
+            )
+            setattr(encoder, stream, prompted)
+        else:
+            model.encoder = SoftPromptEncoder(encoder, config.num_virtual_tokens, **keys)
     return model
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PEFT_METHODS: tuple[str, ...] = ("none", "lora", "ia3", "prompt", "prefix")
@@ -28,6 +28,11 @@ class PeftConfig:
         target_modules: the encoder's ``nn.Linear`` names LoRA/IA3 wrap; ``None``: the
             attention and feed-forward projections (:data:`~ptm_core.peft.library.DEFAULT_TARGETS`).
         num_virtual_tokens: soft-prompt or prefix length.
+        block: the config block the settings are read from (``finetune``; a family's own,
+            such as ``xlm_finetune``): messages name ``<block>.peft_*``, the keys the user
+            sets. Not a setting: not recorded, not compared.
+        max_length_key: the setting that bounds a row's tokens (``task.max_length``;
+            ``xlm_finetune.max_length``...), named where a soft prompt leaves a row no room.
     """
 
     method: str = "none"
@@ -36,25 +41,33 @@ class PeftConfig:
     dropout: float = 0.0
     target_modules: tuple[str, ...] | None = None
     num_virtual_tokens: int = 20
+    block: str = field(default="finetune", compare=False)
+    max_length_key: str = field(default="task.max_length", compare=False)
 
     def __post_init__(self) -> None:
         if self.method not in PEFT_METHODS:
             raise ValueError(
-                f"finetune.peft: unknown method {self.method!r}; valid: {', '.join(PEFT_METHODS)}"
+                f"{self.block}.peft: unknown method {self.method!r}; valid: "
+                f"{', '.join(PEFT_METHODS)}"
             )
         if self.r < 1:
-            raise ValueError(f"finetune.peft_r must be >= 1 (the LoRA rank), got {self.r}")
+            raise ValueError(f"{self.block}.peft_r must be >= 1 (the LoRA rank), got {self.r}")
         if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"finetune.peft_dropout must be in [0, 1), got {self.dropout}")
+            raise ValueError(f"{self.block}.peft_dropout must be in [0, 1), got {self.dropout}")
         if self.num_virtual_tokens < 1:
             raise ValueError(
-                f"finetune.peft_virtual_tokens must be >= 1, got {self.num_virtual_tokens}"
+                f"{self.virtual_tokens_key} must be >= 1, got {self.num_virtual_tokens}"
             )
         if self.target_modules is not None and not self.target_modules:
             raise ValueError(
-                "finetune.peft_target_modules is empty; give module names (e.g. [query, value]) "
-                "or null for the defaults"
+                f"{self.block}.peft_target_modules is empty; give module names (e.g. "
+                "[query, value]) or null for the defaults"
             )
+
+    @property
+    def virtual_tokens_key(self) -> str:
+        """The setting of the soft-prompt or prefix length, as the user sets it."""
+        return f"{self.block}.peft_virtual_tokens"
 
     @property
     def enabled(self) -> bool:
@@ -64,6 +77,8 @@ class PeftConfig:
     def to_dict(self) -> dict[str, Any]:
         """The settings as ``task.json`` records them (only those the method reads)."""
         record = asdict(self)
+        for key in ("block", "max_length_key"):  # where the settings came from, not settings
+            record.pop(key)
         if self.method in LIBRARY_METHODS:
             record.pop("num_virtual_tokens")
             record["target_modules"] = list(self.target_modules) if self.target_modules else None
@@ -85,8 +100,12 @@ class PeftConfig:
         return cls(**{**record, "target_modules": tuple(targets) if targets else None})
 
     @classmethod
-    def from_options(cls, options: Any) -> PeftConfig:
-        """From the ``finetune`` block (:class:`~ptm_core.families.core_settings.FinetuneOptions`)."""
+    def from_options(
+        cls, options: Any, *, block: str = "finetune", max_length_key: str = "task.max_length"
+    ) -> PeftConfig:
+        """From the ``finetune`` block (:class:`~ptm_core.families.core_settings.FinetuneOptions`),
+        or a family's block ``block`` with the same ``peft*`` keys (its messages name them, and
+        ``max_length_key``)."""
         targets = options.peft_target_modules
         return cls(
             method=str(options.peft),
@@ -95,4 +114,6 @@ class PeftConfig:
             dropout=float(options.peft_dropout),
             target_modules=tuple(str(t) for t in targets) if targets else None,
             num_virtual_tokens=int(options.peft_virtual_tokens),
+            block=block,
+            max_length_key=max_length_key,
         )

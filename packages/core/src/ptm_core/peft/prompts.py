@@ -62,6 +62,10 @@ class SoftPromptEncoder(nn.Module):
     Args:
         encoder: the frozen encoder (its ``word_embeddings`` table gives the width ``E``).
         num_virtual_tokens: ``P``.
+        max_length_key: the setting that bounds a row's tokens, named when a row and the
+            prompt exceed the encoder's positions (a family's own: ``xlm_finetune.max_length``).
+        virtual_tokens_key: the setting of ``P``, named there too
+            (:attr:`~ptm_core.peft.config.PeftConfig.virtual_tokens_key`).
 
     Shapes:
         ``forward`` takes the encoder's inputs ``(B, L)`` (``attention_mask`` ``(B, L)`` or
@@ -72,11 +76,19 @@ class SoftPromptEncoder(nn.Module):
 
     encoder: Any  # a TransformerEncoder (or XLNetEncoder); typed loosely to stay below them
 
-    def __init__(self, encoder: nn.Module, num_virtual_tokens: int) -> None:
+    def __init__(
+        self,
+        encoder: nn.Module,
+        num_virtual_tokens: int,
+        *,
+        max_length_key: str = "task.max_length",
+        virtual_tokens_key: str = "finetune.peft_virtual_tokens",
+    ) -> None:
         super().__init__()
         check_takes_vectors(encoder)
         self.encoder = encoder
         self.num_virtual_tokens = num_virtual_tokens
+        self.length_keys = (max_length_key, virtual_tokens_key)
         self.prompt = nn.Parameter(
             vocabulary_prompt(token_table(encoder).weight, num_virtual_tokens)
         )  # (P, E)
@@ -108,10 +120,11 @@ class SoftPromptEncoder(nn.Module):
         batch, length = input_ids.shape
         count = self.num_virtual_tokens
         if self.max_length is not None and length > self.max_length:
+            max_length_key, virtual_tokens_key = self.length_keys
             raise ValueError(
                 f"a row of {length} tokens plus {count} prompt tokens exceeds the encoder's "
-                f"{self.max_length + count} positions; lower task.max_length to "
-                f"{self.max_length} or finetune.peft_virtual_tokens"
+                f"{self.max_length + count} positions; lower {max_length_key} to "
+                f"{self.max_length} or {virtual_tokens_key}"
             )
         words = token_table(self.encoder)(input_ids)  # (B, L, E)
         prompt = self.prompt.to(words.dtype).unsqueeze(0).expand(batch, -1, -1)  # (B, P, E)

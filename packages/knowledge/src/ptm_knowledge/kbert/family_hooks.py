@@ -53,10 +53,7 @@ def finetune(run: FinetuneRun) -> FinetuneResult:
 
     settings: KBertSettings = run.settings or KBertSettings()
     data, options = settings.data, settings.kbert
-    try:
-        peft = PeftConfig.from_options(options)
-    except ValueError as exc:  # core names its own block; K-BERT's settings are kbert.*
-        raise ValueError(str(exc).replace("finetune.", "kbert.")) from None
+    peft = PeftConfig.from_options(options, block="kbert", max_length_key="kbert.max_length")
     if peft.enabled and not options.init_from:
         raise ValueError(
             f"kbert.peft={peft.method} trains an adapter on a pre-trained encoder: give "
