@@ -336,12 +336,10 @@ def finetune_ulmfit(
         dev metrics.
     """
     from ptm_core.atomic import atomic_write_text
-    from ptm_core.finetune.data.task_batches import TaskBatches
     from ptm_core.finetune.data.task_tokenizer import load_task_tokenizer
     from ptm_core.finetune.model import TASK_JSON
-    from ptm_core.finetune.scoring import evaluate_task, train_and_score
+    from ptm_core.finetune.scoring import train_task
     from ptm_core.finetune.task_data import read_task
-    from ptm_core.peft import count_trainable
     from ptm_core.seeding import derive_seed
 
     if task.kind != "classification":
@@ -372,8 +370,6 @@ def finetune_ulmfit(
         attach_lstm_peft(model, peft)
     else:
         peft = None
-    trainable = count_trainable(model)
-    print(f"{task.name}: {trainable.describe()}{f' ({peft.method})' if peft else ''}")
     # task.json in the fine-tuned format (ptm_core.finetune.model.read_task_json), so that
     # `ptm evaluate` and `predict` (ptm_core.finetune.recipe.load_finetuned) read it.
     record = {
@@ -406,18 +402,18 @@ def finetune_ulmfit(
 
         save_ulmfit_classifier(model, directory, extra_writers=[tokenizer.save, write_record])
 
-    data = TaskBatches(
-        train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
-    )
-    return train_and_score(
+    return train_task(
         model,
-        data,
+        task,
+        train,
+        dev,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev),
-        name=task.name,
-        metric=str(task.metric),
-        facts=trainable.facts(),
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=False,
+        peft=peft,
+        print_trainable=True,
     )
 
 

@@ -226,6 +226,7 @@ def train_task(
     group_by_length: bool = True,
     featurizer: Any = None,
     peft: PeftConfig | None = None,
+    print_trainable: bool = False,
 ) -> FinetuneResult:
     """Train a built task model on ``train`` and score it on ``dev`` (the core recipes' run).
 
@@ -248,9 +249,15 @@ def train_task(
             (T5's text-to-text mode).
         peft: the parameter-efficient method the caller attached (named in the log line),
             or None (everything trains).
+        print_trainable: print the trainable-parameter line instead of logging it (the
+            families whose fine-tunes print it: ERNIE-THU, ULMFiT).
     """
     trainable = count_trainable(model)
-    logger.info("%s: %s%s", task.name, trainable.describe(), f" ({peft.method})" if peft else "")
+    line = f"{task.name}: {trainable.describe()}{f' ({peft.method})' if peft else ''}"
+    if print_trainable:
+        print(line)
+    else:
+        logger.info("%s", line)
     data = TaskBatches(
         train.rows,
         featurizer if featurizer is not None else train.featurizer,

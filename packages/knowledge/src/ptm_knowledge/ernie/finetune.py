@@ -20,7 +20,7 @@ frozen TransE table the pre-training used) into that token. Here:
   :class:`~ptm_knowledge.ernie.thu_encoder.KnowledgeableEncoder` + a core task head;
   ``use_entities=False`` is the kg-free ablation (the same model, no entity embedding is
   fused anywhere);
-- **run** (this module): :func:`~ptm_core.finetune.scoring.train_and_score` (core Trainer,
+- **run** (this module): :func:`~ptm_core.finetune.scoring.train_task` (core Trainer,
   ``final/``, ``eval.json``); :func:`predict_ernie` reads ``final/``.
 """
 
@@ -35,13 +35,12 @@ from typing import Any, Literal, cast
 import torch
 from torch import nn
 
-from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.recipe import check_peft_run
-from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_task
 from ptm_core.finetune.task_data import TaskData, read_task
 from ptm_core.finetune.task_spec import TaskSpec
-from ptm_core.peft import PeftConfig, count_trainable
+from ptm_core.peft import PeftConfig
 from ptm_core.seeding import derive_seed
 from ptm_core.training import TrainerConfig
 from ptm_knowledge.ernie.peft_io import attach_ernie_peft, save_ernie_peft_model
@@ -238,8 +237,6 @@ def finetune_ernie_thu(
     )
     if peft is not None:
         attach_ernie_peft(model, peft)
-    trainable = count_trainable(model)
-    print(f"{task.name}: {trainable.describe()}{f' ({peft.method})' if peft else ''}")
     record = {
         "task": task.to_dict(),
         "kg": str(Path(kg).resolve()),
@@ -260,18 +257,18 @@ def finetune_ernie_thu(
                 extra_writers=[tokenizer.save],
             )  # fmt: skip
 
-    batches = TaskBatches(
-        train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
-    )
-    return train_and_score(
+    return train_task(
         model,
-        batches,
+        task,
+        train,
+        dev,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev),
-        name=task.name,
-        metric=str(task.metric),
-        facts=trainable.facts(),
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=False,
+        peft=peft,
+        print_trainable=True,
     )
 
 
