@@ -8,8 +8,6 @@ from typing import Any
 
 import torch
 
-from ptm_core.objectives.inputs import build_objective
-
 SIZES: dict[str, dict[str, Any]] = {
     "mini": dict(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024
@@ -39,9 +37,6 @@ def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
 
     from ptm_core import TransformerEncoder
     from ptm_core.checkpoints.hf.bert_heads import hf_head_state, load_bert_pretraining_heads
-    from ptm_core.models import PretrainingModel
-    from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
-    from ptm_core.tokenization import VocabInfo
 
     torch.manual_seed(seed)
     settings: dict[str, Any] = {
@@ -56,14 +51,56 @@ def build_pair(size: str, *, dropout: float = 0.1, seed: int = 0) -> BertPair:
     with tempfile.TemporaryDirectory() as directory:
         theirs.save_pretrained(directory)
         encoder = TransformerEncoder.from_pretrained(directory)
-        vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
-        mlm, nsp = (
-            build_objective(MaskedLMObjective, encoder, vocab),
-            build_objective(NextSentenceObjective, encoder, vocab),
-        )
-        load_bert_pretraining_heads(hf_head_state(directory), mlm, nsp)
-    ours = PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp}))
+        ours = _ptm_pretraining(encoder)
+        heads = ours.objectives.objectives
+        load_bert_pretraining_heads(hf_head_state(directory), heads["mlm"], heads["nsp"])
     return BertPair(ours=ours, theirs=theirs, encoder=encoder)
+
+
+def _ptm_pretraining(encoder: Any) -> Any:
+    """ptm's MLM + NSP pre-training model on ``encoder``."""
+    from ptm_core.models import PretrainingModel
+    from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
+    from ptm_core.objectives.inputs import build_objective
+    from ptm_core.tokenization import VocabInfo
+
+    vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
+    mlm = build_objective(MaskedLMObjective, encoder, vocab)
+    nsp = build_objective(NextSentenceObjective, encoder, vocab)
+    return PretrainingModel(encoder, ObjectiveMix({"mlm": mlm, "nsp": nsp}))
+
+
+def build_alone(impl: str, size: str, *, dropout: float = 0.1, seed: int = 0) -> Any:
+    """One side's pre-training model, built as its own users build it, importing only its
+    own library (``"ptm"``: ``bert_encoder`` + MLM + NSP; ``"transformers"``:
+    ``BertForPreTraining``). The same architecture as :func:`build_pair`'s, other random
+    weights: for whole-process memory, where the other library and a second copy of the
+    weights would count against the side being measured."""
+    torch.manual_seed(seed)
+    shape = SIZES[size]
+    if impl == "transformers":
+        from transformers import BertConfig, BertForPreTraining
+
+        config = BertConfig(
+            vocab_size=VOCAB_SIZE,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+            attn_implementation="sdpa",
+            **shape,
+        )
+        return BertForPreTraining(config)
+    from ptm_core.encoders.presets import bert_encoder
+
+    encoder = bert_encoder(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=shape["hidden_size"],
+        num_layers=shape["num_hidden_layers"],
+        num_heads=shape["num_attention_heads"],
+        intermediate_size=shape["intermediate_size"],
+        dropout=dropout,
+        attention_dropout=dropout,
+    )
+    return _ptm_pretraining(encoder)
 
 
 def make_batch(batch_size: int, length: int, *, seed: int = 0) -> dict[str, torch.Tensor]:

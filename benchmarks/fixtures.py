@@ -40,6 +40,8 @@ def bench_env(**extra: str) -> dict[str, str]:
     parallelism (``tokenizers`` would otherwise use every core inside each process).
     """
     env = dict(os.environ)
+    # Start-up figures are a user's: sources compiled once, not again in every process.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",

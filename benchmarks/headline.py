@@ -27,6 +27,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -108,16 +109,24 @@ def bench_inference(
 def bench_memory(size: str) -> dict[str, Any]:
     """Whole-process peak training memory, each side in its default precision, MB."""
     out: dict[str, Any] = {}
-    for impl in ("ptm", "transformers"):
-        command = [sys.executable, "-m", "benchmarks.memory", "--impl", impl, "--size", size]
-        done = subprocess.run(
-            [*command, "--whole", "--precision", "default"],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=ROOT,
-        )
-        out[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory() as directory:
+        batch_file = Path(directory) / "batch.pt"
+        torch.save(make_batch(8, 128), batch_file)
+        for impl in ("ptm", "transformers"):
+            command = [sys.executable, "-m", "benchmarks.memory", "--impl", impl, "--size", size]
+            command += ["--whole", "--precision", "default", "--alone", "--batch-file"]
+            done = subprocess.run(
+                [*command, str(batch_file)],
+                capture_output=True,
+                text=True,
+                check=True,
+                cwd=ROOT,
+            )
+            out[impl] = json.loads(done.stdout.strip().splitlines()[-1])
+    other = {"ptm": "transformers", "transformers": "ptm_core"}
+    for impl, name in other.items():
+        if out[impl]["loaded"][name]:
+            raise RuntimeError(f"the {impl} memory process imported {name}: not measured alone")
     out["ratio"] = out["ptm"]["peak_mb"] / out["transformers"]["peak_mb"]
     return out
 

@@ -199,6 +199,32 @@ def train_old(corpus: Path, tokenizer: Path, run_dir: Path, timeout: float) -> d
     return result
 
 
+def second_run(
+    corpus: Path, tokenizer: Path, cache_root: Path, run_dir: Path, repeat: int
+) -> dict[str, Any]:
+    """The second run on the unchanged raw corpus, ``repeat`` times: the run with the median
+    time to its first metrics line, with every run's time beside it."""
+    runs = [
+        train(
+            run_dir,
+            [
+                f"data.corpus={corpus}",
+                f"data.cache_dir={cache_root}",
+                f"data.tokenizer={tokenizer}",
+                "data.num_workers=1",
+            ],
+            timeout=600,
+        )
+        for _ in range(repeat)
+    ]
+    firsts = [r["first_line_s"] for r in runs if r.get("first_line_s") is not None]
+    if not firsts:
+        return runs[-1]
+    middle = sorted(firsts)[(len(firsts) - 1) // 2]
+    chosen = next(r for r in runs if r.get("first_line_s") == middle)
+    return {**chosen, "first_line_s_runs": firsts}
+
+
 def run(
     sizes: list[str],
     old_sizes: list[str],
@@ -206,8 +232,14 @@ def run(
     *,
     prepare_timeout: float = 3600,
     train_timeout: float = 1800,
+    second_runs: int = 1,
+    second_run_only: bool = False,
 ) -> dict[str, Any]:
-    """Every size in turn; the JSON-ready results."""
+    """Every size in turn; the JSON-ready results.
+
+    ``second_run_only``: the cache folder of an earlier run of this benchmark is reused (it
+    must hold the size's prepared copy) and only the second run is timed.
+    """
     tokenizer = ensure_tokenizer(corpus_path("100MB"))
     cache_root = BENCH_DIR / "scale" / "cache"
     runs = BENCH_DIR / "scale" / "runs"
@@ -220,25 +252,23 @@ def run(
             "corpus_ready_s": time.perf_counter() - start,
         }
         target = prepared_dir(corpus, tokenizer, cache_root)
-        print(f"[{size}] prepare -> {target}", flush=True)
-        entry["prepare"] = prepare(corpus, tokenizer, target, workers, prepare_timeout)
-        if "error" not in entry["prepare"]:
-            print(f"[{size}] train, data.prepared", flush=True)
-            entry["train_prepared"] = train(
-                runs / f"{size}-prepared",
-                [f"data.prepared={target}", "data.tokenizer=null", "data.num_workers=1"],
-                timeout=train_timeout,
-            )
+        if second_run_only:
+            if not (target / "manifest.json").is_file():
+                raise SystemExit(f"--second-run-only: {target} holds no prepared corpus")
+        else:
+            print(f"[{size}] prepare -> {target}", flush=True)
+            entry["prepare"] = prepare(corpus, tokenizer, target, workers, prepare_timeout)
+        if second_run_only or "error" not in entry["prepare"]:
+            if not second_run_only:
+                print(f"[{size}] train, data.prepared", flush=True)
+                entry["train_prepared"] = train(
+                    runs / f"{size}-prepared",
+                    [f"data.prepared={target}", "data.tokenizer=null", "data.num_workers=1"],
+                    timeout=train_timeout,
+                )
             print(f"[{size}] train, data.corpus (second run, cached)", flush=True)
-            entry["train_cached_raw"] = train(
-                runs / f"{size}-cached-raw",
-                [
-                    f"data.corpus={corpus}",
-                    f"data.cache_dir={cache_root}",
-                    f"data.tokenizer={tokenizer}",
-                    "data.num_workers=1",
-                ],
-                timeout=min(train_timeout, 600),
+            entry["train_cached_raw"] = second_run(
+                corpus, tokenizer, cache_root, runs / f"{size}-cached-raw", second_runs
             )
         if size in old_sizes:
             print(f"[{size}] train, old raw path ({OLD_COMMIT})", flush=True)
@@ -346,10 +376,13 @@ def _targets(sizes: dict[str, Any]) -> list[str]:
     cached = large.get("train_cached_raw", {})
     if cached.get("first_line_s") is not None:
         first = cached["first_line_s"]
+        each = cached.get("first_line_s_runs", [first])
+        runs = f"median of {len(each)} runs: " + ", ".join(f"{x:.1f}" for x in each) + " s; "
         out.append(
             f"- Second run on the unchanged 1 GB corpus: first metrics line after {first:.1f} s "
-            f"({'met' if first <= 15 else 'NOT met'}, target <= 15 s; includes interpreter, "
-            "torch import, config, model build and the first step)."
+            f"({runs if len(each) > 1 else ''}{'met' if first <= 10 else 'NOT met'}, target "
+            "<= 10 s (#36); includes interpreter, torch import, config, model build and the "
+            "first step)."
         )
     shares = [
         e["train_prepared"]["data_wait_share_median_after_first"]
@@ -376,10 +409,24 @@ def main() -> None:
     parser.add_argument(
         "--fresh", action="store_true", help="drop the sizes of an earlier scale.json"
     )
+    parser.add_argument(
+        "--second-runs", type=int, default=1, help="time the second run this many times"
+    )
+    parser.add_argument(
+        "--second-run-only",
+        action="store_true",
+        help="only the second run, on the cache of an earlier run (kept: its other figures)",
+    )
     args = parser.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
     old = [s for s in args.old_sizes.split(",") if s]
-    results = run(sizes, old, args.workers)
+    results = run(
+        sizes,
+        old,
+        args.workers,
+        second_runs=args.second_runs,
+        second_run_only=args.second_run_only,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     previous = args.out / "scale.json"
     if not args.fresh and previous.exists():
@@ -388,7 +435,10 @@ def main() -> None:
         for entry in earlier["sizes"].values():
             entry.setdefault("date", earlier["date"])
             entry.setdefault("command", earlier["command"])
-        merged = {**earlier["sizes"], **results["sizes"]}
+        merged = {
+            size: {**earlier["sizes"].get(size, {}), **entry} if args.second_run_only else entry
+            for size, entry in {**earlier["sizes"], **results["sizes"]}.items()
+        }
         results["sizes"] = dict(sorted(merged.items(), key=lambda kv: kv[1]["corpus_bytes"]))
     (args.out / "scale.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)

@@ -29,3 +29,17 @@ def test_counted_training_flops_match_the_hand_formula() -> None:
 def test_share_of_peak() -> None:
     # 1,000 tokens/s at 2 GFLOP per 100-token step = 20 GFLOP/s; of a 40 GFLOP/s peak: half.
     assert share(1000.0, 2 * 10**9, 100, 40.0) == 0.5
+
+
+def test_memory_processes_build_the_same_models_alone() -> None:
+    # The whole-process memory rows build one side only (no second library, no second
+    # copy of the weights); the models must be the ones the speed rows time.
+    from benchmarks.bert_pair import build_alone, build_pair
+
+    pair = build_pair("mini")
+    for impl, paired in (("ptm", pair.ours), ("transformers", pair.theirs)):
+        alone = build_alone(impl, "mini")
+        assert type(alone) is type(paired)
+        shapes = {name: tuple(p.shape) for name, p in alone.state_dict().items()}
+        assert shapes == {name: tuple(p.shape) for name, p in paired.state_dict().items()}
+        assert repr(alone) == repr(paired)  # dropout rates, activations, norms

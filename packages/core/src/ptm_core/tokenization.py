@@ -449,7 +449,7 @@ class WordPieceTokenizer(BackendTokenizer):
     def tokenize_ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Word-piece ids of many texts, without special tokens (fast path: no offsets)."""
         encodings = self._backend.encode_batch_fast(list(texts), add_special_tokens=False)
-        return [list(encoding.ids) for encoding in encodings]
+        return [encoding.ids for encoding in encodings]  # a new list on every read
 
     def build_inputs(
         self, a_ids: Sequence[int], b_ids: Sequence[int] | None = None

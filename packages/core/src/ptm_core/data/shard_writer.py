@@ -291,7 +291,7 @@ def _tokenize(
         ids = tokenizer.tokenize_ids_batch(batch)
     else:  # a folder's BPE/Unigram tokenizer: its pieces, without <s> ... </s>
         encodings = tokenizer.backend.encode_batch_fast(batch, add_special_tokens=False)
-        ids = [list(encoding.ids) for encoding in encodings]
+        ids = [encoding.ids for encoding in encodings]
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
     return flat.tobytes(), lengths

@@ -83,15 +83,14 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, device: torch.devic
 class _ScaleByMask(torch.autograd.Function):
     """``x * mask * scale`` in x's dtype; backward is the same product of the gradient."""
 
+    # ``forward(ctx, ...)`` rather than ``setup_context``: with ``setup_context`` every
+    # ``apply`` binds its arguments through ``inspect.signature`` (about 70 us a call, 2% of
+    # a BERT-mini fine-tuning step); this Function never runs under torch.func or compile.
     @staticmethod
-    def forward(x: Tensor, mask: Tensor, scale: float) -> Tensor:
-        return torch.addcmul(x.new_zeros(()), x, mask, value=scale)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-        _, mask, scale = inputs
+    def forward(ctx: Any, x: Tensor, mask: Tensor, scale: float) -> Tensor:
         ctx.save_for_backward(mask)
         ctx.scale = scale
+        return torch.addcmul(x.new_zeros(()), x, mask, value=scale)
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
