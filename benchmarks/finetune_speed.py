@@ -1,6 +1,6 @@
 """Fine-tuning speed: ptm's fine-tuning epoch against the transformers Trainer at its best.
 
-    nice -n 15 python -m benchmarks.finetune_speed --sizes mini,base --threads 1
+    python -m benchmarks.finetune_speed --sizes mini,base --pairs 3 --threads 1
 
 One process times, in interleaved pairs (the order rotates every pair), one epoch of:
 
@@ -258,9 +258,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"{head['gemm_peak_gflops']['2']:.0f} GFLOP/s on 2. torch {head['torch']}, "
         f"transformers {head['transformers']}; {head['threads']} thread(s) per process.",
         "",
-        f"Command: `{head['command']}` (run under `nice -n 15` on a 2-core machine shared "
-        f"with other jobs: load average {head['load_before']} before, "
-        f"{head['load_after']} after; the spread of the rounds is shown).",
+        f"Command: `{head['command']}` (niceness {head.get('niceness', 'not recorded')}, "
+        f"load average {head['load_before']} before, {head['load_after']} after, on a 2-core "
+        "machine; the spread of the rounds is shown).",
         "",
         f"Task: GLUE-like single-sentence classification, lengths lognormal "
         f"{MIN_TOKENS}..{MAX_TOKENS} tokens (median {MEDIAN_TOKENS:.0f}), batch {BATCH}; "
@@ -332,6 +332,7 @@ def main() -> None:
         "pairs": args.pairs,
         "command": "python -m benchmarks.finetune_speed " + " ".join(sys.argv[1:]),
         "load_before": _load(),
+        "niceness": os.nice(0),
         "padding_random": padding_share(lengths, BATCH),
         "padding_sorted": padding_share(sorted(lengths), BATCH),
     }
