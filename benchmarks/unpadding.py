@@ -28,39 +28,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.bert_pair import SIZES, VOCAB_SIZE, make_batch, ptm_optimizer
+from benchmarks.bert_pair import SIZES, build_alone, make_batch, ptm_optimizer
 from benchmarks.paired import CpuSteal, machine_name, steal_note, time_paired
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def build_model(size: str, *, dropout: float = 0.1, seed: int = 0) -> torch.nn.Module:
-    """ptm ``PretrainingModel`` (MLM + NSP) with BERT ``size``'s shape, random weights."""
-    from ptm_core.encoders.presets import bert_encoder
-    from ptm_core.models import PretrainingModel
-    from ptm_core.objectives import MaskedLMObjective, NextSentenceObjective, ObjectiveMix
-    from ptm_core.objectives.inputs import build_objective
-    from ptm_core.tokenization import VocabInfo
-
-    shape = SIZES[size]
-    torch.manual_seed(seed)
-    encoder = bert_encoder(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=shape["hidden_size"],
-        num_layers=shape["num_hidden_layers"],
-        num_heads=shape["num_attention_heads"],
-        intermediate_size=shape["intermediate_size"],
-        dropout=dropout,
-        attention_dropout=dropout,
-    )
-    vocab = VocabInfo(VOCAB_SIZE, 0, 100, 101, 102, 103)
-    mix = ObjectiveMix(
-        {
-            "mlm": build_objective(MaskedLMObjective, encoder, vocab),
-            "nsp": build_objective(NextSentenceObjective, encoder, vocab),
-        }
-    )
-    return PretrainingModel(encoder, mix)
 
 
 def padded_batch(
@@ -88,7 +59,7 @@ def bench_row(
     """One paired measurement: unpadded ("ours") vs padded ("theirs")."""
     from ptm_core.modules.execution import ExecutionSettings, apply_execution_settings
 
-    unpadded = build_model(size)
+    unpadded = build_alone("ptm", size)
     padded = copy.deepcopy(unpadded)
     apply_execution_settings(unpadded, ExecutionSettings(unpadding="on"))
     apply_execution_settings(padded, ExecutionSettings(unpadding="off"))
