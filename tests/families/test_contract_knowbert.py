@@ -38,3 +38,5 @@ def test_ptm_finetune_of_a_knowbert_folder_runs_its_task_adapter(tmp_path: Path)
         record = json.loads((Path(result.encoder_dir) / "task.json").read_text())
         assert record["recipe"] == "knowbert_finetune" and record["use_kar"] is use
         assert (Path(result.encoder_dir) / "knowbert_config.json").is_file()
+        # Its run goes through train_task, as every family's: eval.json says what trained.
+        assert result.final_metrics["parameters/trainable_share"] == 1.0

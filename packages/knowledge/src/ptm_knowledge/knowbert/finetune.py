@@ -18,10 +18,9 @@ import torch
 from torch import Tensor, nn
 
 from ptm_core.finetune.data.features import Batch, pad_rows
-from ptm_core.finetune.data.task_batches import TaskBatches
 from ptm_core.finetune.data.task_tokenizer import TaskTokenizer, load_task_tokenizer
 from ptm_core.finetune.model import TaskOutput, write_task_directory
-from ptm_core.finetune.scoring import FinetuneResult, evaluate_task, train_and_score
+from ptm_core.finetune.scoring import FinetuneResult, train_task
 from ptm_core.finetune.task_data import TaskData, read_task
 from ptm_core.finetune.task_spec import TaskSpec
 from ptm_core.seeding import derive_seed
@@ -252,17 +251,16 @@ def finetune_knowbert(
             writer="finetune_knowbert",
         )
 
-    batches = TaskBatches(
-        train.rows, train.featurizer, task.batch_size, seed=seed, num_workers=num_workers
-    )
-    return train_and_score(
+    return train_task(
         model,
-        batches,
+        task,
+        train,
+        dev,
         trainer,
         save_final=save_final,
-        score=lambda: evaluate_task(model, task, dev),
-        name=task.name,
-        metric=str(task.metric),
+        seed=seed,
+        num_workers=num_workers,
+        group_by_length=False,
     )
 
 
