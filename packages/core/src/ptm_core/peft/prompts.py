@@ -239,7 +239,37 @@ def prompt_mask(mask: Tensor | None, count: int) -> Tensor | None:
     raise ValueError(f"attention_mask must be (B, L) or (B, L, L), got {tuple(mask.shape)}")
 
 
-class PrefixAttention(nn.Module):
+class PrefixKeyValues(nn.Module):
+    """A frozen attention block and ``P`` trained key and value vectors for it (prefix
+    tuning, Li & Liang, 2021): what :class:`PrefixAttention` and the seq2seq
+    ``PrefixCrossAttention`` share.
+
+    Args:
+        attention: the frozen block (``num_heads``, ``head_dim``, ``out_proj``,
+            ``apply_execution_settings``).
+        num_virtual_tokens: ``P``.
+    """
+
+    def __init__(self, attention: Any, num_virtual_tokens: int) -> None:
+        super().__init__()
+        self.attention = attention
+        self.num_virtual_tokens = num_virtual_tokens
+        inner = attention.num_heads * attention.head_dim
+        weight = attention.out_proj.weight
+        # peft's prefix encoder is an nn.Embedding: N(0, 1) entries.
+        self.prefix_key = nn.Parameter(
+            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
+        )
+        self.prefix_value = nn.Parameter(
+            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
+        )
+
+    def apply_execution_settings(self, settings: Any) -> None:
+        """Pass a run's kernels to the wrapped attention."""
+        self.attention.apply_execution_settings(settings)
+
+
+class PrefixAttention(PrefixKeyValues):
     """Self-attention that attends ``P`` trained keys and values first (Li & Liang, 2021).
 
     The prefix enters through the attention block's cached-keys path
@@ -258,23 +288,10 @@ class PrefixAttention(nn.Module):
         ``(B, L, D)``.
     """
 
-    def __init__(self, attention: MultiHeadSelfAttention, num_virtual_tokens: int) -> None:
-        super().__init__()
-        self.attention = attention
-        self.num_virtual_tokens = num_virtual_tokens
-        inner = attention.num_heads * attention.head_dim
-        weight = attention.out_proj.weight
-        # peft's prefix encoder is an nn.Embedding: N(0, 1) entries.
-        self.prefix_key = nn.Parameter(
-            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
-        )
-        self.prefix_value = nn.Parameter(
-            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
-        )
+    attention: MultiHeadSelfAttention
 
-    def apply_execution_settings(self, settings: Any) -> None:
-        """Pass a run's kernels to the wrapped attention."""
-        self.attention.apply_execution_settings(settings)
+    def __init__(self, attention: MultiHeadSelfAttention, num_virtual_tokens: int) -> None:
+        super().__init__(attention, num_virtual_tokens)
 
     def forward(
         self, hidden_states: Tensor, mask: Any = None, return_scores: bool = False

@@ -35,6 +35,7 @@ from ptm_core.encoders.output import EncoderOutput
 from ptm_core.modules.cross_attention import MultiHeadCrossAttention
 from ptm_core.peft.prompts import (
     PrefixAttention,
+    PrefixKeyValues,
     add_prefixes,
     prefix_heads,
     prefix_visible,
@@ -159,7 +160,7 @@ class SoftPromptSeq2Seq(nn.Module):
         return generation.generate(self, input_ids, attention_mask, **options)
 
 
-class PrefixCrossAttention(nn.Module):
+class PrefixCrossAttention(PrefixKeyValues):
     """Cross-attention that attends ``P`` trained keys and values before the memory's
     (Li & Liang, 2021: the reference code's ``encoder_decoder`` prefix).
 
@@ -178,23 +179,10 @@ class PrefixCrossAttention(nn.Module):
         ``(B, Lq, D)``.
     """
 
-    def __init__(self, attention: MultiHeadCrossAttention, num_virtual_tokens: int) -> None:
-        super().__init__()
-        self.attention = attention
-        self.num_virtual_tokens = num_virtual_tokens
-        inner = attention.num_heads * attention.head_dim
-        weight = attention.out_proj.weight
-        # N(0, 1), as PrefixAttention's (peft's prefix encoder is an nn.Embedding).
-        self.prefix_key = nn.Parameter(
-            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
-        )
-        self.prefix_value = nn.Parameter(
-            torch.randn(num_virtual_tokens, inner, device=weight.device, dtype=weight.dtype)
-        )
+    attention: MultiHeadCrossAttention
 
-    def apply_execution_settings(self, settings: Any) -> None:
-        """Pass a run's kernels to the wrapped attention."""
-        self.attention.apply_execution_settings(settings)
+    def __init__(self, attention: MultiHeadCrossAttention, num_virtual_tokens: int) -> None:
+        super().__init__(attention, num_virtual_tokens)
 
     def forward(self, hidden_states: Tensor, memory: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.attend(hidden_states, *self.project_memory(memory), mask)
