@@ -40,7 +40,10 @@ from ptm_core.tokenization import VocabInfo, WordPieceTokenizer
 from ptm_core.training.checkpointing import find_latest_checkpoint
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from ptm_core.finetune.data.task_tokenizer import TaskTokenizer
+    from ptm_core.training.run import TrainingRun
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +73,30 @@ class PretrainResult:
     last_checkpoint: Path | None
     final_metrics: dict[str, Any] = field(default_factory=dict)
     num_examples: int = 0
+
+    @classmethod
+    def of_run(
+        cls,
+        run: TrainingRun,
+        output_dir: Path,
+        num_examples: int,
+        *,
+        final_metrics: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> Self:
+        """The result of a finished ``run`` whose folder is ``output_dir`` (its tokenizer
+        in ``RUN_TOKENIZER``); ``final_metrics`` replaces the run's last record, ``extra``
+        fills a subclass's own fields."""
+        return cls(
+            output_dir=output_dir,
+            encoder_dir=run.final_dir,
+            tokenizer_dir=output_dir / RUN_TOKENIZER,
+            metrics_path=run.result.metrics_path,
+            last_checkpoint=run.result.last_checkpoint,
+            final_metrics=run.final_metrics if final_metrics is None else final_metrics,
+            num_examples=num_examples,
+            **extra,
+        )
 
 
 class HasSentences(Protocol):

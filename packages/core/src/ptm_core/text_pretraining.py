@@ -141,15 +141,7 @@ def _plan_text(run: PretrainRun, *, relative: bool) -> PretrainingPlan:
         save_final=lambda final: encoder.save_pretrained(
             final, extra_writers=[tok.save, lambda path: save_heads(mix, encoder, path)]
         ),
-        finish=lambda trained: PretrainResult(
-            output_dir=output_dir,
-            encoder_dir=trained.final_dir,
-            tokenizer_dir=output_dir / RUN_TOKENIZER,
-            metrics_path=trained.result.metrics_path,
-            last_checkpoint=trained.result.last_checkpoint,
-            final_metrics=trained.final_metrics,
-            num_examples=len(examples),
-        ),
+        finish=lambda trained: PretrainResult.of_run(trained, output_dir, len(examples)),
         callbacks=run.callbacks,
     )
 

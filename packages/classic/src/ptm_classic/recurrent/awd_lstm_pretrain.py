@@ -24,7 +24,7 @@ from ptm_classic.recurrent.bptt import BPTTBatches, LMTokenStream
 from ptm_classic.recurrent.lm_objective import NAME, network_loss
 from ptm_classic.settings import AWDLSTMData
 from ptm_core.families.runner import PretrainingPlan, PretrainRun
-from ptm_core.pretraining import RUN_TOKENIZER, PretrainResult, open_training_corpus
+from ptm_core.pretraining import PretrainResult, open_training_corpus
 from ptm_core.seeding import derive_seed
 from ptm_core.training.run import TrainingRun
 
@@ -118,14 +118,8 @@ def plan_awd_lstm(run: PretrainRun) -> PretrainingPlan:
             metrics.get("perplexity", float("nan")),
             metrics.get("valid_perplexity", float("nan")),
         )
-        return PretrainResult(
-            output_dir=output_dir,
-            encoder_dir=trained.final_dir,
-            tokenizer_dir=output_dir / RUN_TOKENIZER,
-            metrics_path=trained.result.metrics_path,
-            last_checkpoint=trained.result.last_checkpoint,
-            final_metrics=metrics,
-            num_examples=train.batches_per_epoch * batch_size,
+        return PretrainResult.of_run(
+            trained, output_dir, train.batches_per_epoch * batch_size, final_metrics=metrics
         )
 
     return PretrainingPlan(

@@ -42,13 +42,12 @@ from ptm_knowledge.ernie.pretraining import (
     _finish,
     _text_encoder,
     knowledge_rows,
-    open_linked_corpus,
+    open_run_corpus,
 )
 from ptm_knowledge.ernie.thu_encoder import KnowledgeableEncoder
 from ptm_knowledge.family_ernie import ErnieBaiduSettings, ErnieThuSettings
 from ptm_knowledge.kg import load_entity_embeddings, load_knowledge_graph, train_kg_embeddings
 from ptm_knowledge.kg_corpus_settings import KGCorpusData
-from ptm_knowledge.linking.corpus import linked_corpus_for
 
 logger = logging.getLogger(__name__)
 
@@ -69,27 +68,6 @@ def _model(run: PretrainRun) -> Callable[..., TransformerEncoder]:
     if run.model is None:
         raise ValueError("no model: set the model preset (model=bert_tiny)")
     return run.model
-
-
-def _open(
-    run: PretrainRun, data: KGCorpusData, tokenizer: Any = None, **options: Any
-) -> tuple[KnowledgeStore, Any, Any]:
-    """The linked corpus (linked now unless given), its store and tokenizer
-    (``tokenizer``, an ``init_from`` folder's own, replaces ``data.tokenizer``)."""
-    output_dir = run.output_dir
-    linked = None if data.prepared else linked_corpus_for(data, output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    store, tok = open_linked_corpus(
-        linked,
-        data.prepared,
-        output_dir=output_dir,
-        tokenizer=tokenizer or data.tokenizer,
-        vocab_size=data.vocab_size,
-        lowercase=data.lowercase,
-        cache_dir=data.cache_dir,
-        **options,
-    )
-    return store, tok, linked
 
 
 # ---------------------------------------------------------------------- ERNIE-Baidu
@@ -113,7 +91,7 @@ def plan_ernie_baidu(run: PretrainRun) -> PretrainingPlan:
             f"objective.schedule_fractions needs 3 shares (basic, phrase, entity), got {fractions}"
         )
     phrases = _built(run, "objective.phrases")
-    store, tok, _ = _open(run, data, phrases=list(phrases) if phrases else None)
+    store, tok, _ = open_run_corpus(run, data, phrases=list(phrases) if phrases else None)
     store.bind_entities(None)
     text = _text_encoder(_model(run), tok.vocab_size, run.seed)
     make = run.objectives.get("mlm")
@@ -251,7 +229,7 @@ def plan_ernie_thu(run: PretrainRun) -> PretrainingPlan:
     """
     settings: ErnieThuSettings = run.settings or ErnieThuSettings()
     data, knowledge = settings.data, settings.knowledge
-    store, tok, linked = _open(run, data, _folder_tokenizer(knowledge.init_from, data))
+    store, tok, linked = open_run_corpus(run, data, _folder_tokenizer(knowledge.init_from, data))
     factories: dict[str, Callable[..., Any]] = dict(
         run.objectives or {"mlm": MaskedLMObjective, "nsp": NextSentenceObjective}
     )

@@ -18,7 +18,7 @@ import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
@@ -50,7 +50,11 @@ from ptm_knowledge.ernie.knowledge_store import KnowledgeRows, KnowledgeStore
 from ptm_knowledge.ernie.linked_shards import iter_numbered_documents
 from ptm_knowledge.ernie.phrases import CollocationPhrases, NounChunkPhrases, PhraseExtractor
 from ptm_knowledge.ernie.prepared import ERNIE_FORMAT, phrase_key, prepare_linked_corpus
-from ptm_knowledge.linking.corpus import LinkedDocument, write_linked_corpus
+from ptm_knowledge.linking.corpus import LinkedDocument, linked_corpus_for, write_linked_corpus
+
+if TYPE_CHECKING:
+    from ptm_core.families.runner import PretrainRun
+    from ptm_knowledge.kg_corpus_settings import KGCorpusData
 
 logger = logging.getLogger(__name__)
 
@@ -72,15 +76,7 @@ def _text_encoder(source: EncoderSource, vocab_size: int, seed: int) -> Transfor
 
 
 def _finish(run: TrainingRun, output_dir: Path, num_examples: int) -> PretrainResult:
-    return PretrainResult(
-        output_dir=output_dir,
-        encoder_dir=run.final_dir,
-        tokenizer_dir=output_dir / RUN_TOKENIZER,
-        metrics_path=run.result.metrics_path,
-        last_checkpoint=run.result.last_checkpoint,
-        final_metrics=run.final_metrics,
-        num_examples=num_examples,
-    )
+    return PretrainResult.of_run(run, output_dir, num_examples)
 
 
 # ---------------------------------------------------------------------- opening the data
@@ -242,6 +238,29 @@ def open_linked_corpus(
     keep_run_tokenizer(tok, output_dir)
     report_tokenizer(store, tok.vocab_info.unk_id, tok.vocab_size, source)
     return store, tok
+
+
+def open_run_corpus(
+    run: PretrainRun, data: KGCorpusData, tokenizer: Any = None, **options: Any
+) -> tuple[KnowledgeStore, Any, Any]:
+    """A run's linked corpus (linked now into the run folder unless ``data.prepared`` is
+    given), its store and tokenizer (``tokenizer``, an ``init_from`` folder's own, replaces
+    ``data.tokenizer``); ``options`` go to :func:`open_linked_corpus`. The ERNIE and
+    KnowBERT plans open their data through this."""
+    output_dir = run.output_dir
+    linked = None if data.prepared else linked_corpus_for(data, output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    store, tok = open_linked_corpus(
+        linked,
+        data.prepared,
+        output_dir=output_dir,
+        tokenizer=tokenizer or data.tokenizer,
+        vocab_size=data.vocab_size,
+        lowercase=data.lowercase,
+        cache_dir=data.cache_dir,
+        **options,
+    )
+    return store, tok, linked
 
 
 def knowledge_rows(

@@ -27,7 +27,6 @@ from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.objectives.whole_word import UsesWordBoundaries
 from ptm_core.pretraining import (
-    RUN_TOKENIZER,
     PretrainResult,
     build_examples,
     open_training_corpus,
@@ -295,14 +294,11 @@ def plan_kepler(run: PretrainRun) -> PretrainingPlan:
         final = dict(trained.final_metrics)
         final.update({f"link_prediction/{k}": v for k, v in metrics.items()})
         final.update({f"random_baseline/{k}": v for k, v in baseline.items()})
-        return KeplerResult(
-            output_dir=output_dir,
-            encoder_dir=trained.final_dir,
-            tokenizer_dir=output_dir / RUN_TOKENIZER,
-            metrics_path=trained.result.metrics_path,
-            last_checkpoint=trained.result.last_checkpoint,
+        return KeplerResult.of_run(
+            trained,
+            output_dir,
+            len(examples),
             final_metrics=final,
-            num_examples=len(examples),
             link_prediction=metrics,
             random_baseline=baseline,
             num_train_triples=len(train),

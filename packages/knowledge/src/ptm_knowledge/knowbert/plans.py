@@ -28,7 +28,7 @@ from ptm_knowledge.ernie.pretraining import (
     _finish,
     _text_encoder,
     knowledge_rows,
-    open_linked_corpus,
+    open_run_corpus,
 )
 from ptm_knowledge.family_knowbert import STAGES, KarOptions, KnowBertSettings
 from ptm_knowledge.kg import load_entity_embeddings, load_knowledge_graph, train_kg_embeddings
@@ -37,7 +37,6 @@ from ptm_knowledge.knowbert.candidates import AliasCandidates, CandidateTransfor
 from ptm_knowledge.knowbert.kar import FIRST_ENTITY_ROW, KnowledgeAttentionRecontextualization
 from ptm_knowledge.knowbert.linking_objective import EntityLinkingObjective
 from ptm_knowledge.knowbert.model import KarSpec, KnowBertEncoder, recognizes
-from ptm_knowledge.linking.corpus import linked_corpus_for
 
 logger = logging.getLogger(__name__)
 
@@ -118,17 +117,7 @@ def plan_knowbert(run: PretrainRun) -> PretrainingPlan:
 
         own_tokenizer = find_tokenizer_directory(init_from)
     output_dir = run.output_dir
-    linked = None if data.prepared else linked_corpus_for(data, output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    store, tok = open_linked_corpus(
-        linked,
-        data.prepared,
-        output_dir=output_dir,
-        tokenizer=own_tokenizer or data.tokenizer,
-        vocab_size=data.vocab_size,
-        lowercase=data.lowercase,
-        cache_dir=data.cache_dir,
-    )
+    store, tok, _ = open_run_corpus(run, data, own_tokenizer)
     if continuing:
         network = KnowBertEncoder.from_pretrained(str(init_from))
         if set(network.kg_names) != set(options.kgs):

@@ -29,7 +29,7 @@ from ptm_core.families.runner import PretrainingPlan, PretrainRun
 from ptm_core.objectives import ObjectiveMix
 from ptm_core.objectives.base import Batch
 from ptm_core.objectives.inputs import build_objective
-from ptm_core.pretraining import RUN_TOKENIZER, PretrainResult, save_heads
+from ptm_core.pretraining import PretrainResult, save_heads
 from ptm_core.seeding import derive_seed, generator_for
 from ptm_core.training.run import TrainingRun
 from ptm_knowledge.ernie.knowledge_store import KnowledgeRows
@@ -241,15 +241,7 @@ def plan_wklm(run: PretrainRun) -> PretrainingPlan:
     )
 
     def finish(trained: TrainingRun) -> PretrainResult:
-        return PretrainResult(
-            output_dir=output_dir,
-            encoder_dir=trained.final_dir,
-            tokenizer_dir=output_dir / RUN_TOKENIZER,
-            metrics_path=trained.result.metrics_path,
-            last_checkpoint=trained.result.last_checkpoint,
-            final_metrics=trained.final_metrics,
-            num_examples=len(rows),
-        )
+        return PretrainResult.of_run(trained, output_dir, len(rows))
 
     return PretrainingPlan(
         network=text,

@@ -23,7 +23,6 @@ from ptm_core.model_kinds import read_model_kind
 from ptm_core.objectives.inputs import build_objective
 from ptm_core.objectives.mix import ObjectiveMix
 from ptm_core.pretraining import (
-    RUN_TOKENIZER,
     PretrainResult,
     load_init_heads,
     prepare_tokenizer,
@@ -132,15 +131,7 @@ def plan_sentilr(run: PretrainRun) -> PretrainingPlan:
         save_final=lambda final: save_sentilr(
             network, final, record=record, extra_writers=[tokenizer.save, heads]
         ),
-        finish=lambda trained: PretrainResult(
-            output_dir=output_dir,
-            encoder_dir=trained.final_dir,
-            tokenizer_dir=output_dir / RUN_TOKENIZER,
-            metrics_path=trained.result.metrics_path,
-            last_checkpoint=trained.result.last_checkpoint,
-            final_metrics=trained.final_metrics,
-            num_examples=len(examples),
-        ),
+        finish=lambda trained: PretrainResult.of_run(trained, output_dir, len(examples)),
         callbacks=run.callbacks,
     )
 
