@@ -16,7 +16,7 @@ from knowledge_sample_paths import KG_DIR
 
 from ptm_core.encoders import bert_encoder
 from ptm_core.finetune.data.examples import SentenceExample
-from ptm_knowledge.ernie import plans as ernie_plans
+from ptm_knowledge.ernie import pretraining as ernie_pretraining
 from ptm_knowledge.ernie.finetune import task_linker_options
 from ptm_knowledge.ernie.task_links import task_links
 from ptm_knowledge.ernie.thu_encoder import KNOWLEDGE_CONFIG, KnowledgeableEncoder
@@ -40,7 +40,8 @@ def test_corpus_linking_uses_data_linker(tmp_path: Path) -> None:
     strict = KGCorpusData(corpus=str(corpus), kg=str(KG_DIR), linker=LinkerSettings(threshold=5.0))
     assert _mentions(linked_corpus_for(strict, tmp_path / "strict")) == 0
     # the families that link a corpus all go through this one function
-    assert ernie_plans.linked_corpus_for is linked_corpus_for
+    # ERNIE and KnowBERT plans open their corpus through ernie.pretraining.open_run_corpus.
+    assert ernie_pretraining.linked_corpus_for is linked_corpus_for
     assert wklm_pretraining.linked_corpus_for is linked_corpus_for
 
 
