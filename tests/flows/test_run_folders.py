@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from kill_resume import ROOT, cli_env, own_corpus, own_task, own_vocab
+from terminal import sigint_as_in_a_terminal
 
 from flows.cli import main
 from flows.finetune import run_one, run_sweep
@@ -135,6 +136,7 @@ def test_pretrain_second_writer_seed_change_and_ctrl_c_are_one_line(
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_in_a_terminal,
     )
     _wait_for_steps(out / "metrics.jsonl", process, 7)
     # A second `ptm pretrain` into the same folder meanwhile: refused, naming the holder.

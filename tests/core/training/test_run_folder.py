@@ -25,6 +25,7 @@ import pytest
 import torch
 from conftest import ToyModel, ToySource
 from safetensors.torch import load_file
+from terminal import sigint_as_in_a_terminal
 
 from ptm_core.training import Trainer, TrainerConfig
 from ptm_core.training.run_folder import (
@@ -281,6 +282,7 @@ def test_ctrl_c_prints_one_line_with_the_resume_step(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_as_in_a_terminal,
     )
     deadline = time.monotonic() + 120
     metrics = out / "metrics.jsonl"
