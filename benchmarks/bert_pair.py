@@ -137,11 +137,20 @@ def hf_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     }
 
 
-def ptm_optimizer(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
-    """What ptm's Trainer builds: :func:`ptm_core.training.build_optimizer` on defaults."""
+def ptm_optimizer(
+    model: torch.nn.Module, lr: float, *, lookups: bool = True
+) -> torch.optim.Optimizer:
+    """What ptm's Trainer sets up on defaults: :func:`ptm_core.training.build_optimizer`
+    and, unless ``lookups`` is false (the Trainer's choice under ``torch.compile``), the
+    tied token table's lookups that add their gradient rows in place
+    (:class:`~ptm_core.training.sparse_lookups.TiedLookupRows`; BERT's MLM decoder gives
+    the table a gradient every step, so no ``flush`` is needed in these loops)."""
     from ptm_core.training import build_optimizer
     from ptm_core.training.config import TrainerConfig
+    from ptm_core.training.sparse_lookups import TiedLookupRows
 
+    if lookups:
+        TiedLookupRows(model)
     return build_optimizer(model, TrainerConfig(output_dir="unused", learning_rate=lr))
 
 

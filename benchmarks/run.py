@@ -90,7 +90,8 @@ def bench_train(
     ours.train(), theirs.train()
     lr = 1e-5
     if optimizers == "default":
-        opt_ours, opt_theirs = ptm_optimizer(ours, lr), hf_optimizer(theirs, lr)
+        opt_ours = ptm_optimizer(ours, lr, lookups=not compiled)
+        opt_theirs = hf_optimizer(theirs, lr)
     elif optimizers == "foreach":
         opt_ours = torch.optim.AdamW(ours.parameters(), lr=lr)
         opt_theirs = torch.optim.AdamW(theirs.parameters(), lr=lr)

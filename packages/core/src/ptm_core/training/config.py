@@ -60,6 +60,11 @@ class TrainerConfig:
             line every ``PTM_PROGRESS_SECONDS`` (:mod:`ptm_core.progress`).
         fused_optimizer: Use fused AdamW; ``None`` means fused wherever torch has the kernel
             for every trainable parameter (float tensors on CPU or CUDA).
+        sparse_lookups: Token tables tied to an output layer add their lookups' gradient
+            rows in place into that layer's dense gradient instead of building a second
+            dense ``(V, D)`` one (:mod:`ptm_core.training.sparse_lookups`; the same sum up
+            to float rounding, 94 MB less peak memory at BERT-base). ``None``: on in one
+            eager process; ``True`` refuses ``compile``, ``fsdp`` and ``devices > 1``.
         compile: Run the training step's forward (model and loss) through ``torch.compile``;
             its backward is compiled with it (AOTAutograd). The optimizer step stays eager
             (fused AdamW is already one kernel per group).
@@ -135,6 +140,7 @@ class TrainerConfig:
     resume: bool | str = True
     progress: bool = True
     fused_optimizer: bool | None = None
+    sparse_lookups: bool | None = None
     compile: bool = False
     cuda_graphs: bool = False
     activation_checkpointing: bool = False
@@ -237,6 +243,15 @@ class TrainerConfig:
             )
         if self.fused_optimizer is not None and not isinstance(self.fused_optimizer, bool):
             raise _fail("fused_optimizer", "must be true, false or None", self.fused_optimizer)
+        if self.sparse_lookups is not None and not isinstance(self.sparse_lookups, bool):
+            raise _fail("sparse_lookups", "must be true, false or None", self.sparse_lookups)
+        if self.sparse_lookups and (self.compile or self.fsdp or self.devices > 1):
+            raise _fail(
+                "sparse_lookups",
+                "applies to one eager process (compile, fsdp and devices > 1 keep dense "
+                "lookups): set it to null",
+                self.sparse_lookups,
+            )
         if self.schedule not in SCHEDULES:
             raise _fail("schedule", f"must be one of {', '.join(SCHEDULES)}", self.schedule)
         if not 0.0 < self.stlr_cut_frac < 1.0:

@@ -56,6 +56,7 @@ from ptm_core.training.run_folder import (
     locked_run_folder,
     write_fingerprint,
 )
+from ptm_core.training.sparse_lookups import TiedLookupRows
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +199,11 @@ class Trainer:
             )
         self.optimizer = build_optimizer(self.model, config)
         self.scheduler = build_schedule(self.optimizer, config)
+        if config.sparse_lookups and self.dist.enabled:
+            raise ValueError(
+                "TrainerConfig.sparse_lookups applies to one process; this run is distributed "
+                f"(world size {self.dist.world_size}): set trainer.sparse_lookups=null"
+            )
         # ULMFiT's gradual unfreezing: which depths train is a function of the step alone,
         # so a resumed run freezes exactly what an uninterrupted one did at that step.
         self._unfreezing: Any = None
@@ -230,6 +236,7 @@ class Trainer:
             immediate=self.device.type == "cpu" and not self.dist.enabled
         )
         self._lr = 0.0  # rate used by the last step, for logging
+        self._lookups: TiedLookupRows | None = None  # set up for the loop in _fit
         self._data_wait = 0.0  # seconds spent waiting for batches since the last log line
         self._fit_called = False
 
@@ -287,6 +294,12 @@ class Trainer:
             enabled=self.config.progress and main,
         )
         tokens, since, self._data_wait = 0, time.perf_counter(), 0.0
+        # Tied tables' lookups turn row-sparse for this loop only: the model leaves fit()
+        # as it came.
+        sparse = self.config.sparse_lookups is not False and not (
+            self.dist.enabled or self.config.fsdp or self.config.compile
+        )
+        self._lookups = TiedLookupRows(self.model) if sparse else None
         try:
             while self.step < self.config.max_steps:
                 tokens += self._train_step()
@@ -322,6 +335,9 @@ class Trainer:
         finally:
             bar.close()
             self.cursor.close()
+            if self._lookups is not None:
+                self._lookups.restore()
+                self._lookups = None
             if main:
                 self._call("on_train_end", self.step)
         return TrainResult(
@@ -437,6 +453,8 @@ class Trainer:
             self._window.add("loss", output.loss)
             for name, value in output.metrics.items():
                 self._window.add(f"model/{name}" if name in _RESERVED_KEYS else name, value)
+        if self._lookups is not None:
+            self._lookups.flush()
         if self._unfreezing is not None:
             self._unfreezing.on_after_backward(self.step)
         max_norm = self.config.max_grad_norm
