@@ -1,4 +1,6 @@
-"""Tied token tables' lookups add their gradient rows in place (trainer.sparse_lookups)."""
+"""Step paths that change how the trainer computes, not what: tied token tables add their
+lookups' gradient rows in place (trainer.sparse_lookups); clipping runs torch's multi-tensor
+norm and scaling on CPU too."""
 
 from __future__ import annotations
 
@@ -104,3 +106,27 @@ def test_true_is_refused_where_it_does_not_apply(tmp_path) -> None:
         TrainerConfig(output_dir=str(tmp_path), sparse_lookups=True, compile=True)
     with pytest.raises(ValueError, match="sparse_lookups"):
         TrainerConfig(output_dir=str(tmp_path), sparse_lookups="yes")  # type: ignore[arg-type]
+
+
+def test_clipping_runs_torchs_multi_tensor_path_on_cpu_with_the_same_result(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On CPU torch's default is the per-tensor loop (two small ops per parameter); the
+    # trainer asks for the multi-tensor one, which computes the same norm and scaling.
+    calls: list[object] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recording(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(kwargs.get("foreach"))
+        return clip(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording)
+    losses, weights = _fit(tmp_path, "foreach", None)
+    assert calls and set(calls) == {True}
+    monkeypatch.setattr(
+        torch.nn.utils, "clip_grad_norm_", lambda *a, **k: clip(*a, **{**k, "foreach": None})
+    )
+    loop_losses, loop_weights = _fit(tmp_path, "loop", None)
+    assert losses == loop_losses
+    for name in weights:
+        assert torch.equal(weights[name], loop_weights[name]), name
