@@ -4,10 +4,12 @@ norm and scaling on CPU too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import ToyModel, ToySource
 from torch import nn
 
 from ptm_core.training import Trainer, TrainerConfig
@@ -75,27 +77,28 @@ def test_the_tables_look_up_the_same_values_and_eval_is_untouched() -> None:
         assert model.table(ids).grad_fn is None
 
 
-def _fit(tmp_path, name: str, sparse: bool | None) -> tuple[list[float], dict[str, torch.Tensor]]:
-    torch.manual_seed(0)
-    model = ToyModel()
-    config = TrainerConfig(
-        output_dir=str(tmp_path / name),
-        max_steps=12,
-        log_every=1,
-        save_every=100,
-        progress=False,
-        device="cpu",
-        learning_rate=1e-2,
-        sparse_lookups=sparse,
-    )
-    result = Trainer(model, ToySource(), config).fit()
-    assert "forward" not in vars(model.embed)  # the model leaves fit() as it came
-    return [row["loss"] for row in result.history], model.state_dict()
+Fit = Callable[[str, "bool | None"], tuple[list[float], dict[str, torch.Tensor]]]
 
 
-def test_trainer_run_matches_dense_lookups_up_to_rounding(tmp_path) -> None:
-    losses, weights = _fit(tmp_path, "rows", None)
-    dense_losses, dense_weights = _fit(tmp_path, "dense", False)
+@pytest.fixture
+def fit(
+    make_model: Callable[..., Any], make_source: Callable[..., Any], make_config: Callable[..., Any]
+) -> Fit:
+    """``fit(name, sparse_lookups)``: the toy model (tied output layer) trained 12 steps."""
+
+    def run(name: str, sparse: bool | None) -> tuple[list[float], dict[str, torch.Tensor]]:
+        model = make_model()
+        config = make_config(name, max_steps=12, log_every=1, sparse_lookups=sparse)
+        result = Trainer(model, make_source(), config).fit()
+        assert "forward" not in vars(model.embed)  # the model leaves fit() as it came
+        return [row["loss"] for row in result.history], model.state_dict()
+
+    return run
+
+
+def test_trainer_run_matches_dense_lookups_up_to_rounding(fit: Fit) -> None:
+    losses, weights = fit("rows", None)
+    dense_losses, dense_weights = fit("dense", False)
     assert losses == pytest.approx(dense_losses, rel=1e-5)
     for name in weights:
         torch.testing.assert_close(weights[name], dense_weights[name], rtol=1e-4, atol=1e-6)
@@ -109,7 +112,7 @@ def test_true_is_refused_where_it_does_not_apply(tmp_path) -> None:
 
 
 def test_clipping_runs_torchs_multi_tensor_path_on_cpu_with_the_same_result(
-    tmp_path, monkeypatch: pytest.MonkeyPatch
+    fit: Fit, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # On CPU torch's default is the per-tensor loop (two small ops per parameter); the
     # trainer asks for the multi-tensor one, which computes the same norm and scaling.
@@ -121,12 +124,12 @@ def test_clipping_runs_torchs_multi_tensor_path_on_cpu_with_the_same_result(
         return clip(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording)
-    losses, weights = _fit(tmp_path, "foreach", None)
+    losses, weights = fit("foreach", None)
     assert calls and set(calls) == {True}
     monkeypatch.setattr(
         torch.nn.utils, "clip_grad_norm_", lambda *a, **k: clip(*a, **{**k, "foreach": None})
     )
-    loop_losses, loop_weights = _fit(tmp_path, "loop", None)
+    loop_losses, loop_weights = fit("loop", None)
     assert losses == loop_losses
     for name in weights:
         assert torch.equal(weights[name], loop_weights[name]), name
