@@ -7,8 +7,9 @@ second as a dense ``(V, D)`` tensor too (zeros, then the rows added), and autogr
 to the first at the end of backward, when every other gradient already exists. For
 BERT-base that is a 94 MB tensor written and read every step, at the moment of the
 process's peak memory. Measured on a 2-core AVX-512 CPU, bf16 autocast, batch 8 x 128
-(``python -m benchmarks.memory --impl ptm --size base --whole --precision default``): the peak moves to the start of backward and falls by 20-45 MB at BERT-base;
-a BERT-mini pre-training step is 2.7% faster (the 31 MB fill and add are gone).
+(``python -m benchmarks.memory --impl ptm --size base --whole --precision default``): the
+peak moves to the start of backward and falls by 20-45 MB at BERT-base; a BERT-mini
+pre-training step is 2.7% faster (the 31 MB fill and add are gone).
 
 :class:`TiedLookupRows` makes the tied tables' lookups keep their gradient rows aside
 (the token ids and one ``D``-vector per token) instead. Autograd then accumulates the
@@ -23,11 +24,14 @@ The :class:`~ptm_core.training.Trainer` uses this for the length of ``fit()`` in
 process (``trainer.sparse_lookups``); DDP, FSDP and ``torch.compile`` keep
 ``nn.Embedding``'s own backward. Untied tables keep it too: there the dense gradient is the
 only one and has to be built anyway.
+
+While switched, a table's ``forward`` is an instance attribute bound to that table: a
+callback that copies the model during ``fit()`` should copy its ``state_dict`` (as
+checkpoints do), not ``copy.deepcopy`` the module.
 """
 
 from __future__ import annotations
 
-import types
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, cast
@@ -62,23 +66,28 @@ class _Rows:
 
 class _Lookup(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, ids: Tensor, weight: Tensor, rows: _Rows, scale: bool) -> Tensor:
+    def forward(ctx: Any, ids: Tensor, weight: Tensor, rows: _Rows) -> Tensor:
         ctx.rows = rows
         ctx.save_for_backward(ids)
-        return nn.functional.embedding(ids, weight, rows.padding_idx, None, 2.0, scale)
+        return nn.functional.embedding(ids, weight, rows.padding_idx)
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor) -> tuple[None, None, None, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, None, None]:
         (ids,) = ctx.saved_tensors
         ctx.rows.add(ids, grad)
-        return None, None, None, None
+        return None, None, None
 
 
-def _tied_forward(self: nn.Embedding, ids: Tensor) -> Tensor:
-    if not (torch.is_grad_enabled() and self.weight.requires_grad):
-        return nn.Embedding.forward(self, ids)
-    rows = cast(_Rows, vars(self)["_ptm_rows"])
-    return cast(Tensor, _Lookup.apply(ids, self.weight, rows, False))
+def _tied_forward(module: nn.Embedding, rows: _Rows) -> Callable[[Tensor], Tensor]:
+    """``module.forward`` while switched: the rows aside when a gradient is wanted, else
+    ``nn.Embedding``'s own lookup."""
+
+    def forward(ids: Tensor) -> Tensor:
+        if not (torch.is_grad_enabled() and module.weight.requires_grad):
+            return nn.Embedding.forward(module, ids)
+        return cast(Tensor, _Lookup.apply(ids, module.weight, rows))
+
+    return forward
 
 
 class TiedLookupRows:
@@ -106,14 +115,10 @@ class TiedLookupRows:
                 and uses[id(module.weight)] > 1
             ):
                 rows = _Rows(module.padding_idx)
-                vars(module)["_ptm_rows"] = rows  # a plain attribute, not a submodule
-                module.forward = types.MethodType(_tied_forward, module)  # type: ignore[method-assign]
+                module.forward = _tied_forward(module, rows)  # type: ignore[method-assign,assignment]
                 self._hooks.append(module.weight.register_post_accumulate_grad_hook(_adder(rows)))
                 self.tables.append(module)
                 self._rows.append(rows)
-
-    def __bool__(self) -> bool:
-        return bool(self.tables)
 
     def flush(self) -> None:
         """After backward: rows still aside (no other gradient reached the table this
@@ -130,8 +135,7 @@ class TiedLookupRows:
         for handle in self._hooks:
             handle.remove()
         for module in self.tables:
-            del module.forward
-            del vars(module)["_ptm_rows"]
+            del module.forward  # the class's forward again
         self._hooks.clear()
         self.tables.clear()
         self._rows.clear()
