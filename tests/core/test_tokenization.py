@@ -6,6 +6,8 @@ import importlib.util
 import json
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +280,58 @@ def test_train_puts_specials_first(trained: WordPieceTokenizer) -> None:
     assert len(pieces) > 1 and all(p.startswith("##") for p in pieces[1:])
     starts = trained.word_start_mask(trained.tokenize_ids("Photosynthesis"))
     assert starts == [True, *([False] * (len(pieces) - 1))]
+
+
+# Every pair of characters is equally frequent: each merge is a tie that the trainer breaks
+# by piece id, so the learned pieces depend on how the "##c" pieces were numbered.
+TIED_TEXTS = ["orbit sky sun telescope metal liquid toxic thermometer mercury venus"] * 4 + [
+    "quicksilver washire"
+] * 3
+_TRAIN_IN_A_CHILD = (
+    "import sys\n"
+    "from ptm_core.tokenization import WordPieceTokenizer\n"
+    "texts = sys.stdin.read().split('\\n')\n"
+    "t = WordPieceTokenizer.train(iter(texts), vocab_size=120, min_frequency=1)\n"
+    "print(' '.join(t.convert_ids_to_tokens(range(t.vocab_size))))\n"
+)
+
+
+def test_training_learns_the_same_pieces_in_every_process() -> None:
+    """The trainer breaks ties in hash-map order (tokenizers issue #1794); ptm names the
+    "##c" pieces up front so that the same text gives the same vocabulary every time."""
+    vocabularies = {
+        subprocess.run(
+            [sys.executable, "-c", _TRAIN_IN_A_CHILD],
+            input="\n".join(TIED_TEXTS),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for _ in range(4)
+    }
+    assert len(vocabularies) == 1
+    here = WordPieceTokenizer.train(TIED_TEXTS, vocab_size=120, min_frequency=1)
+    assert vocabularies == {" ".join(here.convert_ids_to_tokens(range(here.vocab_size))) + "\n"}
+
+
+def test_training_reads_an_iterator_like_a_list() -> None:
+    texts = ["Line one\nline two of the café", "naïve café, x-ray", "中文 text"] * 5
+    from_list = WordPieceTokenizer.train(texts, vocab_size=90, min_frequency=1)
+    from_iterator = WordPieceTokenizer.train(iter(texts), vocab_size=90, min_frequency=1)
+    assert from_list.backend.get_vocab() == from_iterator.backend.get_vocab()
+
+
+def test_continuation_pieces_follow_the_normaliser_and_pre_tokeniser() -> None:
+    texts = ["naïve café, x-ray: 中文 text."] * 5
+    vocab = WordPieceTokenizer.train(texts, vocab_size=60, min_frequency=1).backend.get_vocab()
+    # Letters continue words; accents are stripped when lowercasing, as in BERT.
+    assert {"##a", "##e", "##i", "##x", "##r"} <= set(vocab)
+    assert "##ï" not in vocab and "##é" not in vocab
+    # Punctuation and CJK characters stand alone and never continue a word.
+    assert not {"##,", "##-", "##:", "##.", "##中", "##文"} & set(vocab)
+    assert {",", "-", "中", "文"} <= set(vocab)
+    cased = WordPieceTokenizer.train(texts, vocab_size=60, min_frequency=1, lowercase=False)
+    assert "##é" in cased.backend.get_vocab()
 
 
 def test_save_load_round_trip(trained: WordPieceTokenizer, tmp_path: Path) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,59 @@ _SPECIAL_FIELDS = ("pad_token", "unk_token", "cls_token", "sep_token", "mask_tok
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_FILE = "tokenizer.json"
 CONFIG_FILE = "tokenizer_config.json"
+
+
+@contextmanager
+def _read_twice(
+    texts: Iterable[str],
+) -> Iterator[tuple[set[str], Callable[[], Iterator[str]]]]:
+    """Read ``texts`` once for their characters, then give a way to read them again.
+
+    A list or tuple is read again from memory; any other iterable (a generator over a
+    corpus) is copied to an unnamed temporary file on the way, one text per line.
+    """
+    characters: set[str] = set()
+    if isinstance(texts, (list, tuple)):
+        for text in texts:
+            characters.update(text)
+        yield characters, lambda: iter(texts)
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as spill:
+        for text in texts:
+            characters.update(text)
+            # The normaliser turns a newline into a space before training, so this is exact.
+            spill.write(text.replace("\n", " "))
+            spill.write("\n")
+
+        def replay() -> Iterator[str]:
+            spill.seek(0)
+            for line in spill:
+                yield line[:-1]
+
+        yield characters, replay
+
+
+def _continuation_pieces(
+    characters: Iterable[str],
+    normalizer: normalizers.Normalizer,
+    splitter: pre_tokenizers.PreTokenizer,
+) -> list[str]:
+    """The sorted ``##c`` pieces for every character that can continue a word.
+
+    A character continues a word when, after ``normalizer``, it is neither set
+    apart (CJK characters get spaces around them) nor split off by ``splitter``
+    (whitespace and punctuation). This names ``##c`` for a letter seen only at word starts
+    too; such a piece costs one slot and lets new words use the letter inside them.
+    """
+    pieces = set()
+    for character in characters:
+        normalized = normalizer.normalize_str(character)
+        if normalized != normalized.strip():
+            continue
+        for c in normalized:
+            if len(splitter.pre_tokenize_str(c + c)) == 1:
+                pieces.add("##" + c)
+    return sorted(pieces)
 
 
 @dataclass(frozen=True)
@@ -270,7 +325,9 @@ class WordPieceTokenizer(BackendTokenizer):
             show_progress: Show the `tokenizers` progress bar.
 
         Returns:
-            The trained tokenizer.
+            The trained tokenizer. The same texts give the same vocabulary in every run:
+            the texts are read twice (an iterator is copied to a temporary file), first for
+            their characters, whose ``##`` pieces are named to the trainer sorted.
         """
         least = len(SPECIAL_TOKENS) + 1
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < least:
@@ -279,24 +336,30 @@ class WordPieceTokenizer(BackendTokenizer):
                 f"({len(SPECIAL_TOKENS)} special tokens plus the characters of the text)"
             )
         backend = Tokenizer(WordPiece(unk_token=UNK, max_input_chars_per_word=100))
-        backend.normalizer = normalizers.BertNormalizer(
+        normalizer = normalizers.BertNormalizer(
             clean_text=True,
             handle_chinese_chars=True,
             strip_accents=strip_accents,
             lowercase=lowercase,
         )
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        trainer = WordPieceTrainer(
-            vocab_size=vocab_size,
-            min_frequency=min_frequency,
-            show_progress=show_progress,
-            special_tokens=list(SPECIAL_TOKENS),
-            continuing_subword_prefix="##",
-        )
-        backend.train_from_iterator(texts, trainer=trainer)
-        # The trainer numbers its alphabet in hash-map order, so two runs on the same text
-        # give the same pieces under different ids. WordPiece segmentation depends only on
-        # the set of pieces, so renumber them canonically: specials, then sorted pieces.
+        splitter = pre_tokenizers.BertPreTokenizer()
+        backend.normalizer, backend.pre_tokenizer = normalizer, splitter
+        with _read_twice(texts) as (characters, replay):
+            # The trainer creates the "##c" pieces as it meets them, in hash-map order, and
+            # breaks ties between equally frequent pairs by piece id: two trainings on the
+            # same text could learn different pieces (tokenizers issue #1794). Naming every
+            # "##c" up front, sorted, fixes their ids, and so the whole training.
+            continuations = _continuation_pieces(characters, normalizer, splitter)
+            trainer = WordPieceTrainer(
+                vocab_size=vocab_size,
+                min_frequency=min_frequency,
+                show_progress=show_progress,
+                special_tokens=[*SPECIAL_TOKENS, *continuations],
+                continuing_subword_prefix="##",
+            )
+            backend.train_from_iterator(replay(), trainer=trainer)
+        # Ids still follow the trainer's order; WordPiece segmentation depends only on the
+        # set of pieces, so renumber them canonically: specials, then sorted pieces.
         learned = backend.get_vocab(with_added_tokens=False)
         pieces = sorted(t for t in learned if t not in SPECIAL_TOKENS)
         if len(SPECIAL_TOKENS) + len(pieces) > vocab_size:
@@ -309,10 +372,8 @@ class WordPieceTokenizer(BackendTokenizer):
                 "the default is 8000)"
             )
         canonical = {t: i for i, t in enumerate([*SPECIAL_TOKENS, *pieces])}
-        normalizer = backend.normalizer
         backend = Tokenizer(WordPiece(canonical, unk_token=UNK, max_input_chars_per_word=100))
-        backend.normalizer = normalizer
-        backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        backend.normalizer, backend.pre_tokenizer = normalizer, splitter
         return cls._finish(backend, lowercase=lowercase, source="trained vocabulary")
 
     @classmethod

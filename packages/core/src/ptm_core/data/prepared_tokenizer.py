@@ -136,9 +136,8 @@ def _train_on_sample(
 ) -> tuple[WordPieceTokenizer, dict[str, Any]]:
     """Train WordPiece on the first ``tokenizer_sample_bytes`` of sentences, streamed.
 
-    The tokenizers library breaks ties between equally frequent pairs in hash order, so
-    two trainings on the same text may differ in a few pieces: one more reason a trained
-    tokenizer is kept and reused while its sample is unchanged.
+    Training the same sample again gives the same vocabulary, but it takes time, so a
+    trained tokenizer is kept and reused while its sample is unchanged.
     """
     limit = int(settings["tokenizer_sample_bytes"])
     identities = [_piece_identity(scan, piece) for scan in scanned for piece in scan.pieces]
