@@ -177,6 +177,14 @@ def test_save_load_gives_identical_logits(tmp_path, tokenizer, entity_ids):
     assert record["entity_ids"] == entity_ids and record["use_entities"] is True
 
 
+def test_label_names_of_another_length_are_refused(tokenizer, entity_ids):
+    """As the core TaskModel does: two names for three classes would mislabel predictions."""
+    with pytest.raises(ValueError, match="label_names has 2 names but num_labels=3"):
+        build_ernie_task_model(
+            tiny_encoder(tokenizer, len(entity_ids)), "classification", 3, label_names=["a", "b"]
+        )
+
+
 def test_finetune_final_and_predict(tmp_path, task, ernie_final):
     trainer = TrainerConfig(
         output_dir=str(tmp_path / "run"), max_steps=4, learning_rate=1e-3, progress=False

@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from ptm_core.finetune.model import TaskOutput, build_task_head, head_settings, task_loss
+from ptm_core.finetune.model import (
+    TaskOutput,
+    build_task_head,
+    check_labels,
+    head_settings,
+    task_loss,
+)
 
 POOLS = ("mentions", "first")
 
@@ -38,8 +44,9 @@ class MentionPooledTaskModel(nn.Module):
         pool: ``"mentions"`` or ``"first"``.
 
     Raises:
-        ValueError: another task kind (names the task to use), or an unknown pool (lists
-            the valid ones).
+        ValueError: another task kind (names the task to use), an unknown pool (lists
+            the valid ones), a ``num_labels`` that does not fit ``kind``, or
+            ``label_names`` of another length.
     """
 
     family: ClassVar[str]
@@ -64,6 +71,7 @@ class MentionPooledTaskModel(nn.Module):
             )
         if pool not in POOLS:
             raise ValueError(f"unknown pool {pool!r}; valid: {', '.join(POOLS)}")
+        check_labels(kind, num_labels, label_names)
         self.encoder = encoder
         self.head = head
         self.kind = kind

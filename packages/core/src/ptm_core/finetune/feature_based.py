@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ptm_core.encoders.transformer import TransformerEncoder
 from ptm_core.features.frozen import FrozenEncoderFeatures
+from ptm_core.finetune.model import check_labels
 from ptm_core.heads.crf import LinearChainCRF
 
 IGNORE_INDEX = -100
@@ -120,10 +121,7 @@ class FeatureBasedTagger(nn.Module):
         layers: list[int] | None = None,
     ) -> None:
         super().__init__()
-        if label_names is not None and len(label_names) != num_labels:
-            raise ValueError(
-                f"label_names has {len(label_names)} names but num_labels is {num_labels}"
-            )
+        check_labels("tagging", num_labels, label_names)
         if constraint == "auto":
             constraint = "bio" if label_names is not None and _is_bio(label_names) else None
         self.num_labels = num_labels

@@ -96,6 +96,22 @@ def check_kind(kind: str) -> None:
         raise ValueError(f"unknown task kind {kind!r}; valid: {', '.join(TASK_KINDS)}")
 
 
+def check_labels(kind: str, num_labels: int, label_names: Sequence[str] | None = None) -> None:
+    """Refuse a ``num_labels`` that does not fit ``kind``, or ``label_names`` of another
+    length than ``num_labels`` (classification and tagging; other kinds ignore the names).
+
+    Raises:
+        ValueError: naming the field and the value it needs.
+    """
+    _check_num_labels(kind, num_labels)
+    labelled = kind in ("classification", "tagging")
+    if label_names is not None and labelled and len(label_names) != num_labels:
+        raise ValueError(
+            f"label_names has {len(label_names)} names but num_labels={num_labels}; give one "
+            "name per class, in index order"
+        )
+
+
 def _check_num_labels(kind: str, num_labels: int) -> None:
     if kind == "regression" and num_labels != 1:
         raise ValueError(f"a regression task has num_labels=1 (one score), got {num_labels}")
@@ -154,12 +170,7 @@ class TaskModel(nn.Module):
     ) -> None:
         super().__init__()
         check_kind(kind)
-        _check_num_labels(kind, num_labels)
-        labelled = kind in ("classification", "tagging")
-        if label_names is not None and labelled and len(label_names) != num_labels:
-            raise ValueError(
-                f"label_names has {len(label_names)} names but num_labels={num_labels}"
-            )
+        check_labels(kind, num_labels, label_names)
         self.encoder = encoder
         self.head = head
         self.kind = kind
