@@ -19,11 +19,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
-from conftest import ToyModel, ToySource
 from safetensors.torch import load_file
 from terminal import sigint_as_in_a_terminal
 
@@ -237,7 +238,9 @@ def _records(out: Path) -> list[dict[str, object]]:
     return [{k: v for k, v in json.loads(x).items() if k not in TIMING_KEYS} for x in lines]
 
 
-def test_kill_9_frees_the_folder_and_the_resume_is_bit_identical(tmp_path: Path) -> None:
+def test_kill_9_frees_the_folder_and_the_resume_is_bit_identical(
+    tmp_path: Path, make_model: Callable[..., Any], make_source: Callable[..., Any]
+) -> None:
     script = tmp_path / "run.py"
     script.write_text(SLOW_RUN)
     straight = _start(script, tmp_path / "straight", 30, 0.0)
@@ -247,7 +250,8 @@ def test_kill_9_frees_the_folder_and_the_resume_is_bit_identical(tmp_path: Path)
     _wait_for_lines(out, victim, 12)
     # A second writer while the first runs: refused, naming the holder.
     with pytest.raises(RunLockedError, match=rf"pid {victim.pid}\)"):
-        Trainer(ToyModel(), ToySource(), TrainerConfig(output_dir=str(out), device="cpu")).fit()
+        config = TrainerConfig(output_dir=str(out), device="cpu")
+        Trainer(make_model(), make_source(), config).fit()
     victim.kill()  # SIGKILL: the lock file stays, the kernel's lock does not
     victim.communicate()
     assert (out / LOCK_FILE).read_text().strip() == str(victim.pid)
