@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import random
 import shutil
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -263,6 +265,59 @@ def test_truncation_errors(ours: WordPieceTokenizer) -> None:
         ours.encode("a", "b", max_length=4)
     with pytest.raises(ValueError, match="at least 3"):
         ours.encode("a", max_length=2)
+
+
+def _random_rows(seed: int, count: int) -> list[str]:
+    """Rows of plain ASCII, and rows with what a BERT normaliser changes: control
+    characters, tabs, accents, combining marks, CJK, capitals."""
+    rng = random.Random(seed)
+    plain = string.ascii_letters + string.digits + string.punctuation + "     "
+    odd = "\t\n\r\x00\x0b\x1f\x7fé\u0301ÅßİΣ東京\u00a0\u200b\ufffd🙂"
+    rows = []
+    for i in range(count):
+        text = "".join(rng.choice(plain) for _ in range(rng.randint(0, 40)))
+        if i % 3 == 0:
+            at = rng.randint(0, len(text))
+            text = text[:at] + rng.choice(odd) + text[at:]
+        rows.append(text)
+    return rows
+
+
+def _reference(tok: WordPieceTokenizer, max_length: int | None) -> Tokenizer:
+    reference = Tokenizer.from_str(tok.backend.to_str())
+    if max_length is not None:
+        reference.enable_truncation(max_length, strategy="longest_first", direction="right")
+    return reference
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("max_length", [None, 12])
+def test_plain_ascii_rows_encode_as_through_the_bert_normaliser(
+    ours: WordPieceTokenizer, trained: WordPieceTokenizer, lowercase: bool, max_length: int | None
+) -> None:
+    """Printable ASCII rows skip the BERT normaliser's cleaning, CJK and accent steps; the
+    encodings must be those of the full normaliser, row for row, mixed batches included."""
+    tok = (
+        ours
+        if lowercase
+        else WordPieceTokenizer.train(
+            [*SENTENCES, *_random_rows(0, 200)], vocab_size=400, min_frequency=1, lowercase=False
+        )
+    )
+    assert tok is trained or tok.lowercase is lowercase
+    texts, pairs = _random_rows(1, 300), _random_rows(2, 300)
+    reference = _reference(tok, max_length)
+    expected = reference.encode_batch(texts)
+    got = tok.encode_batch(texts, max_length=max_length)
+    for row, (a, b) in enumerate(zip(got, expected, strict=True)):
+        assert (a.input_ids, a.offsets) == (b.ids, b.offsets), texts[row]
+    expected = reference.encode_batch(list(zip(texts, pairs, strict=True)))
+    got = tok.encode_batch(texts, pairs, max_length=max_length)
+    for row, (a, b) in enumerate(zip(got, expected, strict=True)):
+        assert (a.input_ids, a.token_type_ids, a.offsets) == (b.ids, b.type_ids, b.offsets), row
+    fast = _reference(tok, None).encode_batch_fast(texts, add_special_tokens=False)
+    assert tok.tokenize_ids_batch(texts) == [e.ids for e in fast]
+    assert tok.tokenize_ids_batch(texts[:1] * 3) == [fast[0].ids] * 3  # all plain, or none
 
 
 # ---------------------------------------------------------------- training, save, load

@@ -236,9 +236,8 @@ class HFTokenizer(BackendTokenizer):
                 "text or pairs=None"
             )
         inputs: list[Any] = list(texts) if pairs is None else list(zip(texts, pairs, strict=True))
-        encodings = self._backend_for(max_length, truncation, pairs is not None).encode_batch(
-            inputs
-        )
+        backend = self._backend_for(max_length, truncation, pairs is not None)
+        encodings = self._encode_rows(backend, inputs)
         out = []
         for encoding in encodings:
             if max_length is not None and not truncation and len(encoding.ids) > max_length:
