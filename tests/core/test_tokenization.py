@@ -376,6 +376,14 @@ def test_training_reads_an_iterator_like_a_list() -> None:
     assert from_list.backend.get_vocab() == from_iterator.backend.get_vocab()
 
 
+@pytest.mark.parametrize("wrap", [list, iter])
+def test_training_names_the_text_with_a_lone_surrogate(wrap: Any) -> None:
+    with pytest.raises(ValueError, match=r"text 1: lone surrogate U\+D800 at character 2"):
+        WordPieceTokenizer.train(wrap(["fine", "a\ud800b"]), vocab_size=50, min_frequency=1)
+    with pytest.raises(TypeError, match="text 0 is NoneType, not str"):
+        WordPieceTokenizer.train(wrap([None]), vocab_size=50, min_frequency=1)
+
+
 def test_continuation_pieces_follow_the_normaliser_and_pre_tokeniser() -> None:
     texts = ["naïve café, x-ray: 中文 text."] * 5
     vocab = WordPieceTokenizer.train(texts, vocab_size=60, min_frequency=1).backend.get_vocab()

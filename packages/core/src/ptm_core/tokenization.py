@@ -45,12 +45,14 @@ def _read_twice(
     """
     characters: set[str] = set()
     if isinstance(texts, (list, tuple)):
-        for text in texts:
+        for index, text in enumerate(texts):
+            _check_encodable(text, index)
             characters.update(text)
         yield characters, lambda: iter(texts)
         return
     with tempfile.TemporaryFile("w+", encoding="utf-8", newline="\n") as spill:
-        for text in texts:
+        for index, text in enumerate(texts):
+            _check_encodable(text, index)
             characters.update(text)
             # The normaliser turns a newline into a space before training, so this is exact.
             spill.write(text.replace("\n", " "))
@@ -62,6 +64,21 @@ def _read_twice(
                 yield line[:-1]
 
         yield characters, replay
+
+
+def _check_encodable(text: str, index: int) -> None:
+    """Refuse a text the tokenizers library cannot take: one with a lone surrogate."""
+    if not isinstance(text, str):
+        raise TypeError(f"text {index} is {type(text).__name__}, not str; pass strings")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(
+                f"text {index}: lone surrogate U+{ord(text[error.start]):04X} at character "
+                f"{error.start + 1}, which is not valid Unicode; read the file with "
+                "errors='strict' to find where it came from, or drop the character"
+            ) from None
 
 
 def _continuation_pieces(
