@@ -293,7 +293,7 @@ def _reference(tok: WordPieceTokenizer, max_length: int | None) -> Tokenizer:
 @pytest.mark.parametrize("lowercase", [True, False])
 @pytest.mark.parametrize("max_length", [None, 12])
 def test_plain_ascii_rows_encode_as_through_the_bert_normaliser(
-    ours: WordPieceTokenizer, trained: WordPieceTokenizer, lowercase: bool, max_length: int | None
+    ours: WordPieceTokenizer, lowercase: bool, max_length: int | None
 ) -> None:
     """Printable ASCII rows skip the BERT normaliser's cleaning, CJK and accent steps; the
     encodings must be those of the full normaliser, row for row, mixed batches included."""
@@ -304,7 +304,7 @@ def test_plain_ascii_rows_encode_as_through_the_bert_normaliser(
             [*SENTENCES, *_random_rows(0, 200)], vocab_size=400, min_frequency=1, lowercase=False
         )
     )
-    assert tok is trained or tok.lowercase is lowercase
+    assert tok.lowercase is lowercase  # MiniLM's vocabulary lowercases; the trained one not
     texts, pairs = _random_rows(1, 300), _random_rows(2, 300)
     reference = _reference(tok, max_length)
     expected = reference.encode_batch(texts)
