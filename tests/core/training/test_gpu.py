@@ -155,7 +155,7 @@ def test_a_named_cuda_device_holds_the_model_and_the_batches(
     inputs: list[torch.device] = []
     model = make_model(0)
     model.embed.register_forward_hook(lambda module, args, out: inputs.append(args[0].device))
-    config = make_config(device=name, max_steps=2, log_every=1, save_every=2)
+    config = make_config(device=name, max_steps=2, warmup_steps=1, log_every=1, save_every=2)
     trainer = Trainer(model, make_source(), config)
     assert trainer.device.type == "cuda"
     result = trainer.fit()
