@@ -141,7 +141,7 @@ def bench_shape(
         def step() -> None:
             with torch.no_grad():
                 if backend == "flex":
-                    compiled_flex_attention()(*base, block_mask=mask.block_mask())
+                    compiled_flex_attention(mask.signature)(*base, block_mask=mask.block_mask())
                 else:
                     attend(*base, mask, backend=backend)
 
@@ -165,7 +165,7 @@ def bench_shape(
             )
         if flex and kind in FLEX_KINDS:
             with torch.no_grad():
-                out = compiled_flex_attention()(*base, block_mask=mask.block_mask())
+                out = compiled_flex_attention(mask.signature)(*base, block_mask=mask.block_mask())
             flex_diff = float((out - reference).float().abs().max())
             if flex_diff > tolerance:
                 raise RuntimeError(f"{kind}: flex differs from the dense path by {flex_diff:.3g}")

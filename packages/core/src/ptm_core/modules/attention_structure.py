@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 
 from ptm_core.modules.attention_masks import UNILM_MASK_KINDS, to_sdpa_mask
+from ptm_core.modules.compiled_frames import compiled_or_none
 
 # The kinds a structure can be (``AttentionStructure.kind``).
 STRUCTURE_KINDS: tuple[str, ...] = (
@@ -260,6 +261,17 @@ class AttentionStructure:
     def device(self) -> torch.device:
         return self.real.device
 
+    @property
+    def signature(self) -> str:
+        """The kind and its variant (``"causal_reverse"``, ``"permutation_query"``): one
+        :meth:`rule` per signature, so one compiled flex frame per signature (see
+        :func:`~ptm_core.modules.attention_backends.compiled_flex_attention`)."""
+        if self.kind == "causal" and self.reverse:
+            return "causal_reverse"
+        if self.kind == "permutation":
+            return f"permutation_{self.stream}"
+        return self.kind
+
     def visible(self, b: Tensor, q: Tensor, k: Tensor) -> Tensor:
         """Whether query ``q`` of row ``b`` may attend key ``k`` (blind rows not fixed).
 
@@ -386,16 +398,22 @@ class AttentionStructure:
             num_heads: ``H`` of the mask; ``None`` broadcasts one mask over the heads.
             compiled: compile the construction; ``None`` = when the tensors are on CUDA.
         """
-        from torch.nn.attention.flex_attention import create_block_mask
-
         key = ("block_mask", num_heads, str(self.device))
         if key not in self._cache:
             batch, length = self.shape
             use_compile = self.device.type == "cuda" if compiled is None else compiled
-            build = _compiled_create_block_mask() if use_compile else create_block_mask
-            self._cache[key] = build(
-                self.mask_mod, batch, num_heads, length, length, device=self.device
-            )
+            arguments = (self.mask_mod, batch, num_heads, length, self.device)
+            built = None
+            if use_compile:
+                built = compiled_or_none(
+                    f"create_block_mask_{self.signature}",
+                    _create_block_mask,
+                    "the eager create_block_mask",
+                    *arguments,
+                )
+            if built is None:
+                built = _create_block_mask(*arguments)
+            self._cache[key] = built
         return self._cache[key]
 
     def to(self, device: torch.device | str) -> AttentionStructure:
@@ -433,15 +451,16 @@ def real_tokens(mask: Tensor | AttentionStructure) -> Tensor:
     return mask.bool()
 
 
-_COMPILED: dict[str, Any] = {}
+def _create_block_mask(
+    mask_mod: Callable[..., Tensor],
+    batch: int,
+    num_heads: int | None,
+    length: int,
+    device: torch.device,
+) -> Any:
+    from torch.nn.attention.flex_attention import create_block_mask
 
-
-def _compiled_create_block_mask() -> Any:
-    if "create_block_mask" not in _COMPILED:
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        _COMPILED["create_block_mask"] = torch.compile(create_block_mask)
-    return _COMPILED["create_block_mask"]
+    return create_block_mask(mask_mod, batch, num_heads, length, length, device=device)
 
 
 def unilm_structure(
