@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.gemm_peak import gemm_peak
+
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[1]
 VOCAB = REPO / "data_specs/text_corpus/sample-vocab.txt"
@@ -229,7 +231,24 @@ def measure(size: str, root: Path, examples: int, repeats: int, requests: int) -
         row["vs_transformers_sdpa_bf16"] = round(
             row["examples_per_s"] / reference["examples_per_s"], 2
         )
+        if row["arm"] in BF16_ARMS:  # executed FLOPs (ptm's are of the real tokens only)
+            flops = counted_flops(arms[row["arm"]], texts)
+            row["gflop"] = round(flops / 1e9, 1)
+            row["gflop_per_s"] = round(flops / min(seconds[row["arm"]]) / 1e9, 1)
     return {"size": size, "shape": SIZES[size], "examples": examples, "rows": rows}
+
+
+#: The arms set against the bf16 matrix-multiply peak (the others run fp32 or int8).
+BF16_ARMS = ("ptm bf16", "transformers sdpa + bf16")
+
+
+def counted_flops(arm: Arm, texts: list[str]) -> int:
+    """Matrix FLOPs (GEMMs and attention) one pass of ``arm`` over ``texts`` executes."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        arm(texts)
+    return int(counter.get_total_flops())
 
 
 def _cpu() -> str:
@@ -254,19 +273,34 @@ def markdown(result: dict[str, Any]) -> str:
         "Throughput: the best of the repeats (median beside it); latency: one request of "
         "one example.",
         "",
+        f"bf16 matrix-multiply peak of this CPU on {result['threads']} threads "
+        f"(`benchmarks.gemm_peak`, measured at the start and the end of the run, the higher "
+        f"kept): {result['gemm_peak_gflops']} GFLOP/s. *Share of peak* is a bf16 arm's "
+        "executed FLOP/s (`FlopCounterMode` over one pass: GEMMs and attention; ptm's are "
+        "of the real tokens only, GFLOP per pass beside it) at its best throughput, against "
+        "that peak. The ratio of two bf16 arms is their shares' ratio times the ratio of "
+        "the FLOPs they execute; no arm can pass 100%.",
+        "",
     ]
     for size in result["sizes"]:
         lines += [
             f"## BERT-{size['size']} ({size['shape']['num_layers']} x "
             f"{size['shape']['hidden_size']}), {size['examples']} examples",
             "",
-            "| arm | examples/s (best) | median | vs transformers sdpa + bf16 | p50 ms | p99 ms |",
-            "|---|---|---|---|---|---|",
+            "| arm | examples/s (best) | median | vs transformers sdpa + bf16 | share of peak "
+            "| p50 ms | p99 ms |",
+            "|---|---|---|---|---|---|---|",
         ]
         for row in size["rows"]:
+            share = (
+                f"{100 * row['gflop_per_s'] / result['gemm_peak_gflops']:.0f}% "
+                f"({row['gflop']:.0f} GFLOP)"
+                if "gflop_per_s" in row
+                else ""
+            )
             lines.append(
                 f"| {row['arm']} | {row['examples_per_s']} | {row['examples_per_s_median']} | "
-                f"{row['vs_transformers_sdpa_bf16']}x | {row['latency_p50_ms']} | "
+                f"{row['vs_transformers_sdpa_bf16']}x | {share} | {row['latency_p50_ms']} | "
                 f"{row['latency_p99_ms']} |"
             )
         lines.append("")
@@ -286,6 +320,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     root = Path(args.root or tempfile.mkdtemp(prefix="ptm-serving-"))
     load_before = round(os.getloadavg()[0], 1)
+    peak_before = gemm_peak(args.threads)
     sizes = [
         measure(s, root, args.examples, args.repeats, args.requests) for s in args.sizes.split(",")
     ]
@@ -296,6 +331,7 @@ def main() -> None:
         "threads": args.threads,
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 1),
+        "gemm_peak_gflops": round(max(peak_before, gemm_peak(args.threads))),
         "sizes": sizes,
     }
     RESULTS.mkdir(exist_ok=True)

@@ -119,3 +119,18 @@ def test_on_cuda_every_kind_trains_compiled_at_every_length() -> None:
                 expected = attend(*(t.detach() for t in (query, key, value)), mask, backend="dense")
                 torch.testing.assert_close(out.detach(), expected, atol=1e-4, rtol=0)
     assert not compiled_frames._GAVE_UP
+
+
+def test_a_compile_that_fails_warns_with_its_first_line_and_runs_sdpa(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(name: str, fn: object) -> object:
+        def run(*args: object, **kwargs: object) -> object:
+            raise torch._dynamo.exc.TorchDynamoException("C++ compile error\n(details)")
+
+        return run
+
+    monkeypatch.setattr(compiled_frames, "compiled", broken)
+    with pytest.warns(RuntimeWarning, match=r"flex_attention_prefix failed \(TorchDynamoExc"):
+        check_against_sdpa("prefix", 128, 0)
+    assert compiled_frames.gave_up("flex_attention_prefix")

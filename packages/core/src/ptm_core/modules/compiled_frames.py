@@ -20,7 +20,9 @@ So each named use here gets:
   sizes reuse that graph;
 * ``fullgraph=True``, so reaching the limit raises instead of falling to eager; the
   caller is told (``None``) and takes its own fallback (SDPA with a boolean mask for
-  attention; eager ``create_block_mask`` for block masks), with one warning per name.
+  attention; eager ``create_block_mask`` for block masks), with one warning per name. A
+  compile that fails (a graph break, a backend error such as the one above) takes the
+  same fallback with its first line in the warning, instead of stopping the run.
 """
 
 from __future__ import annotations
@@ -69,22 +71,29 @@ def compiled_or_none(
     name: str, fn: Callable[..., Any], fallback: str, *args: Any, **kwargs: Any
 ) -> Any:
     """``compiled(name, fn)(*args, **kwargs)``, or ``None`` once ``name`` has reached
-    dynamo's recompile limit (warned about once; the caller runs ``fallback``, which the
-    warning names)."""
+    dynamo's recompile limit or failed to compile (warned about once; the caller runs
+    ``fallback``, which the warning names)."""
+    from torch._dynamo.exc import TorchDynamoException
+
     if name in _GAVE_UP:
         return None
     try:
         return compiled(name, fn)(*args, **kwargs)
     except _limit_errors():
-        _GAVE_UP.add(name)
         limit = torch._dynamo.config.recompile_limit
-        warnings.warn(
-            f"torch.compile of {name} reached dynamo's recompile limit ({limit} graphs); "
-            f"from now on this process runs {fallback} instead (same outputs). "
-            "TORCH_LOGS=recompiles shows what changed between "
-            "calls; if the process really needs more shapes, raise "
-            "torch._dynamo.config.recompile_limit before the first call.",
-            RuntimeWarning,
-            stacklevel=3,
+        why = (
+            f"reached dynamo's recompile limit ({limit} graphs). TORCH_LOGS=recompiles "
+            "shows what changed between calls; if the process really needs more shapes, "
+            "raise torch._dynamo.config.recompile_limit before the first call"
         )
-        return None
+    except TorchDynamoException as error:  # a graph break, a backend that failed to build
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        why = f"failed ({type(error).__name__}: {first[:300]})"
+    _GAVE_UP.add(name)
+    warnings.warn(
+        f"torch.compile of {name} {why}. From now on this process runs {fallback} "
+        "instead (same outputs).",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return None
