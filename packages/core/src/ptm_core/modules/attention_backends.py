@@ -197,7 +197,7 @@ def flex_attend(
     structure = structure.to(query.device)
     if use_compile:
         name = f"flex_attention_{structure.signature}"
-        if not gave_up(name):
+        if not gave_up(name):  # (checked first: a given-up signature needs no BlockMask)
             out = compiled_or_none(
                 name,
                 _flex_attention,

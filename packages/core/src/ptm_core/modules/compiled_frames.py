@@ -41,7 +41,7 @@ _GAVE_UP: set[str] = set()
 def _limit_errors() -> tuple[type[BaseException], ...]:
     from torch._dynamo import exc
 
-    names = ("FailOnRecompileLimitHit", "FailOnCacheLimitHit")  # torch >= 2.7 / 2.6
+    names = ("FailOnRecompileLimitHit", "FailOnCacheLimitHit")  # newer / older torch
     return tuple(getattr(exc, name) for name in names if hasattr(exc, name))
 
 
@@ -62,8 +62,8 @@ def compiled(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def gave_up(name: str) -> bool:
-    """Whether ``name`` reached the recompile limit in this process (it then runs its
-    caller's fallback)."""
+    """Whether ``name`` reached the recompile limit or failed to compile in this process
+    (it then runs its caller's fallback)."""
     return name in _GAVE_UP
 
 
@@ -80,7 +80,8 @@ def compiled_or_none(
     try:
         return compiled(name, fn)(*args, **kwargs)
     except _limit_errors():
-        limit = torch._dynamo.config.recompile_limit
+        config = torch._dynamo.config  # older torch names it cache_size_limit
+        limit = getattr(config, "recompile_limit", getattr(config, "cache_size_limit", "?"))
         why = (
             f"reached dynamo's recompile limit ({limit} graphs). TORCH_LOGS=recompiles "
             "shows what changed between calls; if the process really needs more shapes, "
