@@ -134,3 +134,25 @@ def test_a_compile_that_fails_warns_with_its_first_line_and_runs_sdpa(
     with pytest.warns(RuntimeWarning, match=r"flex_attention_prefix failed \(TorchDynamoExc"):
         check_against_sdpa("prefix", 128, 0)
     assert compiled_frames.gave_up("flex_attention_prefix")
+
+
+@pytest.mark.parametrize("frame_first", [False, True])
+def test_flex_inside_a_compiled_model_runs_in_its_own_graph(frame_first: bool) -> None:
+    """trainer.compile around a structured mask: flex used to be inlined into the model's
+    graph, where inductor fused the next op into its template and refused it on CPU
+    (``Unsupported for epilogue_nodes in CppFlexAttentionTemplate``). Whether or not the
+    flex frame was compiled before the model, it stays a graph of its own."""
+    mask = structure("prefix", 128)
+    query, key, value = qkv(128, 0)
+    if frame_first:
+        with torch.no_grad():
+            attend(query, key, value, mask, backend="flex", compiled=True)
+
+    def model(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return attend(q, k, v, mask, backend="flex", compiled=True) * 2
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        out = torch.compile(model)(query, key, value)
+        expected = attend(query, key, value, mask, backend="dense") * 2
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=0)

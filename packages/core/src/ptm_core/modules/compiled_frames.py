@@ -23,6 +23,13 @@ So each named use here gets:
   attention; eager ``create_block_mask`` for block masks), with one warning per name. A
   compile that fails (a graph break, a backend error such as the one above) takes the
   same fallback with its first line in the warning, instead of stopping the run.
+
+Inside a compiled model (``trainer.compile``), :func:`compiled_or_none` is a graph break
+(``torch.compiler.disable``), so the named frame runs as a graph of its own. Inlined into
+the model's graph instead (as before this module, and as dynamo does with a nested
+compiled function), inductor fused the next op into the flex template, which its CPU
+backend refuses (``Unsupported for epilogue_nodes in CppFlexAttentionTemplate``, torch
+2.15).
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ def gave_up(name: str) -> bool:
     return name in _GAVE_UP
 
 
+@torch.compiler.disable
 def compiled_or_none(
     name: str, fn: Callable[..., Any], fallback: str, *args: Any, **kwargs: Any
 ) -> Any:
