@@ -246,7 +246,8 @@ def main() -> None:
         for length in (int(x) for x in args.lengths.split(",")):
             for name in args.dtypes.split(","):
                 dtype = getattr(torch, name)
-                # Compiled flex on CPU: fp32 only (one compile per kind and shape).
+                # Compiled flex on CPU: fp32 only (each kind compiles per dtype: a static
+                # graph for the first length, one symbolic graph for the later ones).
                 flex = not args.no_flex and (device.type == "cuda" or dtype == torch.float32)
                 print(f"{device.type} L={length} {name}", flush=True)
                 rows += bench_shape(
